@@ -1,0 +1,97 @@
+package domain
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"hash/crc32"
+	"math/big"
+	"time"
+)
+
+// API key format: "msk_" + 43 base62 characters (32 random bytes) + 6 base62
+// characters of CRC32 over the first part. The checksum lets the api reject
+// typos and garbage before any lookup; only a SHA-256 hash is stored.
+const (
+	KeyPrefix      = "msk_"
+	keyBodyLen     = 43
+	keyChecksumLen = 6
+	// KeyLen is the total length of a key.
+	KeyLen = len(KeyPrefix) + keyBodyLen + keyChecksumLen
+	// KeyDisplayLen is how many leading characters of a key are kept in clear
+	// (the "prefix" shown by keys list), enough to recognise a key, far too
+	// few to guess it.
+	KeyDisplayLen = len(KeyPrefix) + 6
+)
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// APIKey is a stored key: never the key itself.
+type APIKey struct {
+	ID        string
+	ClientID  string
+	Prefix    string
+	Hash      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// NewKey returns a fresh random key in the documented format.
+func NewKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	body := KeyPrefix + encodeBase62(new(big.Int).SetBytes(b[:]), keyBodyLen)
+	return body + encodeBase62(big.NewInt(int64(crc32.ChecksumIEEE([]byte(body)))), keyChecksumLen), nil
+}
+
+// CheckKeyFormat reports whether key has the documented shape and a
+// matching checksum. It runs before any lookup.
+func CheckKeyFormat(key string) bool {
+	if len(key) != KeyLen || key[:len(KeyPrefix)] != KeyPrefix {
+		return false
+	}
+	for i := len(KeyPrefix); i < len(key); i++ {
+		if !isBase62(key[i]) {
+			return false
+		}
+	}
+	body := key[:len(key)-keyChecksumLen]
+	want := encodeBase62(big.NewInt(int64(crc32.ChecksumIEEE([]byte(body)))), keyChecksumLen)
+	return subtle.ConstantTimeCompare([]byte(want), []byte(key[len(body):])) == 1
+}
+
+// HashKey returns the stored form of a key: lowercase hex SHA-256.
+func HashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// KeyHashEqual compares two key hashes in constant time.
+func KeyHashEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// KeyDisplayPrefix returns the part of a key that may be shown and stored in clear.
+func KeyDisplayPrefix(key string) string {
+	if len(key) < KeyDisplayLen {
+		return key
+	}
+	return key[:KeyDisplayLen]
+}
+
+func isBase62(c byte) bool {
+	return ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')
+}
+
+func encodeBase62(n *big.Int, width int) string {
+	out := make([]byte, width)
+	base := big.NewInt(62)
+	mod := new(big.Int)
+	n = new(big.Int).Set(n)
+	for i := width - 1; i >= 0; i-- {
+		n.DivMod(n, base, mod)
+		out[i] = base62[mod.Int64()]
+	}
+	return string(out)
+}
