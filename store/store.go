@@ -1,0 +1,162 @@
+// Package store is the Postgres side of the service: the only package that
+// imports pgx. It applies the embedded migrations, stores clients, keys,
+// usage and market data, and turns driver errors into domain errors at its
+// boundary.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/migrations"
+)
+
+// Options tune Open.
+type Options struct {
+	// Schema, when set, is used as the search_path of every connection
+	// (tests get a schema of their own this way).
+	Schema   string
+	MaxConns int32
+	Logger   *slog.Logger
+}
+
+// DB is the application's handle on Postgres.
+type DB struct {
+	Pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// Open connects a pool to url. It does not wait for the server: readiness
+// is checked with Ping and SchemaCurrent.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open pool: %w", err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &DB{Pool: pool, logger: logger}, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// Ping checks that Postgres answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) migrator(ctx context.Context) (*goose.Provider, error) {
+	// The advisory lock id is derived from the schema, so migrators of one
+	// schema serialise while tests on schemas of their own run in parallel.
+	var schema string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	h.Write([]byte("marketd-migrate:" + schema))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return nil, err
+	}
+	sqlDB := stdlib.OpenDBFromPool(db.Pool)
+	return goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithSessionLocker(locker))
+}
+
+// Migrate applies every pending migration; running it twice is a no-op.
+// A Postgres advisory lock keeps concurrent migrators from racing.
+func (db *DB) Migrate(ctx context.Context) (applied []int64, err error) {
+	p, err := db.migrator(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrator: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+// SchemaVersion returns the applied version and the version the binary expects.
+func (db *DB) SchemaVersion(ctx context.Context) (current, want int64, err error) {
+	sources, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(db.Pool), migrations.FS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: migrator: %w", err)
+	}
+	for _, s := range sources.ListSources() {
+		want = max(want, s.Version)
+	}
+	// Read the version table directly: goose's GetDBVersion creates the
+	// table when it is missing, and a read-only readiness probe must not write.
+	var exists bool
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, want, fmt.Errorf("store: schema version: %w", err)
+	}
+	if !exists {
+		return 0, want, nil
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&current); err != nil {
+		return 0, want, fmt.Errorf("store: schema version: %w", err)
+	}
+	return current, want, nil
+}
+
+// translate turns driver errors into domain errors.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Errorf(domain.ENOTFOUND, "%s not found", what)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return domain.Errorf(domain.ECONFLICT, "%s already exists", what)
+		case "23514", "22P02", "23503":
+			return domain.Errorf(domain.EINVALID, "invalid %s: %s", what, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// translateNoRows is nil for pgx.ErrNoRows (an expected "nothing changed")
+// and translate(err) otherwise.
+func translateNoRows(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return translate(err, "row")
+}
