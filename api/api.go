@@ -1,0 +1,151 @@
+// Package api is the public HTTP API (huma v2, OpenAPI 3.1) under
+// /api/v1/public: key authentication, per-client limits, the operations,
+// the RFC 9457 problem bodies, and the offline docs page. It only reads
+// precomputed data; it never calls an exchange or computes a score.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// BasePath is the prefix of every public operation.
+const BasePath = "/api/v1/public"
+
+// Authenticator finds the client of a key by the key's SHA-256 hash.
+// Unknown keys give a domain ENOTFOUND error.
+type Authenticator interface {
+	Authenticate(ctx context.Context, keyHash string) (*domain.Client, *domain.APIKey, error)
+}
+
+// Admission is the outcome of the per-client limits for one request.
+type Admission struct {
+	Allowed bool
+	// Refusal is domain.ERATELIMIT or domain.EQUOTA when not allowed.
+	Refusal       string
+	RetryAfter    time.Duration
+	RateLimit     int
+	RateRemaining int
+	// RateReset is the time until the rolling window frees a slot.
+	RateReset time.Duration
+	Quota     *int64 // nil = unlimited
+	// Used is the month's admitted requests, including this one when allowed.
+	Used int64
+}
+
+// Limiter applies the rate limit and then the monthly quota to one request
+// of an authenticated client. Only an allowed request is counted.
+type Limiter interface {
+	Admit(ctx context.Context, c *domain.Client, now time.Time) (Admission, error)
+}
+
+// Store is what the operations read.
+type Store interface {
+	Authenticator
+}
+
+// Config configures the api.
+type Config struct {
+	Region  string
+	Version string
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// Ready reports whether public requests may be served (see Readiness).
+	Ready func() bool
+}
+
+// Server is the public API.
+type Server struct {
+	cfg     Config
+	store   Store
+	auth    Authenticator
+	limiter Limiter
+	humaAPI huma.API
+	mux     *http.ServeMux
+	handler http.Handler
+	metrics *metrics
+}
+
+// New builds the api with every operation registered.
+func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func() bool { return true }
+	}
+	if cfg.Version == "" {
+		cfg.Version = "1.0.0"
+	}
+	s := &Server{cfg: cfg, store: store, auth: auth, limiter: limiter, mux: http.NewServeMux(), metrics: newMetrics()}
+
+	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
+	hc.OpenAPIPath = ""
+	hc.DocsPath = ""
+	hc.SchemasPath = ""
+	hc.Servers = []*huma.Server{{URL: BasePath, Description: "this deployment (region " + cfg.Region + ")"}}
+	hc.Info.Description = apiDescription
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		securityScheme: {Type: "apiKey", In: "header", Name: "X-API-Key",
+			Description: "The key issued to your organisation. Keep it in server-side code only."},
+	}
+	hc.Security = []map[string][]string{{securityScheme: {}}}
+	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
+	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
+	s.registerUsage()
+
+	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
+	s.mux.Handle("GET /docs", http.RedirectHandler("/docs/", http.StatusMovedPermanently))
+	s.mux.Handle("GET /docs/", docsHandler())
+	s.mux.HandleFunc("/", s.notFound)
+	s.handler = s.requestMiddleware(s.mux)
+	return s
+}
+
+const securityScheme = "apiKey"
+
+// Handler returns the http.Handler of the public listener.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// OpenAPI returns the OpenAPI 3.1 document.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.humaAPI.OpenAPI() }
+
+// Metrics returns the Prometheus registry of the api, for the ops listener.
+func (s *Server) Metrics() http.Handler { return s.metrics.handler() }
+
+func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	b, err := json.Marshal(s.humaAPI.OpenAPI())
+	if err != nil {
+		http.Error(w, "openapi: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.oai.openapi+json;version=3.1")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, newProblem(http.StatusNotFound, "no operation at "+r.Method+" "+r.URL.Path+"; see /docs"))
+}
+
+func writeProblem(w http.ResponseWriter, p huma.StatusError) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.GetStatus())
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// errorResponses documents the problems every authenticated operation can return.
+func errorResponses(extra ...int) []int {
+	return append([]int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
+		http.StatusTooManyRequests, http.StatusServiceUnavailable}, extra...)
+}

@@ -1,0 +1,55 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/swaggest/swgui"
+	"github.com/swaggest/swgui/v5emb"
+)
+
+// docsHandler serves Swagger UI from assets embedded in the binary, so the
+// docs page works with no request leaving the machine (no CDN, no
+// validator badge).
+func docsHandler() http.Handler {
+	return v5emb.NewWithConfig(swgui.Config{
+		Title:       "Market Screener and Analytics API",
+		SwaggerJSON: "/openapi.json",
+		BasePath:    "/docs/",
+		SettingsUI: map[string]string{
+			"validatorUrl": "null",
+		},
+	})("Market Screener and Analytics API", "/openapi.json", "/docs/")
+}
+
+const apiDescription = `Live screener data, OHLCV candles, technical and fundamental scores with verdicts
+and factor breakdowns, historical statistics of those verdicts, and signed webhooks when a verdict changes.
+
+Every request carries the header ` + "`X-API-Key`" + ` with the key issued to your organisation.
+
+<a id="errors"></a>
+## Errors
+
+Every error is an RFC 9457 problem (` + "`application/problem+json`" + `) with ` + "`type`" + `, ` + "`title`" + `, ` + "`status`" + `,
+` + "`detail`" + ` and, for invalid parameters, ` + "`errors[]`" + ` naming each parameter (` + "`location`" + `), its ` + "`value`" + ` and what is allowed.
+
+| Status | When |
+|---|---|
+| 400 <a id="errors-invalid-parameter"></a> | Any invalid parameter: market, exchange form, timeframe, limit out of bounds, filters, style, lang, body fields. |
+| 401 <a id="errors-unauthorized"></a> | The X-API-Key header is missing, malformed (format or checksum), unknown or revoked. |
+| 403 <a id="errors-forbidden"></a> | The client is suspended or its contract has expired; or the market is not in the client's tier. |
+| 404 <a id="errors-not-found"></a> | No such combination, symbol or computed analytics; the detail lists what is available. |
+| 429 <a id="errors-too-many-requests"></a> | Rate limit (` + "`Too Many Requests, retry later`" + `) or monthly quota (` + "`Monthly quota exceeded; upgrade the tier or wait for the next month`" + `). ` + "`Retry-After`" + ` gives whole seconds. |
+| 502 <a id="errors-upstream"></a> | The upstream feed of this data is failing and the stored data is stale; retry later. |
+| 503 <a id="errors-unavailable"></a> | The service is starting or its database is unreachable; ` + "`Retry-After`" + ` is set. |
+
+## Checks, in order
+
+401 key → 403 client suspended/expired → 429 rate limit → 429 quota → 400 parameters → 403 market not in tier → 404 → 200.
+Every request admitted past the limits counts against the monthly quota, whatever its later status.
+
+## Limits
+
+At most N requests in any rolling 60-second window per client (all keys): 30 (starter), 120 (business), 600 (enterprise),
+unless the contract says otherwise. Monthly quota per calendar month (UTC): 20,000 / 150,000 / unlimited.
+Every authenticated response carries ` + "`RateLimit-Policy`" + ` and ` + "`RateLimit`" + ` (IETF draft) headers.
+`

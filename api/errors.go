@@ -1,0 +1,109 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// The two 429 texts are the contract's own words.
+const (
+	msgRateLimited   = "Too Many Requests, retry later"
+	msgQuotaExceeded = "Monthly quota exceeded; upgrade the tier or wait for the next month"
+)
+
+// statusOf is the one table from domain error codes to HTTP statuses.
+var statusOf = map[string]int{
+	domain.EINVALID:      http.StatusBadRequest,
+	domain.EUNAUTHORIZED: http.StatusUnauthorized,
+	domain.EFORBIDDEN:    http.StatusForbidden,
+	domain.ENOTFOUND:     http.StatusNotFound,
+	domain.ECONFLICT:     http.StatusConflict,
+	domain.ERATELIMIT:    http.StatusTooManyRequests,
+	domain.EQUOTA:        http.StatusTooManyRequests,
+	domain.EUPSTREAM:     http.StatusBadGateway,
+	domain.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	domain.EINTERNAL:     http.StatusInternalServerError,
+}
+
+// problemTypes give each kind of problem a stable URI reference, so clients
+// can branch on "type" rather than on "detail" text. They resolve to the
+// docs page's error section.
+var problemTypes = map[int]string{
+	http.StatusBadRequest:          "/docs#errors-invalid-parameter",
+	http.StatusUnauthorized:        "/docs#errors-unauthorized",
+	http.StatusForbidden:           "/docs#errors-forbidden",
+	http.StatusNotFound:            "/docs#errors-not-found",
+	http.StatusConflict:            "/docs#errors-conflict",
+	http.StatusTooManyRequests:     "/docs#errors-too-many-requests",
+	http.StatusBadGateway:          "/docs#errors-upstream",
+	http.StatusServiceUnavailable:  "/docs#errors-unavailable",
+	http.StatusInternalServerError: "/docs#errors-internal",
+}
+
+func init() {
+	// huma reports validation failures as 422; our contract says 400 for
+	// every invalid parameter (DESIGN §3), with errors[] naming it.
+	huma.NewError = newProblem
+}
+
+func newProblem(status int, msg string, errs ...error) huma.StatusError {
+	if status == http.StatusUnprocessableEntity {
+		status = http.StatusBadRequest
+	}
+	details := make([]*huma.ErrorDetail, 0, len(errs))
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		if d, ok := e.(huma.ErrorDetailer); ok {
+			details = append(details, d.ErrorDetail())
+		} else {
+			details = append(details, &huma.ErrorDetail{Message: e.Error()})
+		}
+	}
+	if status == http.StatusBadRequest && msg == "validation failed" && len(details) > 0 {
+		msg = "invalid parameter: " + describeDetail(details[0])
+	}
+	return &huma.ErrorModel{
+		Type:   problemTypes[status],
+		Status: status,
+		Title:  http.StatusText(status),
+		Detail: msg,
+		Errors: details,
+	}
+}
+
+func describeDetail(d *huma.ErrorDetail) string {
+	if d.Location == "" {
+		return d.Message
+	}
+	return fmt.Sprintf("%s (%v): %s", d.Location, d.Value, d.Message)
+}
+
+// toProblem maps an error from the domain or store to the client-facing
+// problem. Internal errors are logged once with the request id and hidden.
+func toProblem(logger *slog.Logger, reqID string, err error) huma.StatusError {
+	var se huma.StatusError
+	if errors.As(err, &se) {
+		return se
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		status, ok := statusOf[de.Code]
+		if ok && status != http.StatusInternalServerError {
+			details := make([]error, 0, len(de.Fields))
+			for _, f := range de.Fields {
+				details = append(details, &huma.ErrorDetail{Location: f.Location, Value: f.Value, Message: f.Message})
+			}
+			return newProblem(status, de.Message, details...)
+		}
+	}
+	logger.Error("internal error", "request_id", reqID, "err", err)
+	return newProblem(http.StatusInternalServerError, "internal error; the request id identifies it in our logs ("+reqID+")")
+}

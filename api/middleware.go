@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+type ctxKey int
+
+const (
+	requestInfoKey ctxKey = iota
+	principalKey
+)
+
+// requestInfo is shared by the outer HTTP middleware and the huma
+// middlewares of one request (filled in as the request goes through auth).
+type requestInfo struct {
+	ID       string
+	ClientID string
+}
+
+func infoFrom(ctx context.Context) *requestInfo {
+	if ri, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{}
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusRecorder captures the status for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// requestMiddleware gives every request an id (X-Request-Id, echoed when the
+// client sent a sane one), recovers panics into a 500 problem and writes one
+// structured access-log line. The API key is never logged.
+func (s *Server) requestMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if len(id) == 0 || len(id) > 64 || !printableASCII(id) {
+			id = newRequestID()
+		}
+		ri := &requestInfo{ID: id}
+		w.Header().Set("X-Request-Id", id)
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				s.cfg.Logger.Error("panic", "request_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeProblem(rec, newProblem(http.StatusInternalServerError, "internal error ("+id+")"))
+				}
+			}
+			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+				slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", rec.status), slog.String("client_id", ri.ClientID),
+				slog.Duration("duration", time.Since(start)))
+		}()
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
+	})
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// readinessMiddleware answers 503 with Retry-After until the process is
+// ready (Postgres reachable, schema at the expected version).
+func (s *Server) readinessMiddleware(ctx huma.Context, next func(huma.Context)) {
+	if !s.cfg.Ready() {
+		ctx.SetHeader("Retry-After", "5")
+		_ = huma.WriteErr(s.humaAPI, ctx, http.StatusServiceUnavailable,
+			"the data service is not initialised yet (starting up or its database is unreachable); retry later")
+		return
+	}
+	next(ctx)
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return strconv.FormatInt(secs, 10)
+}

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Check is one dependency probed for readiness. A failing required check
+// makes the process not ready (public requests get 503); a failing optional
+// one makes it degraded (served, with fallbacks).
+type Check struct {
+	Name     string
+	Required bool
+	Probe    func(ctx context.Context) error
+}
+
+// Readiness probes the checks periodically and remembers the last results.
+type Readiness struct {
+	checks []Check
+	ready  atomic.Bool
+	mu     sync.Mutex
+	state  map[string]string
+}
+
+// NewReadiness returns a Readiness that is not ready until the first probe passes.
+func NewReadiness(checks ...Check) *Readiness {
+	return &Readiness{checks: checks, state: map[string]string{}}
+}
+
+// Ready reports whether every required check passed at the last probe.
+func (r *Readiness) Ready() bool { return r.ready.Load() }
+
+// ProbeOnce runs every check once and updates the state.
+func (r *Readiness) ProbeOnce(ctx context.Context) {
+	ready := true
+	state := make(map[string]string, len(r.checks))
+	for _, c := range r.checks {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := c.Probe(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			state[c.Name] = "ok"
+		case c.Required:
+			ready = false
+			state[c.Name] = "failing: " + err.Error()
+		default:
+			state[c.Name] = "degraded: " + err.Error()
+		}
+	}
+	r.mu.Lock()
+	r.state = state
+	r.mu.Unlock()
+	r.ready.Store(ready)
+}
+
+// Run probes every interval until ctx ends (fast while not ready).
+func (r *Readiness) Run(ctx context.Context, interval time.Duration) {
+	for {
+		r.ProbeOnce(ctx)
+		wait := interval
+		if !r.Ready() {
+			wait = min(interval, 250*time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Status is "ready", "degraded" or "not_ready", with each check's state.
+func (r *Readiness) Status() (string, map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	status := "ready"
+	for _, c := range r.checks {
+		st, ok := r.state[c.Name]
+		switch {
+		case !ok || (c.Required && st != "ok"):
+			status = "not_ready"
+		case st != "ok" && status == "ready":
+			status = "degraded"
+		}
+	}
+	out := make(map[string]string, len(r.state))
+	for k, v := range r.state {
+		out[k] = v
+	}
+	return status, out
+}
+
+// OpsHandler serves the operator listener: /healthz (alive), /readyz (ready,
+// degraded or not, and why), /metrics (Prometheus) and any extra handlers
+// (e.g. the asynqmon UI).
+func OpsHandler(r *Readiness, metrics http.Handler, extra map[string]http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"alive"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		status, checks := r.Status()
+		w.Header().Set("Content-Type", "application/json")
+		if status == "not_ready" {
+			w.Header().Set("Retry-After", "5")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": checks})
+	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	for pattern, h := range extra {
+		mux.Handle(pattern, h)
+	}
+	return mux
+}

@@ -1,0 +1,465 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+)
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses flags anywhere among the arguments ("keys revoke ID
+// --json" and "keys revoke --json ID" both work) and returns the positional ones.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// openStore loads the configuration and opens Postgres for a CLI command.
+func (m *Main) openStore(ctx context.Context) (*store.DB, Config, error) {
+	cfg, err := LoadConfig(m.Getenv)
+	if err != nil {
+		return nil, cfg, err
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return nil, cfg, err
+	}
+	if err := db.Ping(ctx); err != nil {
+		db.Close()
+		return nil, cfg, fmt.Errorf("MARKET_DATABASE_URL: %v", err)
+	}
+	return db, cfg, nil
+}
+
+func (m *Main) printJSON(v any) error {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
+	fs := newFlagSet("migrate")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	cur, _, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(map[string]any{"applied": applied, "version": cur})
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", cur)
+	} else {
+		fmt.Fprintf(m.Stdout, "applied %d migration(s); schema at version %d\n", len(applied), cur)
+	}
+	return nil
+}
+
+func (m *Main) cmdCatalogue(_ context.Context, args []string) error {
+	fs := newFlagSet("catalogue")
+	asJSON := fs.Bool("json", false, "print JSON")
+	region := fs.String("region", "", "region (default MARKET_REGION)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r := strings.ToLower(*region)
+	if r == "" {
+		cfg, err := LoadConfig(m.Getenv)
+		if err != nil {
+			return err
+		}
+		r = cfg.Region
+	}
+	if !domain.ValidRegion(r) {
+		return usagef("--region: unknown region %q (known: %s)", r, strings.Join(domain.Regions, ", "))
+	}
+	cat := domain.Catalogue(r)
+	if *asJSON {
+		return m.printJSON(cat)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MARKET\tEXCHANGE\tINSTRUMENT")
+	for _, c := range cat {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Market, c.Exchange, c.Instrument)
+	}
+	return tw.Flush()
+}
+
+// clientJSON is the operator view of a client.
+type clientJSON struct {
+	ID                string     `json:"id"`
+	OrgName           string     `json:"org_name"`
+	Tier              string     `json:"tier"`
+	Status            string     `json:"status"`
+	Markets           []string   `json:"markets"`
+	RateLimit         string     `json:"rate_limit"`
+	MonthlyQuota      *int64     `json:"monthly_quota"`
+	ContractExpiresAt *time.Time `json:"contract_expires_at"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UsedThisMonth     *int64     `json:"used_this_month,omitempty"`
+}
+
+func toClientJSON(c *domain.Client, now time.Time) clientJSON {
+	return clientJSON{ID: c.ID, OrgName: c.OrgName, Tier: string(c.Tier), Status: string(c.EffectiveStatus(now)),
+		Markets: domain.MarketNames(c.Markets), RateLimit: domain.RateLimitText(c.RatePerMinute()),
+		MonthlyQuota: c.MonthlyQuota(), ContractExpiresAt: c.ContractExpiresAt, CreatedAt: c.CreatedAt}
+}
+
+func quotaText(q *int64) string {
+	if q == nil {
+		return "unlimited"
+	}
+	return strconv.FormatInt(*q, 10)
+}
+
+func (m *Main) cmdClients(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: marketd clients create|list|show|suspend|activate|set-tier|set-limits ...")
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("clients " + sub)
+	asJSON := fs.Bool("json", false, "print JSON")
+	org := fs.String("org", "", "organisation name")
+	tierFlag := fs.String("tier", "", "starter, business or enterprise")
+	marketsFlag := fs.String("markets", "", "comma-separated markets (starter: exactly one)")
+	expires := fs.String("expires", "", "contract end, RFC 3339 (empty: no end)")
+	rate := fs.Int("rate-limit", 0, "override: requests per rolling minute")
+	quota := fs.String("monthly-quota", "", "override: requests per month, or unlimited")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	now := time.Now()
+
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	needID := func() (string, error) {
+		if len(pos) != 1 {
+			return "", usagef("usage: marketd clients %s ID", sub)
+		}
+		return pos[0], nil
+	}
+	show := func(c *domain.Client) error {
+		cj := toClientJSON(c, now)
+		used, err := db.UsedInMonth(ctx, c.ID, now)
+		if err != nil {
+			return err
+		}
+		cj.UsedThisMonth = &used
+		if *asJSON {
+			return m.printJSON(cj)
+		}
+		exp := "none"
+		if c.ContractExpiresAt != nil {
+			exp = c.ContractExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(m.Stdout, "id:               %s\norg:              %s\ntier:             %s\nstatus:           %s\nmarkets:          %s\nrate limit:       %s\nmonthly quota:    %s\nused this month:  %d\ncontract expires: %s\n",
+			c.ID, c.OrgName, c.Tier, cj.Status, strings.Join(cj.Markets, ","), cj.RateLimit, quotaText(c.MonthlyQuota()), used, exp)
+		return nil
+	}
+	switch sub {
+	case "create":
+		if len(pos) != 0 {
+			return usagef("clients create takes flags only, got %q", pos)
+		}
+		c, err := clientFromFlags(*org, *tierFlag, *marketsFlag, *expires, set["rate-limit"], *rate, *quota)
+		if err != nil {
+			return err
+		}
+		if err := db.CreateClient(ctx, c); err != nil {
+			return err
+		}
+		if *asJSON {
+			return m.printJSON(toClientJSON(c, now))
+		}
+		fmt.Fprintln(m.Stdout, c.ID)
+		return nil
+	case "list":
+		cs, err := db.Clients(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := make([]clientJSON, 0, len(cs))
+			for _, c := range cs {
+				out = append(out, toClientJSON(c, now))
+			}
+			return m.printJSON(out)
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tORG\tTIER\tSTATUS\tMARKETS\tRATE\tQUOTA")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.OrgName, c.Tier, c.EffectiveStatus(now),
+				strings.Join(domain.MarketNames(c.Markets), ","), domain.RateLimitText(c.RatePerMinute()), quotaText(c.MonthlyQuota()))
+		}
+		return tw.Flush()
+	case "show":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		c, err := db.Client(ctx, id)
+		if err != nil {
+			return err
+		}
+		return show(c)
+	case "suspend", "activate":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		status := domain.StatusSuspended
+		if sub == "activate" {
+			status = domain.StatusActive
+		}
+		c, err := db.SetClientStatus(ctx, id, status)
+		if err != nil {
+			return err
+		}
+		m.invalidateClient(ctx, c.ID)
+		return show(c)
+	case "set-tier":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		tier, err := domain.ParseTier(*tierFlag)
+		if err != nil {
+			return usagef("--tier: %v", err)
+		}
+		markets, err := marketsFor(tier, *marketsFlag)
+		if err != nil {
+			return err
+		}
+		c, err := db.SetClientTier(ctx, id, tier, markets)
+		if err != nil {
+			return err
+		}
+		m.invalidateClient(ctx, c.ID)
+		return show(c)
+	case "set-limits":
+		id, err := needID()
+		if err != nil {
+			return err
+		}
+		cur, err := db.Client(ctx, id)
+		if err != nil {
+			return err
+		}
+		next, err := clientFromFlags(cur.OrgName, string(cur.Tier), strings.Join(domain.MarketNames(cur.Markets), ","), *expires, set["rate-limit"], *rate, *quota)
+		if err != nil {
+			return err
+		}
+		if !set["rate-limit"] {
+			next.RateLimitOverride = cur.RateLimitOverride
+		}
+		if !set["monthly-quota"] {
+			next.QuotaOverride, next.QuotaUnlimited = cur.QuotaOverride, cur.QuotaUnlimited
+		}
+		if !set["expires"] {
+			next.ContractExpiresAt = cur.ContractExpiresAt
+		}
+		c, err := db.SetClientLimits(ctx, id, next.RateLimitOverride, next.QuotaOverride, next.QuotaUnlimited, next.ContractExpiresAt)
+		if err != nil {
+			return err
+		}
+		m.invalidateClient(ctx, c.ID)
+		return show(c)
+	}
+	return usagef("unknown clients command %q (create, list, show, suspend, activate, set-tier, set-limits)", sub)
+}
+
+// marketsFor applies the tier rule: starter needs exactly one market;
+// business and enterprise default to all three.
+func marketsFor(tier domain.Tier, flagValue string) ([]domain.Market, error) {
+	markets, err := domain.ParseMarkets(flagValue)
+	if err != nil {
+		return nil, usagef("--markets: %v", err)
+	}
+	if len(markets) == 0 {
+		if tier == domain.Starter {
+			return nil, usagef("--markets: the starter tier needs exactly one market (crypto, forex or stocks)")
+		}
+		markets = append([]domain.Market(nil), domain.Markets...)
+	}
+	if tier == domain.Starter && len(markets) != 1 {
+		return nil, usagef("--markets: the starter tier covers exactly one market, got %d", len(markets))
+	}
+	return markets, nil
+}
+
+func clientFromFlags(org, tierText, marketsText, expires string, rateSet bool, rate int, quota string) (*domain.Client, error) {
+	if strings.TrimSpace(org) == "" {
+		return nil, usagef("--org: the organisation name is required")
+	}
+	tier, err := domain.ParseTier(tierText)
+	if err != nil {
+		return nil, usagef("--tier: %v", err)
+	}
+	markets, err := marketsFor(tier, marketsText)
+	if err != nil {
+		return nil, err
+	}
+	c := &domain.Client{OrgName: strings.TrimSpace(org), Tier: tier, Markets: markets}
+	if expires != "" {
+		t, err := time.Parse(time.RFC3339, expires)
+		if err != nil {
+			return nil, usagef("--expires: must be RFC 3339, e.g. 2027-06-30T00:00:00Z")
+		}
+		t = t.UTC()
+		c.ContractExpiresAt = &t
+	}
+	if rateSet {
+		if rate < 1 {
+			return nil, usagef("--rate-limit: must be at least 1 request per minute")
+		}
+		c.RateLimitOverride = &rate
+	}
+	switch strings.ToLower(quota) {
+	case "":
+	case "unlimited":
+		c.QuotaUnlimited = true
+	default:
+		q, err := strconv.ParseInt(quota, 10, 64)
+		if err != nil || q < 1 {
+			return nil, usagef("--monthly-quota: must be a positive integer or unlimited")
+		}
+		c.QuotaOverride = &q
+	}
+	return c, c.Validate()
+}
+
+func (m *Main) cmdKeys(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: marketd keys issue --client ID | revoke KEY_ID | list --client ID")
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("keys " + sub)
+	asJSON := fs.Bool("json", false, "print JSON")
+	clientID := fs.String("client", "", "client id")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	type keyJSON struct {
+		ID        string     `json:"id"`
+		ClientID  string     `json:"client_id"`
+		Prefix    string     `json:"prefix"`
+		CreatedAt time.Time  `json:"created_at"`
+		RevokedAt *time.Time `json:"revoked_at"`
+		Key       string     `json:"key,omitempty"`
+	}
+	toJSON := func(k *domain.APIKey) keyJSON {
+		return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	}
+	switch sub {
+	case "issue":
+		if *clientID == "" || len(pos) != 0 {
+			return usagef("usage: marketd keys issue --client ID")
+		}
+		key, rec, err := db.IssueKey(ctx, *clientID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			kj := toJSON(rec)
+			kj.Key = key
+			return m.printJSON(kj)
+		}
+		fmt.Fprintln(m.Stdout, key)
+		return nil
+	case "revoke":
+		if len(pos) != 1 {
+			return usagef("usage: marketd keys revoke KEY_ID")
+		}
+		k, err := db.RevokeKey(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		m.invalidateKey(ctx, k.Hash)
+		if *asJSON {
+			return m.printJSON(toJSON(k))
+		}
+		fmt.Fprintf(m.Stdout, "revoked %s (%s…) at %s\n", k.ID, k.Prefix, k.RevokedAt.Format(time.RFC3339))
+		return nil
+	case "list":
+		if *clientID == "" {
+			return usagef("usage: marketd keys list --client ID")
+		}
+		keys, err := db.Keys(ctx, *clientID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := make([]keyJSON, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, toJSON(k))
+			}
+			return m.printJSON(out)
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPREFIX\tCREATED\tREVOKED")
+		for _, k := range keys {
+			rev := "-"
+			if k.RevokedAt != nil {
+				rev = k.RevokedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\n", k.ID, k.Prefix, k.CreatedAt.Format(time.RFC3339), rev)
+		}
+		return tw.Flush()
+	}
+	return usagef("unknown keys command %q (issue, revoke, list)", sub)
+}
+
+// invalidateKey and invalidateClient tell every api replica to drop cached
+// credentials. Until the limits package's bus is wired, api replicas read
+// keys from Postgres on every request, so there is nothing to tell.
+func (m *Main) invalidateKey(ctx context.Context, keyHash string)   {}
+func (m *Main) invalidateClient(ctx context.Context, clientID string) {}

@@ -1,0 +1,147 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/scheduler"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/worker"
+)
+
+// cmdServe runs one serving role ("api", "worker", "scheduler" or "all")
+// until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
+func serveRole(role string) func(*Main, context.Context, []string) error {
+	return func(m *Main, ctx context.Context, args []string) error {
+		fs := newFlagSet(role)
+		if _, err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		cfg, err := LoadConfig(m.Getenv)
+		if err != nil {
+			return err
+		}
+		logger := m.logger(cfg).With("role", role)
+		db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+
+		g, ctx := errgroup.WithContext(ctx)
+		var (
+			apiServer *api.Server
+			checks    = []api.Check{{Name: "postgres", Required: true, Probe: schemaProbe(db)}}
+		)
+		if role == "api" || role == "all" {
+			deps, err := newAPIDeps(ctx, cfg, db, logger)
+			if err != nil {
+				return err
+			}
+			defer deps.Close()
+			checks = append(checks, deps.checks...)
+			g.Go(func() error { return deps.run(ctx) })
+			readiness := api.NewReadiness(checks...)
+			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
+			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready},
+				deps.store, deps.auth, deps.limiter)
+			extra := map[string]http.Handler{}
+			if mon, err := worker.Monitor(cfg.RedisURL, "/asynqmon"); err == nil {
+				extra["/asynqmon/"] = mon
+			}
+			httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("listen MARKET_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+			}
+			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+			if err != nil {
+				httpLn.Close()
+				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
+			}
+			m.setAddrs(httpLn, opsLn)
+			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
+			g.Go(func() error { return serveHTTP(ctx, httpLn, apiServer.Handler(), logger) })
+			g.Go(func() error {
+				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, apiServer.Metrics(), extra), logger)
+			})
+		} else {
+			readiness := api.NewReadiness(checks...)
+			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
+			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+			if err != nil {
+				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
+			}
+			m.setAddrs(nil, opsLn)
+			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, nil, nil), logger) })
+		}
+		if role == "worker" || role == "all" {
+			w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
+			if err != nil {
+				return err
+			}
+			g.Go(func() error { return w.Run(ctx) })
+		}
+		if role == "scheduler" || role == "all" {
+			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger})
+			if err != nil {
+				return err
+			}
+			g.Go(func() error { return s.Run(ctx) })
+		}
+		err = g.Wait()
+		logger.Info("stopped")
+		return err
+	}
+}
+
+// schemaProbe is ready when Postgres answers and the schema is at the
+// version this binary expects (run marketd migrate otherwise).
+func schemaProbe(db *store.DB) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := db.Ping(ctx); err != nil {
+			return errors.New("postgres unreachable")
+		}
+		cur, want, err := db.SchemaVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if cur != want {
+			return fmt.Errorf("schema at version %d, binary expects %d: run marketd migrate", cur, want)
+		}
+		return nil
+	}
+}
+
+// serveHTTP serves until ctx ends, then drains connections for up to 15 s.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
