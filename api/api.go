@@ -94,6 +94,8 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	hc.OpenAPIPath = ""
 	hc.DocsPath = ""
 	hc.SchemasPath = ""
+	// No "$schema" links in bodies: the schemas live in /openapi.json.
+	hc.CreateHooks = nil
 	hc.Servers = []*huma.Server{{URL: BasePath, Description: "this deployment (region " + cfg.Region + ")"}}
 	hc.Info.Description = apiDescription
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{

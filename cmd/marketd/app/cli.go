@@ -82,6 +82,9 @@ func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
+		if applied == nil {
+			applied = []int64{}
+		}
 		return m.printJSON(map[string]any{"applied": applied, "version": cur})
 	}
 	if len(applied) == 0 {

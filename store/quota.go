@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// flushTimeout bounds one batch in Postgres. A batch is shared by many
+// requests, so it runs on the ledger's context, not on any one of theirs.
+const flushTimeout = 10 * time.Second
+
+// QuotaLedger admits requests against the monthly quota. Postgres is the
+// ledger: a request is admitted only once its increment is committed, so
+// the count survives a Redis flush or a killed api process, and every api
+// process can share one row without over-admitting.
+//
+// One UPDATE per request on a client's row would serialise every request
+// of that client on the row lock. The ledger group-commits instead: the
+// Admit calls of one (client, month) queue up while a batch is in
+// Postgres, and the next batch takes all of them in one round trip as soon
+// as the previous one returns. At low load a batch is a single request and
+// waits for nothing; under load, batches grow and the row sees one
+// transaction per round trip per api process.
+type QuotaLedger struct {
+	db     *DB
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	queues map[quotaKey]*quotaQueue
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type quotaKey struct {
+	clientID string
+	month    int64 // unix seconds of the month's first instant
+}
+
+// quotaQueue exists in QuotaLedger.queues exactly while its flusher runs.
+type quotaQueue struct {
+	month   time.Time
+	pending []*quotaWaiter
+}
+
+type quotaWaiter struct {
+	ctx   context.Context
+	quota *int64
+	done  chan quotaResult // buffered: the flusher never blocks on a waiter that left
+}
+
+type quotaResult struct {
+	used     int64
+	admitted bool
+	err      error
+}
+
+// NewQuotaLedger returns a ledger on db. Close it to flush what is pending.
+func NewQuotaLedger(db *DB, logger *slog.Logger) *QuotaLedger {
+	return &QuotaLedger{db: db, logger: logger, queues: make(map[quotaKey]*quotaQueue)}
+}
+
+// Admit records one request of clientID in now's calendar month (UTC) if
+// quota allows it; a nil quota is unlimited but still counted, for GET
+// /usage. The quota is passed per call, so a tier change applies to the
+// very next request. used is the count including this request when
+// admitted, the current count when refused.
+//
+// If ctx ends before the request's batch returns, Admit returns ctx's
+// error and the caller must not serve the request; the batch may still
+// commit it. The count is then one higher than what was served: the ledger
+// may over-count a cancelled request, never under-count a served one.
+// Waiters whose ctx has ended before their batch is sent are left out.
+func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, now time.Time) (used int64, admitted bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	w := &quotaWaiter{ctx: ctx, quota: quota, done: make(chan quotaResult, 1)}
+	month := domain.Month(now)
+	key := quotaKey{clientID: clientID, month: month.Unix()}
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, false, errors.New("store: quota ledger closed")
+	}
+	q := l.queues[key]
+	if q == nil {
+		q = &quotaQueue{month: month}
+		l.queues[key] = q
+		l.wg.Add(1)
+		go l.flush(key, q)
+	}
+	q.pending = append(q.pending, w)
+	l.mu.Unlock()
+
+	select {
+	case r := <-w.done:
+		return r.used, r.admitted, r.err
+	case <-ctx.Done():
+		return 0, false, ctx.Err()
+	}
+}
+
+// Close waits for every pending request to be committed (or refused) and
+// stops the flushers. Admit fails after Close.
+func (l *QuotaLedger) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// flush commits q's batches one after the other until q is empty.
+func (l *QuotaLedger) flush(key quotaKey, q *quotaQueue) {
+	defer l.wg.Done()
+	for {
+		l.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			delete(l.queues, key)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		l.commit(key.clientID, q.month, batch)
+	}
+}
+
+// commit applies one batch in one round trip and answers its waiters.
+func (l *QuotaLedger) commit(clientID string, month time.Time, batch []*quotaWaiter) {
+	live := batch[:0]
+	for _, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			w.done <- quotaResult{err: err}
+			continue
+		}
+		live = append(live, w)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// Waiters are admitted in arrival order. Runs of one quota value share
+	// an UPDATE; a batch mixes quotas only around a tier change.
+	var runs [][]*quotaWaiter
+	for i, w := range live {
+		if i == 0 || !sameQuota(live[i-1].quota, w.quota) {
+			runs = append(runs, nil)
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	before, afters, err := l.apply(ctx, clientID, month, runs)
+	if err != nil {
+		l.logger.Error("store: quota batch failed", "client_id", clientID, "requests", len(live), "err", err)
+		for _, w := range live {
+			w.done <- quotaResult{err: err}
+		}
+		return
+	}
+	for r, run := range runs {
+		admitted := afters[r] - before
+		for i, w := range run {
+			if int64(i) < admitted {
+				w.done <- quotaResult{used: before + int64(i) + 1, admitted: true}
+			} else {
+				w.done <- quotaResult{used: afters[r]}
+			}
+		}
+		before = afters[r]
+	}
+}
+
+const (
+	// ensureUsageRow makes sure the month's row exists for the SELECT ...
+	// FOR UPDATE below to lock (a new month or a new client).
+	ensureUsageRow = `INSERT INTO usage_months (client_id, month, used) VALUES ($1, $2::date, 0)
+ON CONFLICT (client_id, month) DO NOTHING`
+	// lockUsageRow reads the count before the batch and holds the row until
+	// the batch commits, so the count read is the one the UPDATE starts from.
+	lockUsageRow = `SELECT used FROM usage_months WHERE client_id = $1 AND month = $2::date FOR UPDATE`
+	// addUsage adds k requests, or as many as the quota still allows; a quota
+	// lowered below the count admits none and never lowers the count.
+	addUsage = `UPDATE usage_months
+SET used = CASE WHEN $3::bigint IS NULL THEN used + $4::bigint
+                ELSE LEAST(used + $4::bigint, GREATEST(used, $3::bigint)) END,
+    updated_at = now()
+WHERE client_id = $1 AND month = $2::date
+RETURNING used`
+)
+
+// apply sends every statement of a batch in one pipeline. The statements
+// before one Sync form one implicit transaction, so the row lock taken by
+// lockUsageRow is held until the last UPDATE commits: before is exact, and
+// afters[r] is the count after run r.
+func (l *QuotaLedger) apply(ctx context.Context, clientID string, month time.Time, runs [][]*quotaWaiter) (before int64, afters []int64, err error) {
+	b := &pgx.Batch{}
+	b.Queue(ensureUsageRow, clientID, month)
+	b.Queue(lockUsageRow, clientID, month)
+	for _, run := range runs {
+		b.Queue(addUsage, clientID, month, run[0].quota, int64(len(run)))
+	}
+	res := l.db.Pool.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return 0, nil, translate(err, "usage")
+	}
+	if err := res.QueryRow().Scan(&before); err != nil {
+		return 0, nil, translate(err, "usage")
+	}
+	afters = make([]int64, len(runs))
+	for r := range runs {
+		if err := res.QueryRow().Scan(&afters[r]); err != nil {
+			return 0, nil, translate(err, "usage")
+		}
+	}
+	if err := res.Close(); err != nil {
+		return 0, nil, translate(err, "usage")
+	}
+	return before, afters, nil
+}
+
+func sameQuota(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// UsedThisMonth returns how many requests of clientID were admitted in
+// now's calendar month (UTC); 0 before the first one.
+func (db *DB) UsedThisMonth(ctx context.Context, clientID string, now time.Time) (int64, error) {
+	var used int64
+	err := db.Pool.QueryRow(ctx, `SELECT used FROM usage_months WHERE client_id = $1 AND month = $2::date`,
+		clientID, domain.Month(now)).Scan(&used)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: used this month: %w", err)
+	}
+	return used, nil
+}
