@@ -464,5 +464,5 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 // invalidateKey and invalidateClient tell every api replica to drop cached
 // credentials. Until the limits package's bus is wired, api replicas read
 // keys from Postgres on every request, so there is nothing to tell.
-func (m *Main) invalidateKey(ctx context.Context, keyHash string)   {}
+func (m *Main) invalidateKey(ctx context.Context, keyHash string)     {}
 func (m *Main) invalidateClient(ctx context.Context, clientID string) {}
