@@ -50,6 +50,8 @@ func commands() map[string]command {
 		"all":       {"run api, worker and scheduler in one process", serveRole("all")},
 		"clients":   {"manage clients: create, list, show, suspend, activate, set-tier, set-limits", (*Main).cmdClients},
 		"keys":      {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
+		"demo-key":  {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
+		"probe":     {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
 		"catalogue": {"list the (market, exchange, instrument) combinations of a region", (*Main).cmdCatalogue},
 	}
 }

@@ -1,0 +1,50 @@
+# The two set-up commands on a fresh machine are `docker compose up --build`
+# (run the service) and `make test` (run the tests). The rest are helpers.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/marketd
+
+export MARKET_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export MARKET_REDIS_URL ?= redis://127.0.0.1:6379/0
+export MARKET_HTTP_ADDR ?= :8080
+export MARKET_OPS_ADDR ?= 127.0.0.1:8081
+export MARKET_FEEDS ?= synthetic
+# A development key for webhook secrets, made once and kept out of git.
+export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
+
+.PHONY: build test test-short vet fmt run bench bench-api clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
+
+## test: every test against the real Postgres and Redis (MARKET_TEST_DATABASE_URL / MARKET_TEST_REDIS_URL or localhost).
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-short:
+	$(GO) test -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## run: without Docker, against local Postgres/Redis: migrate, create a demo client, print its key, run every role.
+run: build
+	$(BIN) migrate
+	@echo "demo key (enterprise, all markets):"
+	@$(BIN) demo-key --org "Demo $$(date +%H%M%S)"
+	$(BIN) all
+
+## bench: Go benchmarks of the hot paths (see BENCHMARKS.md).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./limits/... ./feeds/...
+
+## bench-api: the load tool: bare net/http handler vs the real api (see BENCHMARKS.md).
+bench-api:
+	$(GO) run ./e2e/cmd/loadtest
+
+clean:
+	rm -rf bin
