@@ -43,8 +43,14 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	}
 	client, apiKey, err := s.auth.Authenticate(ctx.Context(), domain.HashKey(key))
 	if err != nil {
-		if errors.Is(err, domain.ErrNotFound) {
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
 			fail(http.StatusUnauthorized, "invalid API key: unknown key")
+			return
+		}
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code == domain.EUNAUTHORIZED {
+			fail(http.StatusUnauthorized, de.Message)
 			return
 		}
 		s.writeError(ctx, err)

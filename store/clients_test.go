@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,50 +97,6 @@ func TestKeysIssueAuthenticateRevoke(t *testing.T) {
 	keys, err := db.Keys(ctx, c.ID)
 	if err != nil || len(keys) != 1 || keys[0].RevokedAt == nil {
 		t.Fatalf("Keys = %+v %v", keys, err)
-	}
-}
-
-func TestCountRequestExactAndMonthly(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := storetest.New(t)
-	c := newClient(t, db, nil)
-	quota := int64(20)
-	now := time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		admitted int
-	)
-	for range 60 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, ok, err := db.CountRequest(ctx, c.ID, &quota, now)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				mu.Lock()
-				admitted++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if admitted != 20 {
-		t.Fatalf("admitted %d, want exactly 20", admitted)
-	}
-	if used, _ := db.UsedInMonth(ctx, c.ID, now); used != 20 {
-		t.Fatalf("used = %d, want 20", used)
-	}
-	used, ok, err := db.CountRequest(ctx, c.ID, &quota, now.Add(time.Second))
-	if err != nil || !ok || used != 1 {
-		t.Fatalf("next month: used=%d ok=%v err=%v, want 1 true", used, ok, err)
-	}
-	used, ok, _ = db.CountRequest(ctx, c.ID, nil, now)
-	if !ok || used != 21 {
-		t.Fatalf("unlimited: used=%d ok=%v", used, ok)
 	}
 }
 

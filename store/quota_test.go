@@ -272,3 +272,17 @@ func BenchmarkQuotaLedgerAdmitParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkQuotaLedgerAdmit is one request at a time: the latency of a
+// batch of one, what a request pays at low load.
+func BenchmarkQuotaLedgerAdmit(b *testing.B) {
+	bundle := setupQuota(b)
+	client := insertClient(b, bundle.db1)
+	quota := ptr(int64(1 << 40))
+	ctx := context.Background()
+	for b.Loop() {
+		if _, ok, err := bundle.l1.Admit(ctx, client, quota, june); err != nil || !ok {
+			b.Fatalf("Admit = %v, %v", ok, err)
+		}
+	}
+}

@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/store"
 )
 
@@ -186,7 +190,7 @@ func (m *Main) cmdClients(ctx context.Context, args []string) error {
 	}
 	show := func(c *domain.Client) error {
 		cj := toClientJSON(c, now)
-		used, err := db.UsedInMonth(ctx, c.ID, now)
+		used, err := db.UsedThisMonth(ctx, c.ID, now)
 		if err != nil {
 			return err
 		}
@@ -461,8 +465,29 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 	return usagef("unknown keys command %q (issue, revoke, list)", sub)
 }
 
-// invalidateKey and invalidateClient tell every api replica to drop cached
-// credentials. Until the limits package's bus is wired, api replicas read
-// keys from Postgres on every request, so there is nothing to tell.
-func (m *Main) invalidateKey(ctx context.Context, keyHash string)     {}
-func (m *Main) invalidateClient(ctx context.Context, clientID string) {}
+// invalidateKey and invalidateClient tell every api replica, over Redis
+// pub/sub, to drop cached credentials at once. When Redis is unreachable
+// the change still reaches every replica within the key cache's TTL.
+func (m *Main) invalidateKey(ctx context.Context, keyHash string) {
+	m.publish(ctx, limits.Invalidation{Kind: limits.InvalidateKeyKind, ID: keyHash})
+}
+
+func (m *Main) invalidateClient(ctx context.Context, clientID string) {
+	m.publish(ctx, limits.Invalidation{Kind: limits.InvalidateClientKind, ID: clientID})
+}
+
+func (m *Main) publish(ctx context.Context, inv limits.Invalidation) {
+	cfg, err := LoadConfig(m.Getenv)
+	if err != nil {
+		return
+	}
+	opts, err := limits.RedisOptions(cfg.RedisURL)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	if err := limits.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
+		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, keyCacheTTL)
+	}
+}

@@ -2,13 +2,21 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/store"
 )
+
+// keyCacheTTL is the backstop of revocation when pub/sub is down: a
+// revoked key or suspended client is refused within this time anyway.
+const keyCacheTTL = 2 * time.Second
 
 // apiDeps are the collaborators of the api role.
 type apiDeps struct {
@@ -26,26 +34,69 @@ func (d *apiDeps) Close() {
 	}
 }
 
-func newAPIDeps(ctx context.Context, cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error) {
-	d := &apiDeps{store: db, auth: db, run: func(ctx context.Context) error { <-ctx.Done(); return nil }}
-	d.limiter = storeLimiter{db: db}
+func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error) {
+	opts, err := limits.RedisOptions(cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opts)
+	keys := limits.NewKeyCache(db.Authenticate, keyCacheTTL, time.Now)
+	bus := limits.NewBus(rdb, "", logger)
+	rate := limits.NewFallbackLimiter(limits.NewRollingWindowLimiter(rdb, ""), limits.NewLocalLimiter(time.Now), logger, time.Now)
+	ledger := store.NewQuotaLedger(db, logger)
+	d := &apiDeps{
+		store:   db,
+		auth:    cachedAuth{keys},
+		limiter: &admitter{rate: rate, ledger: ledger},
+		checks: []api.Check{{Name: "redis", Probe: func(ctx context.Context) error {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				return errors.New("redis unreachable: rate limits fall back to per-replica windows")
+			}
+			if rate.Degraded() {
+				return errors.New("rate limiter recovering from a Redis outage")
+			}
+			return nil
+		}}},
+		run:     func(ctx context.Context) error { return bus.Run(ctx, keys) },
+		closers: []func(){func() { _ = rdb.Close() }, ledger.Close},
+	}
 	return d, nil
 }
 
-// storeLimiter counts the monthly quota in Postgres, one atomic statement
-// per request.
-type storeLimiter struct{ db *store.DB }
+// cachedAuth maps the key cache's answers onto the api's contract.
+type cachedAuth struct{ keys *limits.KeyCache }
 
-func (l storeLimiter) Admit(ctx context.Context, c *domain.Client, now time.Time) (api.Admission, error) {
-	quota := c.MonthlyQuota()
-	used, ok, err := l.db.CountRequest(ctx, c.ID, quota, now)
+func (a cachedAuth) Authenticate(ctx context.Context, keyHash string) (*domain.Client, *domain.APIKey, error) {
+	// Unknown and revoked keys come back as EUNAUTHORIZED (cached refusals).
+	return a.keys.Get(ctx, keyHash)
+}
+
+// admitter applies the rolling-window rate limit (Redis, falling back to a
+// per-replica window) and then the exact, durable monthly quota (Postgres
+// group commit). Only a request that passes both is counted.
+type admitter struct {
+	rate   *limits.FallbackLimiter
+	ledger *store.QuotaLedger
+}
+
+func (a *admitter) Admit(ctx context.Context, c *domain.Client, now time.Time) (api.Admission, error) {
+	d, err := a.rate.Allow(ctx, c.ID, c.RatePerMinute())
 	if err != nil {
 		return api.Admission{}, err
 	}
-	adm := api.Admission{Allowed: ok, RateLimit: c.RatePerMinute(), RateRemaining: c.RatePerMinute(), Quota: quota, Used: used}
+	adm := api.Admission{Allowed: d.Allowed, RateLimit: d.Limit, RateRemaining: d.Remaining, RateReset: d.Reset,
+		Quota: c.MonthlyQuota()}
+	if !d.Allowed {
+		adm.Refusal, adm.RetryAfter = domain.ERATELIMIT, d.RetryAfter
+		return adm, nil
+	}
+	used, ok, err := a.ledger.Admit(ctx, c.ID, adm.Quota, now)
+	if err != nil {
+		return api.Admission{}, err
+	}
+	adm.Used = used
 	if !ok {
-		adm.Refusal = domain.EQUOTA
-		adm.RetryAfter = domain.NextMonth(now).Sub(now)
+		adm.Allowed, adm.Refusal, adm.RetryAfter = false, domain.EQUOTA, domain.NextMonth(now).Sub(now)
 	}
 	return adm, nil
 }

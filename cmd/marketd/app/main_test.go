@@ -234,19 +234,19 @@ func TestUsageAndAuthOverHTTP(t *testing.T) {
 			mustRun(t, env, "keys", "revoke", k.ID)
 		}
 	}
-	assertProblem(t, "revoked", get(t, base+"/usage", key), 401, "revoked")
+	assertProblem(t, "revoked", eventually(t, func() response { return get(t, base+"/usage", key) }, 401), 401, "revoked")
 	if r := get(t, base+"/usage", otherKey); r.status != 200 {
 		t.Fatalf("other key after revoke: %d", r.status)
 	}
 
 	mustRun(t, env, "clients", "suspend", clientID)
-	assertProblem(t, "suspended", get(t, base+"/usage", otherKey), 403, "suspended")
+	assertProblem(t, "suspended", eventually(t, func() response { return get(t, base+"/usage", otherKey) }, 403), 403, "suspended")
 	mustRun(t, env, "clients", "activate", clientID)
-	if r := get(t, base+"/usage", otherKey); r.status != 200 {
+	if r := eventually(t, func() response { return get(t, base+"/usage", otherKey) }, 200); r.status != 200 {
 		t.Fatalf("after activate: %d", r.status)
 	}
 	mustRun(t, env, "clients", "set-limits", clientID, "--expires", "2020-01-01T00:00:00Z")
-	assertProblem(t, "expired", get(t, base+"/usage", otherKey), 403, "expired")
+	assertProblem(t, "expired", eventually(t, func() response { return get(t, base+"/usage", otherKey) }, 403), 403, "expired")
 
 	// Unknown paths are problems too; docs and the OpenAPI document are served.
 	assertProblem(t, "no route", get(t, base+"/nope", otherKey), 404, "no operation")
@@ -302,4 +302,18 @@ func mustIssueUnknownKey(t *testing.T) string {
 	mustRun(t, env, "migrate")
 	id := mustRun(t, env, "clients", "create", "--org", "Elsewhere", "--tier", "enterprise")
 	return mustRun(t, env, "keys", "issue", "--client", id)
+}
+
+// eventually polls f until it returns the wanted status or 1 s passes:
+// revocation and suspension must reach the api within a second.
+func eventually(t *testing.T, f func() response, status int) response {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		r := f()
+		if r.status == status || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

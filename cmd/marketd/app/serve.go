@@ -30,7 +30,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			return err
 		}
 		logger := m.logger(cfg).With("role", role)
-		db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger})
+		db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger, MaxConns: 16})
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			checks    = []api.Check{{Name: "postgres", Required: true, Probe: schemaProbe(db)}}
 		)
 		if role == "api" || role == "all" {
-			deps, err := newAPIDeps(ctx, cfg, db, logger)
+			deps, err := newAPIDeps(cfg, db, logger)
 			if err != nil {
 				return err
 			}

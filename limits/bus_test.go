@@ -1,0 +1,172 @@
+package limits_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/redistest"
+)
+
+// replica is one api process: a key cache kept fresh by a bus.
+type replica struct {
+	keys  *fakeKeys
+	cache *limits.KeyCache
+	bus   *limits.Bus
+	name  string // client name of its Redis connections
+}
+
+func startReplica(t *testing.T, prefix string, keys *fakeKeys) *replica {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	opts := redistest.Options(t)
+	opts.ClientName = "bustest-" + hex.EncodeToString(b[:])
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := &replica{keys: keys, cache: limits.NewKeyCache(keys.load, time.Hour, time.Now), name: opts.ClientName}
+	r.bus = limits.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.bus.Run(ctx, r.cache)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// eventually polls cond every 10 ms until it holds or within fails.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitSubscribed returns once every replica applies messages: a
+// subscription's own InvalidateAll always comes before any message, so a
+// replica that emptied its cache on a published "all" is listening.
+func waitSubscribed(t *testing.T, publisher *limits.Bus, replicas ...*replica) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "replicas subscribed", func() bool {
+		for _, r := range replicas {
+			if _, _, err := r.cache.Get(ctx, "h3"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := publisher.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateAllKind}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(200 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			empty := true
+			for _, r := range replicas {
+				empty = empty && r.cache.Len() == 0
+			}
+			if empty {
+				return true
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return false
+	})
+}
+
+func TestBusRevocationReachesEveryReplica(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	keys := newFakeKeys()
+	r1, r2 := startReplica(t, prefix, keys), startReplica(t, prefix, keys)
+	cli := limits.NewBus(redistest.Client(t), prefix, slog.New(slog.DiscardHandler))
+	if cli.Channel() != prefix+"marketd:invalidate" {
+		t.Errorf("channel %q", cli.Channel())
+	}
+	waitSubscribed(t, cli, r1, r2)
+	ctx := context.Background()
+	for _, r := range []*replica{r1, r2} {
+		if _, _, err := r.cache.Get(ctx, "h1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The operator revokes h1: the database changes, then the CLI publishes.
+	keys.revoke("h1")
+	if err := cli.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateKeyKind, ID: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*replica{r1, r2} {
+		eventually(t, time.Second, "revocation applied", func() bool {
+			_, _, err := r.cache.Get(ctx, "h1")
+			return isUnauthorized(err)
+		})
+	}
+
+	// A client-wide invalidation (suspension, tier change) too.
+	if _, _, err := r1.cache.Get(ctx, "h2"); err != nil {
+		t.Fatal(err)
+	}
+	before := keys.loads.Load()
+	if err := cli.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateClientKind, ID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second, "client invalidation applied", func() bool {
+		_, _, _ = r1.cache.Get(ctx, "h2")
+		return keys.loads.Load() > before
+	})
+}
+
+// TestBusResubscribesAfterDisconnect kills the replica's pub/sub
+// connection: the bus reconnects, forgets its cache (it may have missed
+// messages) and applies messages again.
+func TestBusResubscribesAfterDisconnect(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	keys := newFakeKeys()
+	r := startReplica(t, prefix, keys)
+	admin := redistest.Client(t)
+	cli := limits.NewBus(admin, prefix, slog.New(slog.DiscardHandler))
+	waitSubscribed(t, cli, r)
+	ctx := context.Background()
+	if _, _, err := r.cache.Get(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, " name="+r.name+" ") && strings.Contains(line, "sub=1") {
+			id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
+			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("found %d pub/sub connections named %s", killed, r.name)
+	}
+	// A revocation published while the replica is disconnected is lost;
+	// the resubscription's InvalidateAll covers it.
+	keys.revoke("h1")
+	eventually(t, 10*time.Second, "cache emptied on resubscribe", func() bool {
+		_, _, err := r.cache.Get(ctx, "h1")
+		return isUnauthorized(err)
+	})
+	waitSubscribed(t, cli, r)
+}

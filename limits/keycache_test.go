@@ -1,0 +1,193 @@
+package limits_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/limits"
+)
+
+// fakeKeys is the keys table as a loader sees it, counting lookups.
+type fakeKeys struct {
+	mu      sync.Mutex
+	keys    map[string]*domain.APIKey
+	clients map[string]*domain.Client
+	fail    error
+	gate    chan struct{} // when set, lookups wait for it
+	loads   atomic.Int64
+}
+
+func newFakeKeys() *fakeKeys {
+	return &fakeKeys{
+		keys: map[string]*domain.APIKey{
+			"h1": {ID: "k1", ClientID: "c1", Hash: "h1"},
+			"h2": {ID: "k2", ClientID: "c1", Hash: "h2"},
+			"h3": {ID: "k3", ClientID: "c2", Hash: "h3"},
+		},
+		clients: map[string]*domain.Client{
+			"c1": {ID: "c1", Tier: domain.Business, Status: domain.StatusActive},
+			"c2": {ID: "c2", Tier: domain.Starter, Status: domain.StatusActive},
+		},
+	}
+}
+
+func (f *fakeKeys) load(ctx context.Context, hash string) (*domain.Client, *domain.APIKey, error) {
+	f.loads.Add(1)
+	if f.gate != nil {
+		<-f.gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return nil, nil, f.fail
+	}
+	k := f.keys[hash]
+	if k == nil {
+		return nil, nil, domain.ErrNotFound
+	}
+	key, client := *k, *f.clients[k.ClientID]
+	return &client, &key, nil
+}
+
+func (f *fakeKeys) revoke(hash string) {
+	f.mu.Lock()
+	now := time.Now()
+	f.keys[hash].RevokedAt = &now
+	f.mu.Unlock()
+}
+
+func isUnauthorized(err error) bool { return domain.ErrorCode(err) == domain.EUNAUTHORIZED }
+
+func TestKeyCacheSingleFlight(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	keys.gate = make(chan struct{})
+	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			client, key, err := cache.Get(context.Background(), "h1")
+			if err != nil || client.ID != "c1" || key.ID != "k1" {
+				t.Errorf("Get = %v, %v, %v", client, key, err)
+			}
+		})
+	}
+	// Let the load finish only once it started, so all 100 can pile up on it.
+	for keys.loads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(keys.gate)
+	wg.Wait()
+	if n := keys.loads.Load(); n != 1 {
+		t.Errorf("loader called %d times for 100 concurrent Gets, want 1", n)
+	}
+}
+
+func TestKeyCacheNegativeAndTTL(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	clock := newFakeClock()
+	cache := limits.NewKeyCache(keys.load, 2*time.Second, clock.Now)
+	ctx := context.Background()
+	for range 5 {
+		if _, _, err := cache.Get(ctx, "garbage"); !isUnauthorized(err) {
+			t.Fatalf("unknown key: %v, want unauthorized", err)
+		}
+	}
+	if n := keys.loads.Load(); n != 1 {
+		t.Errorf("unknown key loaded %d times, want 1 (negative caching)", n)
+	}
+	clock.Advance(2 * time.Second)
+	_, _, _ = cache.Get(ctx, "garbage")
+	if n := keys.loads.Load(); n != 2 {
+		t.Errorf("loads after the TTL = %d, want 2", n)
+	}
+
+	// Revocation without any invalidation still lands within the TTL.
+	if _, _, err := cache.Get(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	keys.revoke("h1")
+	clock.Advance(2 * time.Second)
+	if _, _, err := cache.Get(ctx, "h1"); !isUnauthorized(err) {
+		t.Errorf("revoked key after the TTL: %v, want unauthorized", err)
+	}
+}
+
+func TestKeyCacheInvalidation(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	ctx := context.Background()
+	warm := func() {
+		t.Helper()
+		for _, h := range []string{"h1", "h2", "h3"} {
+			if _, _, err := cache.Get(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	warm()
+	keys.revoke("h1")
+	cache.InvalidateKey("h1")
+	if _, _, err := cache.Get(ctx, "h1"); !isUnauthorized(err) {
+		t.Errorf("revoked key after InvalidateKey: %v", err)
+	}
+	if cache.Len() != 3 {
+		t.Errorf("Len = %d, want 3", cache.Len())
+	}
+
+	keys.mu.Lock()
+	keys.clients["c1"].Status = domain.StatusSuspended
+	keys.mu.Unlock()
+	cache.InvalidateClient("c1")
+	if cache.Len() != 1 {
+		t.Errorf("Len after InvalidateClient = %d, want 1 (c2's key)", cache.Len())
+	}
+	if client, _, err := cache.Get(ctx, "h2"); err != nil || client.Status != domain.StatusSuspended {
+		t.Errorf("h2 after suspension: %v, %v", client, err)
+	}
+	cache.InvalidateAll()
+	if cache.Len() != 0 {
+		t.Errorf("Len after InvalidateAll = %d", cache.Len())
+	}
+}
+
+func TestKeyCacheDoesNotCacheLookupFailures(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	keys.fail = errors.New("connection refused")
+	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	ctx := context.Background()
+	if _, _, err := cache.Get(ctx, "h1"); err == nil || isUnauthorized(err) {
+		t.Fatalf("lookup failure: %v, want the loader's error, not a 401", err)
+	}
+	keys.mu.Lock()
+	keys.fail = nil
+	keys.mu.Unlock()
+	if _, _, err := cache.Get(ctx, "h1"); err != nil {
+		t.Errorf("after the database recovered: %v", err)
+	}
+}
+
+func TestKeyCacheWaiterContext(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	keys.gate = make(chan struct{})
+	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := cache.Get(ctx, "h1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with a cancelled context: %v", err)
+	}
+	close(keys.gate)
+	// The shared load was not cancelled with the first caller.
+	if _, _, err := cache.Get(context.Background(), "h1"); err != nil {
+		t.Errorf("Get after the load finished: %v", err)
+	}
+}

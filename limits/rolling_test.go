@@ -1,0 +1,254 @@
+package limits_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/redistest"
+)
+
+// logKey is where RollingWindowLimiter keeps a client's log.
+func logKey(prefix, clientID string) string { return prefix + "ratelimit:{" + clientID + "}" }
+
+func redisNow(t *testing.T, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// allowConcurrently sends n requests at once, spread over the limiters,
+// and returns every decision.
+func allowConcurrently(t *testing.T, ls []*limits.RollingWindowLimiter, clientID string, limit, n int) []limits.Decision {
+	t.Helper()
+	var wg sync.WaitGroup
+	out := make([]limits.Decision, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			d, err := ls[i%len(ls)].Allow(context.Background(), clientID, limit)
+			if err != nil {
+				t.Errorf("Allow: %v", err)
+			}
+			out[i] = d
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+func TestRollingWindowExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	ctx := context.Background()
+
+	before := redisNow(t, rdb)
+	decisions := allowConcurrently(t, []*limits.RollingWindowLimiter{l}, "c1", 30, 100)
+	var allowed int
+	var maxRetry time.Duration
+	for _, d := range decisions {
+		if d.Limit != 30 {
+			t.Errorf("Limit = %d, want 30", d.Limit)
+		}
+		if d.Allowed {
+			allowed++
+			if d.RetryAfter != 0 {
+				t.Errorf("allowed decision has RetryAfter %v", d.RetryAfter)
+			}
+			continue
+		}
+		if d.Remaining != 0 || d.RetryAfter < time.Second || d.RetryAfter > time.Minute || d.RetryAfter%time.Second != 0 {
+			t.Errorf("refusal %+v: want Remaining 0 and whole-second RetryAfter in [1s, 60s]", d)
+		}
+		maxRetry = max(maxRetry, d.RetryAfter)
+	}
+	if allowed != 30 {
+		t.Fatalf("allowed %d of 100, want exactly 30", allowed)
+	}
+
+	// Retry-After is true to the oldest entry: it is when that entry leaves
+	// the window, rounded up, measured on the Redis clock.
+	oldest, err := rdb.ZRangeWithScores(ctx, logKey(prefix, "c1"), 0, 0).Result()
+	if err != nil || len(oldest) != 1 {
+		t.Fatalf("oldest entry: %v, %v", oldest, err)
+	}
+	leaves := time.UnixMicro(int64(oldest[0].Score)).Add(limits.Window)
+	after := redisNow(t, rdb)
+	d, err := l.Allow(ctx, "c1", 30)
+	if err != nil || d.Allowed {
+		t.Fatalf("31st request = %+v, %v; want refused", d, err)
+	}
+	for _, ra := range []time.Duration{d.RetryAfter, maxRetry} {
+		if ra < leaves.Sub(redisNow(t, rdb)) || ra >= leaves.Sub(before)+time.Second {
+			t.Errorf("RetryAfter %v not true to the oldest entry leaving in %v..%v", ra, leaves.Sub(after), leaves.Sub(before))
+		}
+	}
+	if d.Reset != d.RetryAfter {
+		t.Errorf("Reset %v, want %v when the window is full", d.Reset, d.RetryAfter)
+	}
+}
+
+func TestRollingWindowSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	replicas := []*limits.RollingWindowLimiter{
+		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+	}
+	var allowed int
+	for _, d := range allowConcurrently(t, replicas, "shared", 30, 80) {
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 30 {
+		t.Errorf("two replicas admitted %d, want 30 in all", allowed)
+	}
+	// Another client has a window of its own.
+	if d, err := replicas[1].Allow(context.Background(), "other", 30); err != nil || !d.Allowed || d.Remaining != 29 {
+		t.Errorf("other client: %+v, %v", d, err)
+	}
+}
+
+// seedLog fills a client's log with entries stamped at the given offsets
+// from the Redis clock's now.
+func seedLog(t *testing.T, rdb *redis.Client, key string, offsets []time.Duration) {
+	t.Helper()
+	now := redisNow(t, rdb)
+	members := make([]redis.Z, len(offsets))
+	for i, off := range offsets {
+		members[i] = redis.Z{Score: float64(now.Add(off).UnixMicro()), Member: fmt.Sprintf("seed%d", i)}
+	}
+	if err := rdb.ZAdd(context.Background(), key, members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Expire(context.Background(), key, time.Minute)
+}
+
+func TestRollingWindowRetryAfterFreesASlot(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	ctx := context.Background()
+	// Three requests 58.8 s ago, 50 s ago and 10 s ago; an entry 61 s old
+	// is outside the window and must not count.
+	seedLog(t, rdb, logKey(prefix, "c"), []time.Duration{-61 * time.Second, -58800 * time.Millisecond, -50 * time.Second, -10 * time.Second})
+	d, err := l.Allow(ctx, "c", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limits.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 2 * time.Second, Reset: 2 * time.Second}
+	if d != want {
+		t.Fatalf("decision %+v, want %+v", d, want)
+	}
+	// Polling at the pace of a client: the oldest entry leaves within ~1.2 s.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err = l.Allow(ctx, "c", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The oldest counted entry is now the one seeded 50 s ago.
+	if !d.Allowed || d.Remaining != 0 || d.Reset < time.Second || d.Reset > 10*time.Second {
+		t.Errorf("after the oldest entry left: %+v; want allowed, Remaining 0, Reset at most 10s", d)
+	}
+}
+
+func TestRollingWindowLoweredLimit(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	// 40 requests in the last 50 s, then a downgrade to 30/minute: one more
+	// fits only when 11 of them have left: the entry of rank 10, 40 s old,
+	// leaves in 20 s, while the oldest leaves in 10 s.
+	offsets := make([]time.Duration, 40)
+	for i := range offsets {
+		offsets[i] = -50*time.Second + time.Duration(i)*time.Second
+	}
+	seedLog(t, rdb, logKey(prefix, "c"), offsets)
+	d, err := l.Allow(context.Background(), "c", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limits.Decision{Allowed: false, Limit: 30, Remaining: 0, RetryAfter: 20 * time.Second, Reset: 10 * time.Second}
+	if d != want {
+		t.Errorf("decision %+v, want %+v", d, want)
+	}
+}
+
+func TestRollingWindowRejectsNonPositiveLimit(t *testing.T) {
+	t.Parallel()
+	l := limits.NewRollingWindowLimiter(redistest.Client(t), redistest.Prefix(t))
+	if _, err := l.Allow(context.Background(), "c", 0); err == nil {
+		t.Error("limit 0 accepted")
+	}
+}
+
+// TestRollingWindowSurvivesScriptFlush covers a Redis restart or failover
+// that lost the script cache and the data: the limiter reloads the script
+// and starts an empty window.
+func TestRollingWindowSurvivesScriptFlush(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.IsolatedDB(t)
+	l := limits.NewRollingWindowLimiter(rdb, "")
+	ctx := context.Background()
+	for range 2 {
+		if _, err := l.Allow(ctx, "c", 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.Allow(ctx, "c", 2); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("after SCRIPT FLUSH and FLUSHDB: %+v, %v", d, err)
+	}
+}
+
+func BenchmarkRollingWindowAllow(b *testing.B) {
+	rdb := redistest.Client(b)
+	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(b))
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := l.Allow(ctx, "bench", 1_000_000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRollingWindowAllowParallel(b *testing.B) {
+	opts := redistest.Options(b)
+	opts.PoolSize = 64
+	rdb := redis.NewClient(opts)
+	b.Cleanup(func() { _ = rdb.Close() })
+	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(b))
+	ctx := context.Background()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.Allow(ctx, "bench", 1_000_000); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

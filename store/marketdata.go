@@ -1,0 +1,240 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// ReplaceTickers swaps the screener rows of a combination for a new
+// snapshot in one transaction: readers see the old or the new snapshot,
+// never a mix. Rows are validated first; a bad row fails the whole call.
+func (db *DB) ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error {
+	for _, t := range tickers {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "tickers")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, `DELETE FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3`,
+		string(c.Market), c.Exchange, c.Instrument); err != nil {
+		return translate(err, "tickers")
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"tickers"},
+		[]string{"market", "exchange", "instrument", "symbol", "price", "change_pct", "volume", "updated_at"},
+		pgx.CopyFromSlice(len(tickers), func(i int) ([]any, error) {
+			t := tickers[i]
+			return []any{string(c.Market), c.Exchange, c.Instrument, t.Symbol, t.Price, t.ChangePct, t.Volume, t.UpdatedAt.UTC()}, nil
+		}))
+	if err != nil {
+		return translate(err, "tickers")
+	}
+	return translate(tx.Commit(ctx), "tickers")
+}
+
+// TickerFilter bounds the screener rows; nil bounds are open. Bounds are inclusive.
+type TickerFilter struct {
+	VolumeMin, VolumeMax, ChangeMin, ChangeMax *float64
+}
+
+// Match reports whether t passes the filter.
+func (f TickerFilter) Match(t domain.Ticker) bool {
+	return (f.VolumeMin == nil || t.Volume >= *f.VolumeMin) && (f.VolumeMax == nil || t.Volume <= *f.VolumeMax) &&
+		(f.ChangeMin == nil || t.ChangePct >= *f.ChangeMin) && (f.ChangeMax == nil || t.ChangePct <= *f.ChangeMax)
+}
+
+// Tickers returns the screener rows of a combination ordered by symbol.
+func (db *DB) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, price, change_pct, volume, updated_at FROM tickers
+		WHERE market = $1 AND exchange = $2 AND instrument = $3 ORDER BY symbol`,
+		string(c.Market), c.Exchange, c.Instrument)
+	if err != nil {
+		return nil, translate(err, "tickers")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Ticker, error) {
+		var t domain.Ticker
+		err := row.Scan(&t.Symbol, &t.Price, &t.ChangePct, &t.Volume, &t.UpdatedAt)
+		t.UpdatedAt = t.UpdatedAt.UTC()
+		return t, err
+	})
+	return out, translate(err, "tickers")
+}
+
+// CandleKey names one candle series.
+type CandleKey struct {
+	Market    domain.Market
+	Exchange  string
+	Symbol    string
+	Timeframe domain.Timeframe
+}
+
+func (k CandleKey) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s", k.Market, k.Exchange, k.Symbol, k.Timeframe)
+}
+
+// UpsertCandles stores candles of one series: new open times are inserted,
+// existing ones updated (the still-open candle changes until it closes), so
+// storing the same candles twice changes nothing. Candles are validated
+// first; bad data is never stored.
+func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.Candle) error {
+	return db.UpsertCandleSeries(ctx, map[CandleKey][]domain.Candle{k: candles})
+}
+
+// UpsertCandleSeries stores several series in one transaction (COPY into a
+// temporary table, then one INSERT ... ON CONFLICT).
+func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]domain.Candle) error {
+	total := 0
+	for k, cs := range series {
+		if err := domain.ValidateCandles(cs); err != nil {
+			return fmt.Errorf("store: candles %s: %w", k, err)
+		}
+		total += len(cs)
+	}
+	if total == 0 {
+		return nil
+	}
+	rows := make([][]any, 0, total)
+	for k, cs := range series {
+		for _, c := range cs {
+			rows = append(rows, []any{string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), c.Time.UTC(),
+				c.Open, c.High, c.Low, c.Close, c.Volume})
+		}
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "candles")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE candles_in (LIKE candles INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+		return translate(err, "candles")
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"candles_in"},
+		[]string{"market", "exchange", "symbol", "timeframe", "open_time", "open", "high", "low", "close", "volume"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return translate(err, "candles")
+	}
+	// IS DISTINCT FROM keeps re-ingesting identical candles from writing
+	// (no dead tuples, updated_at unchanged).
+	if _, err := tx.Exec(ctx, `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+		SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
+			market, exchange, symbol, timeframe, open_time, open, high, low, close, volume FROM candles_in
+		ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
+		SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
+			volume = excluded.volume, updated_at = now()
+		WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
+			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`); err != nil {
+		return translate(err, "candles")
+	}
+	return translate(tx.Commit(ctx), "candles")
+}
+
+// Candles returns the newest limit candles of a series, oldest first.
+func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT open_time, open, high, low, close, volume FROM (
+		SELECT * FROM candles WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
+		ORDER BY open_time DESC LIMIT $5) newest ORDER BY open_time`,
+		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit)
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Candle, error) {
+		var c domain.Candle
+		err := row.Scan(&c.Time, &c.Open, &c.High, &c.Low, &c.Close, &c.Volume)
+		c.Time = c.Time.UTC()
+		return c, err
+	})
+	return out, translate(err, "candles")
+}
+
+// LatestCandleTimes returns the newest stored open time of each symbol of
+// an exchange and timeframe (ingest resumes from there).
+func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) (map[string]time.Time, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, max(open_time) FROM candles
+		WHERE market = $1 AND exchange = $2 AND timeframe = $3 GROUP BY symbol`, string(m), exchange, string(tf))
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var (
+			s string
+			t time.Time
+		)
+		if err := rows.Scan(&s, &t); err != nil {
+			return nil, translate(err, "candles")
+		}
+		out[s] = t.UTC()
+	}
+	return out, translate(rows.Err(), "candles")
+}
+
+// CandleSymbols lists the symbols with stored candles of an exchange (for 404 details).
+func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT symbol FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3 ORDER BY symbol`,
+		string(m), exchange, string(tf))
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, translate(err, "candles")
+}
+
+// FeedHealth is the last outcome of ingesting one kind of data of a combination.
+type FeedHealth struct {
+	Combination   domain.Combination
+	Kind          string // "tickers" or "candles:<tf>"
+	LastSuccessAt *time.Time
+	LastErrorAt   *time.Time
+	LastError     string
+}
+
+// Failing reports whether the last attempt failed.
+func (h FeedHealth) Failing() bool {
+	return h.LastErrorAt != nil && (h.LastSuccessAt == nil || h.LastErrorAt.After(*h.LastSuccessAt))
+}
+
+// RecordFeedSuccess and RecordFeedError keep the health of a feed.
+func (db *DB) RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error {
+	_, err := db.Pool.Exec(ctx, `INSERT INTO feed_health (market, exchange, instrument, kind, last_success_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (market, exchange, instrument, kind)
+		DO UPDATE SET last_success_at = excluded.last_success_at`, string(c.Market), c.Exchange, c.Instrument, kind, at.UTC())
+	return translate(err, "feed health")
+}
+
+// RecordFeedError records a failed ingest with its (client-safe) message.
+func (db *DB) RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error {
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	_, err := db.Pool.Exec(ctx, `INSERT INTO feed_health (market, exchange, instrument, kind, last_error_at, last_error)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (market, exchange, instrument, kind)
+		DO UPDATE SET last_error_at = excluded.last_error_at, last_error = excluded.last_error`,
+		string(c.Market), c.Exchange, c.Instrument, kind, at.UTC(), msg)
+	return translate(err, "feed health")
+}
+
+// FeedHealthOf returns the health of one kind of data of a combination
+// (zero FeedHealth when never ingested).
+func (db *DB) FeedHealthOf(ctx context.Context, c domain.Combination, kind string) (FeedHealth, error) {
+	h := FeedHealth{Combination: c, Kind: kind}
+	var msg *string
+	err := db.Pool.QueryRow(ctx, `SELECT last_success_at, last_error_at, last_error FROM feed_health
+		WHERE market = $1 AND exchange = $2 AND instrument = $3 AND kind = $4`,
+		string(c.Market), c.Exchange, c.Instrument, kind).Scan(&h.LastSuccessAt, &h.LastErrorAt, &msg)
+	if err == pgx.ErrNoRows {
+		return h, nil
+	}
+	if msg != nil {
+		h.LastError = *msg
+	}
+	return h, translate(err, "feed health")
+}

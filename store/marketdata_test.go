@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+)
+
+var spot = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+
+func makeTickers(n int, at time.Time, scale float64) []domain.Ticker {
+	out := make([]domain.Ticker, n)
+	for i := range out {
+		out[i] = domain.Ticker{Symbol: fmt.Sprintf("S%04d_USDT", i), Price: scale * float64(i+1),
+			ChangePct: float64(i%21 - 10), Volume: float64(1000 * i), UpdatedAt: at}
+	}
+	return out
+}
+
+func makeCandles(n int, start time.Time, tf domain.Timeframe, seed float64) []domain.Candle {
+	out := make([]domain.Candle, n)
+	for i := range out {
+		p := 100 + 10*math.Sin(float64(i)/7+seed)
+		out[i] = domain.Candle{Time: start.Add(time.Duration(i) * tf.Duration()), Open: p, High: p + 2, Low: p - 2, Close: p + 1, Volume: float64(i)}
+	}
+	return out
+}
+
+func TestReplaceTickersIsAtomicSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if err := db.ReplaceTickers(ctx, spot, makeTickers(5, at, 1)); err != nil {
+		t.Fatal(err)
+	}
+	next := makeTickers(3, at.Add(time.Minute), 2)
+	if err := db.ReplaceTickers(ctx, spot, next); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Tickers(ctx, spot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(next, got); diff != "" {
+		t.Fatalf("tickers after replace (-want +got):\n%s", diff)
+	}
+	bad := makeTickers(2, at, 1)
+	bad[1].Price = math.NaN()
+	if err := db.ReplaceTickers(ctx, spot, bad); domain.ErrorCode(err) != domain.EINVALID {
+		t.Fatalf("NaN ticker: err = %v, want invalid", err)
+	}
+	if got, _ := db.Tickers(ctx, spot); len(got) != 3 {
+		t.Fatalf("a rejected snapshot changed the rows: %d", len(got))
+	}
+	other := spot
+	other.Instrument = "perpetual"
+	if got, _ := db.Tickers(ctx, other); len(got) != 0 {
+		t.Fatalf("combinations leak: %d rows", len(got))
+	}
+}
+
+func TestUpsertCandlesIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1h}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	cs := makeCandles(300, start, domain.TF1h, 0)
+	for range 2 {
+		if err := db.UpsertCandles(ctx, k, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.Candles(ctx, k, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cs, got); diff != "" {
+		t.Fatalf("candles (-want +got):\n%s", diff)
+	}
+	// The open candle changes: the upsert updates it.
+	last := cs[len(cs)-1]
+	last.Close, last.High = last.Close+1, last.High+1
+	if err := db.UpsertCandles(ctx, k, []domain.Candle{last}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = db.Candles(ctx, k, 2)
+	if len(got) != 2 || got[1] != last || !got[0].Time.Before(got[1].Time) {
+		t.Fatalf("newest 2 = %+v", got)
+	}
+	latest, err := db.LatestCandleTimes(ctx, domain.Crypto, "binance", domain.TF1h)
+	if err != nil || !latest["BTC_USDT"].Equal(last.Time) {
+		t.Fatalf("LatestCandleTimes = %v %v", latest, err)
+	}
+	outOfOrder := []domain.Candle{cs[1], cs[0]}
+	if err := db.UpsertCandles(ctx, k, outOfOrder); err == nil {
+		t.Fatal("out-of-order candles stored")
+	}
+}
+
+func TestFeedHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	h, err := db.FeedHealthOf(ctx, spot, "tickers")
+	if err != nil || h.Failing() || h.LastSuccessAt != nil {
+		t.Fatalf("fresh health = %+v %v", h, err)
+	}
+	_ = db.RecordFeedSuccess(ctx, spot, "tickers", at)
+	_ = db.RecordFeedError(ctx, spot, "tickers", at.Add(time.Minute), "binance: 503")
+	h, _ = db.FeedHealthOf(ctx, spot, "tickers")
+	if !h.Failing() || h.LastError != "binance: 503" || !h.LastSuccessAt.Equal(at) {
+		t.Fatalf("health = %+v", h)
+	}
+	_ = db.RecordFeedSuccess(ctx, spot, "tickers", at.Add(2*time.Minute))
+	if h, _ = db.FeedHealthOf(ctx, spot, "tickers"); h.Failing() {
+		t.Fatalf("recovered feed still failing: %+v", h)
+	}
+}
+
+func BenchmarkReplaceTickers2000(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	snap := makeTickers(2000, time.Now(), 1)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := db.ReplaceTickers(ctx, spot, snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUpsertCandles1000(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		// Alternate between fresh and identical batches: inserts and no-op upserts.
+		cs := makeCandles(1000, start.Add(time.Duration(i/2)*1000*time.Minute), domain.TF1m, float64(i/2))
+		if err := db.UpsertCandles(ctx, k, cs); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
