@@ -49,7 +49,7 @@ type Limiter interface {
 
 // Store is what the operations read.
 type Store interface {
-	Authenticator
+	MarketData
 }
 
 // Config configures the api.
@@ -72,6 +72,8 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics
+	data    MarketData
+	cache   *readCache
 }
 
 // New builds the api with every operation registered.
@@ -88,7 +90,8 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
-	s := &Server{cfg: cfg, store: store, auth: auth, limiter: limiter, mux: http.NewServeMux(), metrics: newMetrics()}
+	s := &Server{cfg: cfg, store: store, data: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
+		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now)}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
 	hc.OpenAPIPath = ""
@@ -106,6 +109,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
 	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
+	s.registerMarketData()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
 	s.mux.Handle("GET /docs", http.RedirectHandler("/docs/", http.StatusMovedPermanently))

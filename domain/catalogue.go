@@ -77,3 +77,14 @@ func DescribeAvailable(region string, m Market) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// CandleInstrument stands for "the exchange's candles" where a combination
+// key is needed (feed health): candles are stored per exchange and symbol.
+const CandleInstrument = "candles"
+
+// HasCandles reports whether candles are ingested for a combination: crypto
+// spot (perpetual and futures serve the screener only) and every forex and
+// stocks combination.
+func (c Combination) HasCandles() bool {
+	return c.Market != Crypto || c.Instrument == "spot"
+}

@@ -16,6 +16,9 @@ const (
 	InvalidateKeyKind    = "key"
 	InvalidateClientKind = "client"
 	InvalidateAllKind    = "all"
+	// InvalidateMarketKind announces an ingest write: ID is the prefix of
+	// the api's market-data cache keys to drop ("tickers:crypto/binance/spot").
+	InvalidateMarketKind = "market"
 )
 
 // Invalidation tells every api replica to forget cached keys: one key
@@ -40,6 +43,9 @@ type Bus struct {
 	logger  *slog.Logger
 	// retry is the pause between two subscription attempts while Redis is down.
 	retry time.Duration
+	// OnMarket, when set, receives market-data invalidations (and "" after
+	// every (re)subscription, when messages may have been missed).
+	OnMarket func(prefix string)
 }
 
 // NewBus returns a bus on channel prefix+"marketd:invalidate".
@@ -104,6 +110,9 @@ func (b *Bus) Run(ctx context.Context, cache *KeyCache) error {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				cache.InvalidateAll()
+				if b.OnMarket != nil {
+					b.OnMarket("")
+				}
 				if failing {
 					b.logger.Info("limits: invalidation bus subscribed again")
 					failing = false
@@ -124,6 +133,10 @@ func (b *Bus) apply(cache *KeyCache, payload string) {
 		return
 	}
 	switch inv.Kind {
+	case InvalidateMarketKind:
+		if b.OnMarket != nil {
+			b.OnMarket(inv.ID)
+		}
 	case InvalidateKeyKind:
 		cache.InvalidateKey(inv.ID)
 	case InvalidateClientKind:

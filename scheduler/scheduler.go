@@ -1,31 +1,55 @@
-// Package scheduler runs the asynq periodic scheduler: it only enqueues.
-// Every periodic task carries a deterministic task id per tick, so several
-// scheduler replicas enqueue each tick once.
+// Package scheduler enqueues the periodic tasks: it only enqueues. Each
+// periodic task gets a deterministic task id per tick (for example
+// "ingest:tickers:crypto:binance:spot:20261122T101500"), so several
+// scheduler replicas enqueue each tick once: the second enqueue of an id
+// is refused by asynq as a conflict.
 package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/worker"
 )
+
+// Entry is one periodic job: every Interval, Tasks gives what to enqueue
+// for the tick (the start of the interval, UTC).
+type Entry struct {
+	Name     string
+	Interval time.Duration
+	Tasks    func(tick time.Time) []Job
+}
+
+// Job is one task with its deterministic id.
+type Job struct {
+	ID    string
+	Task  *asynq.Task
+	Queue string
+	// Timeout bounds one run of the task.
+	Timeout time.Duration
+}
 
 // Config configures a Scheduler.
 type Config struct {
 	RedisURL string
 	Logger   *slog.Logger
+	Now      func() time.Time
+	Entries  []Entry
 }
 
-// Scheduler is an asynq scheduler with the service's periodic entries.
+// Scheduler enqueues the entries' jobs on their ticks.
 type Scheduler struct {
-	cfg   Config
-	sched *asynq.Scheduler
+	cfg    Config
+	client *asynq.Client
 }
 
-// New returns a scheduler; entries are added with Register before Run.
+// New returns a scheduler.
 func New(cfg Config) (*Scheduler, error) {
 	opt, err := asynq.ParseRedisURI(cfg.RedisURL)
 	if err != nil {
@@ -34,23 +58,101 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := asynq.NewScheduler(opt, &asynq.SchedulerOpts{
-		Logger: worker.NewAsynqLogger(cfg.Logger),
-		EnqueueErrorHandler: func(t *asynq.Task, _ []asynq.Option, err error) {
-			cfg.Logger.Debug("enqueue skipped", "type", t.Type(), "err", err)
-		},
-	})
-	return &Scheduler{cfg: cfg, sched: s}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Scheduler{cfg: cfg, client: asynq.NewClient(opt)}, nil
 }
 
-// Run enqueues on schedule until ctx ends.
+// Run enqueues every entry's current tick at once, then each following
+// tick, until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if err := s.sched.Start(); err != nil {
-		return fmt.Errorf("scheduler: start: %w", err)
+	defer s.client.Close()
+	s.cfg.Logger.Info("scheduler started", "entries", len(s.cfg.Entries))
+	next := make([]time.Time, len(s.cfg.Entries))
+	for {
+		now := s.cfg.Now().UTC()
+		wake := now.Add(time.Minute)
+		for i, e := range s.cfg.Entries {
+			tick := now.Truncate(e.Interval)
+			if !tick.Before(next[i]) {
+				s.EnqueueTick(ctx, e, tick)
+				next[i] = tick.Add(e.Interval)
+			}
+			if next[i].Before(wake) {
+				wake = next[i]
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.cfg.Logger.Info("scheduler stopped")
+			return nil
+		case <-time.After(time.Until(wake) + 10*time.Millisecond):
+		}
 	}
-	s.cfg.Logger.Info("scheduler started")
-	<-ctx.Done()
-	s.sched.Shutdown()
-	s.cfg.Logger.Info("scheduler stopped")
-	return nil
+}
+
+// EnqueueTick enqueues an entry's jobs of one tick and returns how many
+// were new (the others were already enqueued by another replica).
+func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) int {
+	fresh := 0
+	for _, j := range e.Tasks(tick) {
+		opts := []asynq.Option{
+			asynq.TaskID(j.ID),
+			asynq.Queue(j.Queue),
+			asynq.MaxRetry(2),
+			// Keep the finished task's id a while, so a replica that runs
+			// late cannot enqueue the same tick again.
+			asynq.Retention(2 * e.Interval),
+			// A tick not started within its interval is superseded by the next.
+			asynq.Deadline(tick.Add(e.Interval + j.Timeout)),
+		}
+		if j.Timeout > 0 {
+			opts = append(opts, asynq.Timeout(j.Timeout))
+		}
+		_, err := s.client.EnqueueContext(ctx, j.Task, opts...)
+		switch {
+		case err == nil:
+			fresh++
+		case errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask):
+		default:
+			s.cfg.Logger.Warn("enqueue failed", "task_id", j.ID, "err", err)
+		}
+	}
+	return fresh
+}
+
+// IngestEntries are the market-data entries for a region: tickers of
+// every combination every tickerEvery, candles of every candle-bearing
+// combination and timeframe every candleEvery.
+func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entry {
+	combos := domain.Catalogue(region)
+	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
+	return []Entry{
+		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
+			jobs := make([]Job, 0, len(combos))
+			for _, c := range combos {
+				jobs = append(jobs, Job{
+					ID:   fmt.Sprintf("ingest:tickers:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, stamp(tick)),
+					Task: worker.NewIngestTickersTask(c, tick), Queue: worker.QueueIngest, Timeout: tickerEvery * 3,
+				})
+			}
+			return jobs
+		}},
+		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
+			var jobs []Job
+			for _, c := range combos {
+				if !c.HasCandles() {
+					continue
+				}
+				for _, tf := range domain.Timeframes {
+					jobs = append(jobs, Job{
+						ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, stamp(tick)),
+						Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
+					})
+				}
+			}
+			return jobs
+		}},
+	}
 }

@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
 )
 
 // Config is every setting of the process, read from MARKET_* environment
@@ -23,6 +27,14 @@ type Config struct {
 	SecretKey   []byte // 32 bytes, for encrypting webhook secrets
 	LogLevel    slog.Level
 	Feeds       []string
+
+	OandaToken       string
+	AlpacaKeyID      string
+	AlpacaSecret     string
+	SyntheticSeed    int64
+	TickerInterval   time.Duration
+	CandleInterval   time.Duration
+	MaxCandleSymbols int
 }
 
 // envVar documents one variable: the README's config table is this list.
@@ -39,7 +51,14 @@ var EnvVars = []envVar{
 	{"MARKET_REGION", domain.DefaultRegion, "Deployment region: picks the catalogue of exchanges (" + strings.Join(domain.Regions, ", ") + ")."},
 	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest. Required by api/worker/all."},
 	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
-	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds for the worker."},
+	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds of the worker, first match wins: synthetic, binance, okx, coinbase, oanda, alpaca."},
+	{"MARKET_OANDA_TOKEN", "", "OANDA v20 token (required by the oanda feed)."},
+	{"MARKET_ALPACA_KEY_ID", "", "Alpaca market-data key id (required by the alpaca feed)."},
+	{"MARKET_ALPACA_SECRET", "", "Alpaca market-data secret (required by the alpaca feed)."},
+	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
+	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
+	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
+	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
 // LoadConfig reads and validates the configuration. The error names the
@@ -94,6 +113,38 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if len(c.Feeds) == 0 {
 		return c, fmt.Errorf("MARKET_FEEDS: at least one feed is required")
+	}
+	onlySynthetic := true
+	for _, f := range c.Feeds {
+		if !slices.Contains(feeds.KnownNames(), f) {
+			return c, fmt.Errorf("MARKET_FEEDS: unknown feed %q (known: %s)", f, strings.Join(feeds.KnownNames(), ", "))
+		}
+		onlySynthetic = onlySynthetic && f == feeds.NameSynthetic
+	}
+	c.OandaToken, c.AlpacaKeyID, c.AlpacaSecret = get("MARKET_OANDA_TOKEN"), get("MARKET_ALPACA_KEY_ID"), get("MARKET_ALPACA_SECRET")
+	if slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "" {
+		return c, fmt.Errorf("MARKET_OANDA_TOKEN: required by the oanda feed")
+	}
+	if slices.Contains(c.Feeds, feeds.NameAlpaca) && (c.AlpacaKeyID == "" || c.AlpacaSecret == "") {
+		return c, fmt.Errorf("MARKET_ALPACA_KEY_ID: the alpaca feed needs MARKET_ALPACA_KEY_ID and MARKET_ALPACA_SECRET")
+	}
+	seed, err := strconv.ParseInt(get("MARKET_SYNTHETIC_SEED"), 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("MARKET_SYNTHETIC_SEED: must be an integer")
+	}
+	c.SyntheticSeed = seed
+	if c.TickerInterval, err = time.ParseDuration(get("MARKET_TICKER_INTERVAL")); err != nil || c.TickerInterval < time.Second {
+		return c, fmt.Errorf("MARKET_TICKER_INTERVAL: must be a duration of at least 1s (e.g. 10s)")
+	}
+	if c.CandleInterval, err = time.ParseDuration(get("MARKET_CANDLE_INTERVAL")); err != nil || c.CandleInterval < time.Second {
+		return c, fmt.Errorf("MARKET_CANDLE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
+	}
+	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
+		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
+			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be a non-negative integer (0 = all)")
+		}
+	} else if !onlySynthetic {
+		c.MaxCandleSymbols = 50
 	}
 	return c, nil
 }

@@ -10,8 +10,10 @@ import (
 
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/worker"
 )
 
 // keyCacheTTL is the backstop of revocation when pub/sub is down: a
@@ -24,6 +26,7 @@ type apiDeps struct {
 	auth    api.Authenticator
 	limiter api.Limiter
 	checks  []api.Check
+	bus     *limits.Bus
 	run     func(ctx context.Context) error
 	closers []func()
 }
@@ -57,6 +60,7 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 			}
 			return nil
 		}}},
+		bus:     bus,
 		run:     func(ctx context.Context) error { return bus.Run(ctx, keys) },
 		closers: []func(){func() { _ = rdb.Close() }, ledger.Close},
 	}
@@ -99,4 +103,26 @@ func (a *admitter) Admit(ctx context.Context, c *domain.Client, now time.Time) (
 		adm.Allowed, adm.Refusal, adm.RetryAfter = false, domain.EQUOTA, domain.NextMonth(now).Sub(now)
 	}
 	return adm, nil
+}
+
+// registerIngest adds the market-data ingest handlers to the worker. Writes
+// are announced on the invalidation bus so api replicas drop cached data.
+func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), error) {
+	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
+		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
+	if err != nil {
+		return nil, err
+	}
+	opts, err := limits.RedisOptions(cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opts)
+	bus := limits.NewBus(rdb, "", logger)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols,
+		Notify: func(ctx context.Context, prefix string) {
+			_ = bus.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateMarketKind, ID: prefix})
+		}}
+	in.Register(w)
+	return func() { _ = rdb.Close() }, nil
 }

@@ -48,11 +48,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			defer deps.Close()
 			checks = append(checks, deps.checks...)
-			g.Go(func() error { return deps.run(ctx) })
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready},
 				deps.store, deps.auth, deps.limiter)
+			deps.bus.OnMarket = apiServer.InvalidateMarketData
+			g.Go(func() error { return deps.run(ctx) })
 			extra := map[string]http.Handler{}
 			if mon, err := worker.Monitor(cfg.RedisURL, "/asynqmon"); err == nil {
 				extra["/asynqmon/"] = mon
@@ -87,10 +88,16 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
+			closeIngest, err := registerIngest(cfg, db, w, logger)
+			if err != nil {
+				return err
+			}
+			defer closeIngest()
 			g.Go(func() error { return w.Run(ctx) })
 		}
 		if role == "scheduler" || role == "all" {
-			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger})
+			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger,
+				Entries: scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval)})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,321 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+)
+
+// MarketData is what the market-data operations read.
+type MarketData interface {
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
+	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
+	FeedHealthOf(ctx context.Context, c domain.Combination, kind string) (store.FeedHealth, error)
+}
+
+// Staleness bounds: past them, data of a failing feed is refused with 502
+// instead of served as if it were live.
+const (
+	tickerStaleAfter = 5 * time.Minute
+	maxCandleLimit   = 1000
+)
+
+// ScreenerRecord is one screener row.
+type ScreenerRecord struct {
+	Symbol    string    `json:"symbol" doc:"Canonical symbol: BASE_QUOTE for crypto and forex, the ticker for stocks" example:"BTC_USDT"`
+	Price     float64   `json:"price" doc:"Last price in the quote currency" example:"97250.5"`
+	ChangePct float64   `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
+	Volume    float64   `json:"volume" doc:"24-hour volume in the quote currency" example:"1843000000"`
+	UpdatedAt time.Time `json:"updated_at" doc:"When this row was last ingested (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+}
+
+// Candle is one OHLCV candle; time is its open time.
+type Candle struct {
+	Time      time.Time `json:"time" doc:"Open time of the candle (RFC 3339 UTC)" example:"2026-11-22T10:00:00Z"`
+	Open      float64   `json:"open" example:"97010.1"`
+	High      float64   `json:"high" example:"97400"`
+	Low       float64   `json:"low" example:"96880.2"`
+	Close     float64   `json:"close" example:"97250.5"`
+	Volume    float64   `json:"volume" doc:"Volume in the base asset" example:"812.4"`
+	UpdatedAt time.Time `json:"updated_at" doc:"When the series was last ingested" example:"2026-11-22T10:15:00Z"`
+}
+
+type marketPath struct {
+	MarketType string `path:"market_type" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
+	Exchange   string `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
+}
+
+type screenerInput struct {
+	marketPath
+	Instrument string                 `path:"instrument" maxLength:"32" doc:"Instrument type: spot, perpetual, futures (crypto), major, minor (forex), stock (stocks)" example:"spot"`
+	VolumeMin  OptionalParam[float64] `query:"volume_min" doc:"Keep rows with volume ≥ this (inclusive)"`
+	VolumeMax  OptionalParam[float64] `query:"volume_max" doc:"Keep rows with volume ≤ this (inclusive)"`
+	ChangeMin  OptionalParam[float64] `query:"change_min" doc:"Keep rows with change_pct ≥ this (inclusive)"`
+	ChangeMax  OptionalParam[float64] `query:"change_max" doc:"Keep rows with change_pct ≤ this (inclusive)"`
+}
+
+type screenerOutput struct {
+	Body []ScreenerRecord
+}
+
+type ohlcvInput struct {
+	marketPath
+	Symbol    string `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
+	Timeframe string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w" doc:"Candle timeframe" example:"1h"`
+	Limit     int    `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
+}
+
+type ohlcvSplitInput struct {
+	MarketType string `path:"market_type" enum:"crypto,forex,stocks"`
+	Exchange   string `path:"exchange" maxLength:"32"`
+	Base       string `path:"base" maxLength:"20"`
+	Quote      string `path:"quote" maxLength:"20"`
+	Timeframe  string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w"`
+	Limit      int    `query:"limit" default:"200" minimum:"1" maximum:"1000"`
+}
+
+type ohlcvOutput struct {
+	Body []Candle
+}
+
+func (s *Server) registerMarketData() {
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-screener",
+		Method:      http.MethodGet,
+		Path:        "/screener/{market_type}/{exchange}/{instrument}",
+		Summary:     "Live screener: price, change and volume of every instrument of a combination",
+		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
+			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
+			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
+		Tags:   []string{"Market data"},
+		Errors: errorResponses(http.StatusNotFound, http.StatusBadGateway),
+	}, s.getScreener)
+
+	ohlcvOp := huma.Operation{
+		OperationID: "get-ohlcv",
+		Method:      http.MethodGet,
+		Path:        "/ohlcv/{market_type}/{exchange}/{symbol}/{timeframe}",
+		Summary:     "OHLCV candles of a symbol",
+		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
+			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
+		Tags:   []string{"Market data"},
+		Errors: errorResponses(http.StatusNotFound, http.StatusBadGateway),
+	}
+	huma.Register(s.humaAPI, ohlcvOp, s.getOHLCV)
+	split := ohlcvOp
+	split.OperationID = "get-ohlcv-slash-symbol"
+	split.Path = "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"
+	split.Hidden = true
+	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*ohlcvOutput, error) {
+		return s.getOHLCV(ctx, &ohlcvInput{marketPath: marketPath{MarketType: in.MarketType, Exchange: in.Exchange},
+			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit})
+	})
+}
+
+func finiteFilter(loc string, p OptionalParam[float64]) error {
+	if p.IsSet && (math.IsNaN(p.Value) || math.IsInf(p.Value, 0)) {
+		return domain.Invalid(loc, p.Value, "must be a finite number")
+	}
+	return nil
+}
+
+func orderedBounds(minLoc string, lo OptionalParam[float64], maxLoc string, hi OptionalParam[float64]) error {
+	if lo.IsSet && hi.IsSet && lo.Value > hi.Value {
+		return domain.Invalid(minLoc, lo.Value, "must not exceed %s (%v)", maxLoc[len("query."):], hi.Value)
+	}
+	return nil
+}
+
+func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerOutput, error) {
+	for loc, p := range map[string]OptionalParam[float64]{"query.volume_min": in.VolumeMin, "query.volume_max": in.VolumeMax,
+		"query.change_min": in.ChangeMin, "query.change_max": in.ChangeMax} {
+		if err := finiteFilter(loc, p); err != nil {
+			return nil, s.problem(ctx, err)
+		}
+	}
+	if err := orderedBounds("query.volume_min", in.VolumeMin, "query.volume_max", in.VolumeMax); err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	if err := orderedBounds("query.change_min", in.ChangeMin, "query.change_max", in.ChangeMax); err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	m := domain.Market(in.MarketType)
+	if err := requireMarket(ctx, m); err != nil {
+		return nil, err
+	}
+	combo, ok := domain.LookupCombination(s.cfg.Region, m, in.Exchange, in.Instrument)
+	if !ok {
+		return nil, huma.Error404NotFound(fmt.Sprintf("no %s/%s/%s in this region (%s); available for %s: %s",
+			in.MarketType, in.Exchange, in.Instrument, s.cfg.Region, m, domain.DescribeAvailable(s.cfg.Region, m)))
+	}
+	snap, err := cached(s.cache, "tickers:"+combo.String(), func() (tickerSnapshot, error) {
+		return s.loadTickers(ctx, combo)
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	if snap.failing && (len(snap.rows) == 0 || s.cfg.Now().Sub(snap.newest) > tickerStaleAfter) {
+		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored data is stale; retry later", combo))
+	}
+	filter := store.TickerFilter{VolumeMin: in.VolumeMin.Ptr(), VolumeMax: in.VolumeMax.Ptr(),
+		ChangeMin: in.ChangeMin.Ptr(), ChangeMax: in.ChangeMax.Ptr()}
+	out := make([]ScreenerRecord, 0, len(snap.rows))
+	for _, t := range snap.rows {
+		if filter.Match(t) {
+			out = append(out, ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt})
+		}
+	}
+	return &screenerOutput{Body: out}, nil
+}
+
+type tickerSnapshot struct {
+	rows    []domain.Ticker
+	newest  time.Time
+	failing bool
+}
+
+func (s *Server) loadTickers(ctx context.Context, c domain.Combination) (tickerSnapshot, error) {
+	rows, err := s.data.Tickers(ctx, c)
+	if err != nil {
+		return tickerSnapshot{}, err
+	}
+	h, err := s.data.FeedHealthOf(ctx, c, "tickers")
+	if err != nil {
+		return tickerSnapshot{}, err
+	}
+	snap := tickerSnapshot{rows: rows, failing: h.Failing()}
+	for _, t := range rows {
+		if t.UpdatedAt.After(snap.newest) {
+			snap.newest = t.UpdatedAt
+		}
+	}
+	if len(rows) == 0 && !snap.failing {
+		return snap, domain.Errorf(domain.EUNAVAILABLE, "no data ingested yet for %s; retry shortly", c)
+	}
+	return snap, nil
+}
+
+// CandleCombination is the key of an exchange's candle feed (its health is
+// recorded there): candles are per exchange and symbol, not per
+// instrument, so the instrument is domain.CandleInstrument.
+func CandleCombination(region string, m domain.Market, exchange string) (domain.Combination, bool) {
+	for _, c := range domain.Catalogue(region) {
+		if c.Market == m && c.Exchange == exchange {
+			return domain.Combination{Market: m, Exchange: exchange, Instrument: domain.CandleInstrument}, true
+		}
+	}
+	return domain.Combination{}, false
+}
+
+type candleSeries struct {
+	candles []domain.Candle
+	updated time.Time
+	failing bool
+}
+
+func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, error) {
+	m := domain.Market(in.MarketType)
+	tf, _ := domain.ParseTimeframe(in.Timeframe)
+	symbol, ok := domain.NormalizeSymbol(m, in.Symbol)
+	if !ok {
+		form := "BASE_QUOTE such as BTC_USDT or EUR_USD (BTC/USDT also accepted)"
+		if m == domain.Stocks {
+			form = "a ticker such as AAPL"
+		}
+		return nil, s.problem(ctx, domain.Invalid("path.symbol", in.Symbol, "must be %s", form))
+	}
+	if err := requireMarket(ctx, m); err != nil {
+		return nil, err
+	}
+	combo, ok := CandleCombination(s.cfg.Region, m, in.Exchange)
+	if !ok {
+		return nil, huma.Error404NotFound(fmt.Sprintf("no %s exchange %q in this region (%s); available: %s",
+			m, in.Exchange, s.cfg.Region, domain.DescribeAvailable(s.cfg.Region, m)))
+	}
+	key := store.CandleKey{Market: m, Exchange: in.Exchange, Symbol: symbol, Timeframe: tf}
+	series, err := cached(s.cache, "candles:"+key.String(), func() (candleSeries, error) {
+		cs, err := s.data.Candles(ctx, key, maxCandleLimit)
+		if err != nil {
+			return candleSeries{}, err
+		}
+		h, err := s.data.FeedHealthOf(ctx, combo, "candles:"+string(tf))
+		if err != nil {
+			return candleSeries{}, err
+		}
+		cs2 := candleSeries{candles: cs, failing: h.Failing()}
+		if h.LastSuccessAt != nil {
+			cs2.updated = h.LastSuccessAt.UTC()
+		}
+		return cs2, nil
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	if len(series.candles) == 0 {
+		if series.failing {
+			return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing; retry later", combo))
+		}
+		return nil, s.problem(ctx, s.unknownSymbol(ctx, m, in.Exchange, symbol, tf))
+	}
+	newest := series.candles[len(series.candles)-1]
+	if series.failing && s.cfg.Now().Sub(newest.Time) > 2*tf.Duration()+tickerStaleAfter {
+		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored candles are stale; retry later", combo))
+	}
+	cs := series.candles
+	if len(cs) > in.Limit {
+		cs = cs[len(cs)-in.Limit:]
+	}
+	updated := series.updated
+	if updated.IsZero() {
+		updated = newest.Time
+	}
+	out := make([]Candle, len(cs))
+	for i, c := range cs {
+		out[i] = Candle{Time: c.Time, Open: c.Open, High: c.High, Low: c.Low, Close: c.Close, Volume: c.Volume, UpdatedAt: updated}
+	}
+	return &ohlcvOutput{Body: out}, nil
+}
+
+func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {
+	syms, err := cached(s.cache, fmt.Sprintf("symbols:%s/%s/%s", m, exchange, tf), func() ([]string, error) {
+		return s.data.CandleSymbols(ctx, m, exchange, tf)
+	})
+	if err != nil {
+		return err
+	}
+	if len(syms) == 0 {
+		return domain.Errorf(domain.EUNAVAILABLE, "no %s candles ingested yet for %s/%s; retry shortly", tf, m, exchange)
+	}
+	shown := syms
+	if len(shown) > 30 {
+		shown = shown[:30]
+	}
+	more := ""
+	if len(syms) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(syms)-len(shown))
+	}
+	return domain.Errorf(domain.ENOTFOUND, "no %s candles for %s on %s/%s; available: %s%s",
+		tf, symbol, m, exchange, strings.Join(shown, ", "), more)
+}
+
+// InvalidateMarketData drops cached market data whose key starts with
+// prefix ("tickers:crypto/binance/spot", "candles:crypto/binance/", "" for all).
+// Ingest announces its writes and the api process calls this.
+func (s *Server) InvalidateMarketData(prefix string) {
+	s.cache.invalidatePrefix(prefix)
+}
+
+// problem turns a domain error into the client-facing problem (one table,
+// errors.go); internal errors are logged with the request id.
+func (s *Server) problem(ctx context.Context, err error) error {
+	return toProblem(s.cfg.Logger, infoFrom(ctx).ID, err)
+}

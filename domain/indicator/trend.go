@@ -1,0 +1,99 @@
+package indicator
+
+import "math"
+
+// TrueRange is max(high, close[1]) − min(low, close[1]); the first bar,
+// without a previous close, uses high − low (TradingView ta.tr(true)).
+func TrueRange(high, low, close []float64) []float64 {
+	out := make([]float64, len(close))
+	for i := range out {
+		if i == 0 {
+			out[i] = high[i] - low[i]
+			continue
+		}
+		out[i] = math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1])
+	}
+	return out
+}
+
+// ATR is the average true range over n bars (ta.atr): Wilder's RMA of the
+// true range, first value at bar n−1, exactly as TradingView (go-talib
+// starts one bar later and seeds differently).
+func ATR(high, low, close []float64, n int) []float64 {
+	out := make([]float64, len(close))
+	w := wilder{n: n}
+	for i := range out {
+		tr := high[i] - low[i]
+		if i > 0 {
+			tr = math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1])
+		}
+		out[i] = w.push(tr)
+	}
+	return out
+}
+
+// DMI returns the directional indicators +DI, −DI and ADX (ta.dmi(diLen,
+// adxLen)), smoothed with Wilder's RMA seeded by the SMA as TradingView
+// does. The first bar has no directional movement, so +DI/−DI start at bar
+// diLen and ADX at bar diLen+adxLen−1 (27 for 14/14, like TA-Lib, whose
+// values converge to these after ~150 bars).
+func DMI(high, low, close []float64, diLen, adxLen int) (plus, minus, adx []float64) {
+	n := len(close)
+	plus, minus, adx = make([]float64, n), make([]float64, n), make([]float64, n)
+	trW, plusW, minusW, adxW := wilder{n: diLen}, wilder{n: diLen}, wilder{n: diLen}, wilder{n: adxLen}
+	for i := range n {
+		if i == 0 {
+			plus[i], minus[i], adx[i] = math.NaN(), math.NaN(), math.NaN()
+			continue
+		}
+		up, down := high[i]-high[i-1], low[i-1]-low[i]
+		var pdm, mdm float64
+		if up > down && up > 0 {
+			pdm = up
+		}
+		if down > up && down > 0 {
+			mdm = down
+		}
+		trur := trW.push(math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1]))
+		plus[i] = 100 * div(plusW.push(pdm), trur)
+		minus[i] = 100 * div(minusW.push(mdm), trur)
+		sum := plus[i] + minus[i]
+		if sum == 0 {
+			sum = 1
+		}
+		adx[i] = 100 * adxW.push(math.Abs(plus[i]-minus[i])/sum)
+	}
+	return plus, minus, adx
+}
+
+// IchimokuLines are the Ichimoku Cloud lines as of each bar, not displaced:
+// SpanA/SpanB at bar i are plotted 26 bars ahead on a chart, so the cloud
+// under bar i is SpanA/SpanB at bar i−26.
+type IchimokuLines struct {
+	Conversion, Base, SpanA, SpanB []float64
+}
+
+// Ichimoku computes the Ichimoku lines (TradingView ta.ichimoku):
+// conversion = donchian(conv), base = donchian(base), spanA = average of
+// the two, spanB = donchian(spanB), where donchian(n) is the midpoint of
+// the n-bar high/low range.
+func Ichimoku(high, low []float64, conv, base, spanB int) IchimokuLines {
+	l := IchimokuLines{
+		Conversion: donchianMid(high, low, conv),
+		Base:       donchianMid(high, low, base),
+		SpanB:      donchianMid(high, low, spanB),
+	}
+	l.SpanA = make([]float64, len(high))
+	for i := range l.SpanA {
+		l.SpanA[i] = (l.Conversion[i] + l.Base[i]) / 2
+	}
+	return l
+}
+
+func donchianMid(high, low []float64, n int) []float64 {
+	hh, ll := Highest(high, n), Lowest(low, n)
+	for i := range hh {
+		hh[i] = (hh[i] + ll[i]) / 2
+	}
+	return hh
+}

@@ -1,0 +1,261 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/store"
+)
+
+// Task types of market-data ingest.
+const (
+	TypeIngestTickers = "ingest:tickers"
+	TypeIngestCandles = "ingest:candles"
+)
+
+// InitialCandles is how much history a series gets on its first ingest:
+// enough for the longest indicator (SMA 200) plus warm-up of the
+// Wilder-smoothed ones.
+const InitialCandles = 300
+
+// IngestPayload names what one ingest task loads.
+type IngestPayload struct {
+	Market     domain.Market    `json:"market"`
+	Exchange   string           `json:"exchange"`
+	Instrument string           `json:"instrument"`
+	Timeframe  domain.Timeframe `json:"timeframe,omitempty"`
+	// Tick is the schedule tick that enqueued the task (for logs; the data
+	// loaded does not depend on it, so running a task twice is harmless).
+	Tick time.Time `json:"tick"`
+}
+
+// Combination is the payload's combination.
+func (p IngestPayload) Combination() domain.Combination {
+	return domain.Combination{Market: p.Market, Exchange: p.Exchange, Instrument: p.Instrument}
+}
+
+// NewIngestTickersTask returns the task that replaces a combination's screener rows.
+func NewIngestTickersTask(c domain.Combination, tick time.Time) *asynq.Task {
+	return newTask(TypeIngestTickers, IngestPayload{Market: c.Market, Exchange: c.Exchange, Instrument: c.Instrument, Tick: tick.UTC()})
+}
+
+// NewIngestCandlesTask returns the task that upserts a combination's candles of one timeframe.
+func NewIngestCandlesTask(c domain.Combination, tf domain.Timeframe, tick time.Time) *asynq.Task {
+	return newTask(TypeIngestCandles, IngestPayload{Market: c.Market, Exchange: c.Exchange, Instrument: c.Instrument, Timeframe: tf, Tick: tick.UTC()})
+}
+
+func newTask(typ string, payload any) *asynq.Task {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		panic(fmt.Sprintf("worker: encode %s payload: %v", typ, err)) // plain structs always encode
+	}
+	return asynq.NewTask(typ, b)
+}
+
+// IngestStore is what ingest writes.
+type IngestStore interface {
+	ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
+	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) (map[string]time.Time, error)
+	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
+	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
+}
+
+// Ingester runs the ingest tasks.
+type Ingester struct {
+	Store  IngestStore
+	Feeds  *feeds.Registry
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Notify announces a write so api replicas drop cached market data
+	// (a cache-key prefix); nil skips it (the api cache TTL still applies).
+	Notify func(ctx context.Context, prefix string)
+	// MaxCandleSymbols caps the symbols whose candles are ingested per
+	// combination (highest volume first); 0 = all. Real feeds need it to
+	// stay inside the providers' rate limits.
+	MaxCandleSymbols int
+}
+
+// Register adds the ingest handlers to a worker.
+func (in *Ingester) Register(w *Worker) {
+	w.Handle(TypeIngestTickers, asynq.HandlerFunc(in.HandleIngestTickers))
+	w.Handle(TypeIngestCandles, asynq.HandlerFunc(in.HandleIngestCandles))
+}
+
+func decodeIngest(t *asynq.Task) (IngestPayload, domain.Combination, error) {
+	var p IngestPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return p, domain.Combination{}, fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	return p, p.Combination(), nil
+}
+
+// HandleIngestTickers replaces the screener rows of a combination with a
+// fresh snapshot from its feed. Running it twice only re-reads the feed.
+func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) error {
+	_, c, err := decodeIngest(t)
+	if err != nil {
+		return err
+	}
+	p, ok := in.Feeds.For(c)
+	if !ok {
+		return fmt.Errorf("worker: no configured feed serves %s: %w", c, asynq.SkipRetry)
+	}
+	tickers, err := p.Tickers(ctx, c)
+	if err == nil && len(tickers) == 0 {
+		err = errors.New("feed returned no tickers")
+	}
+	if err == nil {
+		err = in.Store.ReplaceTickers(ctx, c, tickers)
+	}
+	if err != nil {
+		in.recordError(c, "tickers", err)
+		return fmt.Errorf("worker: ingest tickers %s: %w", c, err)
+	}
+	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
+	in.notify(ctx, "tickers:"+c.String())
+	in.Logger.Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
+	return nil
+}
+
+// HandleIngestCandles upserts the newest candles of every symbol of a
+// combination for one timeframe, resuming each series from its newest
+// stored candle (which is re-read: it may still have been open).
+func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) error {
+	pl, c, err := decodeIngest(t)
+	if err != nil {
+		return err
+	}
+	if _, ok := domain.ParseTimeframe(string(pl.Timeframe)); !ok {
+		return fmt.Errorf("worker: ingest candles: bad timeframe %q: %w", pl.Timeframe, asynq.SkipRetry)
+	}
+	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
+	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
+	kind := "candles:" + string(pl.Timeframe)
+	if err != nil {
+		in.recordError(health, kind, err)
+		return fmt.Errorf("worker: ingest candles %s %s: %w", c, pl.Timeframe, err)
+	}
+	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
+	in.notify(ctx, fmt.Sprintf("candles:%s/%s/", c.Market, c.Exchange))
+	in.Logger.Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
+	return nil
+}
+
+// IngestCandles loads candles of one timeframe for the given symbols (nil =
+// every symbol of the combination) and returns how many were stored.
+func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) (int, error) {
+	if !c.HasCandles() {
+		return 0, fmt.Errorf("no candles are ingested for %s: %w", c, asynq.SkipRetry)
+	}
+	p, ok := in.Feeds.For(c)
+	if !ok {
+		return 0, fmt.Errorf("no configured feed serves %s: %w", c, asynq.SkipRetry)
+	}
+	if symbols == nil {
+		var err error
+		if symbols, err = in.candleSymbols(ctx, p, c); err != nil {
+			return 0, err
+		}
+	}
+	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf)
+	if err != nil {
+		return 0, err
+	}
+	now := in.Now()
+	const flushEvery = 40 // series per transaction: bounded memory, few round trips
+	batch := map[store.CandleKey][]domain.Candle{}
+	stored, failures := 0, 0
+	var lastErr error
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := in.Store.UpsertCandleSeries(ctx, batch)
+		clear(batch)
+		return err
+	}
+	for _, sym := range symbols {
+		since, limit := time.Time{}, InitialCandles
+		if last, ok := latest[sym]; ok {
+			since = last
+			limit = min(int(now.Sub(last)/tf.Duration())+2, 1000)
+		}
+		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return stored, ctx.Err()
+			}
+			// One bad symbol must not starve the others; it is logged and
+			// the task fails at the end so the feed's health shows it.
+			failures++
+			lastErr = err
+			in.Logger.Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", err)
+			continue
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		batch[store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}] = cs
+		stored += len(cs)
+		if len(batch) >= flushEvery {
+			if err := flush(); err != nil {
+				return stored, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return stored, err
+	}
+	if failures > 0 {
+		return stored, fmt.Errorf("%d of %d symbols failed, last: %w", failures, len(symbols), lastErr)
+	}
+	return stored, nil
+}
+
+// candleSymbols lists the symbols of a combination, capped to the highest
+// volumes when MaxCandleSymbols is set.
+func (in *Ingester) candleSymbols(ctx context.Context, p feeds.Provider, c domain.Combination) ([]string, error) {
+	symbols, err := p.Symbols(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if in.MaxCandleSymbols <= 0 || len(symbols) <= in.MaxCandleSymbols {
+		return symbols, nil
+	}
+	tickers, err := in.Store.Tickers(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	volume := make(map[string]float64, len(tickers))
+	for _, t := range tickers {
+		volume[t.Symbol] = t.Volume
+	}
+	sort.SliceStable(symbols, func(i, j int) bool { return volume[symbols[i]] > volume[symbols[j]] })
+	return symbols[:in.MaxCandleSymbols], nil
+}
+
+func (in *Ingester) recordError(c domain.Combination, kind string, err error) {
+	// A fresh context: the task's may be the one that ended.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rerr := in.Store.RecordFeedError(ctx, c, kind, in.Now(), err.Error()); rerr != nil {
+		in.Logger.Error("record feed error", "combination", c.String(), "err", rerr)
+	}
+}
+
+func (in *Ingester) notify(ctx context.Context, prefix string) {
+	if in.Notify != nil {
+		in.Notify(ctx, prefix)
+	}
+}
