@@ -52,6 +52,7 @@ func commands() map[string]command {
 		"keys":      {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
 		"demo-key":  {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
 		"probe":     {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
+		"backfill":  {"load candle history: --market M --exchange E [--symbols ...] --timeframe TF --days N", (*Main).cmdBackfill},
 		"catalogue": {"list the (market, exchange, instrument) combinations of a region", (*Main).cmdCatalogue},
 	}
 }

@@ -1,0 +1,402 @@
+package feeds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// Binance hosts and limits. Spot and USDT-M futures have separate request
+// weight budgets, so each gets its own apiClient.
+const (
+	binanceSpotURL      = "https://api.binance.com"
+	binanceFuturesURL   = "https://fapi.binance.com"
+	binanceSpotWeight   = 6000 // REQUEST_WEIGHT per minute
+	binanceFutureWeight = 2400
+	binanceSpotKlines   = 1000 // max klines per request
+	binanceFutureKlines = 1500
+	exchangeInfoTTL     = time.Hour
+)
+
+// binance serves crypto/binance/spot from the spot API, perpetual from the
+// USDT-M PERPETUAL contracts and futures from the USDT-M CURRENT_QUARTER
+// contracts (continuous klines, so BTC_USDT always means the front quarter).
+type binance struct {
+	log     *slog.Logger
+	now     func() time.Time
+	spot    *apiClient
+	futures *apiClient
+
+	mu   sync.Mutex
+	info map[string]*symbolMap // by instrument, refreshed after exchangeInfoTTL
+}
+
+// symbolMap maps exchange symbols to canonical ones for one instrument.
+type symbolMap struct {
+	fetched   time.Time
+	toCanon   map[string]string // BTCUSDT → BTC_USDT
+	fromCanon map[string]string // BTC_USDT → BTCUSDT (the pair, for continuous klines)
+	symbols   []string          // canonical, sorted
+}
+
+func newSymbolMap(fetched time.Time) *symbolMap {
+	return &symbolMap{fetched: fetched, toCanon: map[string]string{}, fromCanon: map[string]string{}}
+}
+
+func (m *symbolMap) add(exchange, canonical, request string) {
+	m.toCanon[exchange] = canonical
+	if _, dup := m.fromCanon[canonical]; !dup {
+		m.fromCanon[canonical] = request
+		m.symbols = append(m.symbols, canonical)
+	}
+}
+
+func newBinance(cfg Config) *binance {
+	b := &binance{
+		log:     cfg.Logger.With("feed", NameBinance),
+		now:     cfg.Now,
+		spot:    newAPIClient(NameBinance, cfg.baseURL(NameBinance, binanceSpotURL), cfg),
+		futures: newAPIClient(NameBinance, cfg.baseURL(NameBinance+"-futures", binanceFuturesURL), cfg),
+		info:    map[string]*symbolMap{},
+	}
+	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
+	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)
+	// Binance resets weights each minute and bans clients that ignore 429s,
+	// so a pause of up to a minute is waited out rather than failed.
+	b.spot.maxWait, b.futures.maxWait = 65*time.Second, 65*time.Second
+	return b
+}
+
+// binanceWeightPause reads X-MBX-USED-WEIGHT-1M and, above 90 % of the
+// minute's budget, asks for a pause until the next minute starts.
+func binanceWeightPause(limit int) func(http.Header, time.Time) time.Time {
+	return func(h http.Header, now time.Time) time.Time {
+		used, err := strconv.Atoi(h.Get("X-MBX-USED-WEIGHT-1M"))
+		if err != nil || used < limit*9/10 {
+			return time.Time{}
+		}
+		return now.Truncate(time.Minute).Add(time.Minute)
+	}
+}
+
+// Name implements Provider.
+func (b *binance) Name() string { return NameBinance }
+
+// Supports implements Provider.
+func (b *binance) Supports(c domain.Combination) bool {
+	return c.Market == domain.Crypto && c.Exchange == NameBinance &&
+		(c.Instrument == "spot" || c.Instrument == "perpetual" || c.Instrument == "futures")
+}
+
+func (b *binance) client(c domain.Combination) *apiClient {
+	if c.Instrument == "spot" {
+		return b.spot
+	}
+	return b.futures
+}
+
+// Symbols implements Provider.
+func (b *binance) Symbols(ctx context.Context, c domain.Combination) ([]string, error) {
+	m, err := b.symbols(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(m.symbols), nil
+}
+
+// symbols returns the cached symbol map of the instrument, fetching
+// exchangeInfo when it is missing or older than exchangeInfoTTL.
+func (b *binance) symbols(ctx context.Context, c domain.Combination) (*symbolMap, error) {
+	if !b.Supports(c) {
+		return nil, unsupported(NameBinance, c)
+	}
+	b.mu.Lock()
+	m := b.info[c.Instrument]
+	b.mu.Unlock()
+	if m != nil && b.now().Sub(m.fetched) < exchangeInfoTTL {
+		return m, nil
+	}
+	path := "/api/v3/exchangeInfo"
+	if c.Instrument != "spot" {
+		path = "/fapi/v1/exchangeInfo"
+	}
+	body, err := b.client(c).get(ctx, path, nil)
+	if err != nil {
+		if m != nil { // a stale list beats no list
+			b.log.Warn("feeds: binance: exchangeInfo refresh failed, using cached symbols", "instrument", c.Instrument, "err", err)
+			return m, nil
+		}
+		return nil, err
+	}
+	m, err = parseBinanceExchangeInfo(body, c.Instrument, b.now())
+	if err != nil {
+		return nil, fmt.Errorf("feeds: binance: %s: %w", path, err)
+	}
+	b.mu.Lock()
+	b.info[c.Instrument] = m
+	b.mu.Unlock()
+	return m, nil
+}
+
+// binanceExchangeInfo is the part of /api/v3/exchangeInfo and
+// /fapi/v1/exchangeInfo the feed reads.
+type binanceExchangeInfo struct {
+	Symbols []struct {
+		Symbol       string `json:"symbol"`
+		Pair         string `json:"pair"`         // futures only
+		ContractType string `json:"contractType"` // futures only: PERPETUAL, CURRENT_QUARTER, NEXT_QUARTER
+		Status       string `json:"status"`
+		BaseAsset    string `json:"baseAsset"`
+		QuoteAsset   string `json:"quoteAsset"`
+	} `json:"symbols"`
+}
+
+// parseBinanceExchangeInfo keeps the TRADING symbols of the instrument.
+func parseBinanceExchangeInfo(body []byte, instrument string, now time.Time) (*symbolMap, error) {
+	var info binanceExchangeInfo
+	if err := decodeJSON(body, &info); err != nil {
+		return nil, err
+	}
+	wantContract := map[string]string{"spot": "", "perpetual": "PERPETUAL", "futures": "CURRENT_QUARTER"}[instrument]
+	m := newSymbolMap(now)
+	for _, s := range info.Symbols {
+		if s.Status != "TRADING" || s.ContractType != wantContract {
+			continue
+		}
+		canonical, ok := canonicalPair(domain.Crypto, s.BaseAsset, s.QuoteAsset)
+		if !ok {
+			if canonical, ok = splitConcatSymbol(s.Symbol); !ok {
+				continue
+			}
+		}
+		request := s.Symbol
+		if instrument == "futures" {
+			request = s.Pair // continuous klines take the pair, not the dated contract
+		}
+		m.add(s.Symbol, canonical, request)
+	}
+	if len(m.symbols) == 0 {
+		return nil, fmt.Errorf("no trading %s symbols in exchangeInfo", instrument)
+	}
+	slices.Sort(m.symbols)
+	return m, nil
+}
+
+// Tickers implements Provider from the 24 h rolling ticker of every symbol.
+func (b *binance) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
+	m, err := b.symbols(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	path := "/api/v3/ticker/24hr"
+	if c.Instrument != "spot" {
+		path = "/fapi/v1/ticker/24hr"
+	}
+	body, err := b.client(c).get(ctx, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := parseBinanceTickers(body, m, b.log)
+	if err != nil {
+		return nil, fmt.Errorf("feeds: binance: %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// binanceTicker is one row of /api/v3/ticker/24hr (and the fapi twin).
+// Pointers tell a missing field from a zero one.
+type binanceTicker struct {
+	Symbol             string  `json:"symbol"`
+	PriceChangePercent *string `json:"priceChangePercent"`
+	LastPrice          *string `json:"lastPrice"`
+	QuoteVolume        *string `json:"quoteVolume"`
+	CloseTime          int64   `json:"closeTime"`
+}
+
+// parseBinanceTickers keeps rows of symbols in m; a row with a missing or
+// bad field is logged and dropped.
+func parseBinanceTickers(body []byte, m *symbolMap, log *slog.Logger) ([]domain.Ticker, error) {
+	var rows []binanceTicker
+	if err := decodeJSON(body, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]domain.Ticker, 0, len(m.symbols))
+	for _, r := range rows {
+		canonical, ok := m.toCanon[r.Symbol]
+		if !ok {
+			continue // not trading, or another contract type
+		}
+		t, err := binanceTickerRow(canonical, r)
+		if err != nil {
+			log.Warn("feeds: dropping bad ticker row", "symbol", r.Symbol, "err", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func binanceTickerRow(canonical string, r binanceTicker) (domain.Ticker, error) {
+	field := func(name string, p *string) (float64, error) {
+		if p == nil {
+			return 0, fmt.Errorf("%s: missing: %w", name, errBadField)
+		}
+		return parseDecimal(name, *p)
+	}
+	t := domain.Ticker{Symbol: canonical}
+	var err error
+	if t.Price, err = field("lastPrice", r.LastPrice); err != nil {
+		return t, err
+	}
+	if t.ChangePct, err = field("priceChangePercent", r.PriceChangePercent); err != nil {
+		return t, err
+	}
+	if t.Volume, err = field("quoteVolume", r.QuoteVolume); err != nil {
+		return t, err
+	}
+	if r.CloseTime <= 0 {
+		return t, fmt.Errorf("closeTime: missing: %w", errBadField)
+	}
+	t.UpdatedAt = time.UnixMilli(r.CloseTime).UTC()
+	return t, t.Validate()
+}
+
+// Candles implements Provider. Binance's intervals match the domain's,
+// weeks open on Monday 00:00 UTC as domain.TF1w.Truncate expects.
+func (b *binance) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+	m, err := b.symbols(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	exSymbol, ok := m.fromCanon[symbol]
+	if !ok {
+		return nil, unknownSymbol(NameBinance, c, symbol)
+	}
+	if tf.Duration() <= 0 {
+		return nil, domain.Errorf(domain.EINVALID, "feeds: binance: unknown timeframe %q", tf)
+	}
+	path, pageMax := "/api/v3/klines", binanceSpotKlines
+	q := url.Values{"symbol": {exSymbol}, "interval": {string(tf)}}
+	switch c.Instrument {
+	case "perpetual":
+		path, pageMax = "/fapi/v1/klines", binanceFutureKlines
+	case "futures":
+		path, pageMax = "/fapi/v1/continuousKlines", binanceFutureKlines
+		q = url.Values{"pair": {exSymbol}, "contractType": {"CURRENT_QUARTER"}, "interval": {string(tf)}}
+	}
+	if limit <= 0 {
+		limit = pageMax
+	}
+	page := func(start time.Time, n int) ([]domain.Candle, error) {
+		pq := url.Values{}
+		for k, v := range q {
+			pq[k] = v
+		}
+		pq.Set("limit", strconv.Itoa(n))
+		if !start.IsZero() {
+			pq.Set("startTime", strconv.FormatInt(start.UnixMilli(), 10))
+		}
+		body, err := b.client(c).get(ctx, path, pq)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := parseBinanceKlines(body)
+		if err != nil {
+			b.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
+			return nil, fmt.Errorf("feeds: binance: klines %s %s: %w", symbol, tf, err)
+		}
+		return cs, nil
+	}
+	return pageForward(since, limit, pageMax, tf, page)
+}
+
+// pageForward collects up to limit candles from since, one page at a time,
+// for APIs that take a start time and return oldest first. A zero since
+// asks once for the newest candles.
+func pageForward(since time.Time, limit, pageMax int, tf domain.Timeframe, page func(start time.Time, n int) ([]domain.Candle, error)) ([]domain.Candle, error) {
+	if since.IsZero() {
+		cs, err := page(time.Time{}, min(limit, pageMax))
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) > limit {
+			cs = cs[len(cs)-limit:]
+		}
+		return cs, nil
+	}
+	var out []domain.Candle
+	start := since
+	for len(out) < limit {
+		n := min(limit-len(out), pageMax)
+		cs, err := page(start, n)
+		if err != nil {
+			return nil, err
+		}
+		cs = clipCandles(cs, start, n)
+		if len(out) > 0 && len(cs) > 0 && !cs[0].Time.After(out[len(out)-1].Time) {
+			return nil, domain.Errorf(domain.EINVALID, "candles out of order across pages at %s", cs[0].Time.Format(time.RFC3339))
+		}
+		out = append(out, cs...)
+		if len(cs) < n {
+			break
+		}
+		start = cs[len(cs)-1].Time.Add(tf.Duration())
+	}
+	if out == nil {
+		out = []domain.Candle{}
+	}
+	return out, nil
+}
+
+// parseBinanceKlines parses a klines response: rows of [open time ms,
+// "open", "high", "low", "close", "volume", close time, ...], oldest
+// first. Any bad row fails the whole response.
+func parseBinanceKlines(body []byte) ([]domain.Candle, error) {
+	var rows [][]json.RawMessage
+	if err := decodeJSON(body, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]domain.Candle, 0, len(rows))
+	for i, r := range rows {
+		if len(r) < 6 {
+			return nil, fmt.Errorf("kline %d: %d fields, want at least 6: %w", i, len(r), errBadField)
+		}
+		c, err := klineRow(r[0], r[1], r[2], r[3], r[4], r[5])
+		if err != nil {
+			return nil, fmt.Errorf("kline %d: %w", i, err)
+		}
+		out = append(out, c)
+	}
+	if err := domain.ValidateCandles(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// klineRow parses the six OHLCV fields shared by Binance and OKX rows.
+func klineRow(ts, o, h, l, c, v json.RawMessage) (domain.Candle, error) {
+	var k domain.Candle
+	var err error
+	if k.Time, err = parseRawMillis("time", ts); err != nil {
+		return k, err
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *float64
+	}{{"open", o, &k.Open}, {"high", h, &k.High}, {"low", l, &k.Low}, {"close", c, &k.Close}, {"volume", v, &k.Volume}} {
+		if *f.dst, err = parseRawNumber(f.name, f.raw); err != nil {
+			return k, err
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,330 @@
+package feeds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+const (
+	coinbaseURL = "https://api.exchange.coinbase.com"
+	// coinbasePage is the most candles one request returns.
+	coinbasePage = 300
+	// coinbaseConcurrency bounds parallel /stats requests; with the 100 ms
+	// pacing it stays under the public limit of 10 requests per second.
+	coinbaseConcurrency = 4
+)
+
+// coinbaseListed reports whether the screener lists products of a quote
+// currency: the US region's liquid books. Each listed product costs one
+// /stats request per ticker refresh, so the list is deliberately short.
+func coinbaseListed(quote string) bool {
+	return quote == "USD" || quote == "USDT" || quote == "BTC"
+}
+
+// coinbase serves crypto/coinbase/spot from the Coinbase Exchange public
+// REST API.
+type coinbase struct {
+	log *slog.Logger
+	now func() time.Time
+	api *apiClient
+
+	mu       sync.Mutex
+	products *symbolMap
+}
+
+func newCoinbase(cfg Config) *coinbase {
+	c := &coinbase{
+		log: cfg.Logger.With("feed", NameCoinbase),
+		now: cfg.Now,
+		api: newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+	}
+	c.api.minInterval = 100 * time.Millisecond
+	return c
+}
+
+// Name implements Provider.
+func (c *coinbase) Name() string { return NameCoinbase }
+
+// Supports implements Provider.
+func (c *coinbase) Supports(comb domain.Combination) bool {
+	return comb == domain.Combination{Market: domain.Crypto, Exchange: NameCoinbase, Instrument: "spot"}
+}
+
+// Symbols implements Provider.
+func (c *coinbase) Symbols(ctx context.Context, comb domain.Combination) ([]string, error) {
+	m, err := c.symbols(ctx, comb)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(m.symbols), nil
+}
+
+func (c *coinbase) symbols(ctx context.Context, comb domain.Combination) (*symbolMap, error) {
+	if !c.Supports(comb) {
+		return nil, unsupported(NameCoinbase, comb)
+	}
+	c.mu.Lock()
+	m := c.products
+	c.mu.Unlock()
+	if m != nil && c.now().Sub(m.fetched) < exchangeInfoTTL {
+		return m, nil
+	}
+	body, err := c.api.get(ctx, "/products", nil)
+	if err != nil {
+		if m != nil {
+			c.log.Warn("feeds: coinbase: products refresh failed, using cached symbols", "err", err)
+			return m, nil
+		}
+		return nil, err
+	}
+	m, err = parseCoinbaseProducts(body, c.now())
+	if err != nil {
+		return nil, fmt.Errorf("feeds: coinbase: /products: %w", err)
+	}
+	c.mu.Lock()
+	c.products = m
+	c.mu.Unlock()
+	return m, nil
+}
+
+type coinbaseProduct struct {
+	ID              string `json:"id"`
+	BaseCurrency    string `json:"base_currency"`
+	QuoteCurrency   string `json:"quote_currency"`
+	Status          string `json:"status"`
+	TradingDisabled bool   `json:"trading_disabled"`
+	CancelOnly      bool   `json:"cancel_only"`
+	AuctionMode     bool   `json:"auction_mode"`
+}
+
+// parseCoinbaseProducts keeps online, tradable products of listed quotes.
+func parseCoinbaseProducts(body []byte, now time.Time) (*symbolMap, error) {
+	var products []coinbaseProduct
+	if err := decodeJSON(body, &products); err != nil {
+		return nil, err
+	}
+	m := newSymbolMap(now)
+	for _, p := range products {
+		if p.Status != "online" || p.TradingDisabled || p.CancelOnly || !coinbaseListed(p.QuoteCurrency) {
+			continue
+		}
+		if canonical, ok := canonicalPair(domain.Crypto, p.BaseCurrency, p.QuoteCurrency); ok {
+			m.add(p.ID, canonical, p.ID)
+		}
+	}
+	if len(m.symbols) == 0 {
+		return nil, fmt.Errorf("no online products")
+	}
+	slices.Sort(m.symbols)
+	return m, nil
+}
+
+// Tickers implements Provider from each product's 24 h /stats.
+func (c *coinbase) Tickers(ctx context.Context, comb domain.Combination) ([]domain.Ticker, error) {
+	m, err := c.symbols(ctx, comb)
+	if err != nil {
+		return nil, err
+	}
+	now := c.now().UTC()
+	rows := make([]*domain.Ticker, len(m.symbols))
+	errs := make([]error, len(m.symbols))
+	sem := make(chan struct{}, coinbaseConcurrency)
+	var wg sync.WaitGroup
+	for i, sym := range m.symbols {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			id := m.fromCanon[sym]
+			body, err := c.api.get(ctx, "/products/"+url.PathEscape(id)+"/stats", nil)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			t, err := parseCoinbaseStats(body, sym, now)
+			if err != nil {
+				c.log.Warn("feeds: dropping bad ticker row", "symbol", id, "err", err)
+				return
+			}
+			rows[i] = &t
+		})
+	}
+	wg.Wait()
+	out := make([]domain.Ticker, 0, len(rows))
+	for i, r := range rows {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+// parseCoinbaseStats turns /products/{id}/stats into a ticker: change is
+// against the 24 h open, volume (base) is converted to quote at the last price.
+func parseCoinbaseStats(body []byte, symbol string, now time.Time) (domain.Ticker, error) {
+	var s struct {
+		Open   *string `json:"open"`
+		Last   *string `json:"last"`
+		Volume *string `json:"volume"`
+	}
+	t := domain.Ticker{Symbol: symbol, UpdatedAt: now}
+	if err := decodeJSON(body, &s); err != nil {
+		return t, err
+	}
+	var open, last, volume float64
+	for _, f := range []struct {
+		name string
+		raw  *string
+		dst  *float64
+	}{{"open", s.Open, &open}, {"last", s.Last, &last}, {"volume", s.Volume, &volume}} {
+		if f.raw == nil {
+			return t, fmt.Errorf("%s: missing: %w", f.name, errBadField)
+		}
+		v, err := parseDecimal(f.name, *f.raw)
+		if err != nil {
+			return t, err
+		}
+		*f.dst = v
+	}
+	if open <= 0 {
+		return t, fmt.Errorf("open: %v is not positive: %w", open, errBadField)
+	}
+	t.Price = last
+	t.ChangePct = (last/open - 1) * 100
+	t.Volume = volume * last
+	return t, t.Validate()
+}
+
+// coinbaseGranularity is the native candle a timeframe is built from:
+// Coinbase serves 1m, 5m, 15m, 1h, 6h and 1d, so 30m, 4h and 1w are
+// aggregated from 15m, 1h and 1d.
+func coinbaseGranularity(tf domain.Timeframe) domain.Timeframe {
+	switch tf {
+	case domain.TF30m:
+		return domain.TF15m
+	case domain.TF4h:
+		return domain.TF1h
+	case domain.TF1w:
+		return domain.TF1d
+	}
+	return tf
+}
+
+// Candles implements Provider.
+func (c *coinbase) Candles(ctx context.Context, comb domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+	m, err := c.symbols(ctx, comb)
+	if err != nil {
+		return nil, err
+	}
+	id, ok := m.fromCanon[symbol]
+	if !ok {
+		return nil, unknownSymbol(NameCoinbase, comb, symbol)
+	}
+	if tf.Duration() <= 0 {
+		return nil, domain.Errorf(domain.EINVALID, "feeds: coinbase: unknown timeframe %q", tf)
+	}
+	if limit <= 0 {
+		limit = coinbasePage
+	}
+	now := c.now().UTC()
+	last := tf.Truncate(now)
+	from := tf.Truncate(since)
+	if since.IsZero() {
+		from = last.Add(-time.Duration(limit-1) * tf.Duration())
+	} else if from.Before(since) {
+		from = from.Add(tf.Duration())
+	}
+	native := coinbaseGranularity(tf)
+	step := native.Duration()
+	var raw []domain.Candle
+	for start := from; !start.After(now) && len(raw) < limit*int(tf.Duration()/step); {
+		end := start.Add(coinbasePage*step - time.Second)
+		q := url.Values{
+			"granularity": {strconv.Itoa(int(step / time.Second))},
+			"start":       {start.Format(time.RFC3339)},
+			"end":         {end.Format(time.RFC3339)},
+		}
+		body, err := c.api.get(ctx, "/products/"+url.PathEscape(id)+"/candles", q)
+		if err != nil {
+			return nil, err
+		}
+		page, err := parseCoinbaseCandles(body)
+		if err != nil {
+			c.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
+			return nil, fmt.Errorf("feeds: coinbase: candles %s %s: %w", symbol, tf, err)
+		}
+		if len(raw) > 0 && len(page) > 0 && !page[0].Time.After(raw[len(raw)-1].Time) {
+			return nil, fmt.Errorf("feeds: coinbase: candles %s %s: %w", symbol, tf,
+				domain.Errorf(domain.EINVALID, "candles out of order across pages"))
+		}
+		raw = append(raw, page...)
+		start = end.Add(time.Second)
+	}
+	out := aggregateCandles(raw, tf)
+	return clipCandles(out, from, limit), nil
+}
+
+// parseCoinbaseCandles parses rows of [time s, low, high, open, close,
+// volume], newest first, into oldest-first candles.
+func parseCoinbaseCandles(body []byte) ([]domain.Candle, error) {
+	var rows [][]json.RawMessage
+	if err := decodeJSON(body, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]domain.Candle, 0, len(rows))
+	for i, r := range rows {
+		if len(r) != 6 {
+			return nil, fmt.Errorf("candle %d: %d fields, want 6: %w", i, len(r), errBadField)
+		}
+		secs, err := parseRawNumber("time", r[0])
+		if err != nil || secs <= 0 || secs > 1e11 || secs != float64(int64(secs)) {
+			return nil, fmt.Errorf("candle %d: time: %w", i, errBadField)
+		}
+		k := domain.Candle{Time: time.Unix(int64(secs), 0).UTC()}
+		for _, f := range []struct {
+			name string
+			raw  json.RawMessage
+			dst  *float64
+		}{{"low", r[1], &k.Low}, {"high", r[2], &k.High}, {"open", r[3], &k.Open}, {"close", r[4], &k.Close}, {"volume", r[5], &k.Volume}} {
+			if *f.dst, err = parseRawNumber(f.name, f.raw); err != nil {
+				return nil, fmt.Errorf("candle %d: %w", i, err)
+			}
+		}
+		out = append(out, k)
+	}
+	reverseCandles(out)
+	if err := domain.ValidateCandles(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// aggregateCandles merges consecutive candles into tf buckets (open times
+// by tf.Truncate); input already in tf passes through.
+func aggregateCandles(cs []domain.Candle, tf domain.Timeframe) []domain.Candle {
+	var out []domain.Candle
+	for _, c := range cs {
+		open := tf.Truncate(c.Time)
+		if n := len(out); n > 0 && out[n-1].Time.Equal(open) {
+			b := &out[n-1]
+			b.High, b.Low = max(b.High, c.High), min(b.Low, c.Low)
+			b.Close = c.Close
+			b.Volume += c.Volume
+			continue
+		}
+		c.Time = open
+		out = append(out, c)
+	}
+	return out
+}

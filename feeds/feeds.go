@@ -1,0 +1,238 @@
+package feeds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// Provider serves one or more catalogue combinations.
+type Provider interface {
+	// Name is the feed name as written in MARKET_FEEDS ("binance", "synthetic").
+	Name() string
+	// Supports reports whether the provider can serve the combination.
+	Supports(c domain.Combination) bool
+	// Tickers returns the live screener rows of every instrument of the
+	// combination (canonical symbols). Rows that fail validation are dropped
+	// and logged.
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	// Candles returns closed-or-current candles of one symbol, oldest to
+	// newest, open time ≥ since, at most limit: the oldest limit candles from
+	// since, so a backfill pages forward from the last open time it got. A
+	// zero since asks for the newest limit candles. A response with any
+	// invalid candle is an error; an unknown symbol is a domain ENOTFOUND.
+	Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error)
+	// Symbols lists the canonical symbols of the combination (for candle
+	// ingest and backfill).
+	Symbols(ctx context.Context, c domain.Combination) ([]string, error)
+}
+
+// FundamentalsProvider is implemented by providers that also supply the raw
+// inputs of the fundamental score. It is optional: check with a type
+// assertion.
+type FundamentalsProvider interface {
+	// Fundamentals returns the inputs known for one symbol of a market;
+	// a missing key means the input is unknown, not zero.
+	Fundamentals(ctx context.Context, market domain.Market, symbol string) (FundamentalInputs, error)
+}
+
+// FundamentalInputs are raw fundamental inputs keyed by the Fundamental*
+// constants. The analytics package maps them onto its own input struct.
+type FundamentalInputs map[string]float64
+
+// Keys of FundamentalInputs. Percentages are in percent (1.5 = 1.5 %).
+const (
+	// Crypto.
+	FundamentalFundingRate     = "funding_rate_pct"         // perpetual funding rate per 8 h
+	FundamentalOpenInterestChg = "open_interest_change_pct" // 24 h change of open interest
+	FundamentalVolumeToMcap    = "volume_to_market_cap"     // 24 h volume / market cap (liquidity)
+	FundamentalMarketCap       = "market_cap_usd"           // circulating market cap
+	// Stocks.
+	FundamentalPE            = "pe_ratio"           // price / trailing earnings
+	FundamentalSectorPE      = "sector_pe_ratio"    // median P/E of the sector
+	FundamentalRevenueGrowth = "revenue_growth_pct" // year-over-year revenue growth
+	FundamentalNetMargin     = "net_margin_pct"     // net income / revenue
+	FundamentalDebtToEquity  = "debt_to_equity"     // total debt / equity
+	FundamentalEPSGrowth     = "eps_growth_pct"     // year-over-year EPS growth
+	// Forex (base minus quote currency).
+	FundamentalRateDiff      = "policy_rate_diff_pct" // policy-rate differential
+	FundamentalInflationDiff = "inflation_diff_pct"   // CPI inflation differential
+)
+
+// ErrUnsupported is returned when a provider is asked for a combination it
+// does not serve.
+var ErrUnsupported = errors.New("feeds: combination not supported by provider")
+
+// Config configures the providers. cmd/marketd fills it from the
+// environment; tests fill it directly.
+type Config struct {
+	// Names are the feeds to enable, in priority order (MARKET_FEEDS), e.g.
+	// ["synthetic"] or ["binance", "okx", "coinbase", "oanda", "alpaca"].
+	Names []string
+	// OandaToken is the OANDA v20 personal access token (required for "oanda").
+	OandaToken string
+	// AlpacaKeyID and AlpacaSecret are the Alpaca market-data credentials
+	// (required for "alpaca").
+	AlpacaKeyID, AlpacaSecret string
+	// BaseURLs overrides a provider's base URL by name; binance also reads
+	// "binance-futures" for its fapi host. Used by tests with httptest.
+	BaseURLs map[string]string
+	// HTTPClient is shared by the real adapters; nil means a client with a
+	// 20 s time-out.
+	HTTPClient *http.Client
+	// Logger receives dropped rows, retries and rate-limit pauses; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Seed makes the synthetic feed reproducible.
+	Seed int64
+	// Sleep waits between retries; nil means a real timer that honours ctx.
+	// Tests inject a recorder so back-off and Retry-After cost no time.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Feed names accepted in Config.Names.
+const (
+	NameSynthetic = "synthetic"
+	NameBinance   = "binance"
+	NameOKX       = "okx"
+	NameCoinbase  = "coinbase"
+	NameOanda     = "oanda"
+	NameAlpaca    = "alpaca"
+)
+
+// KnownNames lists every feed name New accepts.
+func KnownNames() []string {
+	return []string{NameSynthetic, NameBinance, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
+}
+
+// Registry holds the configured providers in priority order.
+type Registry struct {
+	providers []Provider
+}
+
+// New builds the configured providers. It fails naming an unknown feed, a
+// keyed feed without its key, or an empty list.
+func New(cfg Config) (*Registry, error) {
+	cfg = cfg.withDefaults()
+	r := &Registry{}
+	var seen []string
+	for _, raw := range cfg.Names {
+		name := strings.ToLower(strings.TrimSpace(raw))
+		if name == "" || slices.Contains(seen, name) {
+			continue
+		}
+		seen = append(seen, name)
+		p, err := newProvider(name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.providers = append(r.providers, p)
+	}
+	if len(r.providers) == 0 {
+		return nil, fmt.Errorf("feeds: no feed configured (known: %s)", strings.Join(KnownNames(), ", "))
+	}
+	return r, nil
+}
+
+func newProvider(name string, cfg Config) (Provider, error) {
+	switch name {
+	case NameSynthetic:
+		return NewSynthetic(cfg.Seed, cfg.Now), nil
+	case NameBinance:
+		return newBinance(cfg), nil
+	case NameOKX:
+		return newOKX(cfg), nil
+	case NameCoinbase:
+		return newCoinbase(cfg), nil
+	case NameOanda:
+		if cfg.OandaToken == "" {
+			return nil, fmt.Errorf("feeds: oanda: needs an API token (MARKET_OANDA_TOKEN)")
+		}
+		return newOanda(cfg), nil
+	case NameAlpaca:
+		if cfg.AlpacaKeyID == "" || cfg.AlpacaSecret == "" {
+			return nil, fmt.Errorf("feeds: alpaca: needs a key id and secret (MARKET_ALPACA_KEY_ID, MARKET_ALPACA_SECRET)")
+		}
+		return newAlpaca(cfg), nil
+	}
+	return nil, fmt.Errorf("feeds: unknown feed %q (known: %s)", name, strings.Join(KnownNames(), ", "))
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second}
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
+	return cfg
+}
+
+func (cfg Config) baseURL(name, fallback string) string {
+	if u := cfg.BaseURLs[name]; u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	return fallback
+}
+
+// For returns the provider serving a combination: the first configured
+// provider that supports it.
+func (r *Registry) For(c domain.Combination) (Provider, bool) {
+	for _, p := range r.providers {
+		if p.Supports(c) {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Providers returns the configured providers in priority order.
+func (r *Registry) Providers() []Provider { return slices.Clone(r.providers) }
+
+// Unserved lists the combinations of a region no configured provider
+// supports, so the caller can warn at start-up.
+func (r *Registry) Unserved(region string) []domain.Combination {
+	var out []domain.Combination
+	for _, c := range domain.Catalogue(region) {
+		if _, ok := r.For(c); !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func unsupported(name string, c domain.Combination) error {
+	return fmt.Errorf("feeds: %s: %s: %w", name, c, ErrUnsupported)
+}
+
+func unknownSymbol(name string, c domain.Combination, symbol string) error {
+	return fmt.Errorf("feeds: %s: %w", name, domain.Errorf(domain.ENOTFOUND, "unknown symbol %q in %s", symbol, c))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

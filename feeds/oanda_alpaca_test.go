@@ -1,0 +1,203 @@
+package feeds
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+func setupOanda(t *testing.T) (*oanda, *testBundle) {
+	t.Helper()
+	tb := setup(t)
+	tb.cfg.Now = func() time.Time { return time.Date(2025, 11, 21, 14, 30, 0, 0, time.UTC) }
+	hourly, daily := file(t, "oanda/candles_EUR_USD_H1.json"), file(t, "oanda/candles_EUR_USD_D.json")
+	tb.up.mux.HandleFunc("/v3/instruments/{instrument}/candles", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer test-oanda-token" {
+			body(http.StatusUnauthorized, `{"errorMessage":"Insufficient authorization to perform request."}`)(w, r)
+			return
+		}
+		switch {
+		case r.PathValue("instrument") == "USD_JPY":
+			body(http.StatusOK, `{"instrument":"USD_JPY","granularity":"H1","candles":[{"complete":true,"volume":10,"time":"2025-11-21T13:00:00.000000000Z","mid":{"o":"NaN","h":"156.1","l":"155.9","c":"156.0"}}]}`)(w, r)
+		case r.URL.Query().Get("granularity") == "D":
+			daily(w, r)
+		default:
+			hourly(w, r)
+		}
+	})
+	return newOanda(tb.cfg), tb
+}
+
+func TestOandaTickers(t *testing.T) {
+	t.Parallel()
+	o, tb := setupOanda(t)
+	got, err := o.Tickers(context.Background(), oandaMajor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 { // USD_JPY's response is corrupt: dropped
+		t.Fatalf("%d tickers: %+v", len(got), got)
+	}
+	want := domain.Ticker{Symbol: "EUR_USD", Price: 1.15217, ChangePct: (1.15217/1.15241 - 1) * 100, Volume: 39000,
+		UpdatedAt: time.Date(2025, 11, 21, 14, 30, 0, 0, time.UTC)}
+	if !tickerClose(got[0], want) {
+		t.Errorf("got %+v\nwant %+v", got[0], want)
+	}
+	if !strings.Contains(tb.logs.String(), "USD_JPY") || tb.logs.count("dropping bad ticker row") != 1 {
+		t.Errorf("logs:\n%s", tb.logs)
+	}
+	q := tb.up.requestsTo("/v3/instruments/EUR_USD/candles")[0].URL.Query()
+	if q.Get("granularity") != "H1" || q.Get("count") != "25" || q.Get("price") != "M" {
+		t.Errorf("query %v", q)
+	}
+}
+
+func TestOandaCandles(t *testing.T) {
+	t.Parallel()
+	o, tb := setupOanda(t)
+	ctx := context.Background()
+	since := time.Date(2025, 11, 19, 0, 0, 0, 0, time.UTC)
+	got, err := o.Candles(ctx, oandaMajor, "EUR_USD", domain.TF1d, since, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.Candle{
+		{Time: since, Open: 1.15899, High: 1.1595, Low: 1.1522, Close: 1.15302, Volume: 102344},
+		{Time: since.AddDate(0, 0, 1), Open: 1.15301, High: 1.15588, Low: 1.15031, Close: 1.1521, Volume: 121003},
+		{Time: since.AddDate(0, 0, 2), Open: 1.15208, High: 1.15533, Low: 1.14911, Close: 1.15126, Volume: 60122},
+	}
+	if !slices.EqualFunc(got, want, candleEqual) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	q := tb.up.requestsTo("/v3/instruments/EUR_USD/candles")[0].URL.Query()
+	if q.Get("from") != "2025-11-19T00:00:00Z" || q.Get("alignmentTimezone") != "UTC" || q.Get("dailyAlignment") != "0" {
+		t.Errorf("query %v", q)
+	}
+	if _, err := o.Candles(ctx, oandaMajor, "USD_JPY", domain.TF1h, time.Time{}, 3); err == nil || !strings.HasPrefix(err.Error(), "feeds: oanda: ") {
+		t.Errorf("corrupt candles: %v", err)
+	}
+	if _, err := o.Candles(ctx, oandaMajor, "EUR_GBP", domain.TF1h, time.Time{}, 3); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("a minor asked as a major: %v", err)
+	}
+}
+
+func TestOandaBadToken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.cfg.OandaToken = "wrong"
+	tb.up.mux.HandleFunc("/v3/instruments/{instrument}/candles", func(w http.ResponseWriter, r *http.Request) {
+		body(http.StatusUnauthorized, `{"errorMessage":"Insufficient authorization to perform request."}`)(w, r)
+	})
+	o := newOanda(tb.cfg)
+	_, err := o.Candles(context.Background(), oandaMajor, "EUR_USD", domain.TF1h, time.Time{}, 3)
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != 401 || len(tb.up.requests) != 1 {
+		t.Errorf("err %v after %d requests", err, len(tb.up.requests))
+	}
+}
+
+func setupAlpaca(t *testing.T) (*alpaca, *testBundle) {
+	t.Helper()
+	tb := setup(t)
+	snapshots := file(t, "alpaca/snapshots.json")
+	tb.up.mux.HandleFunc("/v2/stocks/snapshots", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("APCA-API-KEY-ID") != "test-key-id" || r.Header.Get("APCA-API-SECRET-KEY") != "test-secret" {
+			body(http.StatusUnauthorized, `{"message":"forbidden"}`)(w, r)
+			return
+		}
+		snapshots(w, r)
+	})
+	tb.up.mux.Handle("/v2/stocks/bars", sequence(file(t, "alpaca/bars_AAPL_1Day.json"), file(t, "alpaca/bars_AAPL_1Day_page2.json")))
+	return newAlpaca(tb.cfg), tb
+}
+
+func TestAlpacaTickers(t *testing.T) {
+	t.Parallel()
+	a, tb := setupAlpaca(t)
+	got, err := a.Tickers(context.Background(), nasdaq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.Ticker{
+		{Symbol: "AAPL", Price: 271.49, ChangePct: (271.49/266.25 - 1) * 100, Volume: 2123456 * 270.12, UpdatedAt: time.Date(2025, 11, 21, 20, 59, 59, 871224000, time.UTC)},
+		{Symbol: "MSFT", Price: 472.12, ChangePct: (472.12/478.43 - 1) * 100, Volume: 801234 * 472.9, UpdatedAt: time.Date(2025, 11, 21, 20, 59, 58, 101000000, time.UTC)},
+	}
+	if !slices.EqualFunc(got, want, tickerClose) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	// NVDA lacks prevDailyBar, AMZN has a "NaN" price, GOOGL a negative volume.
+	if n := tb.logs.count("dropping bad ticker row"); n != 3 {
+		t.Errorf("%d dropped rows logged, want 3:\n%s", n, tb.logs)
+	}
+	q := tb.up.requestsTo("/v2/stocks/snapshots")[0].URL.Query()
+	if !strings.HasPrefix(q.Get("symbols"), "AAPL,MSFT,NVDA") || q.Get("feed") != "iex" {
+		t.Errorf("query %v", q)
+	}
+}
+
+func TestAlpacaCandlesPaged(t *testing.T) {
+	t.Parallel()
+	a, tb := setupAlpaca(t)
+	since := time.Date(2025, 11, 18, 0, 0, 0, 0, time.UTC)
+	got, err := a.Candles(context.Background(), nasdaq, "AAPL", domain.TF1d, since, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.Candle{
+		{Time: since, Open: 269.99, High: 270.71, Low: 265.32, Close: 267.44, Volume: 1201233},
+		{Time: since.AddDate(0, 0, 1), Open: 265.53, High: 272.21, Low: 265.5, Close: 268.56, Volume: 1100021},
+		{Time: since.AddDate(0, 0, 2), Open: 270.83, High: 275.43, Low: 265.92, Close: 266.25, Volume: 1900321},
+		{Time: since.AddDate(0, 0, 3), Open: 265.95, High: 273.33, Low: 265.67, Close: 271.49, Volume: 2123456},
+	}
+	if !slices.EqualFunc(got, want, candleEqual) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	reqs := tb.up.requestsTo("/v2/stocks/bars")
+	if len(reqs) != 2 || reqs[1].URL.Query().Get("page_token") == "" || reqs[0].URL.Query().Get("timeframe") != "1Day" {
+		t.Errorf("%d requests, second %v", len(reqs), reqs[len(reqs)-1].URL.Query())
+	}
+}
+
+func TestAlpacaRejectsCorruptBars(t *testing.T) {
+	t.Parallel()
+	for name, bad := range map[string]string{
+		"negative vol":  `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":-3}]},"next_page_token":null}`,
+		"missing close": `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"v":3}]},"next_page_token":null}`,
+		"string price":  `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":"NaN","h":2,"l":0.5,"c":1.5,"v":3}]},"next_page_token":null}`,
+		"out of order": `{"bars":{"AAPL":[{"t":"2025-11-19T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":3},
+			{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":3}]},"next_page_token":null}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t)
+			tb.up.mux.Handle("/v2/stocks/bars", body(http.StatusOK, bad))
+			a := newAlpaca(tb.cfg)
+			_, err := a.Candles(context.Background(), nasdaq, "AAPL", domain.TF1d, time.Date(2025, 11, 18, 0, 0, 0, 0, time.UTC), 10)
+			if err == nil || !strings.HasPrefix(err.Error(), "feeds: alpaca: ") {
+				t.Errorf("err %v", err)
+			}
+		})
+	}
+}
+
+func TestAlpacaRateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1763820030, 0)
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "200")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "1763820060")
+	if got := alpacaRatePause(h, now); !got.Equal(time.Unix(1763820060, 0)) {
+		t.Errorf("pause until %v", got)
+	}
+	h.Set("X-RateLimit-Remaining", "150")
+	if got := alpacaRatePause(h, now); !got.IsZero() {
+		t.Errorf("paused with budget left: %v", got)
+	}
+}
