@@ -49,13 +49,14 @@ type Candle struct {
 	UpdatedAt time.Time `json:"updated_at" doc:"When the series was last ingested" example:"2026-11-22T10:15:00Z"`
 }
 
-type marketPath struct {
+// MarketPath is the market and exchange of a market-data path.
+type MarketPath struct {
 	MarketType string `path:"market_type" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
 	Exchange   string `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
 }
 
 type screenerInput struct {
-	marketPath
+	MarketPath
 	Instrument string                 `path:"instrument" maxLength:"32" doc:"Instrument type: spot, perpetual, futures (crypto), major, minor (forex), stock (stocks)" example:"spot"`
 	VolumeMin  OptionalParam[float64] `query:"volume_min" doc:"Keep rows with volume ≥ this (inclusive)"`
 	VolumeMax  OptionalParam[float64] `query:"volume_max" doc:"Keep rows with volume ≤ this (inclusive)"`
@@ -68,7 +69,7 @@ type screenerOutput struct {
 }
 
 type ohlcvInput struct {
-	marketPath
+	MarketPath
 	Symbol    string `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
 	Timeframe string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w" doc:"Candle timeframe" example:"1h"`
 	Limit     int    `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
@@ -116,7 +117,7 @@ func (s *Server) registerMarketData() {
 	split.Path = "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"
 	split.Hidden = true
 	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*ohlcvOutput, error) {
-		return s.getOHLCV(ctx, &ohlcvInput{marketPath: marketPath{MarketType: in.MarketType, Exchange: in.Exchange},
+		return s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: in.MarketType, Exchange: in.Exchange},
 			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit})
 	})
 }
