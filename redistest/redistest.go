@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -140,4 +141,53 @@ func IsolatedDB(tb testing.TB) *redis.Client {
 		tb.Fatalf("redistest: flush isolated db: %v", err)
 	}
 	return rdb
+}
+
+// Leased databases: tests that run code with fixed Redis keys (asynq's
+// queues, a whole marketd) need a database of their own. LeaseDB hands out
+// one of these, flushed, to one test at a time across test processes.
+const (
+	firstLeasedDB = 1
+	lastLeasedDB  = 12
+)
+
+// LeaseDB returns the URL of a flushed Redis database that no other test
+// uses until this test ends.
+func LeaseDB(tb testing.TB) string {
+	tb.Helper()
+	shared := Client(tb)
+	ctx := context.Background()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		for n := firstLeasedDB; n <= lastLeasedDB; n++ {
+			lockKey := fmt.Sprintf("redistest:db-lease:%d", n)
+			ok, err := shared.SetNX(ctx, lockKey, token, 10*time.Minute).Result()
+			if err != nil {
+				tb.Fatalf("redistest: lease db: %v", err)
+			}
+			if !ok {
+				continue
+			}
+			opts := Options(tb)
+			opts.DB = n
+			rdb := connect(tb, opts)
+			if err := rdb.FlushDB(ctx).Err(); err != nil {
+				tb.Fatalf("redistest: flush leased db %d: %v", n, err)
+			}
+			tb.Cleanup(func() {
+				_ = rdb.FlushDB(context.Background()).Err()
+				const release = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+				_ = shared.Eval(context.Background(), release, []string{lockKey}, token).Err()
+			})
+			u := *opts
+			return fmt.Sprintf("redis://%s/%d", u.Addr, n)
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: no Redis database free after 3 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

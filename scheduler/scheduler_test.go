@@ -1,0 +1,99 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/redistest"
+	"github.com/marketscreener/market/scheduler"
+	"github.com/marketscreener/market/worker"
+)
+
+// TestReplicasEnqueueEachTickOnce runs three schedulers on the same tick:
+// every job is enqueued exactly once.
+func TestReplicasEnqueueEachTickOnce(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	entries := scheduler.IngestEntries(domain.DefaultRegion, 10*time.Second, time.Minute)
+	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	now := func() time.Time { return tick.Add(3 * time.Second) }
+	want := 0
+	for _, e := range entries {
+		want += len(e.Tasks(tick))
+	}
+
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fresh int
+	)
+	for range 3 {
+		s, err := scheduler.New(scheduler.Config{RedisURL: url, Now: now, Entries: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for _, e := range entries {
+				n += s.EnqueueTick(context.Background(), e, tick)
+			}
+			mu.Lock()
+			fresh += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if fresh != want {
+		t.Fatalf("three replicas enqueued %d fresh tasks, want %d (each once)", fresh, want)
+	}
+	opt, _ := asynq.ParseRedisURI(url)
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	info, err := insp.GetQueueInfo(worker.QueueIngest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size != want {
+		t.Fatalf("queue holds %d tasks, want %d", info.Size, want)
+	}
+}
+
+// TestRunEnqueuesCurrentTickAtStart: a scheduler enqueues the current tick
+// at once (data within seconds of a start), not at the next boundary.
+func TestRunEnqueuesCurrentTickAtStart(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	entries := scheduler.IngestEntries(domain.DefaultRegion, time.Hour, time.Hour)
+	s, err := scheduler.New(scheduler.Config{RedisURL: url, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	opt, _ := asynq.ParseRedisURI(url)
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := insp.GetQueueInfo(worker.QueueIngest)
+		if err == nil && info.Size > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing enqueued within 5 s of start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,153 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+	"github.com/marketscreener/market/worker"
+)
+
+var spot = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newIngester(t *testing.T, clk *clock) (*worker.Ingester, *store.DB) {
+	t.Helper()
+	db := storetest.New(t)
+	reg, err := feeds.New(feeds.Config{Names: []string{"synthetic"}, Now: clk.now, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &worker.Ingester{Store: db, Feeds: reg, Logger: nil, Now: clk.now}, db
+}
+
+// dump reads every candle and ticker row of the schema, in a stable order.
+func dump(t *testing.T, db *store.DB) (candles, tickers []string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `SELECT concat_ws('|', market, exchange, symbol, timeframe, open_time, open, high, low, close, volume, updated_at) FROM candles ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		candles = append(candles, s)
+	}
+	rows.Close()
+	rows, err = db.Pool.Query(ctx, `SELECT concat_ws('|', market, exchange, instrument, symbol, price, change_pct, volume, updated_at) FROM tickers ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		tickers = append(tickers, s)
+	}
+	rows.Close()
+	return candles, tickers
+}
+
+func TestIngestTwiceLeavesIdenticalRows(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	ctx := context.Background()
+	tick := clk.t.Truncate(time.Minute)
+	run := func() {
+		if err := in.HandleIngestTickers(ctx, worker.NewIngestTickersTask(spot, tick)); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF1h, tick)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	c1, t1 := dump(t, db)
+	if len(c1) < 200*worker.InitialCandles || len(t1) < 200 {
+		t.Fatalf("first ingest stored %d candles and %d tickers, want ≥ %d and ≥ 200", len(c1), len(t1), 200*worker.InitialCandles)
+	}
+	run()
+	c2, t2 := dump(t, db)
+	if diff := cmp.Diff(c1, c2); diff != "" {
+		t.Fatalf("candles changed on re-run (-first +second):\n%.2000s", diff)
+	}
+	// Tickers are replaced (same values, same clock): identical apart from nothing.
+	if diff := cmp.Diff(t1, t2); diff != "" {
+		t.Fatalf("tickers changed on re-run (-first +second):\n%.2000s", diff)
+	}
+
+	// Later, prices move and new candles appear; the series resumes.
+	clk.t = clk.t.Add(2*time.Hour + 17*time.Second)
+	run()
+	c3, t3 := dump(t, db)
+	if len(c3) <= len(c2) {
+		t.Fatalf("no new candles after 2 h: %d → %d", len(c2), len(c3))
+	}
+	if cmp.Equal(t1, t3) {
+		t.Fatal("tickers did not move between ingests")
+	}
+	h, err := db.FeedHealthOf(ctx, spot, "tickers")
+	if err != nil || h.LastSuccessAt == nil || h.Failing() {
+		t.Fatalf("tickers health = %+v, %v", h, err)
+	}
+}
+
+func TestIngestBadPayloadIsPermanent(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Now()}
+	in, _ := newIngester(t, clk)
+	in.Logger = discard()
+	err := in.HandleIngestCandles(context.Background(), asynq.NewTask(worker.TypeIngestCandles, []byte("{")))
+	if err == nil || !isSkipRetry(err) {
+		t.Fatalf("bad payload: err = %v, want SkipRetry", err)
+	}
+	b, _ := json.Marshal(worker.IngestPayload{Market: domain.Crypto, Exchange: "binance", Instrument: "spot", Timeframe: "2h"})
+	if err := in.HandleIngestCandles(context.Background(), asynq.NewTask(worker.TypeIngestCandles, b)); !isSkipRetry(err) {
+		t.Fatalf("bad timeframe: err = %v, want SkipRetry", err)
+	}
+}
+
+func TestBackfillResumes(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	ctx := context.Background()
+	syms := []string{"BTC_USDT", "ETH_USDT"}
+	start := clk.t.AddDate(0, 0, -60) // 1440 hourly candles: two pages each
+	var events []worker.BackfillEvent
+	n, err := in.Backfill(ctx, db, spot, domain.TF1h, syms, start, func(ev worker.BackfillEvent) { events = append(events, ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 2 * (int(clk.t.Sub(domain.TF1h.Truncate(start))/time.Hour) + 1)
+	if n != want {
+		t.Fatalf("backfilled %d candles, want %d", n, want)
+	}
+	cs, _ := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1h}, 5000)
+	if len(cs) != want/2 || !cs[0].Time.Equal(domain.TF1h.Truncate(start)) {
+		t.Fatalf("stored %d candles from %v", len(cs), cs[0].Time)
+	}
+	if len(events) == 0 || !events[len(events)-1].SymbolDone {
+		t.Fatalf("progress events: %+v", events)
+	}
+	// A second run resumes from the saved progress: it re-reads only the newest candle.
+	clk.t = clk.t.Add(time.Hour)
+	n, err = in.Backfill(ctx, db, spot, domain.TF1h, syms, start, nil)
+	if err != nil || n != 4 {
+		t.Fatalf("resumed backfill read %d candles (%v), want 4 (last stored + 1 new, per symbol)", n, err)
+	}
+}
