@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -99,11 +100,19 @@ func toProblem(logger *slog.Logger, reqID string, err error) huma.StatusError {
 		if ok && status != http.StatusInternalServerError {
 			details := make([]error, 0, len(de.Fields))
 			for _, f := range de.Fields {
-				details = append(details, &huma.ErrorDetail{Location: f.Location, Value: f.Value, Message: f.Message})
+				details = append(details, &huma.ErrorDetail{Location: f.Location, Value: jsonSafe(f.Value), Message: f.Message})
 			}
 			return newProblem(status, de.Message, details...)
 		}
 	}
 	logger.Error("internal error", "request_id", reqID, "err", err)
 	return newProblem(http.StatusInternalServerError, "internal error; the request id identifies it in our logs ("+reqID+")")
+}
+
+// jsonSafe keeps a problem encodable: NaN and ±Inf have no JSON form.
+func jsonSafe(v any) any {
+	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return fmt.Sprint(f)
+	}
+	return v
 }

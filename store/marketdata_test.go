@@ -156,3 +156,27 @@ func BenchmarkUpsertCandles1000(b *testing.B) {
 		i++
 	}
 }
+
+func TestTickerFilterInclusive(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	row := domain.Ticker{Volume: 100, ChangePct: -2.5}
+	for name, tc := range map[string]struct {
+		filter store.TickerFilter
+		want   bool
+	}{
+		"no bounds":           {store.TickerFilter{}, true},
+		"volume_min equal":    {store.TickerFilter{VolumeMin: f(100)}, true},
+		"volume_max equal":    {store.TickerFilter{VolumeMax: f(100)}, true},
+		"volume_min above":    {store.TickerFilter{VolumeMin: f(100.0001)}, false},
+		"volume_max below":    {store.TickerFilter{VolumeMax: f(99.9999)}, false},
+		"change_min equal":    {store.TickerFilter{ChangeMin: f(-2.5)}, true},
+		"change_max equal":    {store.TickerFilter{ChangeMax: f(-2.5)}, true},
+		"change_min above":    {store.TickerFilter{ChangeMin: f(-2.4)}, false},
+		"change range inside": {store.TickerFilter{ChangeMin: f(-3), ChangeMax: f(0)}, true},
+	} {
+		if got := tc.filter.Match(row); got != tc.want {
+			t.Errorf("%s: Match = %v, want %v", name, got, tc.want)
+		}
+	}
+}
