@@ -22,6 +22,7 @@ import (
 func serveRole(role string) func(*Main, context.Context, []string) error {
 	return func(m *Main, ctx context.Context, args []string) error {
 		fs := newFlagSet(role)
+		fs.Bool("json", true, "logs are always JSON (accepted for uniformity)")
 		if _, err := parseFlags(fs, args); err != nil {
 			return err
 		}
