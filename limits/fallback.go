@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // probeInterval bounds how often a degraded limiter tries Redis again, so a
@@ -43,6 +45,11 @@ func (f *FallbackLimiter) Allow(ctx context.Context, clientID string, limit int)
 		return f.local.Allow(clientID, limit), nil
 	}
 	d, err := f.redis.Allow(ctx, clientID, limit)
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		// Every pooled connection is busy: Redis is slow, not gone. Ask
+		// again rather than loosen the limit to per replica.
+		d, err = f.redis.Allow(ctx, clientID, limit)
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return Decision{}, err

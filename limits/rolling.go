@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,11 @@ func RedisOptions(url string) (*redis.Options, error) {
 	opts.DialTimeout = 200 * time.Millisecond
 	opts.ReadTimeout = 150 * time.Millisecond
 	opts.WriteTimeout = 150 * time.Millisecond
-	opts.PoolTimeout = 200 * time.Millisecond
+	// Waiting for a pooled connection is load, not an outage: a large pool
+	// and a long wait keep a burst from being mistaken for a dead Redis
+	// (which would loosen the limit to per replica).
+	opts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
+	opts.PoolTimeout = 2 * time.Second
 	opts.MaxRetries = -1
 	return opts, nil
 }

@@ -75,13 +75,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Monitor returns the asynqmon UI mounted at rootPath (for the ops listener).
-func Monitor(redisURL, rootPath string) (http.Handler, error) {
+// Monitor returns the asynqmon UI mounted at rootPath (for the ops
+// listener) and a function releasing its Redis connections.
+func Monitor(redisURL, rootPath string) (http.Handler, func(), error) {
 	opt, err := asynq.ParseRedisURI(redisURL)
 	if err != nil {
-		return nil, fmt.Errorf("worker: redis url: %w", err)
+		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}
-	return asynqmon.New(asynqmon.Options{RootPath: rootPath, RedisConnOpt: opt}), nil
+	h := asynqmon.New(asynqmon.Options{RootPath: rootPath, RedisConnOpt: opt})
+	return h, func() { _ = h.Close() }, nil
 }
 
 // asynqLogger adapts slog to asynq's Logger interface.

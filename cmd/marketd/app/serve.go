@@ -56,8 +56,9 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			deps.bus.OnMarket = apiServer.InvalidateMarketData
 			g.Go(func() error { return deps.run(ctx) })
 			extra := map[string]http.Handler{}
-			if mon, err := worker.Monitor(cfg.RedisURL, "/asynqmon"); err == nil {
+			if mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon"); err == nil {
 				extra["/asynqmon/"] = mon
+				defer closeMon()
 			}
 			httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {

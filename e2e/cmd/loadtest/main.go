@@ -37,6 +37,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,7 +182,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "GET %s (%d-byte %s body), %d connections, %s warm-up + %s measured per target\n",
 		o.path, len(body), contentType, o.conns, o.warmup, o.duration)
 	fmt.Fprintf(out, "api: in-process marketd api, MARKET_LOG_LEVEL=%s, /readyz %s, schema %s, Redis %s\n", o.logLevel, readyStatus, schema, o.redisURL)
-	fmt.Fprintf(out, "note: the load generator shares the %d cores with the api, Postgres and Redis\n\n", runtime.NumCPU())
+	fmt.Fprintf(out, "note: the load generator shares the %d cores with the api, Postgres and Redis (and anything else running: load average %s)\n\n",
+		runtime.NumCPU(), loadAvg())
 
 	// 4. The same generator against each.
 	bareRes := drive(ctx, "bare", bareURL, key, o)
@@ -208,10 +210,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 	// 5. The report.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\trequests\treq/s\tp50\tp90\tp99\tp99.9\tmax\terrors\t")
+	fmt.Fprintln(tw, "target\trequests\treq/s\tp50\tp90\tp99\tp99.9\tmax\terrors\tcpu this process\tcpu machine\t")
 	for _, r := range []result{bareRes, apiRes} {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, r.requests, r.rps(),
-			ms(r.quantile(0.50)), ms(r.quantile(0.90)), ms(r.quantile(0.99)), ms(r.quantile(0.999)), ms(r.quantile(1)), r.errors)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t\n", r.name, r.requests, r.rps(),
+			ms(r.quantile(0.50)), ms(r.quantile(0.90)), ms(r.quantile(0.99)), ms(r.quantile(0.999)), ms(r.quantile(1)), r.errors,
+			r.procCPU, r.busyCPU)
 	}
 	_ = tw.Flush()
 	ratio := 0.0
@@ -248,6 +251,8 @@ type result struct {
 	errors   int64
 	elapsed  time.Duration
 	lat      []time.Duration // sorted, measured requests only
+	procCPU  float64         // cores used by this process (api and generator) over the run
+	busyCPU  float64         // cores busy on the whole machine over the run (-1 if unknown)
 	statuses map[int]int64   // non-200 statuses (0: transport error)
 	firstErr string
 }
@@ -291,6 +296,7 @@ func drive(ctx context.Context, name, url, key string, o options) result {
 		statuses map[int]int64
 		firstErr string
 	}
+	cpu0, busy0 := processCPU(), machineBusy()
 	start := time.Now()
 	measureFrom := start.Add(o.warmup)
 	end := measureFrom.Add(o.duration)
@@ -337,8 +343,12 @@ func drive(ctx context.Context, name, url, key string, o options) result {
 	}
 	wg.Wait()
 	finished := time.Now()
-
-	r := result{name: name, elapsed: finished.Sub(measureFrom), statuses: map[int]int64{}}
+	wall := finished.Sub(start).Seconds()
+	r := result{name: name, elapsed: finished.Sub(measureFrom), statuses: map[int]int64{},
+		procCPU: (processCPU() - cpu0).Seconds() / wall, busyCPU: -1}
+	if busy1 := machineBusy(); busy0 >= 0 && busy1 >= 0 {
+		r.busyCPU = (busy1 - busy0).Seconds() / wall
+	}
 	for _, wk := range workers {
 		r.lat = append(r.lat, wk.lat...)
 		r.errors += wk.errors
@@ -466,4 +476,48 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// processCPU is the user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineBusy is the non-idle CPU time of the whole machine so far (from
+// /proc/stat, Linux), or -1.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks int64
+	for i, v := range f[1:8] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// loadAvg is the 1-, 5- and 15-minute load average, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
