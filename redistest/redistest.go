@@ -7,9 +7,9 @@ package redistest
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
