@@ -49,7 +49,7 @@ var EnvVars = []envVar{
 	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
 	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
 	{"MARKET_REGION", domain.DefaultRegion, "Deployment region: picks the catalogue of exchanges (" + strings.Join(domain.Regions, ", ") + ")."},
-	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest. Required by api/worker/all."},
+	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused)."},
 	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
 	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds of the worker, first match wins: synthetic, binance, okx, coinbase, oanda, alpaca."},
 	{"MARKET_OANDA_TOKEN", "", "OANDA v20 token (required by the oanda feed)."},
