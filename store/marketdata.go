@@ -154,25 +154,30 @@ func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Can
 	return out, translate(err, "candles")
 }
 
-// LatestCandleTimes returns the newest stored open time of each symbol of
-// an exchange and timeframe (ingest resumes from there).
-func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) (map[string]time.Time, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT symbol, max(open_time) FROM candles
-		WHERE market = $1 AND exchange = $2 AND timeframe = $3 GROUP BY symbol`, string(m), exchange, string(tf))
+// LatestCandleTimes returns the newest stored open time of each of the
+// given symbols of an exchange and timeframe (ingest resumes from there);
+// symbols without candles are absent. One index lookup per symbol, so the
+// cost does not grow with the stored history.
+func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT max(open_time) FROM candles c
+			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3)
+		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols)
 	if err != nil {
 		return nil, translate(err, "candles")
 	}
 	defer rows.Close()
-	out := map[string]time.Time{}
+	out := make(map[string]time.Time, len(symbols))
 	for rows.Next() {
 		var (
 			s string
-			t time.Time
+			t *time.Time
 		)
 		if err := rows.Scan(&s, &t); err != nil {
 			return nil, translate(err, "candles")
 		}
-		out[s] = t.UTC()
+		if t != nil {
+			out[s] = t.UTC()
+		}
 	}
 	return out, translate(rows.Err(), "candles")
 }

@@ -97,8 +97,8 @@ func TestUpsertCandlesIdempotent(t *testing.T) {
 	if len(got) != 2 || got[1] != last || !got[0].Time.Before(got[1].Time) {
 		t.Fatalf("newest 2 = %+v", got)
 	}
-	latest, err := db.LatestCandleTimes(ctx, domain.Crypto, "binance", domain.TF1h)
-	if err != nil || !latest["BTC_USDT"].Equal(last.Time) {
+	latest, err := db.LatestCandleTimes(ctx, domain.Crypto, "binance", domain.TF1h, []string{"BTC_USDT", "ETH_USDT"})
+	if _, ok := latest["ETH_USDT"]; err != nil || !latest["BTC_USDT"].Equal(last.Time) || ok || len(latest) != 1 {
 		t.Fatalf("LatestCandleTimes = %v %v", latest, err)
 	}
 	outOfOrder := []domain.Candle{cs[1], cs[0]}

@@ -66,7 +66,7 @@ type IngestStore interface {
 	ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
-	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) (map[string]time.Time, error)
+	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 }
@@ -168,7 +168,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 			return 0, err
 		}
 	}
-	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf)
+	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, symbols)
 	if err != nil {
 		return 0, err
 	}
