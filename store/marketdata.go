@@ -243,3 +243,14 @@ func (db *DB) FeedHealthOf(ctx context.Context, c domain.Combination, kind strin
 	}
 	return h, translate(err, "feed health")
 }
+
+// PruneCandles deletes the candles of an exchange and timeframe that
+// opened before the given time and returns how many went.
+func (db *DB) PruneCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, before time.Time) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3 AND open_time < $4`,
+		string(m), exchange, string(tf), before.UTC())
+	if err != nil {
+		return 0, translate(err, "candles")
+	}
+	return tag.RowsAffected(), nil
+}

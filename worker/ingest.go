@@ -69,6 +69,19 @@ type IngestStore interface {
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
+	PruneCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, before time.Time) (int64, error)
+}
+
+// CandleRetention is how long candles of each timeframe are kept; a zero
+// duration keeps them forever (daily and weekly history feeds the
+// statistics). Short timeframes would otherwise grow without bound.
+var CandleRetention = map[domain.Timeframe]time.Duration{
+	domain.TF1m:  3 * 24 * time.Hour,
+	domain.TF5m:  14 * 24 * time.Hour,
+	domain.TF15m: 30 * 24 * time.Hour,
+	domain.TF30m: 60 * 24 * time.Hour,
+	domain.TF1h:  180 * 24 * time.Hour,
+	domain.TF4h:  2 * 365 * 24 * time.Hour,
 }
 
 // Ingester runs the ingest tasks.
@@ -148,6 +161,14 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
 	in.notify(ctx, fmt.Sprintf("candles:%s/%s/", c.Market, c.Exchange))
+	// Prune once an hour (the first tick of the hour), not on every tick.
+	if keep := CandleRetention[pl.Timeframe]; keep > 0 && pl.Tick.Minute() == 0 {
+		if n, err := in.Store.PruneCandles(ctx, c.Market, c.Exchange, pl.Timeframe, in.Now().Add(-keep)); err != nil {
+			in.Logger.Warn("prune candles", "combination", c.String(), "timeframe", pl.Timeframe, "err", err)
+		} else if n > 0 {
+			in.Logger.Info("pruned candles", "combination", c.String(), "timeframe", pl.Timeframe, "deleted", n)
+		}
+	}
 	in.Logger.Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
 	return nil
 }
