@@ -180,3 +180,22 @@ func TestTickerFilterInclusive(t *testing.T) {
 		}
 	}
 }
+
+func TestPruneCandles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.UpsertCandles(ctx, k, makeCandles(100, start, domain.TF1m, 0)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.PruneCandles(ctx, domain.Crypto, "binance", domain.TF1m, start.Add(40*time.Minute))
+	if err != nil || n != 40 {
+		t.Fatalf("pruned %d (%v), want 40", n, err)
+	}
+	left, _ := db.Candles(ctx, k, 1000)
+	if len(left) != 60 || !left[0].Time.Equal(start.Add(40*time.Minute)) {
+		t.Fatalf("left %d candles from %v", len(left), left[0].Time)
+	}
+}
