@@ -181,16 +181,12 @@ func alpacaTimeframe(tf domain.Timeframe) (string, bool) {
 // midnight New York time; open times are re-aligned with tf.Truncate so
 // they match the domain's UTC candles.
 func (a *alpaca) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
-	syms, err := a.Symbols(ctx, c)
-	if err != nil {
+	if err := listedSymbol(ctx, a, c, symbol); err != nil {
 		return nil, err
-	}
-	if !slices.Contains(syms, symbol) {
-		return nil, unknownSymbol(NameAlpaca, c, symbol)
 	}
 	atf, ok := alpacaTimeframe(tf)
 	if !ok {
-		return nil, domain.Errorf(domain.EINVALID, "feeds: alpaca: unknown timeframe %q", tf)
+		return nil, unknownTimeframe(NameAlpaca, tf)
 	}
 	if limit <= 0 {
 		limit = 1000
@@ -214,8 +210,7 @@ func (a *alpaca) Candles(ctx context.Context, c domain.Combination, symbol strin
 		}
 		page, next, err := parseAlpacaBars(body, symbol, tf)
 		if err != nil {
-			a.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
-			return nil, fmt.Errorf("feeds: alpaca: bars %s %s: %w", symbol, tf, err)
+			return nil, rejectCandles(a.log, NameAlpaca, "bars", symbol, string(tf), err)
 		}
 		out = append(out, page...)
 		if next == "" || len(out) >= limit {

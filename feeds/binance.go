@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -24,7 +23,6 @@ const (
 	binanceFutureWeight = 2400
 	binanceSpotKlines   = 1000 // max klines per request
 	binanceFutureKlines = 1500
-	exchangeInfoTTL     = time.Hour
 )
 
 // binance serves crypto/binance/spot from the spot API, perpetual from the
@@ -32,41 +30,18 @@ const (
 // contracts (continuous klines, so BTC_USDT always means the front quarter).
 type binance struct {
 	log     *slog.Logger
-	now     func() time.Time
 	spot    *apiClient
 	futures *apiClient
-
-	mu   sync.Mutex
-	info map[string]*symbolMap // by instrument, refreshed after exchangeInfoTTL
-}
-
-// symbolMap maps exchange symbols to canonical ones for one instrument.
-type symbolMap struct {
-	fetched   time.Time
-	toCanon   map[string]string // BTCUSDT → BTC_USDT
-	fromCanon map[string]string // BTC_USDT → BTCUSDT (the pair, for continuous klines)
-	symbols   []string          // canonical, sorted
-}
-
-func newSymbolMap(fetched time.Time) *symbolMap {
-	return &symbolMap{fetched: fetched, toCanon: map[string]string{}, fromCanon: map[string]string{}}
-}
-
-func (m *symbolMap) add(exchange, canonical, request string) {
-	m.toCanon[exchange] = canonical
-	if _, dup := m.fromCanon[canonical]; !dup {
-		m.fromCanon[canonical] = request
-		m.symbols = append(m.symbols, canonical)
-	}
+	info    *symbolCache // by instrument
 }
 
 func newBinance(cfg Config) *binance {
+	log := cfg.Logger.With("feed", NameBinance)
 	b := &binance{
-		log:     cfg.Logger.With("feed", NameBinance),
-		now:     cfg.Now,
+		log:     log,
 		spot:    newAPIClient(NameBinance, cfg.baseURL(NameBinance, binanceSpotURL), cfg),
 		futures: newAPIClient(NameBinance, cfg.baseURL(NameBinance+"-futures", binanceFuturesURL), cfg),
-		info:    map[string]*symbolMap{},
+		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 	}
 	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
 	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)
@@ -106,11 +81,7 @@ func (b *binance) client(c domain.Combination) *apiClient {
 
 // Symbols implements Provider.
 func (b *binance) Symbols(ctx context.Context, c domain.Combination) ([]string, error) {
-	m, err := b.symbols(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(m.symbols), nil
+	return symbolList(b.symbols(ctx, c))
 }
 
 // symbols returns the cached symbol map of the instrument, fetching
@@ -119,32 +90,19 @@ func (b *binance) symbols(ctx context.Context, c domain.Combination) (*symbolMap
 	if !b.Supports(c) {
 		return nil, unsupported(NameBinance, c)
 	}
-	b.mu.Lock()
-	m := b.info[c.Instrument]
-	b.mu.Unlock()
-	if m != nil && b.now().Sub(m.fetched) < exchangeInfoTTL {
-		return m, nil
-	}
 	path := "/api/v3/exchangeInfo"
 	if c.Instrument != "spot" {
 		path = "/fapi/v1/exchangeInfo"
 	}
-	body, err := b.client(c).get(ctx, path, nil)
-	if err != nil {
-		if m != nil { // a stale list beats no list
-			b.log.Warn("feeds: binance: exchangeInfo refresh failed, using cached symbols", "instrument", c.Instrument, "err", err)
+	return b.info.get(c.Instrument,
+		func() ([]byte, error) { return b.client(c).get(ctx, path, nil) },
+		func(body []byte, now time.Time) (*symbolMap, error) {
+			m, err := parseBinanceExchangeInfo(body, c.Instrument, now)
+			if err != nil {
+				return nil, fmt.Errorf("feeds: binance: %s: %w", path, err)
+			}
 			return m, nil
-		}
-		return nil, err
-	}
-	m, err = parseBinanceExchangeInfo(body, c.Instrument, b.now())
-	if err != nil {
-		return nil, fmt.Errorf("feeds: binance: %s: %w", path, err)
-	}
-	b.mu.Lock()
-	b.info[c.Instrument] = m
-	b.mu.Unlock()
-	return m, nil
+		})
 }
 
 // binanceExchangeInfo is the part of /api/v3/exchangeInfo and
@@ -246,21 +204,12 @@ func parseBinanceTickers(body []byte, m *symbolMap, log *slog.Logger) ([]domain.
 }
 
 func binanceTickerRow(canonical string, r binanceTicker) (domain.Ticker, error) {
-	field := func(name string, p *string) (float64, error) {
-		if p == nil {
-			return 0, fmt.Errorf("%s: missing: %w", name, errBadField)
-		}
-		return parseDecimal(name, *p)
-	}
 	t := domain.Ticker{Symbol: canonical}
-	var err error
-	if t.Price, err = field("lastPrice", r.LastPrice); err != nil {
-		return t, err
-	}
-	if t.ChangePct, err = field("priceChangePercent", r.PriceChangePercent); err != nil {
-		return t, err
-	}
-	if t.Volume, err = field("quoteVolume", r.QuoteVolume); err != nil {
+	if err := parseDecimalFields(
+		decimalField{"lastPrice", r.LastPrice, &t.Price},
+		decimalField{"priceChangePercent", r.PriceChangePercent, &t.ChangePct},
+		decimalField{"quoteVolume", r.QuoteVolume, &t.Volume},
+	); err != nil {
 		return t, err
 	}
 	if r.CloseTime <= 0 {
@@ -282,7 +231,7 @@ func (b *binance) Candles(ctx context.Context, c domain.Combination, symbol stri
 		return nil, unknownSymbol(NameBinance, c, symbol)
 	}
 	if tf.Duration() <= 0 {
-		return nil, domain.Errorf(domain.EINVALID, "feeds: binance: unknown timeframe %q", tf)
+		return nil, unknownTimeframe(NameBinance, tf)
 	}
 	path, pageMax := "/api/v3/klines", binanceSpotKlines
 	q := url.Values{"symbol": {exSymbol}, "interval": {string(tf)}}
@@ -311,8 +260,7 @@ func (b *binance) Candles(ctx context.Context, c domain.Combination, symbol stri
 		}
 		cs, err := parseBinanceKlines(body)
 		if err != nil {
-			b.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
-			return nil, fmt.Errorf("feeds: binance: klines %s %s: %w", symbol, tf, err)
+			return nil, rejectCandles(b.log, NameBinance, "klines", symbol, string(tf), err)
 		}
 		return cs, nil
 	}
@@ -361,25 +309,16 @@ func pageForward(since time.Time, limit, pageMax int, tf domain.Timeframe, page 
 // "open", "high", "low", "close", "volume", close time, ...], oldest
 // first. Any bad row fails the whole response.
 func parseBinanceKlines(body []byte) ([]domain.Candle, error) {
-	var rows [][]json.RawMessage
-	if err := decodeJSON(body, &rows); err != nil {
-		return nil, err
-	}
-	out := make([]domain.Candle, 0, len(rows))
-	for i, r := range rows {
+	return parseCandleRows(body, false, func(i int, r []json.RawMessage) (domain.Candle, error) {
 		if len(r) < 6 {
-			return nil, fmt.Errorf("kline %d: %d fields, want at least 6: %w", i, len(r), errBadField)
+			return domain.Candle{}, fmt.Errorf("kline %d: %d fields, want at least 6: %w", i, len(r), errBadField)
 		}
 		c, err := klineRow(r[0], r[1], r[2], r[3], r[4], r[5])
 		if err != nil {
-			return nil, fmt.Errorf("kline %d: %w", i, err)
+			return c, fmt.Errorf("kline %d: %w", i, err)
 		}
-		out = append(out, c)
-	}
-	if err := domain.ValidateCandles(out); err != nil {
-		return nil, err
-	}
-	return out, nil
+		return c, nil
+	})
 }
 
 // klineRow parses the six OHLCV fields shared by Binance and OKX rows.

@@ -13,11 +13,6 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-var (
-	binancePerp    = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"}
-	binanceFutures = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "futures"}
-)
-
 func setupBinance(t *testing.T) (*binance, *testBundle) {
 	t.Helper()
 	tb := setup(t)

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -37,15 +36,16 @@ type coinbase struct {
 	now func() time.Time
 	api *apiClient
 
-	mu       sync.Mutex
-	products *symbolMap
+	products *symbolCache // one entry: spot
 }
 
 func newCoinbase(cfg Config) *coinbase {
+	log := cfg.Logger.With("feed", NameCoinbase)
 	c := &coinbase{
-		log: cfg.Logger.With("feed", NameCoinbase),
-		now: cfg.Now,
-		api: newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+		log:      log,
+		now:      cfg.Now,
+		api:      newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+		products: newSymbolCache(log, cfg.Now, NameCoinbase, "products"),
 	}
 	c.api.minInterval = 100 * time.Millisecond
 	return c
@@ -61,39 +61,22 @@ func (c *coinbase) Supports(comb domain.Combination) bool {
 
 // Symbols implements Provider.
 func (c *coinbase) Symbols(ctx context.Context, comb domain.Combination) ([]string, error) {
-	m, err := c.symbols(ctx, comb)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(m.symbols), nil
+	return symbolList(c.symbols(ctx, comb))
 }
 
 func (c *coinbase) symbols(ctx context.Context, comb domain.Combination) (*symbolMap, error) {
 	if !c.Supports(comb) {
 		return nil, unsupported(NameCoinbase, comb)
 	}
-	c.mu.Lock()
-	m := c.products
-	c.mu.Unlock()
-	if m != nil && c.now().Sub(m.fetched) < exchangeInfoTTL {
-		return m, nil
-	}
-	body, err := c.api.get(ctx, "/products", nil)
-	if err != nil {
-		if m != nil {
-			c.log.Warn("feeds: coinbase: products refresh failed, using cached symbols", "err", err)
+	return c.products.get(comb.Instrument,
+		func() ([]byte, error) { return c.api.get(ctx, "/products", nil) },
+		func(body []byte, now time.Time) (*symbolMap, error) {
+			m, err := parseCoinbaseProducts(body, now)
+			if err != nil {
+				return nil, fmt.Errorf("feeds: coinbase: /products: %w", err)
+			}
 			return m, nil
-		}
-		return nil, err
-	}
-	m, err = parseCoinbaseProducts(body, c.now())
-	if err != nil {
-		return nil, fmt.Errorf("feeds: coinbase: /products: %w", err)
-	}
-	c.mu.Lock()
-	c.products = m
-	c.mu.Unlock()
-	return m, nil
+		})
 }
 
 type coinbaseProduct struct {
@@ -135,39 +118,19 @@ func (c *coinbase) Tickers(ctx context.Context, comb domain.Combination) ([]doma
 		return nil, err
 	}
 	now := c.now().UTC()
-	rows := make([]*domain.Ticker, len(m.symbols))
-	errs := make([]error, len(m.symbols))
-	sem := make(chan struct{}, coinbaseConcurrency)
-	var wg sync.WaitGroup
-	for i, sym := range m.symbols {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			id := m.fromCanon[sym]
-			body, err := c.api.get(ctx, "/products/"+url.PathEscape(id)+"/stats", nil)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			t, err := parseCoinbaseStats(body, sym, now)
-			if err != nil {
-				c.log.Warn("feeds: dropping bad ticker row", "symbol", id, "err", err)
-				return
-			}
-			rows[i] = &t
-		})
-	}
-	wg.Wait()
-	out := make([]domain.Ticker, 0, len(rows))
-	for i, r := range rows {
-		if errs[i] != nil {
-			return nil, errs[i]
+	return tickersEach(m.symbols, coinbaseConcurrency, func(sym string) (*domain.Ticker, error) {
+		id := m.fromCanon[sym]
+		body, err := c.api.get(ctx, "/products/"+url.PathEscape(id)+"/stats", nil)
+		if err != nil {
+			return nil, err
 		}
-		if r != nil {
-			out = append(out, *r)
+		t, err := parseCoinbaseStats(body, sym, now)
+		if err != nil {
+			c.log.Warn("feeds: dropping bad ticker row", "symbol", id, "err", err)
+			return nil, nil
 		}
-	}
-	return out, nil
+		return &t, nil
+	})
 }
 
 // parseCoinbaseStats turns /products/{id}/stats into a ticker: change is
@@ -183,19 +146,8 @@ func parseCoinbaseStats(body []byte, symbol string, now time.Time) (domain.Ticke
 		return t, err
 	}
 	var open, last, volume float64
-	for _, f := range []struct {
-		name string
-		raw  *string
-		dst  *float64
-	}{{"open", s.Open, &open}, {"last", s.Last, &last}, {"volume", s.Volume, &volume}} {
-		if f.raw == nil {
-			return t, fmt.Errorf("%s: missing: %w", f.name, errBadField)
-		}
-		v, err := parseDecimal(f.name, *f.raw)
-		if err != nil {
-			return t, err
-		}
-		*f.dst = v
+	if err := parseDecimalFields(decimalField{"open", s.Open, &open}, decimalField{"last", s.Last, &last}, decimalField{"volume", s.Volume, &volume}); err != nil {
+		return t, err
 	}
 	if open <= 0 {
 		return t, fmt.Errorf("open: %v is not positive: %w", open, errBadField)
@@ -232,7 +184,7 @@ func (c *coinbase) Candles(ctx context.Context, comb domain.Combination, symbol 
 		return nil, unknownSymbol(NameCoinbase, comb, symbol)
 	}
 	if tf.Duration() <= 0 {
-		return nil, domain.Errorf(domain.EINVALID, "feeds: coinbase: unknown timeframe %q", tf)
+		return nil, unknownTimeframe(NameCoinbase, tf)
 	}
 	if limit <= 0 {
 		limit = coinbasePage
@@ -261,8 +213,7 @@ func (c *coinbase) Candles(ctx context.Context, comb domain.Combination, symbol 
 		}
 		page, err := parseCoinbaseCandles(body)
 		if err != nil {
-			c.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
-			return nil, fmt.Errorf("feeds: coinbase: candles %s %s: %w", symbol, tf, err)
+			return nil, rejectCandles(c.log, NameCoinbase, "candles", symbol, string(tf), err)
 		}
 		if len(raw) > 0 && len(page) > 0 && !page[0].Time.After(raw[len(raw)-1].Time) {
 			return nil, fmt.Errorf("feeds: coinbase: candles %s %s: %w", symbol, tf,
@@ -278,18 +229,13 @@ func (c *coinbase) Candles(ctx context.Context, comb domain.Combination, symbol 
 // parseCoinbaseCandles parses rows of [time s, low, high, open, close,
 // volume], newest first, into oldest-first candles.
 func parseCoinbaseCandles(body []byte) ([]domain.Candle, error) {
-	var rows [][]json.RawMessage
-	if err := decodeJSON(body, &rows); err != nil {
-		return nil, err
-	}
-	out := make([]domain.Candle, 0, len(rows))
-	for i, r := range rows {
+	return parseCandleRows(body, true, func(i int, r []json.RawMessage) (domain.Candle, error) {
 		if len(r) != 6 {
-			return nil, fmt.Errorf("candle %d: %d fields, want 6: %w", i, len(r), errBadField)
+			return domain.Candle{}, fmt.Errorf("candle %d: %d fields, want 6: %w", i, len(r), errBadField)
 		}
 		secs, err := parseRawNumber("time", r[0])
 		if err != nil || secs <= 0 || secs > 1e11 || secs != float64(int64(secs)) {
-			return nil, fmt.Errorf("candle %d: time: %w", i, errBadField)
+			return domain.Candle{}, fmt.Errorf("candle %d: time: %w", i, errBadField)
 		}
 		k := domain.Candle{Time: time.Unix(int64(secs), 0).UTC()}
 		for _, f := range []struct {
@@ -298,16 +244,11 @@ func parseCoinbaseCandles(body []byte) ([]domain.Candle, error) {
 			dst  *float64
 		}{{"low", r[1], &k.Low}, {"high", r[2], &k.High}, {"open", r[3], &k.Open}, {"close", r[4], &k.Close}, {"volume", r[5], &k.Volume}} {
 			if *f.dst, err = parseRawNumber(f.name, f.raw); err != nil {
-				return nil, fmt.Errorf("candle %d: %w", i, err)
+				return k, fmt.Errorf("candle %d: %w", i, err)
 			}
 		}
-		out = append(out, k)
-	}
-	reverseCandles(out)
-	if err := domain.ValidateCandles(out); err != nil {
-		return nil, err
-	}
-	return out, nil
+		return k, nil
+	})
 }
 
 // aggregateCandles merges consecutive candles into tf buckets (open times

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/domain"
 )
-
-var coinbaseSpot = domain.Combination{Market: domain.Crypto, Exchange: "coinbase", Instrument: "spot"}
 
 func setupCoinbase(t *testing.T) (*coinbase, *testBundle) {
 	t.Helper()
@@ -54,16 +51,6 @@ func TestCoinbaseSymbolsAndTickers(t *testing.T) {
 		t.Errorf("%d dropped rows logged, want 2:\n%s", n, tb.logs)
 	}
 }
-
-// tickerClose compares tickers allowing float rounding in derived fields.
-func tickerClose(a, b domain.Ticker) bool {
-	near := func(x, y float64) bool {
-		return x == y || (x-y)/max(abs(x), abs(y)) < 1e-12 && (y-x)/max(abs(x), abs(y)) < 1e-12
-	}
-	return a.Symbol == b.Symbol && near(a.Price, b.Price) && near(a.ChangePct, b.ChangePct) && near(a.Volume, b.Volume) && a.UpdatedAt.Equal(b.UpdatedAt)
-}
-
-func abs(x float64) float64 { return max(x, -x) }
 
 func TestCoinbaseCandles(t *testing.T) {
 	t.Parallel()
@@ -107,21 +94,16 @@ func TestCoinbaseCandles(t *testing.T) {
 
 func TestCoinbaseRejectsCorruptCandles(t *testing.T) {
 	t.Parallel()
-	for name, bad := range map[string]string{
+	rejectsCorrupt(t, NameCoinbase, map[string]string{
 		"NaN string":   `[[1763816400, 82977, 83300, "NaN", 83148.49, 81.7]]`,
 		"negative vol": `[[1763816400, 82977, 83300, 83022.56, 83148.49, -81.7]]`,
 		"missing":      `[[1763816400, 82977, 83300, 83022.56, 83148.49]]`,
 		"non-numeric":  `[[1763816400, 82977, "x", 83022.56, 83148.49, 81.7]]`,
 		"oldest first": `[[1763812800, 82917.13, 83610.44, 83500, 83022.55, 294.9], [1763816400, 82977, 83300, 83022.56, 83148.49, 81.7]]`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			c, tb := setupCoinbase(t)
-			tb.up.mux.Handle("/products/ETH-USD/candles", body(http.StatusOK, bad))
-			_, err := c.Candles(context.Background(), coinbaseSpot, "ETH_USD", domain.TF1h, ms(1763812800000), 4)
-			if err == nil || !strings.HasPrefix(err.Error(), "feeds: coinbase: ") {
-				t.Errorf("err %v", err)
-			}
-		})
-	}
+	}, func(t *testing.T, bad string) error {
+		c, tb := setupCoinbase(t)
+		tb.up.mux.Handle("/products/ETH-USD/candles", body(http.StatusOK, bad))
+		_, err := c.Candles(context.Background(), coinbaseSpot, "ETH_USD", domain.TF1h, ms(1763812800000), 4)
+		return err
+	})
 }

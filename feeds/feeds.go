@@ -223,6 +223,31 @@ func unknownSymbol(name string, c domain.Combination, symbol string) error {
 	return fmt.Errorf("feeds: %s: %w", name, domain.Errorf(domain.ENOTFOUND, "unknown symbol %q in %s", symbol, c))
 }
 
+func unknownTimeframe(name string, tf domain.Timeframe) error {
+	return domain.Errorf(domain.EINVALID, "feeds: %s: unknown timeframe %q", name, tf)
+}
+
+// listedSymbol checks that symbol is one of the provider's symbols of c,
+// for the Candles of providers with a fixed universe.
+func listedSymbol(ctx context.Context, p Provider, c domain.Combination, symbol string) error {
+	syms, err := p.Symbols(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(syms, symbol) {
+		return unknownSymbol(p.Name(), c, symbol)
+	}
+	return nil
+}
+
+// rejectCandles logs a candle response that failed parsing or validation
+// and returns the error of the Candles call; what names the endpoint
+// ("klines", "candles", "bars") and tf the timeframe as the feed spells it.
+func rejectCandles(log *slog.Logger, name, what, symbol, tf string, err error) error {
+	log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
+	return fmt.Errorf("feeds: %s: %s %s %s: %w", name, what, symbol, tf, err)
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -13,6 +13,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// The combinations the adapter tests ask for.
+var (
+	binanceSpot    = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	binancePerp    = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"}
+	binanceFutures = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "futures"}
+	okxSpot        = domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"}
+	okxPerp        = domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "perpetual"}
+	coinbaseSpot   = domain.Combination{Market: domain.Crypto, Exchange: "coinbase", Instrument: "spot"}
+	oandaMajor     = domain.Combination{Market: domain.Forex, Exchange: "oanda", Instrument: "major"}
+	oandaMinor     = domain.Combination{Market: domain.Forex, Exchange: "oanda", Instrument: "minor"}
+	nasdaq         = domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	nyse           = domain.Combination{Market: domain.Stocks, Exchange: "nyse", Instrument: "stock"}
 )
 
 // testNow is the fixed clock of the adapter tests: the recorded responses
@@ -162,3 +178,32 @@ func setup(t *testing.T) *testBundle {
 }
 
 func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func candleEqual(a, b domain.Candle) bool {
+	return a.Time.Equal(b.Time) && a.Open == b.Open && a.High == b.High && a.Low == b.Low && a.Close == b.Close && a.Volume == b.Volume
+}
+
+// tickerClose compares tickers allowing float rounding in derived fields.
+func tickerClose(a, b domain.Ticker) bool {
+	near := func(x, y float64) bool {
+		return x == y || (x-y)/max(abs(x), abs(y)) < 1e-12 && (y-x)/max(abs(x), abs(y)) < 1e-12
+	}
+	return a.Symbol == b.Symbol && near(a.Price, b.Price) && near(a.ChangePct, b.ChangePct) && near(a.Volume, b.Volume) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+func abs(x float64) float64 { return max(x, -x) }
+
+// rejectsCorrupt runs fetch in a parallel subtest per bad upstream
+// response and wants each to fail with the feed's error prefix.
+func rejectsCorrupt(t *testing.T, feed string, cases map[string]string, fetch func(t *testing.T, bad string) error) {
+	t.Helper()
+	for name, bad := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := fetch(t, bad)
+			if err == nil || !strings.HasPrefix(err.Error(), "feeds: "+feed+": ") {
+				t.Errorf("err %v", err)
+			}
+		})
+	}
+}

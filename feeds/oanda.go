@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -86,42 +85,22 @@ func (o *oanda) Tickers(ctx context.Context, c domain.Combination) ([]domain.Tic
 		return nil, err
 	}
 	now := o.now().UTC()
-	rows := make([]*domain.Ticker, len(syms))
-	errs := make([]error, len(syms))
-	sem := make(chan struct{}, oandaConcurrency)
-	var wg sync.WaitGroup
-	for i, sym := range syms {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			body, err := o.get(ctx, sym, "H1", url.Values{"count": {"25"}})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cs, err := parseOandaCandles(body)
-			var t domain.Ticker
-			if err == nil {
-				t, err = oandaTicker(sym, cs, now)
-			}
-			if err != nil {
-				o.log.Warn("feeds: dropping bad ticker row", "symbol", sym, "err", err)
-				return
-			}
-			rows[i] = &t
-		})
-	}
-	wg.Wait()
-	out := make([]domain.Ticker, 0, len(rows))
-	for i, r := range rows {
-		if errs[i] != nil {
-			return nil, errs[i]
+	return tickersEach(syms, oandaConcurrency, func(sym string) (*domain.Ticker, error) {
+		body, err := o.get(ctx, sym, "H1", url.Values{"count": {"25"}})
+		if err != nil {
+			return nil, err
 		}
-		if r != nil {
-			out = append(out, *r)
+		cs, err := parseOandaCandles(body)
+		var t domain.Ticker
+		if err == nil {
+			t, err = oandaTicker(sym, cs, now)
 		}
-	}
-	return out, nil
+		if err != nil {
+			o.log.Warn("feeds: dropping bad ticker row", "symbol", sym, "err", err)
+			return nil, nil
+		}
+		return &t, nil
+	})
 }
 
 // oandaTicker derives a ticker from hourly candles, oldest first: the last
@@ -151,16 +130,12 @@ func oandaTicker(sym string, cs []domain.Candle, now time.Time) (domain.Ticker, 
 // Candles implements Provider. Daily candles are aligned on UTC midnight
 // and weekly ones on Monday, as domain timeframes are.
 func (o *oanda) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
-	syms, err := o.Symbols(ctx, c)
-	if err != nil {
+	if err := listedSymbol(ctx, o, c, symbol); err != nil {
 		return nil, err
-	}
-	if !slices.Contains(syms, symbol) {
-		return nil, unknownSymbol(NameOanda, c, symbol)
 	}
 	g, ok := oandaGranularity(tf)
 	if !ok {
-		return nil, domain.Errorf(domain.EINVALID, "feeds: oanda: unknown timeframe %q", tf)
+		return nil, unknownTimeframe(NameOanda, tf)
 	}
 	if limit <= 0 {
 		limit = 500
@@ -196,8 +171,7 @@ func (o *oanda) fetch(ctx context.Context, instrument, granularity string, q url
 	}
 	cs, err := parseOandaCandles(body)
 	if err != nil {
-		o.log.Warn("feeds: rejecting bad klines response", "symbol", instrument, "granularity", granularity, "err", err)
-		return nil, fmt.Errorf("feeds: oanda: candles %s %s: %w", instrument, granularity, err)
+		return nil, rejectCandles(o.log, NameOanda, "candles", instrument, granularity, err)
 	}
 	return cs, nil
 }

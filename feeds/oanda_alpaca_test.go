@@ -166,24 +166,19 @@ func TestAlpacaCandlesPaged(t *testing.T) {
 
 func TestAlpacaRejectsCorruptBars(t *testing.T) {
 	t.Parallel()
-	for name, bad := range map[string]string{
+	rejectsCorrupt(t, NameAlpaca, map[string]string{
 		"negative vol":  `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":-3}]},"next_page_token":null}`,
 		"missing close": `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"v":3}]},"next_page_token":null}`,
 		"string price":  `{"bars":{"AAPL":[{"t":"2025-11-18T05:00:00Z","o":"NaN","h":2,"l":0.5,"c":1.5,"v":3}]},"next_page_token":null}`,
 		"out of order": `{"bars":{"AAPL":[{"t":"2025-11-19T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":3},
 			{"t":"2025-11-18T05:00:00Z","o":1,"h":2,"l":0.5,"c":1.5,"v":3}]},"next_page_token":null}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tb := setup(t)
-			tb.up.mux.Handle("/v2/stocks/bars", body(http.StatusOK, bad))
-			a := newAlpaca(tb.cfg)
-			_, err := a.Candles(context.Background(), nasdaq, "AAPL", domain.TF1d, time.Date(2025, 11, 18, 0, 0, 0, 0, time.UTC), 10)
-			if err == nil || !strings.HasPrefix(err.Error(), "feeds: alpaca: ") {
-				t.Errorf("err %v", err)
-			}
-		})
-	}
+	}, func(t *testing.T, bad string) error {
+		tb := setup(t)
+		tb.up.mux.Handle("/v2/stocks/bars", body(http.StatusOK, bad))
+		a := newAlpaca(tb.cfg)
+		_, err := a.Candles(context.Background(), nasdaq, "AAPL", domain.TF1d, time.Date(2025, 11, 18, 0, 0, 0, 0, time.UTC), 10)
+		return err
+	})
 }
 
 func TestAlpacaRateLimitHeaders(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -22,20 +21,19 @@ const (
 // okx serves crypto/okx/spot (SPOT) and perpetual (linear USDT SWAP) from
 // the OKX v5 public REST API.
 type okx struct {
-	log *slog.Logger
-	now func() time.Time
-	api *apiClient
-
-	mu   sync.Mutex
-	info map[string]*symbolMap
+	log  *slog.Logger
+	now  func() time.Time
+	api  *apiClient
+	info *symbolCache // by instrument
 }
 
 func newOKX(cfg Config) *okx {
+	log := cfg.Logger.With("feed", NameOKX)
 	o := &okx{
-		log:  cfg.Logger.With("feed", NameOKX),
+		log:  log,
 		now:  cfg.Now,
 		api:  newAPIClient(NameOKX, cfg.baseURL(NameOKX, okxURL), cfg),
-		info: map[string]*symbolMap{},
+		info: newSymbolCache(log, cfg.Now, NameOKX, "instruments"),
 	}
 	o.api.minInterval = 100 * time.Millisecond // 20 requests per 2 s per endpoint
 	return o
@@ -82,31 +80,23 @@ func (o *okx) get(ctx context.Context, path string, q url.Values) ([]byte, error
 
 // Symbols implements Provider.
 func (o *okx) Symbols(ctx context.Context, c domain.Combination) ([]string, error) {
-	m, err := o.symbols(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(m.symbols), nil
+	return symbolList(o.symbols(ctx, c))
 }
 
 func (o *okx) symbols(ctx context.Context, c domain.Combination) (*symbolMap, error) {
 	if !o.Supports(c) {
 		return nil, unsupported(NameOKX, c)
 	}
-	o.mu.Lock()
-	m := o.info[c.Instrument]
-	o.mu.Unlock()
-	if m != nil && o.now().Sub(m.fetched) < exchangeInfoTTL {
-		return m, nil
-	}
-	data, err := o.get(ctx, "/api/v5/public/instruments", url.Values{"instType": {okxInstType(c)}})
-	if err != nil {
-		if m != nil {
-			o.log.Warn("feeds: okx: instruments refresh failed, using cached symbols", "err", err)
-			return m, nil
-		}
-		return nil, err
-	}
+	return o.info.get(c.Instrument,
+		func() ([]byte, error) {
+			return o.get(ctx, "/api/v5/public/instruments", url.Values{"instType": {okxInstType(c)}})
+		},
+		func(data []byte, now time.Time) (*symbolMap, error) { return parseOKXInstruments(data, c, now) })
+}
+
+// parseOKXInstruments keeps the live instruments of the combination;
+// perpetuals are the linear USDT swaps.
+func parseOKXInstruments(data []byte, c domain.Combination, now time.Time) (*symbolMap, error) {
 	var insts []struct {
 		InstID    string `json:"instId"`
 		BaseCcy   string `json:"baseCcy"`   // SPOT
@@ -119,7 +109,7 @@ func (o *okx) symbols(ctx context.Context, c domain.Combination) (*symbolMap, er
 	if err := decodeJSON(data, &insts); err != nil {
 		return nil, fmt.Errorf("feeds: okx: instruments: %w", err)
 	}
-	m = newSymbolMap(o.now())
+	m := newSymbolMap(now)
 	for _, in := range insts {
 		base, quote := in.BaseCcy, in.QuoteCcy
 		if c.Instrument == "perpetual" {
@@ -139,9 +129,6 @@ func (o *okx) symbols(ctx context.Context, c domain.Combination) (*symbolMap, er
 		return nil, fmt.Errorf("feeds: okx: no live %s instruments", okxInstType(c))
 	}
 	slices.Sort(m.symbols)
-	o.mu.Lock()
-	o.info[c.Instrument] = m
-	o.mu.Unlock()
 	return m, nil
 }
 
@@ -173,21 +160,7 @@ func (o *okx) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticke
 			continue
 		}
 		var last, open, vol float64
-		var err error
-		for _, f := range []struct {
-			name string
-			raw  *string
-			dst  *float64
-		}{{"last", r.Last, &last}, {"open24h", r.Open24h, &open}, {"volCcy24h", r.VolCcy24h, &vol}} {
-			if err != nil {
-				break
-			}
-			if f.raw == nil {
-				err = fmt.Errorf("%s: missing: %w", f.name, errBadField)
-				break
-			}
-			*f.dst, err = parseDecimal(f.name, *f.raw)
-		}
+		err := parseDecimalFields(decimalField{"last", r.Last, &last}, decimalField{"open24h", r.Open24h, &open}, decimalField{"volCcy24h", r.VolCcy24h, &vol})
 		var ts int64
 		if err == nil {
 			if ts, err = strconv.ParseInt(r.TS, 10, 64); err != nil || ts <= 0 || open <= 0 {
@@ -236,7 +209,7 @@ func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, 
 	}
 	bar, ok := okxBar(tf)
 	if !ok {
-		return nil, domain.Errorf(domain.EINVALID, "feeds: okx: unknown timeframe %q", tf)
+		return nil, unknownTimeframe(NameOKX, tf)
 	}
 	if limit <= 0 {
 		limit = okxPage
@@ -259,8 +232,7 @@ func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, 
 		}
 		page, err := parseOKXCandles(data, c.Instrument == "perpetual")
 		if err != nil {
-			o.log.Warn("feeds: rejecting bad klines response", "symbol", symbol, "timeframe", tf, "err", err)
-			return nil, fmt.Errorf("feeds: okx: candles %s %s: %w", symbol, tf, err)
+			return nil, rejectCandles(o.log, NameOKX, "candles", symbol, string(tf), err)
 		}
 		if len(page) == 0 {
 			break
@@ -284,14 +256,9 @@ func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, 
 // volCcyQuote, confirm], newest first, into oldest-first candles. Swap
 // volume is taken from volCcy (base currency), not contracts.
 func parseOKXCandles(data []byte, swap bool) ([]domain.Candle, error) {
-	var rows [][]json.RawMessage
-	if err := decodeJSON(data, &rows); err != nil {
-		return nil, err
-	}
-	out := make([]domain.Candle, 0, len(rows))
-	for i, r := range rows {
+	return parseCandleRows(data, true, func(i int, r []json.RawMessage) (domain.Candle, error) {
 		if len(r) < 7 {
-			return nil, fmt.Errorf("candle %d: %d fields, want at least 7: %w", i, len(r), errBadField)
+			return domain.Candle{}, fmt.Errorf("candle %d: %d fields, want at least 7: %w", i, len(r), errBadField)
 		}
 		vol := r[5]
 		if swap {
@@ -299,13 +266,8 @@ func parseOKXCandles(data []byte, swap bool) ([]domain.Candle, error) {
 		}
 		k, err := klineRow(r[0], r[1], r[2], r[3], r[4], vol)
 		if err != nil {
-			return nil, fmt.Errorf("candle %d: %w", i, err)
+			return k, fmt.Errorf("candle %d: %w", i, err)
 		}
-		out = append(out, k)
-	}
-	reverseCandles(out)
-	if err := domain.ValidateCandles(out); err != nil {
-		return nil, err
-	}
-	return out, nil
+		return k, nil
+	})
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-var (
-	okxSpot = domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"}
-	okxPerp = domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "perpetual"}
-)
-
 func setupOKX(t *testing.T) (*okx, *testBundle) {
 	t.Helper()
 	tb := setup(t)
@@ -90,23 +85,18 @@ func TestOKXCandles(t *testing.T) {
 
 func TestOKXRejectsCorruptCandles(t *testing.T) {
 	t.Parallel()
-	for name, bad := range map[string]string{
+	rejectsCorrupt(t, NameOKX, map[string]string{
 		"NaN":          `{"code":"0","msg":"","data":[["1763816400000","NaN","83300","82977","83150.1","201.33","1","1","0"]]}`,
 		"negative vol": `{"code":"0","msg":"","data":[["1763816400000","83022.5","83300","82977","83150.1","-201.33","1","1","0"]]}`,
 		"missing":      `{"code":"0","msg":"","data":[["1763816400000","83022.5","83300","82977"]]}`,
 		"oldest first": `{"code":"0","msg":"","data":[["1763812800000","83500","83610.4","82917.1","83022.5","734.12","1","1","1"],["1763816400000","83022.5","83300","82977","83150.1","201.33","1","1","0"]]}`,
 		"error code":   `{"code":"51001","msg":"Instrument ID does not exist","data":[]}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tb := setup(t)
-			tb.up.mux.Handle("/api/v5/public/instruments", file(t, "okx/instruments_SPOT.json"))
-			tb.up.mux.Handle("/api/v5/market/candles", body(http.StatusOK, bad))
-			o := newOKX(tb.cfg)
-			_, err := o.Candles(context.Background(), okxSpot, "BTC_USDT", domain.TF1h, time.Time{}, 3)
-			if err == nil || !strings.HasPrefix(err.Error(), "feeds: okx: ") {
-				t.Errorf("err %v", err)
-			}
-		})
-	}
+	}, func(t *testing.T, bad string) error {
+		tb := setup(t)
+		tb.up.mux.Handle("/api/v5/public/instruments", file(t, "okx/instruments_SPOT.json"))
+		tb.up.mux.Handle("/api/v5/market/candles", body(http.StatusOK, bad))
+		o := newOKX(tb.cfg)
+		_, err := o.Candles(context.Background(), okxSpot, "BTC_USDT", domain.TF1h, time.Time{}, 3)
+		return err
+	})
 }

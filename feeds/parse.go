@@ -37,6 +37,30 @@ func parseDecimal(name, s string) (float64, error) {
 	return v, nil
 }
 
+// decimalField is an upstream decimal string that may be absent (nil),
+// the name errors call it by, and where its value goes.
+type decimalField struct {
+	name string
+	raw  *string
+	dst  *float64
+}
+
+// parseDecimalFields parses fields in order and stops at the first that
+// is missing or not a finite number.
+func parseDecimalFields(fields ...decimalField) error {
+	for _, f := range fields {
+		if f.raw == nil {
+			return fmt.Errorf("%s: missing: %w", f.name, errBadField)
+		}
+		v, err := parseDecimal(f.name, *f.raw)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	return nil
+}
+
 // parseRawNumber parses a JSON value that may be a number or a decimal
 // string, as mixed kline arrays are.
 func parseRawNumber(name string, raw json.RawMessage) (float64, error) {
@@ -67,14 +91,30 @@ func parseRawMillis(name string, raw json.RawMessage) (time.Time, error) {
 	return time.UnixMilli(int64(v)).UTC(), nil
 }
 
-// finishCandles orders nothing and fixes nothing: it checks a parsed
-// response with domain.ValidateCandles, then keeps open times ≥ since and
-// the newest limit candles.
-func finishCandles(cs []domain.Candle, since time.Time, limit int) ([]domain.Candle, error) {
-	if err := domain.ValidateCandles(cs); err != nil {
+// parseCandleRows parses a response that is an array of candle rows
+// (arrays of JSON numbers and decimal strings) with row, one row at a
+// time; any bad row fails the whole response. Rows served newest first
+// are reversed; the result is oldest first and validated.
+func parseCandleRows(body []byte, newestFirst bool, row func(i int, r []json.RawMessage) (domain.Candle, error)) ([]domain.Candle, error) {
+	var rows [][]json.RawMessage
+	if err := decodeJSON(body, &rows); err != nil {
 		return nil, err
 	}
-	return clipCandles(cs, since, limit), nil
+	out := make([]domain.Candle, 0, len(rows))
+	for i, r := range rows {
+		c, err := row(i, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if newestFirst {
+		reverseCandles(out)
+	}
+	if err := domain.ValidateCandles(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // clipCandles keeps open times ≥ since and, of those, the first limit

@@ -13,14 +13,6 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-var (
-	binanceSpot = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	oandaMajor  = domain.Combination{Market: domain.Forex, Exchange: "oanda", Instrument: "major"}
-	oandaMinor  = domain.Combination{Market: domain.Forex, Exchange: "oanda", Instrument: "minor"}
-	nasdaq      = domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
-	nyse        = domain.Combination{Market: domain.Stocks, Exchange: "nyse", Instrument: "stock"}
-)
-
 // clock is a settable test clock.
 type clock struct {
 	mu sync.Mutex
@@ -129,10 +121,6 @@ func TestSyntheticCandlesDeterministic(t *testing.T) {
 	if slices.EqualFunc(x, z, candleEqual) {
 		t.Error("seeds 7 and 8 produced the same candles")
 	}
-}
-
-func candleEqual(a, b domain.Candle) bool {
-	return a.Time.Equal(b.Time) && a.Open == b.Open && a.High == b.High && a.Low == b.Low && a.Close == b.Close && a.Volume == b.Volume
 }
 
 func TestSyntheticLiveCandleAndTickersMove(t *testing.T) {
