@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -92,13 +93,25 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 // response: the policy (minute window and, when limited, month window) and
 // what is left of the minute window.
 func setRateLimitHeaders(ctx huma.Context, adm Admission) {
-	policy := fmt.Sprintf(`"minute";q=%d;w=60`, adm.RateLimit)
+	// Built with strconv rather than fmt: this runs on every request.
+	b := make([]byte, 0, 96)
+	b = append(b, `"minute";q=`...)
+	b = strconv.AppendInt(b, int64(adm.RateLimit), 10)
+	b = append(b, ";w=60"...)
 	if adm.Quota != nil {
-		policy += fmt.Sprintf(`, "month";q=%d;w=2592000`, *adm.Quota)
+		b = append(b, `, "month";q=`...)
+		b = strconv.AppendInt(b, *adm.Quota, 10)
+		b = append(b, ";w=2592000"...)
 	}
-	ctx.SetHeader("RateLimit-Policy", policy)
+	policy := len(b)
 	reset := int64((adm.RateReset + time.Second - 1) / time.Second)
-	ctx.SetHeader("RateLimit", fmt.Sprintf(`"minute";r=%d;t=%d`, max(adm.RateRemaining, 0), max(reset, 0)))
+	b = append(b, `"minute";r=`...)
+	b = strconv.AppendInt(b, int64(max(adm.RateRemaining, 0)), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, max(reset, 0), 10)
+	s := string(b)
+	ctx.SetHeader("RateLimit-Policy", s[:policy])
+	ctx.SetHeader("RateLimit", s[policy:])
 }
 
 func (s *Server) writeError(ctx huma.Context, err error) {

@@ -81,10 +81,14 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 					writeProblem(rec, newProblem(http.StatusInternalServerError, "internal error ("+id+")"))
 				}
 			}
-			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", rec.status), slog.String("client_id", ri.ClientID),
-				slog.Duration("duration", time.Since(start)))
+			// Checked first so that above info level (the usual production
+			// setting under load) a request builds no log attributes.
+			if s.cfg.Logger.Enabled(r.Context(), slog.LevelInfo) {
+				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+					slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+					slog.Int("status", rec.status), slog.String("client_id", ri.ClientID),
+					slog.Duration("duration", time.Since(start)))
+			}
 		}()
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
 	})

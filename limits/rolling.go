@@ -8,13 +8,15 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// slidingLogScript is the whole decision in one round trip, atomic in Redis.
+// slidingLogScript decides a whole batch of one client's requests in one
+// round trip, atomic in Redis.
 //
 // Time comes from the Redis server (TIME), not from the caller: every
 // replica then stamps and expires entries with one clock, so the window is
@@ -24,38 +26,76 @@ import (
 //
 // Entries are microseconds since the epoch (exact in a double until 2255).
 // An entry stamped t counts for the half-open window (now-60s, now], so in
-// any 60-second interval at most N entries exist. The reply is
-// {allowed, count, now, oldest, blocker}: blocker is the entry whose
-// departure lets one more request in (the oldest, unless the limit was
-// lowered below what the window already holds).
+// any 60-second interval at most N entries exist.
 //
-// KEYS[1] the client's sorted set; ARGV[1] limit; ARGV[2] window in
-// microseconds; ARGV[3] a member unique to this request.
+// The batch is a list of runs (limit, k): k requests in arrival order
+// decided with one limit (a batch mixes limits only around a tier change).
+// Run by run, the script admits a = min(k, limit-count) of them (none when
+// the window already holds limit or more), adding a members stamped now,
+// exactly as k one-request calls in a row would. The reply is {now} and,
+// per run, {before, a, oldest, blocker}: before is the count before the
+// run, oldest the oldest entry after it, and blocker the entry whose
+// departure lets one more request in (the oldest, unless the limit was
+// lowered below what the window already holds). The i-th admitted request
+// of a run saw count before+i; every refused one saw before+a.
+//
+// KEYS[1] the client's sorted set; ARGV[1] window in microseconds;
+// ARGV[2] a member prefix unique to this batch; ARGV[3], ARGV[4], ... the
+// runs as limit, k pairs.
 const slidingLogScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-local allowed = 0
-if count < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
-  count = count + 1
-  allowed = 1
-end
-local oldest = now
-local blocker = now
-if count > 0 then
-  oldest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
-  blocker = oldest
-  if count >= limit then
-    blocker = tonumber(redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')[2])
+local window = tonumber(ARGV[1])
+local prefix = ARGV[2]
+local key = KEYS[1]
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+local count = redis.call('ZCARD', key)
+local out = {now}
+local seq = 0
+for i = 3, #ARGV, 2 do
+  local limit = tonumber(ARGV[i])
+  local k = tonumber(ARGV[i + 1])
+  local before = count
+  local a = 0
+  if count < limit then
+    a = math.min(k, limit - count)
   end
+  local done = 0
+  while done < a do
+    local n = math.min(a - done, 100)
+    local args = {}
+    for m = 1, n do
+      seq = seq + 1
+      args[2 * m - 1] = now
+      args[2 * m] = prefix .. seq
+    end
+    redis.call('ZADD', key, unpack(args))
+    done = done + n
+  end
+  count = count + a
+  local oldest = now
+  local blocker = now
+  if count > 0 then
+    oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    blocker = oldest
+    if count >= limit then
+      blocker = tonumber(redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')[2])
+    end
+  end
+  out[#out + 1] = before
+  out[#out + 1] = a
+  out[#out + 1] = oldest
+  out[#out + 1] = blocker
 end
-return {allowed, count, now, oldest, blocker}
+if seq > 0 then
+  redis.call('PEXPIRE', key, math.ceil(window / 1000))
+end
+return out
 `
+
+// batchTimeout bounds one batch's script call when the Redis client has no
+// read timeout of its own; RedisOptions sets much shorter ones.
+const batchTimeout = 5 * time.Second
 
 // RollingWindowLimiter admits at most N requests per client in any rolling
 // 60-second window, across every api replica sharing one Redis. It keeps a
@@ -63,6 +103,15 @@ return {allowed, count, now, oldest, blocker}
 // token bucket or GCRA it never admits more than N in a window, while
 // still letting a client burst up to N at once. Memory is O(N) per active
 // client and a request costs O(log N) in Redis.
+//
+// Concurrent Allow calls of one client are batched like the quota
+// ledger's group commit: while a client's script call is in Redis, its
+// next requests queue up, and as soon as the call returns one flusher
+// goroutine sends all of them as ONE script call that decides them in
+// arrival order. At low load a batch is a single request and waits for
+// nothing; under load a client costs one round trip per batch instead of
+// one per request. The script is atomic and the window lives in Redis, so
+// the limit stays exact across replicas.
 type RollingWindowLimiter struct {
 	rdb    redis.Scripter
 	prefix string
@@ -71,7 +120,30 @@ type RollingWindowLimiter struct {
 	// requests stamped in the same microsecond are both counted.
 	instance string
 	seq      atomic.Uint64
+
+	mu     sync.Mutex
+	queues map[string]*allowQueue
 }
+
+// allowQueue exists in RollingWindowLimiter.queues exactly while its
+// flusher runs.
+type allowQueue struct {
+	pending []*allowWaiter
+	spare   []*allowWaiter // the previous batch's slice, reused
+}
+
+type allowWaiter struct {
+	ctx   context.Context
+	limit int
+	done  chan allowResult // buffered: the flusher never blocks on a waiter that left
+}
+
+type allowResult struct {
+	d   Decision
+	err error
+}
+
+var waiterPool = sync.Pool{New: func() any { return &allowWaiter{done: make(chan allowResult, 1)} }}
 
 // NewRollingWindowLimiter returns a limiter keeping its logs under
 // prefix+"ratelimit:{<client id>}". Build rdb with RedisOptions so a dead
@@ -84,28 +156,123 @@ func NewRollingWindowLimiter(rdb redis.Scripter, prefix string) *RollingWindowLi
 		prefix:   prefix,
 		script:   redis.NewScript(slidingLogScript),
 		instance: base64.RawURLEncoding.EncodeToString(b[:]),
+		queues:   make(map[string]*allowQueue),
 	}
 }
 
 // Allow records one request of clientID if fewer than limit requests were
 // admitted in the last 60 seconds. limit is passed per call because it
 // comes from the client's tier or contract, which may change at any time.
+//
+// If ctx ends before the request's batch returns, Allow returns ctx's
+// error; the batch may still have recorded the request (as a single call
+// cut off by its context may have). Waiters whose ctx ended before their
+// batch is sent are left out of it.
 func (l *RollingWindowLimiter) Allow(ctx context.Context, clientID string, limit int) (Decision, error) {
 	if limit < 1 {
 		return Decision{}, fmt.Errorf("limits: rate limit must be positive, got %d", limit)
 	}
-	member := l.instance + strconv.FormatUint(l.seq.Add(1), 36)
-	res, err := l.script.Run(ctx, l.rdb, []string{l.key(clientID)}, limit, Window.Microseconds(), member).Int64Slice()
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	w := waiterPool.Get().(*allowWaiter)
+	w.ctx, w.limit = ctx, limit
+
+	l.mu.Lock()
+	q := l.queues[clientID]
+	if q == nil {
+		q = &allowQueue{}
+		l.queues[clientID] = q
+		go l.flush(clientID, q)
+	}
+	q.pending = append(q.pending, w)
+	l.mu.Unlock()
+
+	select {
+	case r := <-w.done:
+		w.ctx = nil
+		waiterPool.Put(w) // answered: the flusher holds it no more
+		return r.d, r.err
+	case <-ctx.Done():
+		// The flusher may still answer into w.done: w is not reused.
+		return Decision{}, ctx.Err()
+	}
+}
+
+// flush sends q's batches one after the other until q is empty.
+func (l *RollingWindowLimiter) flush(clientID string, q *allowQueue) {
+	for {
+		l.mu.Lock()
+		batch := q.pending
+		q.pending, q.spare = q.spare[:0], nil
+		if len(batch) == 0 {
+			delete(l.queues, clientID)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		l.decideBatch(clientID, batch)
+		clear(batch)
+		l.mu.Lock()
+		q.spare = batch[:0]
+		l.mu.Unlock()
+	}
+}
+
+// decideBatch runs one script call for batch and answers its waiters.
+func (l *RollingWindowLimiter) decideBatch(clientID string, batch []*allowWaiter) {
+	live := batch[:0]
+	for _, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			w.done <- allowResult{err: err}
+			continue
+		}
+		live = append(live, w)
+	}
+	if len(live) == 0 {
+		return
+	}
+	args := make([]any, 2, 4)
+	args[0] = Window.Microseconds()
+	args[1] = l.instance + strconv.FormatUint(l.seq.Add(1), 36) + "."
+	for i, w := range live {
+		if i == 0 || live[i-1].limit != w.limit {
+			args = append(args, w.limit, 0)
+		}
+		args[len(args)-1] = args[len(args)-1].(int) + 1
+	}
+	runs := (len(args) - 2) / 2
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	res, err := l.script.Run(ctx, l.rdb, []string{l.key(clientID)}, args...).Int64Slice()
+	cancel()
+	if err == nil && len(res) != 1+4*runs {
+		err = errors.New("malformed script reply")
+	}
 	if err != nil {
-		return Decision{}, fmt.Errorf("limits: rate limit %s: %w", clientID, err)
+		err = fmt.Errorf("limits: rate limit %s: %w", clientID, err)
+		for _, w := range live {
+			w.done <- allowResult{err: err}
+		}
+		return
 	}
-	if len(res) != 5 {
-		return Decision{}, errors.New("limits: rate limit: malformed script reply")
+	now, window := res[0], Window.Microseconds()
+	i := 0
+	for r := range runs {
+		limit, k := args[2+2*r].(int), args[3+2*r].(int)
+		before, a, oldest, blocker := int(res[1+4*r]), int(res[2+4*r]), res[3+4*r], res[4+4*r]
+		untilOldest := time.Duration(oldest+window-now) * time.Microsecond
+		untilFree := time.Duration(blocker+window-now) * time.Microsecond
+		for j := range k {
+			var d Decision
+			if j < a {
+				d = decide(true, limit, before+j+1, untilOldest, untilFree)
+			} else {
+				d = decide(false, limit, before+a, untilOldest, untilFree)
+			}
+			live[i].done <- allowResult{d: d}
+			i++
+		}
 	}
-	allowed, count, now, oldest, blocker := res[0] == 1, int(res[1]), res[2], res[3], res[4]
-	untilOldest := time.Duration(oldest+Window.Microseconds()-now) * time.Microsecond
-	untilFree := time.Duration(blocker+Window.Microseconds()-now) * time.Microsecond
-	return decide(allowed, limit, count, untilOldest, untilFree), nil
 }
 
 func (l *RollingWindowLimiter) key(clientID string) string {

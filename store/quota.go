@@ -198,11 +198,62 @@ WHERE client_id = $1 AND month = $2::date
 RETURNING used`
 )
 
-// apply sends every statement of a batch in one pipeline. The statements
-// before one Sync form one implicit transaction, so the row lock taken by
-// lockUsageRow is held until the last UPDATE commits: before is exact, and
-// afters[r] is the count after run r.
+// addUsageOne is the whole batch of one run (the usual case: one quota
+// value) in ONE statement, so the row lock is held for one statement's
+// execution plus the commit instead of three statements'. The subquery
+// locks the month's row (FOR UPDATE: under READ COMMITTED it waits for a
+// concurrent batch and then reads the committed count), the UPDATE adds k
+// requests or as many as the quota still allows, and RETURNING reports the
+// count before and after. The first batch of a month (no row yet) inserts
+// the row with what it admits; two replicas racing on that insert leave
+// one of them with no row returned (ON CONFLICT DO NOTHING), and it simply
+// runs the statement again, now updating the row the other inserted.
+//
+// $1 client, $2 month, $3 quota (NULL: unlimited), $4 k.
+const addUsageOne = `WITH upd AS (
+  UPDATE usage_months u
+  SET used = CASE WHEN $3::bigint IS NULL THEN cur.used + $4::bigint
+                  ELSE LEAST(cur.used + $4::bigint, GREATEST(cur.used, $3::bigint)) END,
+      updated_at = now()
+  FROM (SELECT used FROM usage_months WHERE client_id = $1 AND month = $2::date FOR UPDATE) cur
+  WHERE u.client_id = $1 AND u.month = $2::date
+  RETURNING cur.used AS before, u.used AS after
+), ins AS (
+  INSERT INTO usage_months (client_id, month, used)
+  SELECT $1, $2::date, CASE WHEN $3::bigint IS NULL THEN $4::bigint ELSE LEAST($4::bigint, GREATEST($3::bigint, 0)) END
+  WHERE NOT EXISTS (SELECT 1 FROM upd)
+  ON CONFLICT (client_id, month) DO NOTHING
+  RETURNING 0::bigint AS before, used AS after
+)
+SELECT before, after FROM upd UNION ALL SELECT before, after FROM ins`
+
+// apply commits one batch and returns the count before it and after each
+// run. One run (one quota value) is one statement, one implicit
+// transaction; a batch mixing quotas (around a tier change) sends every
+// statement in one pipeline, whose statements before one Sync form one
+// implicit transaction.
 func (l *QuotaLedger) apply(ctx context.Context, clientID string, month time.Time, runs [][]*quotaWaiter) (before int64, afters []int64, err error) {
+	if len(runs) == 1 {
+		var after int64
+		for range 3 {
+			err = l.db.Pool.QueryRow(ctx, addUsageOne, clientID, month, runs[0][0].quota, int64(len(runs[0]))).Scan(&before, &after)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				break
+			}
+			// Lost the race to insert the month's row: it exists now.
+		}
+		if err != nil {
+			return 0, nil, translate(err, "usage")
+		}
+		return before, []int64{after}, nil
+	}
+	return l.applyRuns(ctx, clientID, month, runs)
+}
+
+// applyRuns sends every statement of a multi-run batch in one pipeline.
+// The row lock taken by lockUsageRow is held until the last UPDATE
+// commits: before is exact, and afters[r] is the count after run r.
+func (l *QuotaLedger) applyRuns(ctx context.Context, clientID string, month time.Time, runs [][]*quotaWaiter) (before int64, afters []int64, err error) {
 	b := &pgx.Batch{}
 	b.Queue(ensureUsageRow, clientID, month)
 	b.Queue(lockUsageRow, clientID, month)

@@ -286,3 +286,54 @@ func BenchmarkQuotaLedgerAdmit(b *testing.B) {
 		}
 	}
 }
+
+// The first batch of a month creates the month's row. Both processes race
+// to do so, month after month: exactly the quota is admitted, numbered
+// 1..quota, and a first batch larger than the quota (or a quota of 0)
+// admits only what fits.
+func TestQuotaLedgerFirstBatchOfMonthRace(t *testing.T) {
+	t.Parallel()
+	b := setupQuota(t)
+	client := insertClient(t, b.db1)
+	ctx := context.Background()
+	for m := range 6 {
+		now := time.Date(2027, time.Month(1+m), 3, 0, 0, 0, 0, time.UTC)
+		const quota, n = 7, 40
+		var (
+			mu   sync.Mutex
+			used []int64
+			wg   sync.WaitGroup
+		)
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				u, ok, err := []*store.QuotaLedger{b.l1, b.l2}[i%2].Admit(ctx, client, ptr(int64(quota)), now)
+				if err != nil {
+					t.Errorf("admit: %v", err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					used = append(used, u)
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		sort.Slice(used, func(i, j int) bool { return used[i] < used[j] })
+		requireSequence(t, used, quota)
+		if got, err := b.db1.UsedThisMonth(ctx, client, now); err != nil || got != quota {
+			t.Errorf("month %d: UsedThisMonth = %d, %v; want %d", m+1, got, err, quota)
+		}
+	}
+	// A quota of 0 on a month's first request: refused, nothing counted.
+	dec := time.Date(2027, time.December, 1, 0, 0, 0, 0, time.UTC)
+	if u, ok, err := b.l2.Admit(ctx, client, ptr(int64(0)), dec); err != nil || ok || u != 0 {
+		t.Errorf("quota 0: %d, %v, %v; want 0, false, nil", u, ok, err)
+	}
+	if u, ok, err := b.l1.Admit(ctx, client, nil, dec); err != nil || !ok || u != 1 {
+		t.Errorf("unlimited after a refusal: %d, %v, %v; want 1, true, nil", u, ok, err)
+	}
+}
