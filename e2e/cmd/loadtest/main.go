@@ -3,7 +3,10 @@
 //
 //  1. it creates a fresh schema in the test database, migrates it, creates
 //     an enterprise client whose rate limit is lifted (so the limiter runs
-//     on every request without refusing) and issues a key;
+//     on every request without refusing) and issues a key, and seeds
+//     binance spot screener rows and 1h candles from the synthetic feed
+//     (so -path may be /screener/crypto/binance/spot or
+//     /ohlcv/crypto/binance/BTC_USDT/1h);
 //  2. it starts the real api in-process (app.Main, role api) and captures
 //     one response of -path (default GET /api/v1/public/usage);
 //  3. it starts a bare net/http server answering exactly those bytes with
@@ -118,6 +121,10 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		"MARKET_SECRET_KEY":   randomHex(32),
 	}
 	if _, err := cli(ctx, env, "migrate"); err != nil {
+		return err
+	}
+	// Market data for the /screener and /ohlcv paths (binance spot, 1h).
+	if err := seed(ctx, dbURL); err != nil {
 		return err
 	}
 	clientID, err := cli(ctx, env, "clients", "create", "--org", "loadtest", "--tier", "enterprise", "--rate-limit", "100000000")
@@ -392,7 +399,7 @@ func capture(ctx context.Context, url, key string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("capture: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("capture: GET %s answered %d: %s (a fresh schema has no market data: seed it before benchmarking this path)",
+		return nil, "", fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows and 1h candles only)",
 			req.URL.Path, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	return body, resp.Header.Get("Content-Type"), nil
