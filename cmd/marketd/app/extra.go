@@ -43,6 +43,7 @@ func (m *Main) cmdDemoKey(ctx context.Context, args []string) error {
 // an image that has no shell or curl.
 func (m *Main) cmdProbe(ctx context.Context, args []string) error {
 	fs := newFlagSet("probe")
+	fs.Bool("json", false, "accepted for uniformity; probe prints nothing")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
