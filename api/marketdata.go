@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -64,8 +66,11 @@ type screenerInput struct {
 	ChangeMax  OptionalParam[float64] `query:"change_max" doc:"Keep rows with change_pct ≤ this (inclusive)"`
 }
 
+// screenerOutput is written as pre-encoded JSON (documented as
+// []ScreenerRecord): the snapshot is encoded once per ingest, not per request.
 type screenerOutput struct {
-	Body []ScreenerRecord
+	ContentType string `header:"Content-Type"`
+	Body        []byte
 }
 
 type ohlcvInput struct {
@@ -84,8 +89,17 @@ type ohlcvSplitInput struct {
 	Limit      int    `query:"limit" default:"200" minimum:"1" maximum:"1000"`
 }
 
+// ohlcvOutput is written as pre-encoded JSON (documented as []Candle).
 type ohlcvOutput struct {
-	Body []Candle
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
+// jsonResponse documents a raw-bytes body as JSON of the given Go type.
+func (s *Server) jsonResponse(v any, description string) map[string]*huma.Response {
+	schema := s.humaAPI.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(v), true, "")
+	return map[string]*huma.Response{"200": {Description: description,
+		Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}}}
 }
 
 func (s *Server) registerMarketData() {
@@ -97,8 +111,9 @@ func (s *Server) registerMarketData() {
 		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
 			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
 			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
-		Tags:   []string{"Market data"},
-		Errors: errorResponses(http.StatusNotFound, http.StatusBadGateway),
+		Tags:      []string{"Market data"},
+		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
+		Responses: s.jsonResponse([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
 	}, s.getScreener)
 
 	ohlcvOp := huma.Operation{
@@ -108,8 +123,9 @@ func (s *Server) registerMarketData() {
 		Summary:     "OHLCV candles of a symbol",
 		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
 			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
-		Tags:   []string{"Market data"},
-		Errors: errorResponses(http.StatusNotFound, http.StatusBadGateway),
+		Tags:      []string{"Market data"},
+		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
+		Responses: s.jsonResponse([]Candle{}, "Candles, oldest first"),
 	}
 	huma.Register(s.humaAPI, ohlcvOp, s.getOHLCV)
 	split := ohlcvOp
@@ -167,19 +183,37 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerO
 	if snap.failing && (len(snap.rows) == 0 || s.cfg.Now().Sub(snap.newest) > tickerStaleAfter) {
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored data is stale; retry later", combo))
 	}
+	if !in.VolumeMin.IsSet && !in.VolumeMax.IsSet && !in.ChangeMin.IsSet && !in.ChangeMax.IsSet {
+		return &screenerOutput{ContentType: jsonContentType, Body: snap.encoded}, nil
+	}
 	filter := store.TickerFilter{VolumeMin: in.VolumeMin.Ptr(), VolumeMax: in.VolumeMax.Ptr(),
 		ChangeMin: in.ChangeMin.Ptr(), ChangeMax: in.ChangeMax.Ptr()}
-	out := make([]ScreenerRecord, 0, len(snap.rows))
+	var kept []domain.Ticker
 	for _, t := range snap.rows {
 		if filter.Match(t) {
-			out = append(out, ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt})
+			kept = append(kept, t)
 		}
 	}
-	return &screenerOutput{Body: out}, nil
+	body, err := encodeScreener(kept)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return &screenerOutput{ContentType: jsonContentType, Body: body}, nil
+}
+
+const jsonContentType = "application/json"
+
+func encodeScreener(rows []domain.Ticker) ([]byte, error) {
+	out := make([]ScreenerRecord, len(rows))
+	for i, t := range rows {
+		out[i] = ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt}
+	}
+	return json.Marshal(out)
 }
 
 type tickerSnapshot struct {
 	rows    []domain.Ticker
+	encoded []byte // every row as the response body
 	newest  time.Time
 	failing bool
 }
@@ -202,7 +236,8 @@ func (s *Server) loadTickers(ctx context.Context, c domain.Combination) (tickerS
 	if len(rows) == 0 && !snap.failing {
 		return snap, domain.Errorf(domain.EUNAVAILABLE, "no data ingested yet for %s; retry shortly", c)
 	}
-	return snap, nil
+	snap.encoded, err = encodeScreener(rows)
+	return snap, err
 }
 
 // CandleCombination is the key of an exchange's candle feed (its health is
@@ -271,19 +306,26 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 	if series.failing && s.cfg.Now().Sub(newest.Time) > 2*tf.Duration()+tickerStaleAfter {
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored candles are stale; retry later", combo))
 	}
-	cs := series.candles
-	if len(cs) > in.Limit {
-		cs = cs[len(cs)-in.Limit:]
+	// The encoded body is cached per limit beside the series, and dropped with it.
+	body, err := cached(s.cache, fmt.Sprintf("candles:%s#%d", key, in.Limit), func() ([]byte, error) {
+		cs := series.candles
+		if len(cs) > in.Limit {
+			cs = cs[len(cs)-in.Limit:]
+		}
+		updated := series.updated
+		if updated.IsZero() {
+			updated = newest.Time
+		}
+		out := make([]Candle, len(cs))
+		for i, c := range cs {
+			out[i] = Candle{Time: c.Time, Open: c.Open, High: c.High, Low: c.Low, Close: c.Close, Volume: c.Volume, UpdatedAt: updated}
+		}
+		return json.Marshal(out)
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
 	}
-	updated := series.updated
-	if updated.IsZero() {
-		updated = newest.Time
-	}
-	out := make([]Candle, len(cs))
-	for i, c := range cs {
-		out[i] = Candle{Time: c.Time, Open: c.Open, High: c.High, Low: c.Low, Close: c.Close, Volume: c.Volume, UpdatedAt: updated}
-	}
-	return &ohlcvOutput{Body: out}, nil
+	return &ohlcvOutput{ContentType: jsonContentType, Body: body}, nil
 }
 
 func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {
