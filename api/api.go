@@ -65,7 +65,6 @@ type Config struct {
 // Server is the public API.
 type Server struct {
 	cfg     Config
-	store   Store
 	auth    Authenticator
 	limiter Limiter
 	humaAPI huma.API
@@ -90,7 +89,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
-	s := &Server{cfg: cfg, store: store, data: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, data: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now)}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // readCache holds hot read results in process. Ingest invalidates entries
@@ -14,6 +16,9 @@ type readCache struct {
 	now func() time.Time
 	mu  sync.RWMutex
 	m   map[string]cacheEntry
+	// loads collapses concurrent misses of one key into one load, so an
+	// invalidation under load costs one query, not one per waiting request.
+	loads singleflight.Group
 }
 
 type cacheEntry struct {
@@ -60,10 +65,17 @@ func cached[T any](c *readCache, key string, load func() (T, error)) (T, error) 
 	if v, ok := c.get(key); ok {
 		return v.(T), nil
 	}
-	v, err := load()
+	v, err, _ := c.loads.Do(key, func() (any, error) {
+		v, err := load()
+		if err != nil {
+			return v, err
+		}
+		c.put(key, v)
+		return v, nil
+	})
 	if err != nil {
-		return v, err
+		var zero T
+		return zero, err
 	}
-	c.put(key, v)
-	return v, nil
+	return v.(T), nil
 }

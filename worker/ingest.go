@@ -99,6 +99,13 @@ type Ingester struct {
 	MaxCandleSymbols int
 }
 
+func (in *Ingester) logger() *slog.Logger {
+	if in.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return in.Logger
+}
+
 // Register adds the ingest handlers to a worker.
 func (in *Ingester) Register(w *Worker) {
 	w.Handle(TypeIngestTickers, asynq.HandlerFunc(in.HandleIngestTickers))
@@ -137,7 +144,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
 	in.notify(ctx, "tickers:"+c.String())
-	in.Logger.Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
+	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
 }
 
@@ -164,12 +171,12 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	// Prune once an hour (the first tick of the hour), not on every tick.
 	if keep := CandleRetention[pl.Timeframe]; keep > 0 && pl.Tick.Minute() == 0 {
 		if n, err := in.Store.PruneCandles(ctx, c.Market, c.Exchange, pl.Timeframe, in.Now().Add(-keep)); err != nil {
-			in.Logger.Warn("prune candles", "combination", c.String(), "timeframe", pl.Timeframe, "err", err)
+			in.logger().Warn("prune candles", "combination", c.String(), "timeframe", pl.Timeframe, "err", err)
 		} else if n > 0 {
-			in.Logger.Info("pruned candles", "combination", c.String(), "timeframe", pl.Timeframe, "deleted", n)
+			in.logger().Info("pruned candles", "combination", c.String(), "timeframe", pl.Timeframe, "deleted", n)
 		}
 	}
-	in.Logger.Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
+	in.logger().Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
 	return nil
 }
 
@@ -221,7 +228,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 			// the task fails at the end so the feed's health shows it.
 			failures++
 			lastErr = err
-			in.Logger.Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", err)
+			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", err)
 			continue
 		}
 		if len(cs) == 0 {
@@ -271,7 +278,7 @@ func (in *Ingester) recordError(c domain.Combination, kind string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if rerr := in.Store.RecordFeedError(ctx, c, kind, in.Now(), err.Error()); rerr != nil {
-		in.Logger.Error("record feed error", "combination", c.String(), "err", rerr)
+		in.logger().Error("record feed error", "combination", c.String(), "err", rerr)
 	}
 }
 
