@@ -115,7 +115,19 @@ func setRateLimitHeaders(ctx huma.Context, adm Admission) {
 }
 
 func (s *Server) writeError(ctx huma.Context, err error) {
-	p := toProblem(s.cfg.Logger, infoFrom(ctx.Context()).ID, err)
+	perr := toProblem(s.cfg.Logger, infoFrom(ctx.Context()).ID, err)
+	var he huma.HeadersError
+	if errors.As(perr, &he) {
+		for k, vs := range he.GetHeaders() {
+			for _, v := range vs {
+				ctx.AppendHeader(k, v)
+			}
+		}
+	}
+	var p huma.StatusError
+	if !errors.As(perr, &p) {
+		p = newProblem(http.StatusInternalServerError, "internal error")
+	}
 	_ = huma.WriteErr(s.humaAPI, ctx, p.GetStatus(), problemDetail(p), problemErrors(p)...)
 }
 

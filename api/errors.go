@@ -89,7 +89,7 @@ func describeDetail(d *huma.ErrorDetail) string {
 
 // toProblem maps an error from the domain or store to the client-facing
 // problem. Internal errors are logged once with the request id and hidden.
-func toProblem(logger *slog.Logger, reqID string, err error) huma.StatusError {
+func toProblem(logger *slog.Logger, reqID string, err error) error {
 	var se huma.StatusError
 	if errors.As(err, &se) {
 		return se
@@ -102,7 +102,12 @@ func toProblem(logger *slog.Logger, reqID string, err error) huma.StatusError {
 			for _, f := range de.Fields {
 				details = append(details, &huma.ErrorDetail{Location: f.Location, Value: jsonSafe(f.Value), Message: f.Message})
 			}
-			return newProblem(status, de.Message, details...)
+			p := newProblem(status, de.Message, details...)
+			if status == http.StatusServiceUnavailable {
+				logger.Warn("service unavailable", "request_id", reqID, "err", err)
+				return huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"5"}})
+			}
+			return p
 		}
 	}
 	logger.Error("internal error", "request_id", reqID, "err", err)

@@ -140,6 +140,14 @@ func translate(err error, what string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.Errorf(domain.ENOTFOUND, "%s not found", what)
 	}
+	// An unreachable or overloaded database is the service being
+	// unavailable (503 with Retry-After), not an internal error.
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		// The cause stays in the chain for the logs; clients see the message.
+		return fmt.Errorf("store: %s: %v: %w", what, err,
+			&domain.Error{Code: domain.EUNAVAILABLE, Message: "the database is unavailable; retry later"})
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
