@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -52,6 +53,28 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		return ""
 	})
 	t.Logf("every combination and 200 candles served %.1fs after start", time.Since(start).Seconds())
+
+	// Operators see every feed healthy.
+	var health []struct {
+		Combination string `json:"combination"`
+		Kind        string `json:"kind"`
+		Failing     bool   `json:"failing"`
+	}
+	if err := json.Unmarshal([]byte(d.cli("feed-health", "--json")), &health); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, h := range health {
+		if h.Failing {
+			t.Errorf("feed %s %s failing", h.Combination, h.Kind)
+		}
+		if h.Kind == "tickers" {
+			seen[h.Combination] = true
+		}
+	}
+	if len(seen) != len(combos) {
+		t.Errorf("feed-health lists tickers of %d combinations, want %d", len(seen), len(combos))
+	}
 
 	// The three symbol forms give the same candles, oldest first.
 	var a, b, c []candle

@@ -254,3 +254,23 @@ func (db *DB) PruneCandles(ctx context.Context, m domain.Market, exchange string
 	}
 	return tag.RowsAffected(), nil
 }
+
+// FeedHealthAll returns the health of every ingested combination and kind,
+// ordered for display.
+func (db *DB) FeedHealthAll(ctx context.Context) ([]FeedHealth, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT market, exchange, instrument, kind, last_success_at, last_error_at, coalesce(last_error, '')
+		FROM feed_health ORDER BY market, exchange, instrument, kind`)
+	if err != nil {
+		return nil, translate(err, "feed health")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FeedHealth, error) {
+		var (
+			h FeedHealth
+			m string
+		)
+		err := row.Scan(&m, &h.Combination.Exchange, &h.Combination.Instrument, &h.Kind, &h.LastSuccessAt, &h.LastErrorAt, &h.LastError)
+		h.Combination.Market = domain.Market(m)
+		return h, err
+	})
+	return out, translate(err, "feed health")
+}

@@ -43,17 +43,18 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"migrate":   {"apply the embedded database migrations (safe to run twice)", (*Main).cmdMigrate},
-		"api":       {"serve the public API and the ops listener", serveRole("api")},
-		"worker":    {"run the asynq worker (ingest, scoring, statistics, webhooks)", serveRole("worker")},
-		"scheduler": {"run the asynq scheduler (enqueues periodic tasks)", serveRole("scheduler")},
-		"all":       {"run api, worker and scheduler in one process", serveRole("all")},
-		"clients":   {"manage clients: create, list, show, suspend, activate, set-tier, set-limits", (*Main).cmdClients},
-		"keys":      {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
-		"demo-key":  {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
-		"probe":     {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
-		"backfill":  {"load candle history: --market M --exchange E [--symbols ...] --timeframe TF --days N", (*Main).cmdBackfill},
-		"catalogue": {"list the (market, exchange, instrument) combinations of a region", (*Main).cmdCatalogue},
+		"migrate":     {"apply the embedded database migrations (safe to run twice)", (*Main).cmdMigrate},
+		"api":         {"serve the public API and the ops listener", serveRole("api")},
+		"worker":      {"run the asynq worker (ingest, scoring, statistics, webhooks)", serveRole("worker")},
+		"scheduler":   {"run the asynq scheduler (enqueues periodic tasks)", serveRole("scheduler")},
+		"all":         {"run api, worker and scheduler in one process", serveRole("all")},
+		"clients":     {"manage clients: create, list, show, suspend, activate, set-tier, set-limits", (*Main).cmdClients},
+		"keys":        {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
+		"demo-key":    {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
+		"probe":       {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
+		"backfill":    {"load candle history: --market M --exchange E [--symbols ...] --timeframe TF --days N", (*Main).cmdBackfill},
+		"feed-health": {"show the last success and error of every ingested feed", (*Main).cmdFeedHealth},
+		"catalogue":   {"list the (market, exchange, instrument) combinations of a region", (*Main).cmdCatalogue},
 	}
 }
 
