@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -76,6 +78,20 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, apiServer.Metrics(), extra), logger)
 			})
 		} else {
+			// Queues live in Redis: without it a worker or scheduler idles
+			// (and resumes by itself), which /readyz reports as degraded.
+			opts, err := limits.RedisOptions(cfg.RedisURL)
+			if err != nil {
+				return err
+			}
+			rdb := redis.NewClient(opts)
+			defer rdb.Close()
+			checks = append(checks, api.Check{Name: "redis", Probe: func(ctx context.Context) error {
+				if err := rdb.Ping(ctx).Err(); err != nil {
+					return errors.New("redis unreachable: queues paused until it answers")
+				}
+				return nil
+			}})
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
