@@ -109,6 +109,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
 	s.registerMarketData()
+	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
 	s.mux.Handle("GET /docs", http.RedirectHandler("/docs/", http.StatusMovedPermanently))

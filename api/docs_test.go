@@ -71,6 +71,26 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	if len(spec.Paths) == 0 {
 		t.Fatal("no paths")
 	}
+	var withExamples struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Examples map[string]struct {
+						Value struct {
+							Status int    `json:"status"`
+							Detail string `json:"detail"`
+						} `json:"value"`
+					} `json:"examples"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	_ = json.Unmarshal(body, &withExamples)
+	ex := withExamples.Paths["/usage"]["get"].Responses["429"].Content["application/problem+json"].Examples
+	if ex["rate-limit"].Value.Detail != "Too Many Requests, retry later" ||
+		ex["monthly-quota"].Value.Detail != "Monthly quota exceeded; upgrade the tier or wait for the next month" {
+		t.Errorf("429 examples = %+v, want the contract's two messages", ex)
+	}
 	for path, ops := range spec.Paths {
 		for method, op := range ops {
 			for _, status := range []string{"200", "400", "401", "403", "429"} {
