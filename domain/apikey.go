@@ -44,7 +44,8 @@ func NewKey() (string, error) {
 		return "", err
 	}
 	body := KeyPrefix + encodeBase62(new(big.Int).SetBytes(b[:]), keyBodyLen)
-	return body + encodeBase62(big.NewInt(int64(crc32.ChecksumIEEE([]byte(body)))), keyChecksumLen), nil
+	sum := checksum(body)
+	return body + string(sum[:]), nil
 }
 
 // CheckKeyFormat reports whether key has the documented shape and a
@@ -59,8 +60,20 @@ func CheckKeyFormat(key string) bool {
 		}
 	}
 	body := key[:len(key)-keyChecksumLen]
-	want := encodeBase62(big.NewInt(int64(crc32.ChecksumIEEE([]byte(body)))), keyChecksumLen)
-	return subtle.ConstantTimeCompare([]byte(want), []byte(key[len(body):])) == 1
+	want := checksum(body)
+	return subtle.ConstantTimeCompare(want[:], []byte(key[len(body):])) == 1
+}
+
+// checksum is the base62 CRC32 of a key's body, without allocations: it
+// runs on every request.
+func checksum(body string) [keyChecksumLen]byte {
+	var out [keyChecksumLen]byte
+	n := uint64(crc32.ChecksumIEEE([]byte(body)))
+	for i := keyChecksumLen - 1; i >= 0; i-- {
+		out[i] = base62[n%62]
+		n /= 62
+	}
+	return out
 }
 
 // HashKey returns the stored form of a key: lowercase hex SHA-256.

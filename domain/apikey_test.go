@@ -81,3 +81,13 @@ func FuzzCheckKeyFormat(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkCheckKeyFormat(b *testing.B) {
+	k, _ := NewKey()
+	b.ReportAllocs()
+	for b.Loop() {
+		if !CheckKeyFormat(k) {
+			b.Fatal("rejected")
+		}
+	}
+}
