@@ -12,15 +12,21 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-short vet fmt run bench bench-api clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
 
 ## test: every test against the real Postgres and Redis (MARKET_TEST_DATABASE_URL / MARKET_TEST_REDIS_URL or localhost).
-test:
+test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-deps: the docs-page test renders /docs in Debian's headless chromium; install it when missing.
+test-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium for the docs-page test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 test-short:
 	$(GO) test -count=1 ./...
