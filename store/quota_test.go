@@ -57,9 +57,9 @@ func ptr[T any](v T) *T { return &v }
 
 var june = time.Date(2026, time.June, 14, 12, 0, 0, 0, time.UTC)
 
-// admitConcurrently sends n requests at once, alternating between the
-// ledgers, and returns the used values of the admitted ones.
-func admitConcurrently(t *testing.T, ledgers []*store.QuotaLedger, clientID string, quota *int64, n int) []int64 {
+// admitConcurrently sends n requests at once (in now's month), alternating
+// between the ledgers, and returns the used values of the admitted ones, sorted.
+func admitConcurrently(t *testing.T, ledgers []*store.QuotaLedger, clientID string, quota *int64, n int, now time.Time) []int64 {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -70,7 +70,7 @@ func admitConcurrently(t *testing.T, ledgers []*store.QuotaLedger, clientID stri
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			u, ok, err := ledgers[i%len(ledgers)].Admit(context.Background(), clientID, quota, june)
+			u, ok, err := ledgers[i%len(ledgers)].Admit(context.Background(), clientID, quota, now)
 			if err != nil {
 				t.Errorf("admit: %v", err)
 				return
@@ -107,7 +107,7 @@ func TestQuotaLedgerExactAcrossProcesses(t *testing.T) {
 	b := setupQuota(t)
 	client := insertClient(t, b.db1)
 
-	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(50)), 200)
+	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(50)), 200, june)
 	requireSequence(t, used, 50)
 
 	got, err := b.db2.UsedThisMonth(context.Background(), client, june)
@@ -128,7 +128,7 @@ func TestQuotaLedgerUnlimitedCountsEveryRequest(t *testing.T) {
 	b := setupQuota(t)
 	client := insertClient(t, b.db1)
 
-	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, nil, 300)
+	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
 	requireSequence(t, used, 300)
 	got, err := b.db1.UsedThisMonth(context.Background(), client, june)
 	if err != nil || got != 300 {
@@ -299,30 +299,7 @@ func TestQuotaLedgerFirstBatchOfMonthRace(t *testing.T) {
 	for m := range 6 {
 		now := time.Date(2027, time.Month(1+m), 3, 0, 0, 0, 0, time.UTC)
 		const quota, n = 7, 40
-		var (
-			mu   sync.Mutex
-			used []int64
-			wg   sync.WaitGroup
-		)
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				u, ok, err := []*store.QuotaLedger{b.l1, b.l2}[i%2].Admit(ctx, client, ptr(int64(quota)), now)
-				if err != nil {
-					t.Errorf("admit: %v", err)
-					return
-				}
-				if ok {
-					mu.Lock()
-					used = append(used, u)
-					mu.Unlock()
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		sort.Slice(used, func(i, j int) bool { return used[i] < used[j] })
+		used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), n, now)
 		requireSequence(t, used, quota)
 		if got, err := b.db1.UsedThisMonth(ctx, client, now); err != nil || got != quota {
 			t.Errorf("month %d: UsedThisMonth = %d, %v; want %d", m+1, got, err, quota)
