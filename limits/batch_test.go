@@ -87,15 +87,8 @@ func TestRollingWindowBatchesAreExact(t *testing.T) {
 // together as one call, decided in arrival order.
 func TestRollingWindowBatchesConcurrentRequests(t *testing.T) {
 	t.Parallel()
-	rdb := &countingScripter{Client: redistest.Client(t), release: make(chan struct{})}
-	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(t))
+	rdb, l := heldLimiter(t)
 	ctx := context.Background()
-	// Load the script first, so no NOSCRIPT retry adds a call.
-	if _, err := l.Allow(ctx, "warm", 5); err != nil {
-		t.Fatal(err)
-	}
-	rdb.calls.Store(0)
-	rdb.hold.Store(true)
 
 	const n = 100
 	out := make([]limits.Decision, n)
@@ -134,14 +127,8 @@ func TestRollingWindowBatchesConcurrentRequests(t *testing.T) {
 // each request with its own limit, in arrival order.
 func TestRollingWindowBatchMixedLimits(t *testing.T) {
 	t.Parallel()
-	rdb := &countingScripter{Client: redistest.Client(t), release: make(chan struct{})}
-	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(t))
+	rdb, l := heldLimiter(t)
 	ctx := context.Background()
-	if _, err := l.Allow(ctx, "warm", 5); err != nil {
-		t.Fatal(err)
-	}
-	rdb.calls.Store(0)
-	rdb.hold.Store(true)
 	// The first request occupies the flusher; then 5 requests with limit 4
 	// and 5 with limit 8 queue up in that order.
 	first := make(chan limits.Decision, 1)
@@ -190,4 +177,18 @@ func TestRollingWindowBatchMixedLimits(t *testing.T) {
 			t.Errorf("request %d refused without RetryAfter: %+v", i, out[i])
 		}
 	}
+}
+
+// heldLimiter returns a limiter whose script is loaded (so no NOSCRIPT
+// retry adds a call) and whose next script calls are held until released.
+func heldLimiter(t *testing.T) (*countingScripter, *limits.RollingWindowLimiter) {
+	t.Helper()
+	rdb := &countingScripter{Client: redistest.Client(t), release: make(chan struct{})}
+	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(t))
+	if _, err := l.Allow(context.Background(), "warm", 5); err != nil {
+		t.Fatal(err)
+	}
+	rdb.calls.Store(0)
+	rdb.hold.Store(true)
+	return rdb, l
 }
