@@ -84,8 +84,10 @@ func TestQuotaSurvivesSIGKILL(t *testing.T) {
 		return ""
 	})
 
-	// A burst from 16 connections; SIGKILL once a few hundred were served.
+	// Load from 16 connections; SIGKILL once a few hundred were served and
+	// the load lasted a second, long enough for the ledger to lease.
 	var served atomic.Int64
+	started := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 16 {
@@ -108,7 +110,7 @@ func TestQuotaSurvivesSIGKILL(t *testing.T) {
 		}()
 	}
 	poll(t, 20*time.Second, func() string {
-		if served.Load() < 300 {
+		if served.Load() < 300 || time.Since(started) < time.Second {
 			return fmt.Sprintf("only %d served", served.Load())
 		}
 		return ""
@@ -130,9 +132,12 @@ func TestQuotaSurvivesSIGKILL(t *testing.T) {
 	if show.UsedThisMonth < got {
 		t.Fatalf("after SIGKILL the ledger has %d requests, but clients were served %d", show.UsedThisMonth, got)
 	}
-	// In flight at the kill: at most one request per connection was counted without being answered.
-	if show.UsedThisMonth > got+16 {
-		t.Fatalf("ledger %d exceeds served %d by more than the 16 requests in flight", show.UsedThisMonth, got)
+	// Counted but not served: at most one request in flight per connection,
+	// plus what the killed process's last quota lease had not used. A lease
+	// covers 100 ms of the client's measured rate, under a tenth of what a
+	// one-second run served; a quarter leaves room for the rate to vary.
+	if limit := got + 16 + got/4; show.UsedThisMonth > limit {
+		t.Fatalf("ledger %d exceeds served %d by more than the 16 requests in flight and one lease (limit %d)", show.UsedThisMonth, got, limit)
 	}
 	t.Logf("served %d, ledger %d after SIGKILL", got, show.UsedThisMonth)
 }

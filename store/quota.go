@@ -29,15 +29,74 @@ const flushTimeout = 10 * time.Second
 // as the previous one returns. At low load a batch is a single request and
 // waits for nothing; under load, batches grow and the row sees one
 // transaction per round trip per api process.
+//
+// A client that sustains a high request rate on one process, far from its
+// quota, gets a lease: the batch's commit also counts the next
+// leaseSpan's worth of its requests (as measured on this process), and
+// those requests are then admitted from memory, with no round trip,
+// because they are already in the committed count. What a lease has not
+// used when it expires (leaseTTL), when the quota changes or when the
+// ledger closes is given back in one UPDATE. So:
+//
+//   - nothing is over-admitted: every admitted request, leased or not, was
+//     inside the quota in a committed row before it was served;
+//   - nothing admitted is lost: a killed process leaves its unused lease
+//     in the count (an over-count of at most one lease, about leaseSpan of
+//     that client's traffic on that process), never an under-count;
+//   - near the quota nothing changes: leases are only granted while the
+//     quota is at least leaseMinHeadroom away, and at most 1/64 of what is
+//     left, so the last requests of a month are counted one batch at a
+//     time as before; a request may be refused up to leaseTTL before
+//     another process gives back what its lease did not use.
 type QuotaLedger struct {
 	db     *DB
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	queues map[quotaKey]*quotaQueue
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	queues  map[quotaKey]*quotaQueue
+	leases  map[quotaKey]*quotaLease
+	returns map[quotaKey]int64 // unused lease slots still to give back (a failed give-back is retried)
+	closed  bool
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	janitor sync.WaitGroup
+
+	granted, given int64 // lease slots granted and given back, for LeaseStats
 }
+
+const (
+	// leaseSpan is how much of a client's measured request rate one lease
+	// covers, leaseTTL how long a lease may be used.
+	leaseSpan = 100 * time.Millisecond
+	leaseTTL  = 250 * time.Millisecond
+	// leaseMinRateWindow is the shortest measurement a lease is sized
+	// from: a short burst never gets one.
+	leaseMinRateWindow = 100 * time.Millisecond
+	// leaseMin is the smallest lease worth granting.
+	leaseMin = 32
+	// MaxQuotaLease is the most requests one lease counts ahead, and so
+	// the most a killed api process can leave counted but not served.
+	MaxQuotaLease = 20_000
+	// leaseMinHeadroom: no lease while the quota is closer than this.
+	leaseMinHeadroom = 10_000
+)
+
+// quotaLease is one (client, month)'s lease on this process and the
+// request-rate measurement that sizes the next one.
+type quotaLease struct {
+	quota   *int64
+	next    int64 // the used value of the next request served from the lease
+	end     int64 // the used value of its last slot; next > end when empty
+	expires time.Time
+	// lastUsed is the count after this process's last commit.
+	lastUsed int64
+	known    bool
+	// hits counts the Admit calls since since.
+	hits  int64
+	since time.Time
+}
+
+func (q *quotaLease) unused() int64 { return max(q.end-q.next+1, 0) }
 
 type quotaKey struct {
 	clientID string
@@ -64,7 +123,19 @@ type quotaResult struct {
 
 // NewQuotaLedger returns a ledger on db. Close it to flush what is pending.
 func NewQuotaLedger(db *DB, logger *slog.Logger) *QuotaLedger {
-	return &QuotaLedger{db: db, logger: logger, queues: make(map[quotaKey]*quotaQueue)}
+	l := &QuotaLedger{db: db, logger: logger, queues: make(map[quotaKey]*quotaQueue),
+		leases: make(map[quotaKey]*quotaLease), returns: make(map[quotaKey]int64), stop: make(chan struct{})}
+	l.janitor.Add(1)
+	go l.sweep()
+	return l
+}
+
+// LeaseStats reports how many request slots leases have counted ahead and
+// how many of them were given back unused, since the ledger started.
+func (l *QuotaLedger) LeaseStats() (granted, givenBack int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.granted, l.given
 }
 
 // Admit records one request of clientID in now's calendar month (UTC) if
@@ -91,6 +162,18 @@ func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, 
 		l.mu.Unlock()
 		return 0, false, errors.New("store: quota ledger closed")
 	}
+	lease := l.leases[key]
+	if lease == nil {
+		lease = &quotaLease{since: time.Now(), next: 1}
+		l.leases[key] = lease
+	}
+	lease.hits++
+	if lease.next <= lease.end && sameQuota(lease.quota, quota) && time.Now().Before(lease.expires) {
+		used := lease.next
+		lease.next++
+		l.mu.Unlock()
+		return used, true, nil
+	}
 	q := l.queues[key]
 	if q == nil {
 		q = &quotaQueue{month: month}
@@ -109,13 +192,95 @@ func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, 
 	}
 }
 
-// Close waits for every pending request to be committed (or refused) and
-// stops the flushers. Admit fails after Close.
+// Close waits for every pending request to be committed (or refused),
+// stops the flushers and gives back what the leases did not use. Admit
+// fails after Close.
 func (l *QuotaLedger) Close() {
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
 	l.closed = true
 	l.mu.Unlock()
 	l.wg.Wait()
+	close(l.stop)
+	l.janitor.Wait()
+	l.mu.Lock()
+	for key, lease := range l.leases {
+		l.voidLease(key, lease)
+	}
+	l.mu.Unlock()
+	l.giveBack()
+}
+
+// voidLease empties lease and queues its unused slots to be given back.
+// l.mu is held.
+func (l *QuotaLedger) voidLease(key quotaKey, lease *quotaLease) {
+	if n := lease.unused(); n > 0 {
+		l.returns[key] += n
+	}
+	lease.next, lease.end = 1, 0
+}
+
+// sweep gives back the unused part of expired leases and forgets clients
+// that went quiet, until Close.
+func (l *QuotaLedger) sweep() {
+	defer l.janitor.Done()
+	t := time.NewTicker(leaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		l.mu.Lock()
+		for key, lease := range l.leases {
+			if _, busy := l.queues[key]; busy {
+				continue // its flusher voids an expired lease itself
+			}
+			if !now.Before(lease.expires) {
+				l.voidLease(key, lease)
+				if now.Sub(lease.since) > time.Minute {
+					delete(l.leases, key)
+				}
+			}
+		}
+		l.mu.Unlock()
+		l.giveBack()
+	}
+}
+
+// giveBack subtracts the queued unused lease slots from the count. A
+// failure (Postgres unreachable) keeps them queued for the next sweep:
+// until then the count is higher than what was served, never lower.
+func (l *QuotaLedger) giveBack() {
+	l.mu.Lock()
+	if len(l.returns) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	todo := l.returns
+	l.returns = make(map[quotaKey]int64)
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	for key, n := range todo {
+		_, err := l.db.Pool.Exec(ctx, `UPDATE usage_months SET used = GREATEST(used - $3, 0), updated_at = now()
+WHERE client_id = $1 AND month = $2::date`, key.clientID, time.Unix(key.month, 0).UTC(), n)
+		l.mu.Lock()
+		if err != nil {
+			l.returns[key] += n
+		} else {
+			l.given += n
+		}
+		l.mu.Unlock()
+		if err != nil {
+			l.logger.Warn("store: giving back unused quota lease failed; retrying", "client_id", key.clientID, "slots", n, "err", err)
+		}
+	}
 }
 
 // flush commits q's batches one after the other until q is empty.
@@ -130,13 +295,78 @@ func (l *QuotaLedger) flush(key quotaKey, q *quotaQueue) {
 			l.mu.Unlock()
 			return
 		}
+		lease := l.leases[key]
+		// Requests that queued while the previous batch was in Postgres are
+		// served from the lease that batch brought, as far as it goes.
+		if batch = l.serveFromLease(lease, batch); len(batch) == 0 {
+			l.mu.Unlock()
+			continue
+		}
+		// What is left needs a commit: the lease is empty, expired or for
+		// another quota, and what it did not use goes back first.
+		l.voidLease(key, lease)
+		ahead := l.leaseSize(lease, len(batch), batch[len(batch)-1].quota)
 		l.mu.Unlock()
-		l.commit(key.clientID, q.month, batch)
+		l.giveBack()
+		l.commit(key, q.month, batch, lease, ahead)
 	}
 }
 
-// commit applies one batch in one round trip and answers its waiters.
-func (l *QuotaLedger) commit(clientID string, month time.Time, batch []*quotaWaiter) {
+// serveFromLease admits waiters from lease in arrival order while it lasts
+// and returns the others. l.mu is held.
+func (l *QuotaLedger) serveFromLease(lease *quotaLease, batch []*quotaWaiter) []*quotaWaiter {
+	if !time.Now().Before(lease.expires) {
+		return batch
+	}
+	rest := batch[:0]
+	for _, w := range batch {
+		switch {
+		case w.ctx.Err() != nil:
+			w.done <- quotaResult{err: w.ctx.Err()}
+		case lease.next <= lease.end && sameQuota(lease.quota, w.quota):
+			w.done <- quotaResult{used: lease.next, admitted: true}
+			lease.next++
+		default:
+			rest = append(rest, w)
+		}
+	}
+	return rest
+}
+
+// leaseSize is how many requests beyond a batch of n the batch's commit
+// counts ahead for the client's next requests on this process: zero
+// unless the client sustained a rate worth it over at least
+// leaseMinRateWindow and its quota is far enough. l.mu is held.
+func (l *QuotaLedger) leaseSize(lease *quotaLease, n int, quota *int64) int64 {
+	now := time.Now()
+	elapsed := now.Sub(lease.since)
+	if elapsed < leaseMinRateWindow {
+		return 0
+	}
+	size := lease.hits * int64(leaseSpan) / int64(elapsed)
+	lease.hits, lease.since = 0, now
+	if size < leaseMin {
+		return 0
+	}
+	size = min(size, MaxQuotaLease)
+	if quota != nil {
+		if !lease.known {
+			return 0
+		}
+		headroom := *quota - lease.lastUsed - int64(n)
+		if headroom < leaseMinHeadroom {
+			return 0
+		}
+		size = min(size, headroom/64)
+	}
+	return size
+}
+
+// commit applies one batch in one round trip and answers its waiters. With
+// ahead > 0 (one quota value in the batch) the same commit counts ahead
+// more requests, which become the lease's slots.
+func (l *QuotaLedger) commit(key quotaKey, month time.Time, batch []*quotaWaiter, lease *quotaLease, ahead int64) {
+	clientID := key.clientID
 	live := batch[:0]
 	for _, w := range batch {
 		if err := w.ctx.Err(); err != nil {
@@ -157,9 +387,12 @@ func (l *QuotaLedger) commit(clientID string, month time.Time, batch []*quotaWai
 		}
 		runs[len(runs)-1] = append(runs[len(runs)-1], w)
 	}
+	if len(runs) > 1 {
+		ahead = 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	before, afters, err := l.apply(ctx, clientID, month, runs)
+	before, afters, err := l.apply(ctx, clientID, month, runs, ahead)
 	if err != nil {
 		l.logger.Error("store: quota batch failed", "client_id", clientID, "requests", len(live), "err", err)
 		for _, w := range live {
@@ -167,6 +400,20 @@ func (l *QuotaLedger) commit(clientID string, month time.Time, batch []*quotaWai
 		}
 		return
 	}
+	last := runs[len(runs)-1]
+	l.mu.Lock()
+	lease.lastUsed, lease.known = afters[len(afters)-1], true
+	if ahead > 0 {
+		// The batch is served first; what the commit counted beyond it is
+		// the lease (less when the quota cut it short).
+		if first := before + int64(len(last)) + 1; first <= afters[0] {
+			lease.quota, lease.next, lease.end = last[0].quota, first, afters[0]
+			lease.expires = time.Now().Add(leaseTTL)
+			l.granted += lease.unused()
+			afters[0] = first - 1
+		}
+	}
+	l.mu.Unlock()
 	for r, run := range runs {
 		admitted := afters[r] - before
 		for i, w := range run {
@@ -232,11 +479,11 @@ SELECT before, after FROM upd UNION ALL SELECT before, after FROM ins`
 // transaction; a batch mixing quotas (around a tier change) sends every
 // statement in one pipeline, whose statements before one Sync form one
 // implicit transaction.
-func (l *QuotaLedger) apply(ctx context.Context, clientID string, month time.Time, runs [][]*quotaWaiter) (before int64, afters []int64, err error) {
+func (l *QuotaLedger) apply(ctx context.Context, clientID string, month time.Time, runs [][]*quotaWaiter, ahead int64) (before int64, afters []int64, err error) {
 	if len(runs) == 1 {
 		var after int64
 		for range 3 {
-			err = l.db.Pool.QueryRow(ctx, addUsageOne, clientID, month, runs[0][0].quota, int64(len(runs[0]))).Scan(&before, &after)
+			err = l.db.Pool.QueryRow(ctx, addUsageOne, clientID, month, runs[0][0].quota, int64(len(runs[0]))+ahead).Scan(&before, &after)
 			if !errors.Is(err, pgx.ErrNoRows) {
 				break
 			}

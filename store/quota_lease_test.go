@@ -1,0 +1,155 @@
+package store_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/store"
+)
+
+// hammer runs workers goroutines per ledger, each admitting one request
+// after another, until its ledger refuses one or stop closes. It returns
+// the used values of every admitted request, sorted.
+func hammer(t *testing.T, ledgers []*store.QuotaLedger, clientID string, quota *int64, workers int, stop <-chan struct{}) []int64 {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		used []int64
+		wg   sync.WaitGroup
+	)
+	for _, l := range ledgers {
+		for range workers {
+			wg.Go(func() {
+				var mine []int64
+				defer func() {
+					mu.Lock()
+					used = append(used, mine...)
+					mu.Unlock()
+				}()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					u, ok, err := l.Admit(context.Background(), clientID, quota, june)
+					if err != nil {
+						t.Errorf("admit: %v", err)
+						return
+					}
+					if !ok {
+						return
+					}
+					mine = append(mine, u)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	sort.Slice(used, func(i, j int) bool { return used[i] < used[j] })
+	return used
+}
+
+func after(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
+}
+
+func waitUsed(t *testing.T, b *quotaBundle, client string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := b.db1.UsedThisMonth(context.Background(), client, june)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored used = %d, want %d (unused lease slots not given back)", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client that keeps one process busy gets leases: most requests are
+// admitted from memory. Every admitted request still has its own count
+// 1..n, and once the load stops the unused part of the last lease is
+// given back, so the stored count is exactly what was admitted.
+func TestQuotaLedgerLeaseSustainedLoad(t *testing.T) {
+	t.Parallel()
+	b := setupQuota(t)
+	client := insertClient(t, b.db1)
+
+	used := hammer(t, []*store.QuotaLedger{b.l1}, client, nil, 16, after(600*time.Millisecond))
+	requireSequence(t, used, len(used))
+	granted, _ := b.l1.LeaseStats()
+	if granted == 0 {
+		t.Fatalf("no lease in 600 ms of sustained load (%d requests)", len(used))
+	}
+	waitUsed(t, b, client, int64(len(used)))
+	t.Logf("%d requests, %d slots leased", len(used), granted)
+}
+
+// Close gives back at once what the leases did not use.
+func TestQuotaLedgerCloseGivesBackLease(t *testing.T) {
+	t.Parallel()
+	b := setupQuota(t)
+	client := insertClient(t, b.db1)
+
+	used := hammer(t, []*store.QuotaLedger{b.l1}, client, nil, 16, after(400*time.Millisecond))
+	b.l1.Close()
+	granted, given := b.l1.LeaseStats()
+	if granted == 0 {
+		t.Fatalf("no lease in 400 ms of sustained load (%d requests)", len(used))
+	}
+	got, err := b.db1.UsedThisMonth(context.Background(), client, june)
+	if err != nil || got != int64(len(used)) {
+		t.Fatalf("after Close stored used = %d, %v; want %d (given back %d of %d leased)", got, err, len(used), given, granted)
+	}
+}
+
+// With leases on both processes, a quota is still exact: two processes
+// hammering until refused admit exactly the quota between them and never
+// more, and the stored count ends at the quota.
+func TestQuotaLedgerLeaseExactAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	b := setupQuota(t)
+	client := insertClient(t, b.db1)
+	const quota = 25_000
+
+	used := hammer(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), 8, nil)
+	if len(used) != quota {
+		t.Fatalf("admitted %d, want exactly %d", len(used), quota)
+	}
+	g1, _ := b.l1.LeaseStats()
+	g2, _ := b.l2.LeaseStats()
+	if g1+g2 == 0 {
+		t.Fatalf("no lease granted: the test did not exercise leases")
+	}
+	waitUsed(t, b, client, quota)
+	t.Logf("leased %d + %d slots", g1, g2)
+}
+
+// A short burst never gets a lease: its count stays exact at every moment,
+// as before leases existed (an unlimited client's burst is counted as it
+// is admitted, so GET /usage on another process sees all of it).
+func TestQuotaLedgerBurstGetsNoLease(t *testing.T) {
+	t.Parallel()
+	b := setupQuota(t)
+	client := insertClient(t, b.db1)
+	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
+	requireSequence(t, used, 300)
+	if g, _ := b.l1.LeaseStats(); g != 0 {
+		t.Errorf("a 300-request burst got %d leased slots", g)
+	}
+	got, err := b.db2.UsedThisMonth(context.Background(), client, june)
+	if err != nil || got != 300 {
+		t.Errorf("stored used = %d, %v; want 300 right after the burst", got, err)
+	}
+}
