@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,21 +37,52 @@ import (
 // lowered below what the window already holds). The i-th admitted request
 // of a run saw count before+i; every refused one saw before+a.
 //
+// Leases. Before the runs, the script removes the unused members of the
+// replica's earlier leases (ARGV[5] how many leases; per lease three
+// arguments: the prefix of its members and the first and last unused
+// number), so they count no more. After the runs, when
+// ARGV[3] > 0 and the last run's limit is still at least leaseMinHeadroom
+// away, it adds a lease: g = min(ARGV[3], headroom/64) members stamped
+// now + ARGV[4], a time in the future. The replica admits up to g requests
+// from memory until (its own clock) the moment it SENT this call plus
+// ARGV[4]; every such request happens at or before its member's stamp. The
+// window stays exact: for any two admitted requests less than a window
+// apart, the one decided (or leased) later saw the other's member, whose
+// stamp is at or after that request and so still in the window. Unused
+// slots only make the window count high (never low) until they are given
+// back or age out. The reply's second element is g.
+//
 // KEYS[1] the client's sorted set; ARGV[1] window in microseconds;
-// ARGV[2] a member prefix unique to this batch; ARGV[3], ARGV[4], ... the
-// runs as limit, k pairs.
+// ARGV[2] a member prefix unique to this batch; ARGV[3] lease wanted;
+// ARGV[4] lease lifetime in microseconds; ARGV[5] G, the number of leases
+// to give back, and 3G arguments naming them; then the runs as limit, k
+// pairs.
 const slidingLogScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = tonumber(ARGV[1])
 local prefix = ARGV[2]
 local key = KEYS[1]
+local gives = tonumber(ARGV[5])
+for j = 0, gives - 1 do
+  local p, from, to = ARGV[6 + 3 * j], tonumber(ARGV[7 + 3 * j]), tonumber(ARGV[8 + 3 * j])
+  while from <= to do
+    local args = {}
+    for m = from, math.min(to, from + 99) do
+      args[#args + 1] = p .. m
+    end
+    redis.call('ZREM', key, unpack(args))
+    from = from + 100
+  end
+end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local count = redis.call('ZCARD', key)
-local out = {now}
+local out = {now, 0}
 local seq = 0
-for i = 3, #ARGV, 2 do
+local last = 0
+for i = 6 + 3 * gives, #ARGV, 2 do
   local limit = tonumber(ARGV[i])
+  last = limit
   local k = tonumber(ARGV[i + 1])
   local before = count
   local a = 0
@@ -87,11 +116,50 @@ for i = 3, #ARGV, 2 do
   out[#out + 1] = oldest
   out[#out + 1] = blocker
 end
+local want = tonumber(ARGV[3])
+if want > 0 and last - count >= ` + leaseMinHeadroomText + ` then
+  local g = math.min(want, math.floor((last - count) / 64))
+  local stamp = now + tonumber(ARGV[4])
+  local done = 0
+  while done < g do
+    local args = {}
+    for m = done + 1, math.min(g, done + 100) do
+      args[#args + 1] = stamp
+      args[#args + 1] = prefix .. 'L' .. m
+    end
+    redis.call('ZADD', key, unpack(args))
+    done = math.min(g, done + 100)
+  end
+  out[2] = g
+  seq = seq + g
+end
 if seq > 0 then
-  redis.call('PEXPIRE', key, math.ceil(window / 1000))
+  redis.call('PEXPIRE', key, math.ceil(window / 1000) + math.ceil(tonumber(ARGV[4]) / 1000))
 end
 return out
 `
+
+// MaxRateLease is the most slots one lease takes ahead in a client's
+// window, and so the most requests the RateLimit header's remaining count
+// can be low by while a lease is out.
+const MaxRateLease = 20_000
+
+const (
+	// leaseSpan is how much of a client's measured request rate one lease
+	// covers, leaseTTL how long it may be used.
+	leaseSpan = 100 * time.Millisecond
+	leaseTTL  = 250 * time.Millisecond
+	// leaseMinRateWindow is the shortest measurement a lease is sized
+	// from: a short burst never gets one.
+	leaseMinRateWindow = 100 * time.Millisecond
+	// leaseMin is the smallest lease worth asking for, leaseMax the largest.
+	leaseMin = 32
+	leaseMax = MaxRateLease
+	// leaseMinHeadroom: no lease unless the window stays at least this far
+	// from the limit (a client near its limit is decided request by request).
+	leaseMinHeadroom     = 10_000
+	leaseMinHeadroomText = "10000"
+)
 
 // batchTimeout bounds one batch's script call when the Redis client has no
 // read timeout of its own; RedisOptions sets much shorter ones.
@@ -123,6 +191,16 @@ type RollingWindowLimiter struct {
 
 	mu     sync.Mutex
 	queues map[string]*allowQueue
+	leases map[string]*rateLease
+	leased int64 // slots granted by leases, for LeaseStats
+}
+
+// LeaseStats reports how many request slots leases have taken ahead in
+// Redis since the limiter started.
+func (l *RollingWindowLimiter) LeaseStats() (leased int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leased
 }
 
 // allowQueue exists in RollingWindowLimiter.queues exactly while its
@@ -157,6 +235,7 @@ func NewRollingWindowLimiter(rdb redis.Scripter, prefix string) *RollingWindowLi
 		script:   redis.NewScript(slidingLogScript),
 		instance: base64.RawURLEncoding.EncodeToString(b[:]),
 		queues:   make(map[string]*allowQueue),
+		leases:   make(map[string]*rateLease),
 	}
 }
 
@@ -175,10 +254,24 @@ func (l *RollingWindowLimiter) Allow(ctx context.Context, clientID string, limit
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
+	now := time.Now()
+	l.mu.Lock()
+	lease := l.leases[clientID]
+	if lease == nil {
+		lease = &rateLease{since: now}
+		l.leases[clientID] = lease
+	}
+	lease.hits++
+	if d, ok := lease.take(limit, now); ok {
+		refill := lease.needsRefill()
+		l.mu.Unlock()
+		if refill {
+			go l.refill(clientID, lease, limit)
+		}
+		return d, nil
+	}
 	w := waiterPool.Get().(*allowWaiter)
 	w.ctx, w.limit = ctx, limit
-
-	l.mu.Lock()
 	q := l.queues[clientID]
 	if q == nil {
 		q = &allowQueue{}
@@ -210,68 +303,27 @@ func (l *RollingWindowLimiter) flush(clientID string, q *allowQueue) {
 			l.mu.Unlock()
 			return
 		}
+		full := batch
+		lease := l.leases[clientID]
+		// Requests that queued while the previous call was in Redis are
+		// served from the lease it brought, as far as it goes; the rest
+		// need a call, which gives back the unused slots of leases they
+		// cannot use and may bring a new lease.
+		var gbs []leaseReturn
+		want := 0
+		if batch = lease.serve(batch, time.Now()); len(batch) > 0 {
+			limit := batch[len(batch)-1].limit
+			gbs = lease.giveBackUnusable(limit, time.Now())
+			want = lease.size(limit)
+		}
 		l.mu.Unlock()
-		l.decideBatch(clientID, batch)
-		clear(batch)
+		if len(batch) > 0 {
+			l.decideBatch(clientID, batch, lease, gbs, want)
+		}
+		clear(full)
 		l.mu.Lock()
-		q.spare = batch[:0]
+		q.spare = full[:0]
 		l.mu.Unlock()
-	}
-}
-
-// decideBatch runs one script call for batch and answers its waiters.
-func (l *RollingWindowLimiter) decideBatch(clientID string, batch []*allowWaiter) {
-	live := batch[:0]
-	for _, w := range batch {
-		if err := w.ctx.Err(); err != nil {
-			w.done <- allowResult{err: err}
-			continue
-		}
-		live = append(live, w)
-	}
-	if len(live) == 0 {
-		return
-	}
-	args := make([]any, 2, 4)
-	args[0] = Window.Microseconds()
-	args[1] = l.instance + strconv.FormatUint(l.seq.Add(1), 36) + "."
-	for i, w := range live {
-		if i == 0 || live[i-1].limit != w.limit {
-			args = append(args, w.limit, 0)
-		}
-		args[len(args)-1] = args[len(args)-1].(int) + 1
-	}
-	runs := (len(args) - 2) / 2
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	res, err := l.script.Run(ctx, l.rdb, []string{l.key(clientID)}, args...).Int64Slice()
-	cancel()
-	if err == nil && len(res) != 1+4*runs {
-		err = errors.New("malformed script reply")
-	}
-	if err != nil {
-		err = fmt.Errorf("limits: rate limit %s: %w", clientID, err)
-		for _, w := range live {
-			w.done <- allowResult{err: err}
-		}
-		return
-	}
-	now, window := res[0], Window.Microseconds()
-	i := 0
-	for r := range runs {
-		limit, k := args[2+2*r].(int), args[3+2*r].(int)
-		before, a, oldest, blocker := int(res[1+4*r]), int(res[2+4*r]), res[3+4*r], res[4+4*r]
-		untilOldest := time.Duration(oldest+window-now) * time.Microsecond
-		untilFree := time.Duration(blocker+window-now) * time.Microsecond
-		for j := range k {
-			var d Decision
-			if j < a {
-				d = decide(true, limit, before+j+1, untilOldest, untilFree)
-			} else {
-				d = decide(false, limit, before+a, untilOldest, untilFree)
-			}
-			live[i].done <- allowResult{d: d}
-			i++
-		}
 	}
 }
 

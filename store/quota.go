@@ -81,23 +81,6 @@ const (
 	leaseMinHeadroom = 10_000
 )
 
-// quotaLease is one (client, month)'s lease on this process and the
-// request-rate measurement that sizes the next one.
-type quotaLease struct {
-	quota   *int64
-	next    int64 // the used value of the next request served from the lease
-	end     int64 // the used value of its last slot; next > end when empty
-	expires time.Time
-	// lastUsed is the count after this process's last commit.
-	lastUsed int64
-	known    bool
-	// hits counts the Admit calls since since.
-	hits  int64
-	since time.Time
-}
-
-func (q *quotaLease) unused() int64 { return max(q.end-q.next+1, 0) }
-
 type quotaKey struct {
 	clientID string
 	month    int64 // unix seconds of the month's first instant
@@ -164,13 +147,15 @@ func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, 
 	}
 	lease := l.leases[key]
 	if lease == nil {
-		lease = &quotaLease{since: time.Now(), next: 1}
+		lease = &quotaLease{since: time.Now()}
 		l.leases[key] = lease
 	}
 	lease.hits++
-	if lease.next <= lease.end && sameQuota(lease.quota, quota) && time.Now().Before(lease.expires) {
-		used := lease.next
-		lease.next++
+	if used, ok := lease.take(quota, time.Now()); ok {
+		if lease.needsRefill() {
+			l.wg.Add(1)
+			go l.refill(key, lease, quota)
+		}
 		l.mu.Unlock()
 		return used, true, nil
 	}
@@ -208,79 +193,10 @@ func (l *QuotaLedger) Close() {
 	l.janitor.Wait()
 	l.mu.Lock()
 	for key, lease := range l.leases {
-		l.voidLease(key, lease)
+		l.voidLeases(key, lease)
 	}
 	l.mu.Unlock()
 	l.giveBack()
-}
-
-// voidLease empties lease and queues its unused slots to be given back.
-// l.mu is held.
-func (l *QuotaLedger) voidLease(key quotaKey, lease *quotaLease) {
-	if n := lease.unused(); n > 0 {
-		l.returns[key] += n
-	}
-	lease.next, lease.end = 1, 0
-}
-
-// sweep gives back the unused part of expired leases and forgets clients
-// that went quiet, until Close.
-func (l *QuotaLedger) sweep() {
-	defer l.janitor.Done()
-	t := time.NewTicker(leaseTTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		l.mu.Lock()
-		for key, lease := range l.leases {
-			if _, busy := l.queues[key]; busy {
-				continue // its flusher voids an expired lease itself
-			}
-			if !now.Before(lease.expires) {
-				l.voidLease(key, lease)
-				if now.Sub(lease.since) > time.Minute {
-					delete(l.leases, key)
-				}
-			}
-		}
-		l.mu.Unlock()
-		l.giveBack()
-	}
-}
-
-// giveBack subtracts the queued unused lease slots from the count. A
-// failure (Postgres unreachable) keeps them queued for the next sweep:
-// until then the count is higher than what was served, never lower.
-func (l *QuotaLedger) giveBack() {
-	l.mu.Lock()
-	if len(l.returns) == 0 {
-		l.mu.Unlock()
-		return
-	}
-	todo := l.returns
-	l.returns = make(map[quotaKey]int64)
-	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-	defer cancel()
-	for key, n := range todo {
-		_, err := l.db.Pool.Exec(ctx, `UPDATE usage_months SET used = GREATEST(used - $3, 0), updated_at = now()
-WHERE client_id = $1 AND month = $2::date`, key.clientID, time.Unix(key.month, 0).UTC(), n)
-		l.mu.Lock()
-		if err != nil {
-			l.returns[key] += n
-		} else {
-			l.given += n
-		}
-		l.mu.Unlock()
-		if err != nil {
-			l.logger.Warn("store: giving back unused quota lease failed; retrying", "client_id", key.clientID, "slots", n, "err", err)
-		}
-	}
 }
 
 // flush commits q's batches one after the other until q is empty.
@@ -298,68 +214,18 @@ func (l *QuotaLedger) flush(key quotaKey, q *quotaQueue) {
 		lease := l.leases[key]
 		// Requests that queued while the previous batch was in Postgres are
 		// served from the lease that batch brought, as far as it goes.
-		if batch = l.serveFromLease(lease, batch); len(batch) == 0 {
+		if batch = lease.serve(batch, time.Now()); len(batch) == 0 {
 			l.mu.Unlock()
 			continue
 		}
-		// What is left needs a commit: the lease is empty, expired or for
-		// another quota, and what it did not use goes back first.
-		l.voidLease(key, lease)
+		// What is left needs a commit: the leases are used up, expired or
+		// for another quota, and what they did not use goes back first.
+		l.voidLeases(key, lease)
 		ahead := l.leaseSize(lease, len(batch), batch[len(batch)-1].quota)
 		l.mu.Unlock()
 		l.giveBack()
 		l.commit(key, q.month, batch, lease, ahead)
 	}
-}
-
-// serveFromLease admits waiters from lease in arrival order while it lasts
-// and returns the others. l.mu is held.
-func (l *QuotaLedger) serveFromLease(lease *quotaLease, batch []*quotaWaiter) []*quotaWaiter {
-	if !time.Now().Before(lease.expires) {
-		return batch
-	}
-	rest := batch[:0]
-	for _, w := range batch {
-		switch {
-		case w.ctx.Err() != nil:
-			w.done <- quotaResult{err: w.ctx.Err()}
-		case lease.next <= lease.end && sameQuota(lease.quota, w.quota):
-			w.done <- quotaResult{used: lease.next, admitted: true}
-			lease.next++
-		default:
-			rest = append(rest, w)
-		}
-	}
-	return rest
-}
-
-// leaseSize is how many requests beyond a batch of n the batch's commit
-// counts ahead for the client's next requests on this process: zero
-// unless the client sustained a rate worth it over at least
-// leaseMinRateWindow and its quota is far enough. l.mu is held.
-func (l *QuotaLedger) leaseSize(lease *quotaLease, n int, quota *int64) int64 {
-	now := time.Now()
-	elapsed := now.Sub(lease.since)
-	if elapsed < leaseMinRateWindow {
-		return 0
-	}
-	size := lease.hits * int64(leaseSpan) / int64(elapsed)
-	lease.hits, lease.since = 0, now
-	if size < leaseMin {
-		return 0
-	}
-	size = min(size, MaxQuotaLease)
-	if quota != nil {
-		if !lease.known {
-			return 0
-		}
-		headroom := *quota - lease.lastUsed - int64(n)
-		if headroom < leaseMinHeadroom {
-			return 0
-		}
-		size = min(size, headroom/64)
-	}
-	return size
 }
 
 // commit applies one batch in one round trip and answers its waiters. With
@@ -407,9 +273,7 @@ func (l *QuotaLedger) commit(key quotaKey, month time.Time, batch []*quotaWaiter
 		// The batch is served first; what the commit counted beyond it is
 		// the lease (less when the quota cut it short).
 		if first := before + int64(len(last)) + 1; first <= afters[0] {
-			lease.quota, lease.next, lease.end = last[0].quota, first, afters[0]
-			lease.expires = time.Now().Add(leaseTTL)
-			l.granted += lease.unused()
+			l.addLease(lease, last[0].quota, first, afters[0])
 			afters[0] = first - 1
 		}
 	}

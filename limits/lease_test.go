@@ -1,0 +1,122 @@
+package limits_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/redistest"
+)
+
+// hammerAllow runs workers goroutines per limiter, each asking one request
+// after another, until its limiter refuses one or stop closes, and returns
+// every admitted decision.
+func hammerAllow(t *testing.T, ls []*limits.RollingWindowLimiter, clientID string, limit, workers int, stop <-chan struct{}) []limits.Decision {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		out []limits.Decision
+		wg  sync.WaitGroup
+	)
+	for _, l := range ls {
+		for range workers {
+			wg.Go(func() {
+				var mine []limits.Decision
+				defer func() {
+					mu.Lock()
+					out = append(out, mine...)
+					mu.Unlock()
+				}()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					d, err := l.Allow(context.Background(), clientID, limit)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						return
+					}
+					if !d.Allowed {
+						return
+					}
+					mine = append(mine, d)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+func closeAfter(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
+}
+
+// A client far below a high limit that keeps a replica busy gets leases
+// (most requests are decided in memory). When the load stops, the unused
+// slots of the last lease are removed from the window, so the window holds
+// exactly the admitted requests.
+func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	rdb := redistest.Client(t)
+	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	const limit = 1_000_000
+
+	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "busy", limit, 16, closeAfter(600*time.Millisecond))
+	if l.LeaseStats() == 0 {
+		t.Fatalf("no lease in 600 ms of sustained load (%d requests)", len(got))
+	}
+	for _, d := range got {
+		if d.Limit != limit || d.Remaining < limit-len(got)-limits.MaxRateLease || d.Remaining >= limit || d.Reset < time.Second || d.Reset > limits.Window+time.Second {
+			t.Fatalf("leased decision %+v out of range after %d requests", d, len(got))
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := rdb.ZCard(context.Background(), logKey(prefix, "busy")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == int64(len(got)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("window holds %d entries, want the %d admitted (unused lease slots not given back)", n, len(got))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d requests, %d slots leased", len(got), l.LeaseStats())
+}
+
+// With leases on two replicas the limit is still exact: hammering until
+// refused admits exactly N between them (all inside one window), never
+// more, because leased slots are in the window before they are used and
+// unused ones are given back before a replica asks again.
+func TestRollingWindowLeaseExactAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	replicas := []*limits.RollingWindowLimiter{
+		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+	}
+	const limit = 25_000
+	got := hammerAllow(t, replicas, "edge", limit, 8, nil)
+	if len(got) != limit {
+		t.Fatalf("admitted %d, want exactly %d", len(got), limit)
+	}
+	if replicas[0].LeaseStats()+replicas[1].LeaseStats() == 0 {
+		t.Fatal("no lease granted: the test did not exercise leases")
+	}
+	for _, d := range got {
+		if d.Remaining < 0 || d.Remaining >= limit {
+			t.Fatalf("decision %+v", d)
+		}
+	}
+}
