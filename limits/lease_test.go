@@ -70,8 +70,10 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 	const limit = 1_000_000
 
 	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "busy", limit, 16, closeAfter(600*time.Millisecond))
-	if l.LeaseStats() == 0 {
-		t.Fatalf("no lease in 600 ms of sustained load (%d requests)", len(got))
+	// Leases are asked for ahead of need, so after the first 100 ms of
+	// measurement most requests are decided from one.
+	if leased := l.LeaseStats(); leased < int64(len(got))/2 {
+		t.Fatalf("only %d slots leased for %d requests in 600 ms of sustained load", leased, len(got))
 	}
 	for _, d := range got {
 		if d.Limit != limit || d.Remaining < limit-len(got)-limits.MaxRateLease || d.Remaining >= limit || d.Reset < time.Second || d.Reset > limits.Window+time.Second {
