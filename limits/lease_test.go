@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/redistest"
 )
@@ -80,20 +82,7 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 			t.Fatalf("leased decision %+v out of range after %d requests", d, len(got))
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, err := rdb.ZCard(context.Background(), logKey(prefix, "busy")).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == int64(len(got)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("window holds %d entries, want the %d admitted (unused lease slots not given back)", n, len(got))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitWindow(t, rdb, logKey(prefix, "busy"), len(got))
 	t.Logf("%d requests, %d slots leased", len(got), l.LeaseStats())
 }
 
@@ -120,5 +109,50 @@ func TestRollingWindowLeaseExactAcrossReplicas(t *testing.T) {
 		if d.Remaining < 0 || d.Remaining >= limit {
 			t.Fatalf("decision %+v", d)
 		}
+	}
+}
+
+// A limit lowered while a lease is out applies to the very next request:
+// the lease (taken under the old limit) is not used, its unused slots
+// leave the window in the same call, and the window then holds exactly
+// the admitted requests (once a lease that was on its way when the load
+// stopped has expired too).
+func TestRollingWindowLeaseLoweredLimit(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	rdb := redistest.Client(t)
+	l := limits.NewRollingWindowLimiter(rdb, prefix)
+
+	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "downgraded", 1_000_000, 8, closeAfter(300*time.Millisecond))
+	if l.LeaseStats() == 0 {
+		t.Fatalf("no lease in 300 ms of sustained load (%d requests)", len(got))
+	}
+	d, err := l.Allow(context.Background(), "downgraded", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.Limit != 30 || d.Remaining != 0 || d.RetryAfter < time.Second {
+		t.Fatalf("first request at limit 30 after %d admitted: %+v, want a refusal", len(got), d)
+	}
+	waitWindow(t, rdb, logKey(prefix, "downgraded"), len(got))
+}
+
+// waitWindow waits until the log at key holds exactly want entries: unused
+// lease slots are given back within the lease's lifetime.
+func waitWindow(t *testing.T, rdb *redis.Client, key string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := rdb.ZCard(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == int64(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("window holds %d entries, want the %d admitted (unused lease slots not given back)", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
