@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+)
+
+// AnalyticsRecord is the latest analytics of one asset in one style.
+type AnalyticsRecord struct {
+	Market   domain.Market
+	Style    analytics.Style
+	Symbol   string
+	Exchange string
+	// Result is nil in list reads (AnalyticsList, TopSetups).
+	Result       *analytics.Result
+	OverallScore int
+	Verdict      analytics.Verdict
+	Price        float64
+	ChangePct    float64
+	Sparkline    []float64
+	CandleTime   time.Time
+	CandleClose  float64
+	UpdatedAt    time.Time
+}
+
+// AnalyticsSnapshot is one point of an asset's score history.
+type AnalyticsSnapshot struct {
+	At               time.Time
+	OverallScore     int
+	TechnicalScore   int
+	FundamentalScore *int
+	Verdict          analytics.Verdict
+	Price            float64
+}
+
+// VerdictEvent is a verdict change waiting in the outbox.
+type VerdictEvent struct {
+	ID           int64
+	Market       domain.Market
+	Symbol       string
+	OldVerdict   analytics.Verdict
+	NewVerdict   analytics.Verdict
+	OverallScore int
+	At           time.Time
+}
+
+const analyticsColumns = `market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline, candle_time, candle_close, updated_at`
+
+func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, error) {
+	var r AnalyticsRecord
+	var market, style, verdict string
+	dest := []any{&market, &style, &r.Symbol, &r.Exchange, &r.OverallScore, &verdict, &r.Price, &r.ChangePct,
+		&r.Sparkline, &r.CandleTime, &r.CandleClose, &r.UpdatedAt}
+	var raw []byte
+	if withResult {
+		dest = append(dest, &raw)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Market, r.Style, r.Verdict = domain.Market(market), analytics.Style(style), analytics.Verdict(verdict)
+	r.CandleTime, r.UpdatedAt = r.CandleTime.UTC(), r.UpdatedAt.UTC()
+	if withResult {
+		var res analytics.Result
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return r, fmt.Errorf("store: analytics result of %s/%s: %w", market, r.Symbol, err)
+		}
+		r.Result = &res
+	}
+	return r, nil
+}
+
+// AnalyticsList returns the latest analytics of every scored asset of a
+// market in a style, ordered by symbol, without the full results.
+func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]AnalyticsRecord, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
+		WHERE market = $1 AND style = $2 ORDER BY symbol`, string(m), string(style))
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, false) })
+	return out, translate(err, "analytics")
+}
+
+// AnalyticsReport returns the latest analytics of one asset with its full
+// result; domain.ENOTFOUND when it was never scored.
+func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports
+		WHERE market = $1 AND style = $2 AND symbol = $3`, string(m), string(style), symbol)
+	if err != nil {
+		return AnalyticsRecord{}, translate(err, "analytics")
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	if err != nil {
+		return AnalyticsRecord{}, translate(err, "analytics of "+symbol)
+	}
+	return r, nil
+}
+
+// TopSetups returns the assets of the given markets with the strongest
+// scores (largest |overall_score| first, then symbol), optionally only one
+// verdict.
+func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]AnalyticsRecord, error) {
+	ms := make([]string, len(markets))
+	for i, m := range markets {
+		ms[i] = string(m)
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
+		WHERE style = $1 AND market = ANY($2) AND ($3 = '' OR verdict = $3)
+		ORDER BY abs(overall_score) DESC, market, symbol LIMIT $4`, string(style), ms, string(verdict), limit)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, false) })
+	return out, translate(err, "analytics")
+}
+
+// AnalyticsHistory returns an asset's snapshots, newest first.
+func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]AnalyticsSnapshot, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price
+		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3 ORDER BY at DESC LIMIT $4`,
+		string(m), string(style), symbol, limit)
+	if err != nil {
+		return nil, translate(err, "analytics history")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsSnapshot, error) {
+		var s AnalyticsSnapshot
+		var verdict string
+		err := row.Scan(&s.At, &s.OverallScore, &s.TechnicalScore, &s.FundamentalScore, &verdict, &s.Price)
+		s.At, s.Verdict = s.At.UTC(), analytics.Verdict(verdict)
+		return s, err
+	})
+	return out, translate(err, "analytics history")
+}
+
+// SaveAnalytics stores one scoring run of a market and style in one
+// transaction: each record replaces the asset's report (unless a newer
+// candle was already scored), a snapshot is added when the score or the
+// verdict changed or the day did, and, for the default style, a verdict
+// change goes into the verdict_events outbox. prev holds the reports
+// before the run (from AnalyticsList). It returns the events written.
+func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	events := 0
+	for _, r := range recs {
+		raw, err := json.Marshal(r.Result)
+		if err != nil {
+			return 0, fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
+		}
+		b.Queue(`INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
+				overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
+				change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
+				candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result
+			WHERE a.candle_time <= excluded.candle_time`,
+			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
+			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw)
+		p, had := prev[r.Symbol]
+		if !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt) {
+			b.Queue(`INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+				string(r.Market), string(r.Style), r.Symbol, r.UpdatedAt.UTC(), r.OverallScore, r.Result.TechnicalScore,
+				r.Result.FundamentalScore, string(r.Verdict), r.Price)
+		}
+		if had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict {
+			events++
+			b.Queue(`INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (market, symbol, at) DO NOTHING`,
+				string(r.Market), r.Symbol, string(p.Verdict), string(r.Verdict), r.OverallScore, r.CandleTime.UTC())
+		}
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, translate(err, "analytics")
+	}
+	return events, translate(tx.Commit(ctx), "analytics")
+}
+
+func sameDay(a, b time.Time) bool {
+	ay, am, ad := a.UTC().Date()
+	by, bm, bd := b.UTC().Date()
+	return ay == by && am == bm && ad == bd
+}
+
+// VerdictEvents returns outbox events after id, oldest first.
+func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]VerdictEvent, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT id, market, symbol, old_verdict, new_verdict, overall_score, at
+		FROM verdict_events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, translate(err, "verdict events")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (VerdictEvent, error) {
+		var e VerdictEvent
+		var market, oldV, newV string
+		err := row.Scan(&e.ID, &market, &e.Symbol, &oldV, &newV, &e.OverallScore, &e.At)
+		e.Market, e.OldVerdict, e.NewVerdict, e.At = domain.Market(market), analytics.Verdict(oldV), analytics.Verdict(newV), e.At.UTC()
+		return e, err
+	})
+	return out, translate(err, "verdict events")
+}

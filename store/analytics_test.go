@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+)
+
+func analyticsRecord(symbol string, score int, verdict analytics.Verdict, at time.Time) store.AnalyticsRecord {
+	res := analytics.Result{TechnicalScore: score, OverallScore: score, Verdict: verdict}
+	return store.AnalyticsRecord{Market: domain.Crypto, Style: analytics.Swing, Symbol: symbol, Exchange: "binance",
+		Result: &res, OverallScore: score, Verdict: verdict, Price: 100, ChangePct: 1.5, Sparkline: []float64{99, 100},
+		CandleTime: at.Truncate(4 * time.Hour), CandleClose: 100, UpdatedAt: at}
+}
+
+// A verdict change is written to the outbox in the transaction that
+// stores it, once: saving the same run again adds no event and no
+// snapshot; an unchanged score adds no snapshot the same day.
+func TestSaveAnalyticsOutboxAndSnapshots(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+	n, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{analyticsRecord("BTC_USDT", 15, analytics.VerdictNeutral, t0)}, nil)
+	if err != nil || n != 0 {
+		t.Fatalf("first save: %d events, %v; want 0 (no previous verdict)", n, err)
+	}
+	prev := map[string]store.AnalyticsRecord{"BTC_USDT": analyticsRecord("BTC_USDT", 15, analytics.VerdictNeutral, t0)}
+	t1 := t0.Add(4 * time.Hour)
+	run := []store.AnalyticsRecord{analyticsRecord("BTC_USDT", 35, analytics.VerdictGrowth, t1)}
+	for range 2 {
+		if _, err := db.SaveAnalytics(ctx, run, prev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := db.VerdictEvents(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].OldVerdict != analytics.VerdictNeutral || evs[0].NewVerdict != analytics.VerdictGrowth || evs[0].OverallScore != 35 {
+		t.Fatalf("events = %+v, %v; want exactly one neutral → growth at 35", evs, err)
+	}
+	// Same score and verdict later that day: the report moves, no snapshot.
+	prev = map[string]store.AnalyticsRecord{"BTC_USDT": run[0]}
+	if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{analyticsRecord("BTC_USDT", 35, analytics.VerdictGrowth, t1.Add(time.Hour))}, prev); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := db.AnalyticsHistory(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, 10)
+	if err != nil || len(hist) != 2 || hist[0].OverallScore != 35 || hist[1].OverallScore != 15 {
+		t.Fatalf("history = %+v, %v; want two snapshots, newest (35) first", hist, err)
+	}
+	rep, err := db.AnalyticsReport(ctx, domain.Crypto, "BTC_USDT", analytics.Swing)
+	if err != nil || !rep.UpdatedAt.Equal(t1.Add(time.Hour)) || rep.Result.OverallScore != 35 {
+		t.Fatalf("report = %+v, %v", rep, err)
+	}
+	if _, err := db.AnalyticsReport(ctx, domain.Crypto, "ETH_USDT", analytics.Swing); domain.ErrorCode(err) != domain.ENOTFOUND {
+		t.Fatalf("unknown symbol: err = %v, want ENOTFOUND", err)
+	}
+	top, err := db.TopSetups(ctx, []domain.Market{domain.Crypto}, analytics.VerdictDecline, analytics.Swing, 10)
+	if err != nil || len(top) != 0 {
+		t.Fatalf("top decline setups = %+v, %v; want none", top, err)
+	}
+}

@@ -1,0 +1,175 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+)
+
+// TypeScore scores every asset of a market in one trading style.
+const TypeScore = "score"
+
+// scoreCandles is how many candles an asset is scored on: enough for the
+// 200-bar averages and for TradingView-seeded smoothing to settle.
+const scoreCandles = 500
+
+// sparklinePoints is the length of the list's price mini-chart (closes of
+// the style's timeframe, oldest first).
+const sparklinePoints = 30
+
+// ScorePayload names a scoring task's market and style; Tick is the
+// scheduler tick, part of the task id.
+type ScorePayload struct {
+	Market domain.Market   `json:"market"`
+	Style  analytics.Style `json:"style"`
+	Tick   time.Time       `json:"tick"`
+}
+
+// NewScoreTask builds the task that scores a market in one style.
+func NewScoreTask(m domain.Market, style analytics.Style, tick time.Time) *asynq.Task {
+	return newTask(TypeScore, ScorePayload{Market: m, Style: style, Tick: tick.UTC()})
+}
+
+// ScoreStore is what scoring reads and writes.
+type ScoreStore interface {
+	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
+	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
+	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
+}
+
+// Scorer runs the scoring tasks: the stored candles of the market's
+// analytics source go through analytics.Score, and the results replace the
+// reports the api serves.
+type Scorer struct {
+	Store  ScoreStore
+	Region string
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Notify announces new reports so api replicas drop cached analytics.
+	Notify func(ctx context.Context, prefix string)
+}
+
+// Register adds the scoring handler to a worker.
+func (s *Scorer) Register(w *Worker) {
+	w.Handle(TypeScore, asynq.HandlerFunc(s.HandleScore))
+}
+
+// HandleScore scores one market in one style. An asset whose last candle
+// (open time and close) is the one already scored is skipped, so running
+// the task twice changes nothing and sends no second verdict event.
+func (s *Scorer) HandleScore(ctx context.Context, t *asynq.Task) error {
+	var p ScorePayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	_, marketOK := domain.ParseMarket(string(p.Market))
+	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
+		return fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
+	}
+	scored, events, err := s.Score(ctx, p.Market, p.Style)
+	if err != nil {
+		return err
+	}
+	s.logger().Debug("scored", "market", p.Market, "style", p.Style, "assets", scored, "verdict_events", events)
+	return nil
+}
+
+func (s *Scorer) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// Score scores every asset of a market in a style and stores what changed.
+// It returns how many assets were (re)scored and how many verdict events
+// were written.
+func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Style) (scored, events int, err error) {
+	src, ok := domain.AnalyticsSource(s.Region, m)
+	if !ok {
+		return 0, 0, nil // the market has no candle feed in this region
+	}
+	tf := style.Timeframe()
+	symbols, err := s.Store.CandleSymbols(ctx, m, src.Exchange, tf)
+	if err != nil {
+		return 0, 0, err
+	}
+	prevList, err := s.Store.AnalyticsList(ctx, m, style)
+	if err != nil {
+		return 0, 0, err
+	}
+	prev := make(map[string]store.AnalyticsRecord, len(prevList))
+	for _, r := range prevList {
+		prev[r.Symbol] = r
+	}
+	tickers := map[string]domain.Ticker{}
+	if ts, err := s.Store.Tickers(ctx, src); err == nil {
+		for _, t := range ts {
+			tickers[t.Symbol] = t
+		}
+	}
+	now := s.Now().UTC()
+	var recs []store.AnalyticsRecord
+	for _, sym := range symbols {
+		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(candles) < analytics.MinCandles {
+			continue // not enough history yet: no report rather than a poor one
+		}
+		last := candles[len(candles)-1]
+		p, had := prev[sym]
+		if had && p.CandleTime.Equal(last.Time) && p.CandleClose == last.Close {
+			continue // nothing new since the last scoring
+		}
+		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict})
+		if err != nil {
+			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
+			continue
+		}
+		rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
+			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
+			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
+			CandleClose: last.Close, UpdatedAt: now}
+		if t, ok := tickers[sym]; ok {
+			rec.Price, rec.ChangePct = t.Price, t.ChangePct
+		}
+		recs = append(recs, rec)
+	}
+	events, err = s.Store.SaveAnalytics(ctx, recs, prev)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(recs) > 0 && s.Notify != nil {
+		s.Notify(ctx, "analytics:"+string(m)+"/")
+	}
+	return len(recs), events, nil
+}
+
+// changePct is the percent change over the last 24 hours of candles (or
+// the whole series when shorter), for assets without a screener row.
+func changePct(cs []domain.Candle, tf domain.Timeframe) float64 {
+	n := max(int(24*time.Hour/tf.Duration()), 1)
+	from := cs[max(len(cs)-1-n, 0)].Close
+	return (cs[len(cs)-1].Close - from) / from * 100
+}
+
+func sparkline(cs []domain.Candle) []float64 {
+	cs = cs[max(len(cs)-sparklinePoints, 0):]
+	out := make([]float64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Close
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/worker"
+)
+
+// dumpAnalytics reads every report, snapshot and verdict event, in a stable order.
+func dumpAnalytics(t *testing.T, db *store.DB) []string {
+	t.Helper()
+	var out []string
+	for _, q := range []string{
+		`SELECT concat_ws('|', market, style, symbol, overall_score, verdict, price, candle_time, updated_at, md5(result::text)) FROM analytics_reports ORDER BY 1`,
+		`SELECT concat_ws('|', market, style, symbol, at, overall_score, verdict) FROM analytics_snapshots ORDER BY 1`,
+		`SELECT concat_ws('|', market, symbol, old_verdict, new_verdict, at) FROM verdict_events ORDER BY 1`,
+	} {
+		rows, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			_ = rows.Scan(&s)
+			out = append(out, s)
+		}
+		rows.Close()
+	}
+	return out
+}
+
+// Scoring reads the stored candles of the market's analytics source and
+// stores a report per asset; running the same task again (asynq delivers
+// at least once) changes nothing; new candles are scored again.
+func TestScoreTwiceChangesNothing(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	ctx := context.Background()
+	if err := in.HandleIngestTickers(ctx, worker.NewIngestTickersTask(spot, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now}
+	task := worker.NewScoreTask(domain.Crypto, analytics.Swing, clk.t)
+	if err := sc.HandleScore(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	first := dumpAnalytics(t, db)
+	list, err := db.AnalyticsList(ctx, domain.Crypto, analytics.Swing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) < 200 {
+		t.Fatalf("scored %d crypto assets, want every spot symbol (≥ 200)", len(list))
+	}
+	rep, err := db.AnalyticsReport(ctx, domain.Crypto, list[0].Symbol, analytics.Swing)
+	if err != nil || rep.Result == nil || len(rep.Result.Factors) < 20 || rep.Exchange != "binance" || len(rep.Sparkline) != 30 {
+		t.Fatalf("report of %s = %+v, %v; want a full result from binance with a 30-point sparkline", list[0].Symbol, rep, err)
+	}
+
+	if err := sc.HandleScore(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, dumpAnalytics(t, db)); diff != "" {
+		t.Fatalf("a repeated scoring task changed rows (-first +second):\n%.2000s", diff)
+	}
+
+	// Eight hours later there are new 4h candles: every asset is scored
+	// again and gets a second snapshot if its score moved.
+	clk.t = clk.t.Add(8 * time.Hour)
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || n < 200 {
+		t.Fatalf("rescored %d, %v after new candles; want every asset", n, err)
+	}
+	hist, err := db.AnalyticsHistory(ctx, domain.Crypto, list[0].Symbol, analytics.Swing, 10)
+	if err != nil || len(hist) == 0 || !hist[0].At.Equal(clk.t) {
+		t.Fatalf("history of %s = %+v, %v; want the newest snapshot first", list[0].Symbol, hist, err)
+	}
+}
+
+func TestScoreBadPayloadIsPermanent(t *testing.T) {
+	t.Parallel()
+	sc := &worker.Scorer{Region: "global", Now: time.Now}
+	for _, task := range []*struct {
+		m domain.Market
+		s analytics.Style
+	}{{"bonds", analytics.Swing}, {domain.Crypto, "weekly"}, {domain.Crypto, ""}} {
+		err := sc.HandleScore(context.Background(), worker.NewScoreTask(task.m, task.s, time.Now()))
+		if !isSkipRetry(err) {
+			t.Errorf("score %s/%s: err = %v, want SkipRetry", task.m, task.s, err)
+		}
+	}
+}
