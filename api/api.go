@@ -50,6 +50,7 @@ type Limiter interface {
 // Store is what the operations read.
 type Store interface {
 	MarketData
+	AnalyticsData
 }
 
 // Config configures the api.
@@ -64,15 +65,16 @@ type Config struct {
 
 // Server is the public API.
 type Server struct {
-	cfg     Config
-	auth    Authenticator
-	limiter Limiter
-	humaAPI huma.API
-	mux     *http.ServeMux
-	handler http.Handler
-	metrics *metrics
-	data    MarketData
-	cache   *readCache
+	cfg       Config
+	auth      Authenticator
+	limiter   Limiter
+	humaAPI   huma.API
+	mux       *http.ServeMux
+	handler   http.Handler
+	metrics   *metrics
+	data      MarketData
+	analytics AnalyticsData
+	cache     *readCache
 }
 
 // New builds the api with every operation registered.
@@ -89,7 +91,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
-	s := &Server{cfg: cfg, data: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, data: store, analytics: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now)}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
@@ -109,6 +111,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
 	s.registerMarketData()
+	s.registerAnalytics()
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)

@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -155,4 +156,29 @@ func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entr
 			return jobs
 		}},
 	}
+}
+
+// ScoreEntries are the analytics entries for a region: every market with a
+// candle source is scored every scoreEvery, crypto in every trading style,
+// the other markets in the default one (style changes crypto only).
+func ScoreEntries(region string, scoreEvery time.Duration) []Entry {
+	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
+	return []Entry{{Name: "score", Interval: scoreEvery, Tasks: func(tick time.Time) []Job {
+		var jobs []Job
+		for _, m := range domain.Markets {
+			if _, ok := domain.AnalyticsSource(region, m); !ok {
+				continue
+			}
+			for _, st := range analytics.Styles {
+				if m != domain.Crypto && st != analytics.DefaultStyle {
+					continue // style changes crypto only
+				}
+				jobs = append(jobs, Job{
+					ID:   fmt.Sprintf("score:%s:%s:%s", m, st, stamp(tick)),
+					Task: worker.NewScoreTask(m, st, tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute,
+				})
+			}
+		}
+		return jobs
+	}}}
 }

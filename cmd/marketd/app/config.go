@@ -34,6 +34,7 @@ type Config struct {
 	SyntheticSeed    int64
 	TickerInterval   time.Duration
 	CandleInterval   time.Duration
+	ScoreInterval    time.Duration
 	MaxCandleSymbols int
 }
 
@@ -58,6 +59,7 @@ var EnvVars = []envVar{
 	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
+	{"MARKET_SCORE_INTERVAL", "1m", "How often the scheduler enqueues analytics scoring per market and trading style (only assets with a new candle are scored)."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -138,6 +140,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.CandleInterval, err = time.ParseDuration(get("MARKET_CANDLE_INTERVAL")); err != nil || c.CandleInterval < time.Second {
 		return c, fmt.Errorf("MARKET_CANDLE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
+	}
+	if c.ScoreInterval, err = time.ParseDuration(get("MARKET_SCORE_INTERVAL")); err != nil || c.ScoreInterval < time.Second {
+		return c, fmt.Errorf("MARKET_SCORE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

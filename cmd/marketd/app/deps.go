@@ -105,8 +105,9 @@ func (a *admitter) Admit(ctx context.Context, c *domain.Client, now time.Time) (
 	return adm, nil
 }
 
-// registerIngest adds the market-data ingest handlers to the worker. Writes
-// are announced on the invalidation bus so api replicas drop cached data.
+// registerIngest adds the market-data ingest and the analytics scoring
+// handlers to the worker. Writes are announced on the invalidation bus so
+// api replicas drop cached data.
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), error) {
 	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
 		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
@@ -119,10 +120,12 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	}
 	rdb := redis.NewClient(opts)
 	bus := limits.NewBus(rdb, "", logger)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols,
-		Notify: func(ctx context.Context, prefix string) {
-			_ = bus.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateMarketKind, ID: prefix})
-		}}
+	notify := func(ctx context.Context, prefix string) {
+		_ = bus.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateMarketKind, ID: prefix})
+	}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
 	in.Register(w)
+	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
+	sc.Register(w)
 	return func() { _ = rdb.Close() }, nil
 }

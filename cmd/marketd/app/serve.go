@@ -115,7 +115,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		}
 		if role == "scheduler" || role == "all" {
 			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger,
-				Entries: scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval)})
+				Entries: append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
+					scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval)...)})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,347 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+)
+
+// AnalyticsData is what the analytics operations read.
+type AnalyticsData interface {
+	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
+	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
+	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
+	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
+}
+
+// AnalyticsListItem is one scored asset of a market.
+type AnalyticsListItem struct {
+	Symbol       string    `json:"symbol" doc:"Canonical symbol" example:"BTC_USDT"`
+	Verdict      string    `json:"verdict" enum:"growth,decline,neutral" doc:"The verdict of the overall score (with hysteresis)" example:"growth"`
+	OverallScore int       `json:"overall_score" minimum:"-100" maximum:"100" doc:"Overall score, -100..100" example:"42"`
+	Price        float64   `json:"price" doc:"Last price" example:"97250.5"`
+	ChangePct    float64   `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
+	Sparkline    []float64 `json:"sparkline" doc:"Price mini-chart: the last 30 closes of the style's timeframe, oldest first" example:"[96100,96420.5,97250.5]"`
+	UpdatedAt    time.Time `json:"updated_at" doc:"When the asset was last scored (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+}
+
+// TopSetup is one asset of GET /analytics/top-setups.
+type TopSetup struct {
+	Market       string    `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
+	Symbol       string    `json:"symbol" example:"SOL_USDT"`
+	Verdict      string    `json:"verdict" enum:"growth,decline,neutral" example:"decline"`
+	OverallScore int       `json:"overall_score" minimum:"-100" maximum:"100" example:"-71"`
+	Price        float64   `json:"price" example:"182.4"`
+	ChangePct    float64   `json:"change_pct" example:"-6.2"`
+	UpdatedAt    time.Time `json:"updated_at" example:"2026-11-22T10:15:00Z"`
+}
+
+// ReportFactor is one factor of a report.
+type ReportFactor struct {
+	Name        string  `json:"name" doc:"Stable indicator or pattern identifier" example:"rsi_14"`
+	Value       string  `json:"value" doc:"The reading, rendered as text" example:"63.41"`
+	Sentiment   string  `json:"sentiment" enum:"bullish,bearish,neutral" example:"neutral"`
+	Weight      float64 `json:"weight" minimum:"0" maximum:"1" doc:"Share of the overall score; the weights of a report sum to 1" example:"0.0269"`
+	Group       string  `json:"group" enum:"ma,oscillator,pattern,volume,fundamental" example:"oscillator"`
+	Explanation string  `json:"explanation" doc:"Why the factor points where it does, in the language of lang" example:"RSI(14) = 63.41: between 30 and 70, no signal."`
+}
+
+// ReportScenario is the price plan of a report.
+type ReportScenario struct {
+	Support          float64 `json:"support" doc:"Nearest support below the last close" example:"95400"`
+	Resistance       float64 `json:"resistance" doc:"Nearest resistance above the last close" example:"99800"`
+	LastClose        float64 `json:"last_close" example:"97250.5"`
+	ScenarioText     string  `json:"scenario_text" doc:"In the language of lang"`
+	InvalidationText string  `json:"invalidation_text" doc:"In the language of lang"`
+}
+
+// VerdictStat is a verdict statistics record.
+type VerdictStat struct {
+	Verdict       string   `json:"verdict" enum:"growth,decline,neutral"`
+	HorizonDays   int      `json:"horizon_days" enum:"1,5,21,30"`
+	SampleSize    int      `json:"sample_size"`
+	IsSignificant bool     `json:"is_significant" doc:"sample_size ≥ 30"`
+	WinRate       *float64 `json:"win_rate" nullable:"true" doc:"0..1; null when sample_size is 0"`
+	WinRateCILow  float64  `json:"win_rate_ci_low"`
+	WinRateCIHigh float64  `json:"win_rate_ci_high"`
+	BaseRate      *float64 `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule, for comparison"`
+	AvgReturnPct  float64  `json:"avg_return_pct"`
+	Source        string   `json:"source" enum:"backtest,live"`
+}
+
+// FactorStat is a factor statistics record.
+type FactorStat struct {
+	Factor        string  `json:"factor"`
+	HorizonDays   int     `json:"horizon_days" enum:"1,5,21"`
+	SampleSize    int     `json:"sample_size"`
+	IsSignificant bool    `json:"is_significant"`
+	HitRate       float64 `json:"hit_rate"`
+	HitRateCILow  float64 `json:"hit_rate_ci_low"`
+	HitRateCIHigh float64 `json:"hit_rate_ci_high"`
+	Correlation   float64 `json:"correlation"`
+	Source        string  `json:"source" enum:"backtest,live"`
+}
+
+// AnalyticsReport is the analytics of one asset.
+type AnalyticsReport struct {
+	Market           string         `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
+	Symbol           string         `json:"symbol" example:"BTC_USDT"`
+	Style            string         `json:"style" enum:"scalp,intraday,swing,position" doc:"Trading style the technical score was computed for" example:"swing"`
+	Exchange         string         `json:"exchange" doc:"Exchange whose candles were scored" example:"binance"`
+	OverallScore     int            `json:"overall_score" minimum:"-100" maximum:"100" example:"42"`
+	TechnicalScore   int            `json:"technical_score" minimum:"-100" maximum:"100" example:"42"`
+	FundamentalScore *int           `json:"fundamental_score" nullable:"true" minimum:"-100" maximum:"100" doc:"null when no fundamental data is available (the overall score is then the technical one)"`
+	Verdict          string         `json:"verdict" enum:"growth,decline,neutral" example:"growth"`
+	Summary          string         `json:"summary" doc:"One-paragraph summary in the language of lang"`
+	Factors          []ReportFactor `json:"factors"`
+	Scenario         ReportScenario `json:"scenario"`
+	VerdictStats     []VerdictStat  `json:"verdict_stats" doc:"How this verdict performed on this market; empty until the statistics job has run"`
+	FactorStats      []FactorStat   `json:"factor_stats" doc:"How the report's factors performed on this market; empty until the statistics job has run"`
+	Price            float64        `json:"price" example:"97250.5"`
+	ChangePct        float64        `json:"change_pct" example:"-1.85"`
+	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
+}
+
+// HistorySnapshot is one point of an asset's score history.
+type HistorySnapshot struct {
+	At               time.Time `json:"at" doc:"When the score was computed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	OverallScore     int       `json:"overall_score" example:"42"`
+	TechnicalScore   int       `json:"technical_score" example:"42"`
+	FundamentalScore *int      `json:"fundamental_score" nullable:"true"`
+	Verdict          string    `json:"verdict" enum:"growth,decline,neutral" example:"growth"`
+	Price            float64   `json:"price" example:"97250.5"`
+}
+
+// AnalyticsMarketParam is the market of an analytics path.
+type AnalyticsMarketParam struct {
+	Market string `path:"market" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
+}
+
+// StyleParam is the trading style of an analytics operation.
+type StyleParam struct {
+	Style string `query:"style" enum:"scalp,intraday,swing,position" doc:"Trading style: scalp (15m candles), intraday (1h), swing (4h, the default), position (1d). Changes crypto only; other markets accept it and are scored on swing" example:"swing"`
+}
+
+type analyticsListInput struct {
+	AnalyticsMarketParam
+	StyleParam
+}
+
+type analyticsListOutput struct{ Body []AnalyticsListItem }
+
+type topSetupsInput struct {
+	Market  string `query:"market" enum:"crypto,forex,stocks" doc:"One market; omitted means every market of your tier"`
+	Verdict string `query:"verdict" enum:"growth,decline" doc:"Only this verdict; omitted means both"`
+	Limit   int    `query:"limit" default:"10" minimum:"1" maximum:"100" doc:"Number of assets"`
+}
+
+type topSetupsOutput struct{ Body []TopSetup }
+
+type reportInput struct {
+	AnalyticsMarketParam
+	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
+	StyleParam
+	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
+}
+
+type reportOutput struct{ Body AnalyticsReport }
+
+type historyInput struct {
+	AnalyticsMarketParam
+	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT; a ticker for stocks" example:"BTC_USDT"`
+	StyleParam
+	Limit int `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+}
+
+type historyOutput struct{ Body []HistorySnapshot }
+
+func (s *Server) registerAnalytics() {
+	tags := []string{"Analytics"}
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-top-setups", Method: http.MethodGet, Path: "/analytics/top-setups",
+		Summary:     "Strongest setups across markets",
+		Description: "Assets sorted by the absolute value of overall_score (strongest imbalance first; ties by market and symbol), for one market or every market of your tier, in the default style (swing).",
+		Tags:        tags, Errors: errorResponses(),
+	}, s.getTopSetups)
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-list", Method: http.MethodGet, Path: "/analytics/{market}/list",
+		Summary:     "Every scored asset of a market",
+		Description: "One item per scored asset, ordered by symbol. 503 with Retry-After right after a start, before the first scoring run.",
+		Tags:        tags, Errors: errorResponses(),
+	}, s.getAnalyticsList)
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-report", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}",
+		Summary:     "Analytics report of one asset",
+		Description: "Technical, fundamental and overall scores, the verdict, every factor with its weight and explanation, and a support/resistance scenario, rendered in `lang`. 404 when the asset has not been scored. The segments `list`, `stats` and `factor-stats` are other operations, not symbols.",
+		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+	}, s.getAnalyticsReport)
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
+		Summary:     "Score history of one asset",
+		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
+		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+	}, s.getAnalyticsHistory)
+}
+
+// analyticsStyle is the style a market is scored in: crypto in the
+// requested one, other markets always in the default.
+func analyticsStyle(m domain.Market, raw string) analytics.Style {
+	st, _ := analytics.ParseStyle(raw)
+	if m != domain.Crypto {
+		return analytics.DefaultStyle
+	}
+	return st
+}
+
+func (s *Server) analyticsSymbol(ctx context.Context, m domain.Market, raw string) (string, error) {
+	sym, ok := domain.NormalizeSymbol(m, raw)
+	if !ok {
+		form := "BASE_QUOTE such as BTC_USDT or EUR_USD (BTC%2FUSDT also accepted)"
+		if m == domain.Stocks {
+			form = "a ticker such as AAPL"
+		}
+		return "", s.problem(ctx, domain.Invalid("path.symbol", raw, "must be %s", form))
+	}
+	return sym, nil
+}
+
+func (s *Server) analyticsList(ctx context.Context, m domain.Market, st analytics.Style) ([]store.AnalyticsRecord, error) {
+	return cached(s.cache, fmt.Sprintf("analytics:%s/%s/list", m, st), func() ([]store.AnalyticsRecord, error) {
+		return s.analytics.AnalyticsList(ctx, m, st)
+	})
+}
+
+func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (*analyticsListOutput, error) {
+	m := domain.Market(in.Market)
+	if err := requireMarket(ctx, m); err != nil {
+		return nil, err
+	}
+	st := analyticsStyle(m, in.Style)
+	recs, err := s.analyticsList(ctx, m, st)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
+		return nil, s.problem(ctx, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m))
+	}
+	out := make([]AnalyticsListItem, len(recs))
+	for i, r := range recs {
+		out[i] = AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
+			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt}
+	}
+	return &analyticsListOutput{Body: out}, nil
+}
+
+func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetupsOutput, error) {
+	p := principalFrom(ctx)
+	markets := p.Client.Markets
+	if in.Market != "" {
+		m := domain.Market(in.Market)
+		if err := requireMarket(ctx, m); err != nil {
+			return nil, err
+		}
+		markets = []domain.Market{m}
+	}
+	key := fmt.Sprintf("analytics:top/%s/%s/%d", strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
+	recs, err := cached(s.cache, key, func() ([]store.AnalyticsRecord, error) {
+		return s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	out := make([]TopSetup, len(recs))
+	for i, r := range recs {
+		out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
+			Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
+	}
+	return &topSetupsOutput{Body: out}, nil
+}
+
+// notScored is the 404 of an asset without analytics, naming some that have them.
+func (s *Server) notScored(ctx context.Context, m domain.Market, st analytics.Style, sym string) error {
+	recs, err := s.analyticsList(ctx, m, st)
+	if err != nil {
+		return s.problem(ctx, err)
+	}
+	if len(recs) == 0 {
+		return s.problem(ctx, domain.Errorf(domain.ENOTFOUND, "no analytics computed yet for %s on %s: no %s asset has been scored yet", sym, m, m))
+	}
+	names := make([]string, 0, 30)
+	for _, r := range recs[:min(len(recs), 30)] {
+		names = append(names, r.Symbol)
+	}
+	more := ""
+	if len(recs) > len(names) {
+		more = fmt.Sprintf(" and %d more (GET /analytics/%s/list)", len(recs)-len(names), m)
+	}
+	return s.problem(ctx, domain.Errorf(domain.ENOTFOUND, "no analytics computed yet for %s on %s; scored: %s%s",
+		sym, m, strings.Join(names, ", "), more))
+}
+
+func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*reportOutput, error) {
+	m := domain.Market(in.Market)
+	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireMarket(ctx, m); err != nil {
+		return nil, err
+	}
+	st := analyticsStyle(m, in.Style)
+	rec, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/%s", m, st, sym), func() (store.AnalyticsRecord, error) {
+		return s.analytics.AnalyticsReport(ctx, m, sym, st)
+	})
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		return nil, s.notScored(ctx, m, st, sym)
+	}
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	lang, _ := analytics.ParseLang(in.Lang)
+	rep := rec.Result.Localize(lang)
+	body := AnalyticsReport{Market: string(m), Symbol: sym, Style: string(st), Exchange: rec.Exchange,
+		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
+		Verdict: string(rep.Verdict), Summary: rep.Summary, Factors: make([]ReportFactor, len(rep.Factors)),
+		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
+			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
+		VerdictStats: []VerdictStat{}, FactorStats: []FactorStat{},
+		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+	for i, f := range rep.Factors {
+		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
+			Group: f.Group, Explanation: f.Explanation}
+	}
+	return &reportOutput{Body: body}, nil
+}
+
+func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {
+	m := domain.Market(in.Market)
+	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireMarket(ctx, m); err != nil {
+		return nil, err
+	}
+	st := analyticsStyle(m, in.Style)
+	snaps, err := s.analytics.AnalyticsHistory(ctx, m, sym, st, in.Limit)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	if len(snaps) == 0 {
+		return nil, s.notScored(ctx, m, st, sym)
+	}
+	out := make([]HistorySnapshot, len(snaps))
+	for i, h := range snaps {
+		out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
+			FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
+	}
+	return &historyOutput{Body: out}, nil
+}
