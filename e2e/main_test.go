@@ -84,6 +84,7 @@ func newDeployment(t *testing.T, extra map[string]string) *deployment {
 		"MARKET_LOG_LEVEL":       "warn",
 		"MARKET_TICKER_INTERVAL": "2s",
 		"MARKET_CANDLE_INTERVAL": "10s",
+		"MARKET_SCORE_INTERVAL":  "3s",
 	}
 	for k, v := range extra {
 		env[k] = v

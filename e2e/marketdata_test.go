@@ -111,6 +111,32 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		return ""
 	})
 
+	// The worker scores what was ingested: every market has analytics, and a
+	// report is served in the requested language.
+	poll(t, 30*time.Second, func() string {
+		for _, m := range domain.Markets {
+			var items []struct {
+				Symbol       string `json:"symbol"`
+				OverallScore int    `json:"overall_score"`
+			}
+			if status, problem := getJSON(t, base+"/analytics/"+string(m)+"/list", key, &items); status != 200 || len(items) == 0 {
+				return fmt.Sprintf("analytics list %s: %d %v", m, status, problem["detail"])
+			}
+		}
+		return ""
+	})
+	var report struct {
+		Symbol  string `json:"symbol"`
+		Verdict string `json:"verdict"`
+		Summary string `json:"summary"`
+		Factors []any  `json:"factors"`
+	}
+	if status, problem := getJSON(t, base+"/analytics/crypto/BTC_USDT?lang=en", key, &report); status != 200 ||
+		report.Symbol != "BTC_USDT" || report.Summary == "" || len(report.Factors) < 20 {
+		t.Fatalf("BTC_USDT report: %d %v %+v", status, problem, report)
+	}
+	t.Logf("every market scored %.1fs after start; BTC_USDT %s", time.Since(start).Seconds(), report.Verdict)
+
 	// Filters filter (their inclusiveness is unit-tested in store).
 	var all, some []screenerRow
 	getJSON(t, base+"/screener/crypto/binance/spot", key, &all)
