@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/domain/stats"
 	"github.com/marketscreener/market/store"
 )
 
@@ -20,6 +21,7 @@ type AnalyticsData interface {
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
+	Stats(ctx context.Context, m domain.Market) (store.MarketStats, error)
 }
 
 // AnalyticsListItem is one scored asset of a market.
@@ -103,8 +105,8 @@ type AnalyticsReport struct {
 	Summary          string         `json:"summary" doc:"One-paragraph summary in the language of lang"`
 	Factors          []ReportFactor `json:"factors"`
 	Scenario         ReportScenario `json:"scenario"`
-	VerdictStats     []VerdictStat  `json:"verdict_stats" doc:"How this verdict performed on this market; empty until the statistics job has run"`
-	FactorStats      []FactorStat   `json:"factor_stats" doc:"How the report's factors performed on this market; empty until the statistics job has run"`
+	VerdictStats     []VerdictStat  `json:"verdict_stats" doc:"How this report's verdict performed on this market (backtest, then live records; see GET /analytics/{market}/stats); empty until the statistics job has run"`
+	FactorStats      []FactorStat   `json:"factor_stats" doc:"How this report's factors performed on this market (see GET /analytics/{market}/factor-stats); empty until the statistics job has run"`
 	Price            float64        `json:"price" example:"97250.5"`
 	ChangePct        float64        `json:"change_pct" example:"-1.85"`
 	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
@@ -163,6 +165,19 @@ type historyInput struct {
 
 type historyOutput struct{ Body []HistorySnapshot }
 
+type statsInput struct {
+	AnalyticsMarketParam
+}
+
+type statsOutput struct{ Body []VerdictStat }
+
+type factorStatsInput struct {
+	AnalyticsMarketParam
+	HorizonDays OptionalParam[int] `query:"horizon_days" doc:"Only this horizon: 1, 5 or 21; omitted means all three"`
+}
+
+type factorStatsOutput struct{ Body []FactorStat }
+
 func (s *Server) registerAnalytics() {
 	tags := []string{"Analytics"}
 	huma.Register(s.humaAPI, huma.Operation{
@@ -177,6 +192,20 @@ func (s *Server) registerAnalytics() {
 		Description: "One item per scored asset, ordered by symbol. 503 with Retry-After right after a start, before the first scoring run.",
 		Tags:        tags, Errors: errorResponses(),
 	}, s.getAnalyticsList)
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
+		Summary: "How each verdict performed on a market",
+		Description: "Verdict statistics records for horizons 1, 5, 21 and 30 days: `backtest` (the scorer replayed over each asset's daily history) first, then `live` (the verdicts this service published). " +
+			"`win_rate` is null when `sample_size` is 0; `is_significant` means at least 30 observations; `base_rate` is how often the same rule would have won on any day. 503 with Retry-After until the statistics job has run.",
+		Tags: tags, Errors: errorResponses(),
+	}, s.getStats)
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-analytics-factor-stats", Method: http.MethodGet, Path: "/analytics/{market}/factor-stats",
+		Summary: "How each indicator and pattern performed on a market",
+		Description: "Factor statistics records (backtest) for horizons 1, 5 and 21 days: a factor hits when its sentiment's sign matches the forward return's (neutral readings are not counted); " +
+			"`correlation` is the Pearson correlation of its signed contribution with the forward return. 503 with Retry-After until the statistics job has run.",
+		Tags: tags, Errors: errorResponses(),
+	}, s.getFactorStats)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-report", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}",
 		Summary:     "Analytics report of one asset",
@@ -312,11 +341,25 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 		Verdict: string(rep.Verdict), Summary: rep.Summary, Factors: make([]ReportFactor, len(rep.Factors)),
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
-		VerdictStats: []VerdictStat{}, FactorStats: []FactorStat{},
-		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+		FactorStats: []FactorStat{},
+		Price:       rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+	names := map[string]bool{}
 	for i, f := range rep.Factors {
 		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
 			Group: f.Group, Explanation: f.Explanation}
+		names[f.Name] = true
+	}
+	// The market's statistics of this verdict and of these factors (empty
+	// until the statistics job has run).
+	ms, err := s.marketStats(ctx, m)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	body.VerdictStats = verdictStats(ms.Verdicts, rep.Verdict)
+	for _, f := range ms.Factors {
+		if names[f.Factor] {
+			body.FactorStats = append(body.FactorStats, factorStat(f))
+		}
 	}
 	return &reportOutput{Body: body}, nil
 }
@@ -344,4 +387,70 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*hi
 			FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
 	}
 	return &historyOutput{Body: out}, nil
+}
+
+func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {
+	return cached(s.cache, fmt.Sprintf("analytics:%s/stats", m), func() (store.MarketStats, error) {
+		return s.analytics.Stats(ctx, m)
+	})
+}
+
+// requireStats answers 503 until a market with a candle source has statistics.
+func (s *Server) requireStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {
+	if err := requireMarket(ctx, m); err != nil {
+		return store.MarketStats{}, err
+	}
+	st, err := s.marketStats(ctx, m)
+	if err != nil {
+		return st, s.problem(ctx, err)
+	}
+	if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && st.ComputedAt.IsZero() {
+		return st, s.problem(ctx, domain.Errorf(domain.EUNAVAILABLE, "the %s statistics have not been computed yet; retry shortly", m))
+	}
+	return st, nil
+}
+
+func (s *Server) getStats(ctx context.Context, in *statsInput) (*statsOutput, error) {
+	st, err := s.requireStats(ctx, domain.Market(in.Market))
+	if err != nil {
+		return nil, err
+	}
+	return &statsOutput{Body: verdictStats(st.Verdicts, "")}, nil
+}
+
+func (s *Server) getFactorStats(ctx context.Context, in *factorStatsInput) (*factorStatsOutput, error) {
+	h := in.HorizonDays
+	if h.IsSet && h.Value != 1 && h.Value != 5 && h.Value != 21 {
+		return nil, s.problem(ctx, domain.Invalid("query.horizon_days", h.Value, "must be one of 1, 5, 21"))
+	}
+	st, err := s.requireStats(ctx, domain.Market(in.Market))
+	if err != nil {
+		return nil, err
+	}
+	out := []FactorStat{}
+	for _, f := range st.Factors {
+		if !h.IsSet || f.HorizonDays == h.Value {
+			out = append(out, factorStat(f))
+		}
+	}
+	return &factorStatsOutput{Body: out}, nil
+}
+
+// verdictStats converts records, keeping one verdict's ("" for all).
+func verdictStats(in []stats.VerdictStat, verdict analytics.Verdict) []VerdictStat {
+	out := []VerdictStat{}
+	for _, v := range in {
+		if verdict != "" && v.Verdict != string(verdict) {
+			continue
+		}
+		out = append(out, VerdictStat{Verdict: v.Verdict, HorizonDays: v.HorizonDays, SampleSize: v.SampleSize,
+			IsSignificant: v.IsSignificant, WinRate: v.WinRate, WinRateCILow: v.WinRateCILow, WinRateCIHigh: v.WinRateCIHigh,
+			BaseRate: v.BaseRate, AvgReturnPct: v.AvgReturnPct, Source: v.Source})
+	}
+	return out
+}
+
+func factorStat(f stats.FactorStat) FactorStat {
+	return FactorStat{Factor: f.Factor, HorizonDays: f.HorizonDays, SampleSize: f.SampleSize, IsSignificant: f.IsSignificant,
+		HitRate: f.HitRate, HitRateCILow: f.HitRateCILow, HitRateCIHigh: f.HitRateCIHigh, Correlation: f.Correlation, Source: f.Source}
 }

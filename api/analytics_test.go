@@ -12,6 +12,7 @@ import (
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/domain/stats"
 	"github.com/marketscreener/market/store"
 )
 
@@ -144,4 +145,58 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+func TestAnalyticsStatsEndpoints(t *testing.T) {
+	t.Parallel()
+	f := newMarketFixture(t)
+	ctx := context.Background()
+	if status, body := f.get(t, "/analytics/crypto/stats"); status != http.StatusServiceUnavailable {
+		t.Fatalf("stats before the job ran: %d %s, want 503", status, body)
+	}
+	var va stats.VerdictAccumulator
+	var fa stats.FactorAccumulator
+	for i := range 40 {
+		ret := float64(i%5) - 1.5
+		_ = va.Add(stats.VerdictGrowth, 1, ret, 1)
+		_ = va.Add(stats.VerdictDecline, 5, -ret, 1)
+		_ = fa.Add("rsi_14", 1, 1, 0.03, ret)
+		_ = fa.Add("rsi_14", 5, -1, -0.03, ret)
+	}
+	if err := f.db.SaveStats(ctx, domain.Crypto, stats.SourceBacktest, va.Results(stats.SourceBacktest), fa.Results(stats.SourceBacktest), 1, f.now); err != nil {
+		t.Fatal(err)
+	}
+	f.apiS.InvalidateMarketData("analytics:")
+
+	status, body := f.get(t, "/analytics/crypto/stats")
+	var vs []api.VerdictStat
+	if status != http.StatusOK || json.Unmarshal(body, &vs) != nil || len(vs) != 12 {
+		t.Fatalf("stats: %d %s", status, body)
+	}
+	if vs[0].Verdict != "growth" || vs[0].HorizonDays != 1 || vs[0].SampleSize != 40 || !vs[0].IsSignificant || vs[0].WinRate == nil || vs[0].Source != "backtest" {
+		t.Errorf("first record %+v, want growth/1 day with 40 samples", vs[0])
+	}
+	status, body = f.get(t, "/analytics/crypto/factor-stats?horizon_days=5")
+	var fs []api.FactorStat
+	if status != http.StatusOK || json.Unmarshal(body, &fs) != nil || len(fs) != 1 || fs[0].HorizonDays != 5 || fs[0].SampleSize != 40 {
+		t.Fatalf("factor-stats?horizon_days=5: %d %s", status, body)
+	}
+	if status, body := f.get(t, "/analytics/crypto/factor-stats?horizon_days=2"); status != http.StatusBadRequest || !strings.Contains(string(body), "horizon_days") {
+		t.Errorf("horizon_days=2: %d %s, want 400", status, body)
+	}
+
+	rec := seedAnalytics(t, f, "BTC_USDT", 0.004)
+	status, body = f.get(t, "/analytics/crypto/BTC_USDT?lang=en")
+	var rep api.AnalyticsReport
+	if status != http.StatusOK || json.Unmarshal(body, &rep) != nil || len(rep.VerdictStats) != 4 {
+		t.Fatalf("report: %d %s; want the 4 horizons of its verdict", status, body)
+	}
+	for _, v := range rep.VerdictStats {
+		if v.Verdict != string(rec.Verdict) {
+			t.Errorf("report verdict_stats carry %s, the report says %s", v.Verdict, rec.Verdict)
+		}
+	}
+	if len(rep.FactorStats) != 3 || rep.FactorStats[0].Factor != "rsi_14" {
+		t.Errorf("report factor_stats = %+v, want rsi_14's three horizons", rep.FactorStats)
+	}
 }

@@ -84,7 +84,11 @@ func newDeployment(t *testing.T, extra map[string]string) *deployment {
 		"MARKET_LOG_LEVEL":       "warn",
 		"MARKET_TICKER_INTERVAL": "2s",
 		"MARKET_CANDLE_INTERVAL": "10s",
-		"MARKET_SCORE_INTERVAL":  "3s",
+		"MARKET_SCORE_INTERVAL":  "5s",
+		// The statistics backtest replays the scorer over every asset's
+		// daily history: seconds of CPU, minutes under -race. It is tested
+		// in worker and api; the deployments here leave it off.
+		"MARKET_STATS_INTERVAL": "0",
 	}
 	for k, v := range extra {
 		env[k] = v

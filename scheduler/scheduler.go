@@ -182,3 +182,19 @@ func ScoreEntries(region string, scoreEvery time.Duration) []Entry {
 		return jobs
 	}}}
 }
+
+// StatsEntries are the statistics entries for a region: every market with
+// a candle source every statsEvery.
+func StatsEntries(region string, statsEvery time.Duration) []Entry {
+	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
+	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
+		var jobs []Job
+		for _, m := range domain.Markets {
+			if _, ok := domain.AnalyticsSource(region, m); ok {
+				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, stamp(tick)),
+					Task: worker.NewStatsTask(m, tick), Queue: worker.QueueDefault, Timeout: 15 * time.Minute})
+			}
+		}
+		return jobs
+	}}}
+}

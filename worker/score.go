@@ -41,6 +41,7 @@ func NewScoreTask(m domain.Market, style analytics.Style, tick time.Time) *asynq
 // ScoreStore is what scoring reads and writes.
 type ScoreStore interface {
 	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
+	LatestCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]domain.Candle, error)
 	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
@@ -100,7 +101,11 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		return 0, 0, nil // the market has no candle feed in this region
 	}
 	tf := style.Timeframe()
-	symbols, err := s.Store.CandleSymbols(ctx, m, src.Exchange, tf)
+	symbols, tickers, err := sourceSymbols(ctx, s.Store, src, tf)
+	if err != nil {
+		return 0, 0, err
+	}
+	latest, err := s.Store.LatestCandles(ctx, m, src.Exchange, tf, symbols)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -112,15 +117,16 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 	for _, r := range prevList {
 		prev[r.Symbol] = r
 	}
-	tickers := map[string]domain.Ticker{}
-	if ts, err := s.Store.Tickers(ctx, src); err == nil {
-		for _, t := range ts {
-			tickers[t.Symbol] = t
-		}
-	}
 	now := s.Now().UTC()
 	var recs []store.AnalyticsRecord
 	for _, sym := range symbols {
+		newest, ok := latest[sym]
+		if !ok {
+			continue
+		}
+		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) && p.CandleClose == newest.Close {
+			continue // nothing new since the last scoring
+		}
 		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
 		if err != nil {
 			return 0, 0, err
@@ -129,10 +135,7 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 			continue // not enough history yet: no report rather than a poor one
 		}
 		last := candles[len(candles)-1]
-		p, had := prev[sym]
-		if had && p.CandleTime.Equal(last.Time) && p.CandleClose == last.Close {
-			continue // nothing new since the last scoring
-		}
+		p := prev[sym]
 		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict})
 		if err != nil {
 			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
@@ -155,6 +158,31 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		s.Notify(ctx, "analytics:"+string(m)+"/")
 	}
 	return len(recs), events, nil
+}
+
+// sourceSymbols lists the symbols of a source combination (its screener
+// rows, keyed for their price and change) or, when it has none yet, the
+// symbols with candles of the timeframe.
+func sourceSymbols(ctx context.Context, st interface {
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
+}, src domain.Combination, tf domain.Timeframe) ([]string, map[string]domain.Ticker, error) {
+	ts, err := st.Tickers(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	tickers := make(map[string]domain.Ticker, len(ts))
+	symbols := make([]string, 0, len(ts))
+	for _, t := range ts {
+		tickers[t.Symbol] = t
+		symbols = append(symbols, t.Symbol)
+	}
+	if len(symbols) == 0 {
+		if symbols, err = st.CandleSymbols(ctx, src.Market, src.Exchange, tf); err != nil {
+			return nil, nil, err
+		}
+	}
+	return symbols, tickers, nil
 }
 
 // changePct is the percent change over the last 24 hours of candles (or

@@ -35,6 +35,7 @@ type Config struct {
 	TickerInterval   time.Duration
 	CandleInterval   time.Duration
 	ScoreInterval    time.Duration
+	StatsInterval    time.Duration
 	MaxCandleSymbols int
 }
 
@@ -60,6 +61,7 @@ var EnvVars = []envVar{
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "How often the scheduler enqueues analytics scoring per market and trading style (only assets with a new candle are scored)."},
+	{"MARKET_STATS_INTERVAL", "15m", "How often the scheduler enqueues the verdict/factor statistics of each market (backtest over daily candles, and live); 0 disables them."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -143,6 +145,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ScoreInterval, err = time.ParseDuration(get("MARKET_SCORE_INTERVAL")); err != nil || c.ScoreInterval < time.Second {
 		return c, fmt.Errorf("MARKET_SCORE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
+	}
+	if c.StatsInterval, err = time.ParseDuration(get("MARKET_STATS_INTERVAL")); err != nil || (c.StatsInterval < time.Second && c.StatsInterval != 0) {
+		return c, fmt.Errorf("MARKET_STATS_INTERVAL: must be a duration of at least 1s (e.g. 15m), or 0 to disable the statistics job")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

@@ -127,5 +127,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	in.Register(w)
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
+	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
+	st.Register(w)
 	return func() { _ = rdb.Close() }, nil
 }

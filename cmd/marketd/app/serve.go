@@ -114,9 +114,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			g.Go(func() error { return w.Run(ctx) })
 		}
 		if role == "scheduler" || role == "all" {
-			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger,
-				Entries: append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
-					scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval)...)})
+			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
+				scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval)...)
+			if cfg.StatsInterval > 0 {
+				entries = append(entries, scheduler.StatsEntries(cfg.Region, cfg.StatsInterval)...)
+			}
+			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/domain/stats"
+)
+
+// MarketStats is the statistics of one market: backtest records first,
+// then live ones.
+type MarketStats struct {
+	Verdicts   []stats.VerdictStat
+	Factors    []stats.FactorStat
+	ComputedAt time.Time // zero when never computed
+}
+
+// SaveStats replaces a market's statistics of one source.
+func (db *DB) SaveStats(ctx context.Context, m domain.Market, source string, verdicts []stats.VerdictStat, factors []stats.FactorStat, assets int, at time.Time) error {
+	v, err := json.Marshal(verdicts)
+	if err != nil {
+		return fmt.Errorf("store: stats: %w", err)
+	}
+	f, err := json.Marshal(factors)
+	if err != nil {
+		return fmt.Errorf("store: stats: %w", err)
+	}
+	b := &pgx.Batch{}
+	for kind, raw := range map[string][]byte{"verdict": v, "factor": f} {
+		b.Queue(`INSERT INTO analytics_stats (market, kind, source, records, assets, computed_at) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (market, kind, source) DO UPDATE SET records = excluded.records, assets = excluded.assets,
+				computed_at = excluded.computed_at`, string(m), kind, source, raw, assets, at.UTC())
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "stats")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return translate(err, "stats")
+	}
+	return translate(tx.Commit(ctx), "stats")
+}
+
+// Stats returns a market's statistics, backtest before live.
+func (db *DB) Stats(ctx context.Context, m domain.Market) (MarketStats, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT kind, records, computed_at FROM analytics_stats WHERE market = $1
+		ORDER BY CASE source WHEN 'backtest' THEN 0 ELSE 1 END, kind`, string(m))
+	if err != nil {
+		return MarketStats{}, translate(err, "stats")
+	}
+	defer rows.Close()
+	var out MarketStats
+	for rows.Next() {
+		var kind string
+		var raw []byte
+		var at time.Time
+		if err := rows.Scan(&kind, &raw, &at); err != nil {
+			return MarketStats{}, translate(err, "stats")
+		}
+		if at.After(out.ComputedAt) {
+			out.ComputedAt = at.UTC()
+		}
+		switch kind {
+		case "verdict":
+			var v []stats.VerdictStat
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return MarketStats{}, fmt.Errorf("store: stats of %s: %w", m, err)
+			}
+			out.Verdicts = append(out.Verdicts, v...)
+		case "factor":
+			var f []stats.FactorStat
+			if err := json.Unmarshal(raw, &f); err != nil {
+				return MarketStats{}, fmt.Errorf("store: stats of %s: %w", m, err)
+			}
+			out.Factors = append(out.Factors, f...)
+		}
+	}
+	return out, translate(rows.Err(), "stats")
+}
+
+// SnapshotVerdicts returns, per symbol, the verdict snapshots of a market
+// and style, oldest first: what the service published, for live statistics.
+func (db *DB) SnapshotVerdicts(ctx context.Context, m domain.Market, style analytics.Style) (map[string][]AnalyticsSnapshot, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, at, verdict FROM analytics_snapshots
+		WHERE market = $1 AND style = $2 ORDER BY symbol, at`, string(m), string(style))
+	if err != nil {
+		return nil, translate(err, "analytics history")
+	}
+	defer rows.Close()
+	out := map[string][]AnalyticsSnapshot{}
+	for rows.Next() {
+		var sym, verdict string
+		var s AnalyticsSnapshot
+		if err := rows.Scan(&sym, &s.At, &verdict); err != nil {
+			return nil, translate(err, "analytics history")
+		}
+		s.At, s.Verdict = s.At.UTC(), analytics.Verdict(verdict)
+		out[sym] = append(out[sym], s)
+	}
+	return out, translate(rows.Err(), "analytics history")
+}

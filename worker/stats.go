@@ -1,0 +1,237 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/store"
+)
+
+// TypeStats computes the verdict and factor statistics of a market.
+const TypeStats = "stats"
+
+// statsCandles is how many daily candles of an asset the backtest replays.
+const statsCandles = 400
+
+// StatsPayload names a statistics task's market and tick.
+type StatsPayload struct {
+	Market domain.Market `json:"market"`
+	Tick   time.Time     `json:"tick"`
+}
+
+// NewStatsTask builds the task that computes a market's statistics.
+func NewStatsTask(m domain.Market, tick time.Time) *asynq.Task {
+	return newTask(TypeStats, StatsPayload{Market: m, Tick: tick.UTC()})
+}
+
+// StatsStore is what the statistics job reads and writes.
+type StatsStore interface {
+	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
+	SnapshotVerdicts(ctx context.Context, m domain.Market, style analytics.Style) (map[string][]store.AnalyticsSnapshot, error)
+	SaveStats(ctx context.Context, m domain.Market, source string, verdicts []stats.VerdictStat, factors []stats.FactorStat, assets int, at time.Time) error
+}
+
+// StatsJob computes the statistics of DESIGN §3 from the daily candles of
+// the market's analytics source:
+//
+//   - backtest: the scorer is replayed over each asset's daily history (the
+//     verdict of every bar, with hysteresis, from the 300 candles up to it),
+//     and each bar's verdict and factors are judged against the forward
+//     returns 1, 5, 21 and 30 days later;
+//   - live: the verdicts the service published (the default style's
+//     snapshots; a day's verdict is the last one published by its close)
+//     are judged the same way. Days without a published verdict only feed
+//     the base rate.
+type StatsJob struct {
+	Store  StatsStore
+	Region string
+	Logger *slog.Logger
+	Now    func() time.Time
+	Notify func(ctx context.Context, prefix string)
+}
+
+// Register adds the statistics handler to a worker.
+func (j *StatsJob) Register(w *Worker) {
+	w.Handle(TypeStats, asynq.HandlerFunc(j.HandleStats))
+}
+
+// HandleStats computes and stores one market's statistics. It replaces the
+// stored records, so running it twice leaves the same rows.
+func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
+	var p StatsPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	if _, ok := domain.ParseMarket(string(p.Market)); !ok {
+		return fmt.Errorf("worker: %s: bad market %q: %w", t.Type(), p.Market, asynq.SkipRetry)
+	}
+	_, err := j.Compute(ctx, p.Market)
+	return err
+}
+
+// Compute computes and stores a market's statistics and returns how many
+// assets they cover (0 when there is no daily history yet: nothing is
+// stored then).
+func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
+	src, ok := domain.AnalyticsSource(j.Region, m)
+	if !ok {
+		return 0, nil
+	}
+	symbols, _, err := sourceSymbols(ctx, j.Store, src, domain.TF1d)
+	if err != nil {
+		return 0, err
+	}
+	published, err := j.Store.SnapshotVerdicts(ctx, m, analytics.DefaultStyle)
+	if err != nil {
+		return 0, err
+	}
+	var backVerdicts, liveVerdicts stats.VerdictAccumulator
+	var backFactors stats.FactorAccumulator
+	assets := 0
+	for _, sym := range symbols {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		cs, err := j.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: domain.TF1d}, statsCandles)
+		if err != nil {
+			return 0, err
+		}
+		if len(cs) < analytics.MinCandles+1 {
+			continue
+		}
+		assets++
+		if err := replay(m, sym, cs, &backVerdicts, &backFactors); err != nil {
+			return 0, err
+		}
+		if err := judgeLive(cs, published[sym], &liveVerdicts); err != nil {
+			return 0, err
+		}
+	}
+	if assets == 0 {
+		return 0, nil
+	}
+	now := j.Now().UTC()
+	if err := j.Store.SaveStats(ctx, m, stats.SourceBacktest, backVerdicts.Results(stats.SourceBacktest), backFactors.Results(stats.SourceBacktest), assets, now); err != nil {
+		return 0, err
+	}
+	if err := j.Store.SaveStats(ctx, m, stats.SourceLive, liveVerdicts.Results(stats.SourceLive), nil, assets, now); err != nil {
+		return 0, err
+	}
+	if j.Notify != nil {
+		j.Notify(ctx, "analytics:"+string(m)+"/")
+	}
+	return assets, nil
+}
+
+// medianMoves is the asset's median absolute move per verdict horizon.
+func medianMoves(closes []float64) map[int]float64 {
+	out := map[int]float64{}
+	for _, h := range stats.VerdictHorizons {
+		if v, ok := stats.MedianAbsMove(closes, h); ok {
+			out[h] = v
+		}
+	}
+	return out
+}
+
+func closesOf(cs []domain.Candle) []float64 {
+	out := make([]float64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Close
+	}
+	return out
+}
+
+// replay scores every bar of cs that has MinCandles of history and feeds
+// its verdict and factors, with their forward returns, to the accumulators.
+func replay(m domain.Market, sym string, cs []domain.Candle, va *stats.VerdictAccumulator, fa *stats.FactorAccumulator) error {
+	closes := closesOf(cs)
+	med := medianMoves(closes)
+	var prev analytics.Verdict
+	for i := range cs {
+		var res *analytics.Result
+		if i+1 >= analytics.MinCandles {
+			r, err := analytics.Score(analytics.Input{Market: m, Symbol: sym,
+				Candles: cs[max(0, i+1-analytics.RecommendedCandles) : i+1], PrevVerdict: prev})
+			if err == nil {
+				res, prev = &r, r.Verdict
+			}
+		}
+		for _, h := range stats.VerdictHorizons {
+			ret, ok := stats.ForwardReturn(closes, i, h)
+			mv, okMed := med[h]
+			if !ok || !okMed {
+				continue
+			}
+			var err error
+			if res != nil {
+				err = va.Add(string(res.Verdict), h, ret, mv)
+			} else {
+				err = va.AddBase(h, ret, mv)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if res == nil {
+			continue
+		}
+		for _, h := range stats.FactorHorizons {
+			ret, ok := stats.ForwardReturn(closes, i, h)
+			if !ok {
+				continue
+			}
+			for _, f := range res.Factors {
+				if err := fa.Add(f.Name, h, stats.SentimentSign(string(f.Sentiment)), f.Contribution, ret); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// liveMaxAge is how old the last published verdict may be at a day's close
+// to count as that day's verdict (the service may have been down).
+const liveMaxAge = 48 * time.Hour
+
+// judgeLive feeds the published verdicts of one asset: a daily bar's
+// verdict is the last snapshot at or before its close, if recent.
+func judgeLive(cs []domain.Candle, snaps []store.AnalyticsSnapshot, va *stats.VerdictAccumulator) error {
+	closes := closesOf(cs)
+	med := medianMoves(closes)
+	k := -1
+	for i, c := range cs {
+		closeAt := c.Time.Add(domain.TF1d.Duration())
+		for k+1 < len(snaps) && !snaps[k+1].At.After(closeAt) {
+			k++
+		}
+		for _, h := range stats.VerdictHorizons {
+			ret, ok := stats.ForwardReturn(closes, i, h)
+			mv, okMed := med[h]
+			if !ok || !okMed {
+				continue
+			}
+			var err error
+			if k >= 0 && closeAt.Sub(snaps[k].At) <= liveMaxAge {
+				err = va.Add(string(snaps[k].Verdict), h, ret, mv)
+			} else {
+				err = va.AddBase(h, ret, mv)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/worker"
+)
+
+// The statistics job replays the scorer over daily history: every verdict
+// × horizon and factor × horizon record is there, with samples; live
+// records exist (empty until verdicts were published); a second run stores
+// the same records.
+func TestStatsBacktest(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.MaxCandleSymbols = 3
+	ctx := context.Background()
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF1d, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	job := &worker.StatsJob{Store: db, Region: "global", Logger: discard(), Now: clk.now}
+	if err := job.HandleStats(ctx, worker.NewStatsTask(domain.Crypto, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := db.Stats(ctx, domain.Crypto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backtest, live int
+	for _, v := range first.Verdicts {
+		switch v.Source {
+		case stats.SourceBacktest:
+			backtest++
+		case stats.SourceLive:
+			live++
+			if v.SampleSize != 0 {
+				t.Errorf("live record %+v has samples before any verdict was published", v)
+			}
+		}
+	}
+	if backtest != 12 || live != 12 {
+		t.Fatalf("verdict records: %d backtest, %d live; want 3 verdicts × 4 horizons each", backtest, live)
+	}
+	total := 0
+	for _, v := range first.Verdicts {
+		if v.Source == stats.SourceBacktest && v.HorizonDays == 1 {
+			total += v.SampleSize
+			if v.SampleSize > 0 && (v.WinRate == nil || *v.WinRate < 0 || *v.WinRate > 1 || v.WinRateCILow > *v.WinRate || v.WinRateCIHigh < *v.WinRate) {
+				t.Errorf("record %+v: win rate outside its interval", v)
+			}
+		}
+	}
+	// 3 assets × (300 − 60 + 1 scored bars − 1 without a next day) = 720.
+	if total != 3*(worker.InitialCandles-analytics.MinCandles) {
+		t.Errorf("1-day backtest samples = %d, want %d", total, 3*(worker.InitialCandles-analytics.MinCandles))
+	}
+	factors := map[string]bool{}
+	for _, f := range first.Factors {
+		factors[f.Factor] = true
+	}
+	if !factors["rsi_14"] || len(first.Factors) < 3*20 {
+		t.Errorf("factor records: %d over %d factors, want rsi_14 and ≥ 20 factors × 3 horizons", len(first.Factors), len(factors))
+	}
+
+	if err := job.HandleStats(ctx, worker.NewStatsTask(domain.Crypto, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := db.Stats(ctx, domain.Crypto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("a second run changed the statistics (-first +second):\n%.2000s", diff)
+	}
+}
