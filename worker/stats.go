@@ -167,21 +167,12 @@ func replay(m domain.Market, sym string, cs []domain.Candle, va *stats.VerdictAc
 				res, prev = &r, r.Verdict
 			}
 		}
-		for _, h := range stats.VerdictHorizons {
-			ret, ok := stats.ForwardReturn(closes, i, h)
-			mv, okMed := med[h]
-			if !ok || !okMed {
-				continue
-			}
-			var err error
-			if res != nil {
-				err = va.Add(string(res.Verdict), h, ret, mv)
-			} else {
-				err = va.AddBase(h, ret, mv)
-			}
-			if err != nil {
-				return err
-			}
+		var verdict analytics.Verdict
+		if res != nil {
+			verdict = res.Verdict
+		}
+		if err := addVerdictBar(va, closes, med, i, verdict); err != nil {
+			return err
 		}
 		if res == nil {
 			continue
@@ -216,21 +207,34 @@ func judgeLive(cs []domain.Candle, snaps []store.AnalyticsSnapshot, va *stats.Ve
 		for k+1 < len(snaps) && !snaps[k+1].At.After(closeAt) {
 			k++
 		}
-		for _, h := range stats.VerdictHorizons {
-			ret, ok := stats.ForwardReturn(closes, i, h)
-			mv, okMed := med[h]
-			if !ok || !okMed {
-				continue
-			}
-			var err error
-			if k >= 0 && closeAt.Sub(snaps[k].At) <= liveMaxAge {
-				err = va.Add(string(snaps[k].Verdict), h, ret, mv)
-			} else {
-				err = va.AddBase(h, ret, mv)
-			}
-			if err != nil {
-				return err
-			}
+		var verdict analytics.Verdict
+		if k >= 0 && closeAt.Sub(snaps[k].At) <= liveMaxAge {
+			verdict = snaps[k].Verdict
+		}
+		if err := addVerdictBar(va, closes, med, i, verdict); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addVerdictBar feeds bar i, with the verdict it carried ("" for none: the
+// base rate only), to va at every verdict horizon with a forward return.
+func addVerdictBar(va *stats.VerdictAccumulator, closes []float64, med map[int]float64, i int, verdict analytics.Verdict) error {
+	for _, h := range stats.VerdictHorizons {
+		ret, ok := stats.ForwardReturn(closes, i, h)
+		mv, okMed := med[h]
+		if !ok || !okMed {
+			continue
+		}
+		var err error
+		if verdict != "" {
+			err = va.Add(string(verdict), h, ret, mv)
+		} else {
+			err = va.AddBase(h, ret, mv)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
