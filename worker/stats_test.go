@@ -10,6 +10,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -80,4 +81,37 @@ func TestStatsBacktest(t *testing.T) {
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second run changed the statistics (-first +second):\n%.2000s", diff)
 	}
+
+	// Live: the service published "growth" at the close of an asset's last
+	// 50 days; those days (less the last, with no next day yet) are judged.
+	syms, err := db.CandleSymbols(ctx, domain.Crypto, "binance", domain.TF1d)
+	if err != nil || len(syms) == 0 {
+		t.Fatalf("symbols: %v, %v", syms, err)
+	}
+	cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: syms[0], Timeframe: domain.TF1d}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, verdict, price)
+			VALUES ('crypto', 'swing', $1, $2, 40, 40, 'growth', $3)`, syms[0], c.Time.Add(23*time.Hour), c.Close); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := job.HandleStats(ctx, worker.NewStatsTask(domain.Crypto, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	third, err := db.Stats(ctx, domain.Crypto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range third.Verdicts {
+		if v.Source == stats.SourceLive && v.Verdict == stats.VerdictGrowth && v.HorizonDays == 1 {
+			if v.SampleSize != 49 || v.WinRate == nil || v.BaseRate == nil {
+				t.Errorf("live growth/1 day = %+v, want 49 judged days", v)
+			}
+			return
+		}
+	}
+	t.Error("no live growth/1 day record")
 }
