@@ -1,0 +1,199 @@
+package domain
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Webhook limits (DESIGN §3).
+const (
+	// MaxWebhooksPerClient is how many subscriptions one client may hold.
+	MaxWebhooksPerClient = 10
+	// WebhookFailureLimit consecutive failed deliveries disable a subscription.
+	WebhookFailureLimit = 10
+	// maxCallbackURL bounds the stored URL.
+	maxCallbackURL = 2048
+)
+
+// Webhook subscription statuses.
+const (
+	WebhookActive   = "active"
+	WebhookDisabled = "disabled"
+)
+
+// Webhook is a client's subscription to verdict_changed events.
+type Webhook struct {
+	ID          string
+	ClientID    string
+	CallbackURL string
+	// Market is nil for every market the client's tier allows at delivery time.
+	Market              *Market
+	Status              string
+	ConsecutiveFailures int
+	LastDeliveryAt      *time.Time
+	LastError           string
+	CreatedAt           time.Time
+}
+
+// ValidateCallbackURL checks a webhook callback URL as given by a client:
+// https only, a host name or a public IP address, no credentials, at most
+// 2048 characters. Host names are checked again when a delivery dials them
+// (ForbiddenIP on every resolved address), because DNS can change;
+// allowPrivate (tests only) lifts the address rules.
+func ValidateCallbackURL(raw string, allowPrivate bool) (*url.URL, error) {
+	const loc = "body.callback_url"
+	bad := func(format string, args ...any) (*url.URL, error) {
+		return nil, Invalid(loc, raw, format, args...)
+	}
+	if len(raw) > maxCallbackURL {
+		return bad("must be at most %d characters", maxCallbackURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return bad("must be an absolute https:// URL")
+	}
+	if u.Scheme != "https" {
+		return bad("must start with https://")
+	}
+	if u.User != nil {
+		return bad("must not carry credentials")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return bad("must name a host")
+	}
+	if u.Fragment != "" {
+		return bad("must not have a fragment")
+	}
+	if allowPrivate {
+		return u, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ForbiddenIP(ip) {
+			return bad("must not point to a private, loopback, link-local or otherwise internal address")
+		}
+		return u, nil
+	}
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
+	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") || strings.HasSuffix(lower, ".local") ||
+		strings.HasSuffix(lower, ".internal") || !strings.Contains(lower, ".") {
+		return bad("must name a public host")
+	}
+	return u, nil
+}
+
+// forbiddenPrefixes are the address ranges a delivery must never reach:
+// this host, private networks, link-local (cloud metadata lives there),
+// carrier-grade NAT, multicast, reserved and documentation ranges.
+var forbiddenPrefixes = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+		"192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
+		"203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+		"::/128", "::1/128", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// ForbiddenIP reports whether a delivery must not connect to ip. IPv6
+// forms that embed an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, NAT64
+// 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible ::a.b.c.d) are judged by
+// the embedded address, so they cannot smuggle a private one.
+func ForbiddenIP(ip netip.Addr) bool {
+	if !ip.IsValid() {
+		return true
+	}
+	ip = ip.WithZone("")
+	if ip.Is4In6() {
+		return ForbiddenIP(ip.Unmap())
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		switch {
+		case netip.MustParsePrefix("64:ff9b::/96").Contains(ip), netip.MustParsePrefix("64:ff9b:1::/48").Contains(ip):
+			return ForbiddenIP(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		case netip.MustParsePrefix("2002::/16").Contains(ip):
+			return ForbiddenIP(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		case netip.MustParsePrefix("::/96").Contains(ip):
+			return ForbiddenIP(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		}
+	}
+	for _, p := range forbiddenPrefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// SignWebhook is the X-Webhook-Signature of a delivery: the lower-case hex
+// HMAC-SHA256 of the exact body bytes under the subscription's secret.
+func SignWebhook(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// NewWebhookSecret returns a fresh signing secret: "whsec_" and 32 random
+// bytes in base64url.
+func NewWebhookSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("domain: webhook secret: %w", err)
+	}
+	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// SecretBox encrypts webhook secrets at rest with AES-256-GCM: the secret
+// is needed to sign deliveries, so it cannot be stored as a hash.
+type SecretBox struct{ aead cipher.AEAD }
+
+// NewSecretBox returns a box for a 32-byte key (MARKET_SECRET_KEY).
+func NewSecretBox(key []byte) (*SecretBox, error) {
+	if len(key) != 32 {
+		return nil, errors.New("domain: secret key must be 32 bytes")
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &SecretBox{aead: aead}, nil
+}
+
+// Seal encrypts plain; the random nonce is prepended. aad binds the
+// ciphertext to its row (the subscription id), so a ciphertext copied to
+// another row does not open.
+func (b *SecretBox) Seal(plain, aad []byte) ([]byte, error) {
+	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plain)+b.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return b.aead.Seal(nonce, nonce, plain, aad), nil
+}
+
+// Open decrypts what Seal returned for the same aad.
+func (b *SecretBox) Open(sealed, aad []byte) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("domain: sealed secret too short")
+	}
+	return b.aead.Open(nil, sealed[:n], sealed[n:], aad)
+}
