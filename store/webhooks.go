@@ -287,4 +287,3 @@ func (db *DB) WebhookDeliveryStatus(ctx context.Context, eventID int64, webhookI
 		eventID, webhookID).Scan(&status, &attempts)
 	return status, attempts, translate(err, "webhook delivery")
 }
-
