@@ -51,6 +51,7 @@ type Limiter interface {
 type Store interface {
 	MarketData
 	AnalyticsData
+	WebhookData
 }
 
 // Config configures the api.
@@ -61,6 +62,12 @@ type Config struct {
 	Now     func() time.Time
 	// Ready reports whether public requests may be served (see Readiness).
 	Ready func() bool
+	// SecretBox seals webhook secrets (MARKET_SECRET_KEY); nil refuses
+	// new subscriptions with 503.
+	SecretBox *domain.SecretBox
+	// WebhookAllowPrivate accepts loopback and private callback addresses
+	// (tests only).
+	WebhookAllowPrivate bool
 }
 
 // Server is the public API.
@@ -74,6 +81,7 @@ type Server struct {
 	metrics   *metrics
 	data      MarketData
 	analytics AnalyticsData
+	webhooks  WebhookData
 	cache     *readCache
 }
 
@@ -91,7 +99,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
-	s := &Server{cfg: cfg, data: store, analytics: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now)}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
@@ -112,6 +120,7 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
+	s.registerWebhooks()
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)

@@ -198,3 +198,12 @@ func StatsEntries(region string, statsEvery time.Duration) []Entry {
 		return jobs
 	}}}
 }
+
+// WebhookEntries wake the webhook dispatcher every `every`: it fans new
+// verdict changes out and sends what is due (retries included).
+func WebhookEntries(every time.Duration) []Entry {
+	return []Entry{{Name: "webhooks", Interval: every, Tasks: func(tick time.Time) []Job {
+		return []Job{{ID: "webhooks:dispatch:" + tick.UTC().Format("20060102T150405"),
+			Task: worker.NewWebhookDispatchTask(tick), Queue: worker.QueueCritical, Timeout: 5 * time.Minute}}
+	}}}
+}

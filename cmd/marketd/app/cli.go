@@ -491,3 +491,76 @@ func (m *Main) publish(ctx context.Context, inv limits.Invalidation) {
 		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, keyCacheTTL)
 	}
 }
+
+func (m *Main) cmdWebhooks(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: marketd webhooks list [--client ID] | enable ID")
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("webhooks " + sub)
+	asJSON := fs.Bool("json", false, "print JSON")
+	clientID := fs.String("client", "", "only this client's subscriptions")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usagef("usage: marketd webhooks list [--client ID]")
+		}
+		ws, err := db.Webhooks(ctx, *clientID)
+		if err != nil {
+			return err
+		}
+		type hookJSON struct {
+			ID                  string     `json:"id"`
+			ClientID            string     `json:"client_id"`
+			CallbackURL         string     `json:"callback_url"`
+			Market              *string    `json:"market"`
+			Status              string     `json:"status"`
+			ConsecutiveFailures int        `json:"consecutive_failures"`
+			LastDeliveryAt      *time.Time `json:"last_delivery_at"`
+			LastError           string     `json:"last_error,omitempty"`
+			CreatedAt           time.Time  `json:"created_at"`
+		}
+		out := make([]hookJSON, 0, len(ws))
+		for _, w := range ws {
+			h := hookJSON{ID: w.ID, ClientID: w.ClientID, CallbackURL: w.CallbackURL, Status: w.Status,
+				ConsecutiveFailures: w.ConsecutiveFailures, LastDeliveryAt: w.LastDeliveryAt, LastError: w.LastError, CreatedAt: w.CreatedAt}
+			if w.Market != nil {
+				s := string(*w.Market)
+				h.Market = &s
+			}
+			out = append(out, h)
+		}
+		if *asJSON {
+			return m.printJSON(out)
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tCLIENT\tMARKET\tSTATUS\tFAILURES\tURL")
+		for _, h := range out {
+			market := "all"
+			if h.Market != nil {
+				market = *h.Market
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", h.ID, h.ClientID, market, h.Status, h.ConsecutiveFailures, h.CallbackURL)
+		}
+		return tw.Flush()
+	case "enable":
+		if len(pos) != 1 {
+			return usagef("usage: marketd webhooks enable ID")
+		}
+		if err := db.EnableWebhook(ctx, pos[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "enabled %s\n", pos[0])
+		return nil
+	}
+	return usagef("unknown webhooks command %q (list, enable)", sub)
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,15 +29,20 @@ type Config struct {
 	LogLevel    slog.Level
 	Feeds       []string
 
-	OandaToken       string
-	AlpacaKeyID      string
-	AlpacaSecret     string
-	SyntheticSeed    int64
-	TickerInterval   time.Duration
-	CandleInterval   time.Duration
-	ScoreInterval    time.Duration
-	StatsInterval    time.Duration
-	MaxCandleSymbols int
+	OandaToken      string
+	AlpacaKeyID     string
+	AlpacaSecret    string
+	SyntheticSeed   int64
+	TickerInterval  time.Duration
+	CandleInterval  time.Duration
+	ScoreInterval   time.Duration
+	StatsInterval   time.Duration
+	WebhookInterval time.Duration
+	// WebhookAllowPrivate lets callbacks use loopback/private addresses
+	// (tests only); WebhookCAPEM is an extra trusted CA (tests only).
+	WebhookAllowPrivate bool
+	WebhookCAPEM        []byte
+	MaxCandleSymbols    int
 }
 
 // envVar documents one variable: the README's config table is this list.
@@ -62,6 +68,9 @@ var EnvVars = []envVar{
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "How often the scheduler enqueues analytics scoring per market and trading style (only assets with a new candle are scored)."},
 	{"MARKET_STATS_INTERVAL", "15m", "How often the scheduler enqueues the verdict/factor statistics of each market (backtest over daily candles, and live); 0 disables them."},
+	{"MARKET_WEBHOOK_INTERVAL", "5s", "How often the scheduler wakes the webhook dispatcher (fan-out of verdict changes, due deliveries and retries)."},
+	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
+	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -148,6 +157,17 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.StatsInterval, err = time.ParseDuration(get("MARKET_STATS_INTERVAL")); err != nil || (c.StatsInterval < time.Second && c.StatsInterval != 0) {
 		return c, fmt.Errorf("MARKET_STATS_INTERVAL: must be a duration of at least 1s (e.g. 15m), or 0 to disable the statistics job")
+	}
+	if c.WebhookInterval, err = time.ParseDuration(get("MARKET_WEBHOOK_INTERVAL")); err != nil || c.WebhookInterval < time.Second {
+		return c, fmt.Errorf("MARKET_WEBHOOK_INTERVAL: must be a duration of at least 1s (e.g. 5s)")
+	}
+	if c.WebhookAllowPrivate, err = strconv.ParseBool(get("MARKET_WEBHOOK_ALLOW_PRIVATE")); err != nil {
+		return c, fmt.Errorf("MARKET_WEBHOOK_ALLOW_PRIVATE: must be true or false")
+	}
+	if f := get("MARKET_WEBHOOK_CA_FILE"); f != "" {
+		if c.WebhookCAPEM, err = os.ReadFile(f); err != nil {
+			return c, fmt.Errorf("MARKET_WEBHOOK_CA_FILE: %v", err)
+		}
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

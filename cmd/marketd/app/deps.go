@@ -129,5 +129,26 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	sc.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
+	box, err := secretBox(cfg)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	if box == nil {
+		logger.Warn("webhook deliveries are off: MARKET_SECRET_KEY is not set")
+	} else {
+		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
+			Client: worker.NewWebhookClient(worker.WebhookClientConfig{AllowPrivate: cfg.WebhookAllowPrivate, ExtraRootsPEM: cfg.WebhookCAPEM})}
+		d.Register(w)
+	}
 	return func() { _ = rdb.Close() }, nil
+}
+
+// secretBox is the webhook-secret cipher of MARKET_SECRET_KEY; nil when the
+// key is not set (subscriptions are then refused and nothing is sent).
+func secretBox(cfg Config) (*domain.SecretBox, error) {
+	if len(cfg.SecretKey) == 0 {
+		return nil, nil
+	}
+	return domain.NewSecretBox(cfg.SecretKey)
 }

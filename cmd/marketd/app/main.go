@@ -50,6 +50,7 @@ func commands() map[string]command {
 		"all":         {"run api, worker and scheduler in one process", serveRole("all")},
 		"clients":     {"manage clients: create, list, show, suspend, activate, set-tier, set-limits", (*Main).cmdClients},
 		"keys":        {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
+		"webhooks":    {"webhook subscriptions: list [--client ID], enable ID (after automatic disabling)", (*Main).cmdWebhooks},
 		"demo-key":    {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
 		"probe":       {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
 		"backfill":    {"load candle history: --market M --exchange E [--symbols ...] --timeframe TF --days N", (*Main).cmdBackfill},

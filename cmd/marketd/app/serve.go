@@ -53,7 +53,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			checks = append(checks, deps.checks...)
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
-			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready},
+			box, err := secretBox(cfg)
+			if err != nil {
+				return err
+			}
+			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
+				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate},
 				deps.store, deps.auth, deps.limiter)
 			deps.bus.OnMarket = apiServer.InvalidateMarketData
 			g.Go(func() error { return deps.run(ctx) })
@@ -119,6 +124,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if cfg.StatsInterval > 0 {
 				entries = append(entries, scheduler.StatsEntries(cfg.Region, cfg.StatsInterval)...)
 			}
+			entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
 			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
 			if err != nil {
 				return err

@@ -1,0 +1,118 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+)
+
+// TestWebhookDeliveredByDeployment: a client subscribes over the API; a
+// verdict change written to the outbox reaches its https endpoint through
+// the scheduler, the worker and the dispatcher of marketd all, signed with
+// the secret the API showed once.
+func TestWebhookDeliveredByDeployment(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		bodies [][]byte
+		heads  []http.Header
+	)
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies, heads = append(bodies, b), append(heads, r.Header.Clone())
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rcv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := newDeployment(t, map[string]string{
+		"MARKET_FEEDS":                 "synthetic",
+		"MARKET_SECRET_KEY":            strings.Repeat("ab", 32),
+		"MARKET_WEBHOOK_INTERVAL":      "1s",
+		"MARKET_WEBHOOK_ALLOW_PRIVATE": "true",
+		"MARKET_WEBHOOK_CA_FILE":       ca,
+	})
+	key := d.cli("demo-key")
+	base, _ := d.start("all")
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks", strings.NewReader(`{"callback_url":"`+rcv.URL+`/market","market":"crypto"}`))
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&sub)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil || sub.Secret == "" {
+		t.Fatalf("subscribe: %d %v %+v", resp.StatusCode, err, sub)
+	}
+
+	// The scorer writes verdict changes to the outbox; write one directly
+	// so the test does not wait for the synthetic market to cross ±20.
+	db, err := store.Open(context.Background(), d.env["MARKET_DATABASE_URL"], store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var eventID int64
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', 'BTC_USDT', 'neutral', 'decline', -27, now()) RETURNING id`).Scan(&eventID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	poll(t, 20*time.Second, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, b := range bodies {
+			if heads[i].Get("X-Webhook-Id") == strconv.FormatInt(eventID, 10) {
+				if got := heads[i].Get("X-Webhook-Signature"); got != domain.SignWebhook(sub.Secret, b) {
+					t.Fatalf("signature %q does not verify with the secret shown at creation", got)
+				}
+				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) {
+					t.Fatalf("payload %s", b)
+				}
+				return ""
+			}
+		}
+		return "event not delivered yet"
+	})
+	t.Logf("delivered %.1fs after the verdict change", time.Since(start).Seconds())
+
+	var subs []struct {
+		LastDeliveryAt *time.Time `json:"last_delivery_at"`
+		Failures       int        `json:"consecutive_failures"`
+	}
+	poll(t, 5*time.Second, func() string {
+		if status, problem := getJSON(t, base+"/webhooks", key, &subs); status != 200 || len(subs) != 1 || subs[0].LastDeliveryAt == nil {
+			return "GET /webhooks: " + strconv.Itoa(status) + " " + toString(problem["detail"])
+		}
+		return ""
+	})
+}
+
+func toString(v any) string {
+	s, _ := v.(string)
+	return s
+}
