@@ -83,7 +83,7 @@ func newDeployment(t *testing.T, extra map[string]string) *deployment {
 		"MARKET_OPS_ADDR":        "127.0.0.1:0",
 		"MARKET_LOG_LEVEL":       "warn",
 		"MARKET_TICKER_INTERVAL": "2s",
-		"MARKET_CANDLE_INTERVAL": "10s",
+		"MARKET_CANDLE_INTERVAL": "30s",
 		"MARKET_SCORE_INTERVAL":  "5s",
 		// The statistics backtest replays the scorer over every asset's
 		// daily history: seconds of CPU, minutes under -race. It is tested

@@ -135,7 +135,7 @@ func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entr
 			for _, c := range combos {
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:tickers:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, stamp(tick)),
-					Task: worker.NewIngestTickersTask(c, tick), Queue: worker.QueueIngest, Timeout: tickerEvery * 3,
+					Task: worker.NewIngestTickersTask(c, tick), Queue: worker.QueueLive, Timeout: tickerEvery * 3,
 				})
 			}
 			return jobs

@@ -14,6 +14,10 @@ import (
 type quotaLease struct {
 	blocks    []*quotaBlock
 	refilling bool
+	// expires is leaseTTL after the last grant: the leases are used up in
+	// order and given back together when the client goes quiet, so the
+	// used values a process hands out stay 1, 2, 3, ... with no gap.
+	expires time.Time
 	// lastUsed is the count after this process's last commit.
 	lastUsed int64
 	known    bool
@@ -25,22 +29,25 @@ type quotaLease struct {
 }
 
 // quotaBlock is one lease: the used values next..end, already in the
-// committed count, usable for requests with this quota until expires.
+// committed count, usable for requests with this quota until the lease
+// expires.
 type quotaBlock struct {
 	quota            *int64
 	first, next, end int64
-	expires          time.Time
 }
 
 func (b *quotaBlock) unused() int64 { return max(b.end-b.next+1, 0) }
 
-func (b *quotaBlock) usable(quota *int64, now time.Time) bool {
-	return b.next <= b.end && sameQuota(b.quota, quota) && now.Before(b.expires)
+func (b *quotaBlock) usable(quota *int64) bool {
+	return b.next <= b.end && sameQuota(b.quota, quota)
 }
 
 // take admits one request from the first usable lease and returns its used
 // value. l.mu is held.
 func (q *quotaLease) take(quota *int64, now time.Time) (int64, bool) {
+	if !now.Before(q.expires) {
+		return 0, false
+	}
 	for i := 0; i < len(q.blocks); i++ {
 		b := q.blocks[i]
 		if b.next > b.end { // used up: nothing to give back
@@ -48,7 +55,7 @@ func (q *quotaLease) take(quota *int64, now time.Time) (int64, bool) {
 			i--
 			continue
 		}
-		if b.usable(quota, now) {
+		if b.usable(quota) {
 			b.next++
 			return b.next - 1, true
 		}
@@ -105,7 +112,8 @@ func (l *QuotaLedger) voidLeases(key quotaKey, lease *quotaLease) {
 
 // addLease makes used values first..end usable for quota. l.mu is held.
 func (l *QuotaLedger) addLease(lease *quotaLease, quota *int64, first, end int64) {
-	lease.blocks = append(lease.blocks, &quotaBlock{quota: quota, first: first, next: first, end: end, expires: time.Now().Add(leaseTTL)})
+	lease.blocks = append(lease.blocks, &quotaBlock{quota: quota, first: first, next: first, end: end})
+	lease.expires = time.Now().Add(leaseTTL)
 	l.granted += end - first + 1
 }
 
@@ -187,21 +195,13 @@ func (l *QuotaLedger) sweep() {
 		now := time.Now()
 		l.mu.Lock()
 		for key, lease := range l.leases {
-			if _, busy := l.queues[key]; busy {
-				continue // its flusher gives back an expired lease itself
+			if _, busy := l.queues[key]; busy || lease.refilling {
+				continue // its flusher gives back an expired lease itself; a refill on its way extends it
 			}
-			kept := lease.blocks[:0]
-			for _, b := range lease.blocks {
-				switch {
-				case now.Before(b.expires):
-					kept = append(kept, b)
-				case b.unused() > 0:
-					l.returns[key] += b.unused()
-				}
+			if !now.Before(lease.expires) {
+				l.voidLeases(key, lease)
 			}
-			clear(lease.blocks[len(kept):])
-			lease.blocks = kept
-			if len(kept) == 0 && !lease.refilling && now.Sub(lease.since) > time.Minute {
+			if len(lease.blocks) == 0 && !lease.refilling && now.Sub(lease.since) > time.Minute {
 				delete(l.leases, key)
 			}
 		}

@@ -97,7 +97,7 @@ func requireSequence(t *testing.T, used []int64, n int) {
 	}
 	for i, u := range used {
 		if u != int64(i+1) {
-			t.Fatalf("admitted request %d got used=%d, want %d (used values %v)", i, u, i+1, used)
+			t.Fatalf("admitted request %d got used=%d, want %d (used values around it: %v)", i, u, i+1, used[max(i-3, 0):min(i+4, len(used))])
 		}
 	}
 }

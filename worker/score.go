@@ -67,7 +67,8 @@ func (s *Scorer) Register(w *Worker) {
 
 // HandleScore scores one market in one style. An asset whose last candle
 // (open time and close) is the one already scored is skipped, so running
-// the task twice changes nothing and sends no second verdict event.
+// the task twice changes nothing and sends no second verdict event; one
+// whose still-open candle moved is scored again every rescoreEvery.
 func (s *Scorer) HandleScore(ctx context.Context, t *asynq.Task) error {
 	var p ScorePayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
@@ -113,19 +114,22 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 	if err != nil {
 		return 0, 0, err
 	}
+	now := s.Now().UTC()
 	prev := make(map[string]store.AnalyticsRecord, len(prevList))
 	for _, r := range prevList {
 		prev[r.Symbol] = r
 	}
-	now := s.Now().UTC()
 	var recs []store.AnalyticsRecord
 	for _, sym := range symbols {
 		newest, ok := latest[sym]
 		if !ok {
 			continue
 		}
-		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) && p.CandleClose == newest.Close {
-			continue // nothing new since the last scoring
+		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) &&
+			(p.CandleClose == newest.Close || now.Sub(p.UpdatedAt) < rescoreEvery(tf)) {
+			// Nothing new since the last scoring, or only the still-open
+			// candle moved and the report is recent enough.
+			continue
 		}
 		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
 		if err != nil {
@@ -158,6 +162,14 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		s.Notify(ctx, "analytics:"+string(m)+"/")
 	}
 	return len(recs), events, nil
+}
+
+// rescoreEvery is how often an asset is scored again while only its
+// still-open candle moves: a sixteenth of the timeframe, at least a minute
+// (scalp 1 min, intraday ~4 min, swing 15 min, position 1.5 h). A new
+// candle is always scored at once.
+func rescoreEvery(tf domain.Timeframe) time.Duration {
+	return max(tf.Duration()/16, time.Minute)
 }
 
 // sourceSymbols lists the symbols of a source combination (its screener

@@ -18,7 +18,8 @@ import (
 const (
 	QueueCritical = "critical" // webhook deliveries
 	QueueDefault  = "default"  // scoring, statistics
-	QueueIngest   = "ingest"   // market data
+	QueueLive     = "live"     // screener snapshots: small, frequent, what clients see first
+	QueueIngest   = "ingest"   // candles
 )
 
 // Config configures a Worker.
@@ -48,8 +49,9 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	srv := asynq.NewServer(opt, asynq.Config{
-		Concurrency:     cfg.Concurrency,
-		Queues:          map[string]int{QueueCritical: 6, QueueDefault: 3, QueueIngest: 3},
+		Concurrency: cfg.Concurrency,
+		// Ingest before analytics: scores are only as fresh as the data.
+		Queues:          map[string]int{QueueCritical: 6, QueueLive: 5, QueueIngest: 3, QueueDefault: 2},
 		Logger:          NewAsynqLogger(cfg.Logger),
 		ShutdownTimeout: 20 * time.Second,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
