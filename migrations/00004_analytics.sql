@@ -39,8 +39,8 @@ CREATE TABLE analytics_snapshots (
 
 -- Outbox of verdict changes (default style), written in the transaction
 -- that stores the new verdict: webhook delivery reads it, so a change is
--- never lost with Redis. One row per asset and scored candle: a repeated
--- scoring task adds nothing.
+-- never lost with Redis. at is the scoring run's time: one row per asset
+-- and run (a repeated run of the same task adds nothing).
 CREATE TABLE verdict_events (
     id             bigserial PRIMARY KEY,
     market         text NOT NULL,

@@ -177,7 +177,7 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 			events++
 			b.Queue(`INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
 				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (market, symbol, at) DO NOTHING`,
-				string(r.Market), r.Symbol, string(p.Verdict), string(r.Verdict), r.OverallScore, r.CandleTime.UTC())
+				string(r.Market), r.Symbol, string(p.Verdict), string(r.Verdict), r.OverallScore, r.UpdatedAt.UTC())
 		}
 	}
 	tx, err := db.Pool.Begin(ctx)
