@@ -87,6 +87,7 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	if !ok {
 		return 0, nil
 	}
+	started := time.Now()
 	symbols, _, err := sourceSymbols(ctx, j.Store, src, domain.TF1d)
 	if err != nil {
 		return 0, err
@@ -129,6 +130,9 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	}
 	if j.Notify != nil {
 		j.Notify(ctx, "analytics:"+string(m)+"/")
+	}
+	if j.Logger != nil {
+		j.Logger.Info("statistics computed", "market", m, "assets", assets, "took", time.Since(started).Round(time.Millisecond).String())
 	}
 	return assets, nil
 }
