@@ -75,8 +75,16 @@ func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
 	if _, ok := domain.ParseMarket(string(p.Market)); !ok {
 		return fmt.Errorf("worker: %s: bad market %q: %w", t.Type(), p.Market, asynq.SkipRetry)
 	}
-	_, err := j.Compute(ctx, p.Market)
-	return err
+	assets, err := j.Compute(ctx, p.Market)
+	if err != nil {
+		return err
+	}
+	if _, ok := domain.AnalyticsSource(j.Region, p.Market); ok && assets == 0 {
+		// Right after a start the daily candles are still being ingested:
+		// let asynq retry in a few seconds rather than wait for the next tick.
+		return fmt.Errorf("worker: statistics of %s: no daily candles yet; retrying", p.Market)
+	}
+	return nil
 }
 
 // Compute computes and stores a market's statistics and returns how many

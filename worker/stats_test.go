@@ -115,3 +115,19 @@ func TestStatsBacktest(t *testing.T) {
 	}
 	t.Error("no live growth/1 day record")
 }
+
+// Before any daily candle is stored the task fails retryably (asynq tries
+// again in seconds) instead of waiting for the next tick with no statistics.
+func TestStatsRetriesBeforeData(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	_, db := newIngester(t, clk)
+	job := &worker.StatsJob{Store: db, Region: "global", Logger: discard(), Now: clk.now}
+	err := job.HandleStats(context.Background(), worker.NewStatsTask(domain.Forex, clk.t))
+	if err == nil || isSkipRetry(err) {
+		t.Fatalf("no data: err = %v, want a retryable error", err)
+	}
+	if err := job.HandleStats(context.Background(), worker.NewStatsTask("bonds", clk.t)); !isSkipRetry(err) {
+		t.Fatalf("bad market: err = %v, want SkipRetry", err)
+	}
+}
