@@ -207,3 +207,19 @@ func WebhookEntries(every time.Duration) []Entry {
 			Task: worker.NewWebhookDispatchTask(tick), Queue: worker.QueueCritical, Timeout: 5 * time.Minute}}
 	}}}
 }
+
+// FundamentalsEntries refresh the fundamental inputs of every market's
+// analytics source every `every`.
+func FundamentalsEntries(region string, every time.Duration) []Entry {
+	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
+	return []Entry{{Name: "ingest:fundamentals", Interval: every, Tasks: func(tick time.Time) []Job {
+		var jobs []Job
+		for _, m := range domain.Markets {
+			if src, ok := domain.AnalyticsSource(region, m); ok {
+				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, stamp(tick)),
+					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute})
+			}
+		}
+		return jobs
+	}}}
+}

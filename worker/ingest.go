@@ -70,6 +70,7 @@ type IngestStore interface {
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 	PruneCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, before time.Time) (int64, error)
+	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error
 }
 
 // CandleRetention is how long candles of each timeframe are kept; a zero
@@ -110,6 +111,7 @@ func (in *Ingester) logger() *slog.Logger {
 func (in *Ingester) Register(w *Worker) {
 	w.Handle(TypeIngestTickers, asynq.HandlerFunc(in.HandleIngestTickers))
 	w.Handle(TypeIngestCandles, asynq.HandlerFunc(in.HandleIngestCandles))
+	w.Handle(TypeIngestFundamentals, asynq.HandlerFunc(in.HandleIngestFundamentals))
 }
 
 func decodeIngest(t *asynq.Task) (IngestPayload, domain.Combination, error) {

@@ -45,6 +45,7 @@ type ScoreStore interface {
 	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
+	Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]store.FundamentalRow, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -66,9 +67,10 @@ func (s *Scorer) Register(w *Worker) {
 }
 
 // HandleScore scores one market in one style. An asset whose last candle
-// (open time and close) is the one already scored is skipped, so running
-// the task twice changes nothing and sends no second verdict event; one
-// whose still-open candle moved is scored again every rescoreEvery.
+// (open time and close) and fundamentals are the ones already scored is
+// skipped, so running the task twice changes nothing and sends no second
+// verdict event; one whose still-open candle moved is scored again every
+// rescoreEvery, one with new fundamentals at once.
 func (s *Scorer) HandleScore(ctx context.Context, t *asynq.Task) error {
 	var p ScorePayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
@@ -115,6 +117,10 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		return 0, 0, err
 	}
 	now := s.Now().UTC()
+	fundamentals, err := s.Store.Fundamentals(ctx, m, now)
+	if err != nil {
+		return 0, 0, err
+	}
 	prev := make(map[string]store.AnalyticsRecord, len(prevList))
 	for _, r := range prevList {
 		prev[r.Symbol] = r
@@ -125,10 +131,11 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		if !ok {
 			continue
 		}
-		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) &&
+		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) && !fundamentals[sym].UpdatedAt.After(p.UpdatedAt) &&
 			(p.CandleClose == newest.Close || now.Sub(p.UpdatedAt) < rescoreEvery(tf)) {
-			// Nothing new since the last scoring, or only the still-open
-			// candle moved and the report is recent enough.
+			// Nothing new since the last scoring (candles or fundamentals),
+			// or only the still-open candle moved and the report is recent
+			// enough.
 			continue
 		}
 		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
@@ -140,7 +147,8 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		}
 		last := candles[len(candles)-1]
 		p := prev[sym]
-		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict})
+		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
+			Fundamentals: analyticsFundamentals(fundamentals[sym].Inputs)})
 		if err != nil {
 			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
 			continue

@@ -50,6 +50,9 @@ func TestScoreTwiceChangesNothing(t *testing.T) {
 	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
 		t.Fatal(err)
 	}
+	if err := in.HandleIngestFundamentals(ctx, worker.NewIngestFundamentalsTask(spot, clk.t)); err != nil {
+		t.Fatal(err)
+	}
 	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now}
 	task := worker.NewScoreTask(domain.Crypto, analytics.Swing, clk.t)
 	if err := sc.HandleScore(ctx, task); err != nil {
@@ -66,6 +69,17 @@ func TestScoreTwiceChangesNothing(t *testing.T) {
 	rep, err := db.AnalyticsReport(ctx, domain.Crypto, list[0].Symbol, analytics.Swing)
 	if err != nil || rep.Result == nil || len(rep.Result.Factors) < 20 || rep.Exchange != "binance" || len(rep.Sparkline) != 30 {
 		t.Fatalf("report of %s = %+v, %v; want a full result from binance with a 30-point sparkline", list[0].Symbol, rep, err)
+	}
+	// The synthetic feed's fundamentals (funding, open interest, liquidity)
+	// are in the score: overall = 0.7 technical + 0.3 fundamental.
+	fund := 0
+	for _, f := range rep.Result.Factors {
+		if f.Group == analytics.GroupFundamental {
+			fund++
+		}
+	}
+	if rep.Result.FundamentalScore == nil || fund != 3 {
+		t.Fatalf("report of %s: fundamental score %v from %d fundamental factors; want a score from 3", list[0].Symbol, rep.Result.FundamentalScore, fund)
 	}
 
 	if err := sc.HandleScore(ctx, task); err != nil {

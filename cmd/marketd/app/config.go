@@ -29,15 +29,16 @@ type Config struct {
 	LogLevel    slog.Level
 	Feeds       []string
 
-	OandaToken      string
-	AlpacaKeyID     string
-	AlpacaSecret    string
-	SyntheticSeed   int64
-	TickerInterval  time.Duration
-	CandleInterval  time.Duration
-	ScoreInterval   time.Duration
-	StatsInterval   time.Duration
-	WebhookInterval time.Duration
+	OandaToken           string
+	AlpacaKeyID          string
+	AlpacaSecret         string
+	SyntheticSeed        int64
+	TickerInterval       time.Duration
+	CandleInterval       time.Duration
+	ScoreInterval        time.Duration
+	StatsInterval        time.Duration
+	FundamentalsInterval time.Duration
+	WebhookInterval      time.Duration
 	// WebhookAllowPrivate lets callbacks use loopback/private addresses
 	// (tests only); WebhookCAPEM is an extra trusted CA (tests only).
 	WebhookAllowPrivate bool
@@ -67,6 +68,7 @@ var EnvVars = []envVar{
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "How often the scheduler enqueues analytics scoring per market and trading style (only assets with a new candle are scored)."},
+	{"MARKET_FUNDAMENTALS_INTERVAL", "15m", "How often the scheduler refreshes the fundamental inputs (funding, open interest, P/E, rate differentials) of each market's assets."},
 	{"MARKET_STATS_INTERVAL", "15m", "How often the scheduler enqueues the verdict/factor statistics of each market (backtest over daily candles, and live); 0 disables them."},
 	{"MARKET_WEBHOOK_INTERVAL", "5s", "How often the scheduler wakes the webhook dispatcher (fan-out of verdict changes, due deliveries and retries)."},
 	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
@@ -154,6 +156,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ScoreInterval, err = time.ParseDuration(get("MARKET_SCORE_INTERVAL")); err != nil || c.ScoreInterval < time.Second {
 		return c, fmt.Errorf("MARKET_SCORE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
+	}
+	if c.FundamentalsInterval, err = time.ParseDuration(get("MARKET_FUNDAMENTALS_INTERVAL")); err != nil || c.FundamentalsInterval < time.Second {
+		return c, fmt.Errorf("MARKET_FUNDAMENTALS_INTERVAL: must be a duration of at least 1s (e.g. 15m)")
 	}
 	if c.StatsInterval, err = time.ParseDuration(get("MARKET_STATS_INTERVAL")); err != nil || (c.StatsInterval < time.Second && c.StatsInterval != 0) {
 		return c, fmt.Errorf("MARKET_STATS_INTERVAL: must be a duration of at least 1s (e.g. 15m), or 0 to disable the statistics job")

@@ -120,7 +120,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		}
 		if role == "scheduler" || role == "all" {
 			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
-				scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval)...)
+				append(scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval),
+					scheduler.FundamentalsEntries(cfg.Region, cfg.FundamentalsInterval)...)...)
 			if cfg.StatsInterval > 0 {
 				entries = append(entries, scheduler.StatsEntries(cfg.Region, cfg.StatsInterval)...)
 			}
