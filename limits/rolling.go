@@ -153,7 +153,11 @@ const (
 	// from: a short burst never gets one.
 	leaseMinRateWindow = 100 * time.Millisecond
 	// leaseMin is the smallest lease worth asking for, leaseMax the largest.
-	leaseMin = 32
+	// A lease of leaseSpan's traffic must be at least this large, i.e. the
+	// client sends ≈ 2 500 requests/s or more to this process: below that
+	// the batched path costs little, and a burst that a loaded machine
+	// stretches past leaseMinRateWindow still gets no lease.
+	leaseMin = 256
 	leaseMax = MaxRateLease
 	// leaseMinHeadroom: no lease unless the window stays at least this far
 	// from the limit (a client near its limit is decided request by request).
