@@ -129,14 +129,14 @@ func (r *rateLease) giveBackUnusable(limit int, now time.Time) []leaseReturn {
 // size is the lease to ask for: leaseSpan of the client's request rate,
 // as measured over the last complete window of at least
 // leaseMinRateWindow, or 0.
-func (r *rateLease) size(limit int) int {
+func (r *rateLease) size(limit, minSize int) int {
 	now := time.Now()
 	if elapsed := now.Sub(r.since); elapsed >= leaseMinRateWindow {
 		r.rate = float64(r.hits) / elapsed.Seconds()
 		r.hits, r.since = 0, now
 	}
 	n := int(r.rate * leaseSpan.Seconds())
-	if n < leaseMin || limit < leaseMinHeadroom {
+	if n < minSize || limit < leaseMinHeadroom {
 		return 0
 	}
 	return min(n, leaseMax)
@@ -208,7 +208,7 @@ func (l *RollingWindowLimiter) addLease(clientID string, lease *rateLease, b *le
 // refill asks for the next lease ahead of need, in a call of its own.
 func (l *RollingWindowLimiter) refill(clientID string, lease *rateLease, limit int) {
 	l.mu.Lock()
-	want := lease.size(limit)
+	want := lease.size(limit, l.minLease())
 	l.mu.Unlock()
 	if want > 0 {
 		if _, b, _, err := l.call(clientID, scriptCall{runs: []scriptRun{{limit: limit}}, want: want}); err == nil && b != nil {

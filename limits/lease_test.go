@@ -54,6 +54,10 @@ func hammerAllow(t *testing.T, ls []*limits.RollingWindowLimiter, clientID strin
 	return out
 }
 
+// lowLeaseMin lets a limiter lease from ≈ 320 requests/s instead of
+// ≈ 2 500, so that the lease tests exercise leases on a loaded machine.
+const lowLeaseMin = 32
+
 func closeAfter(d time.Duration) <-chan struct{} {
 	c := make(chan struct{})
 	time.AfterFunc(d, func() { close(c) })
@@ -69,6 +73,7 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	rdb := redistest.Client(t)
 	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l.LeaseMin = lowLeaseMin
 	const limit = 1_000_000
 
 	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "busy", limit, 16, closeAfter(600*time.Millisecond))
@@ -97,6 +102,9 @@ func TestRollingWindowLeaseExactAcrossReplicas(t *testing.T) {
 		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
 		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
 	}
+	for _, r := range replicas {
+		r.LeaseMin = lowLeaseMin
+	}
 	const limit = 25_000
 	got := hammerAllow(t, replicas, "edge", limit, 8, nil)
 	if len(got) != limit {
@@ -122,6 +130,7 @@ func TestRollingWindowLeaseLoweredLimit(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	rdb := redistest.Client(t)
 	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l.LeaseMin = lowLeaseMin
 
 	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "downgraded", 1_000_000, 8, closeAfter(300*time.Millisecond))
 	if l.LeaseStats() == 0 {

@@ -197,6 +197,18 @@ type RollingWindowLimiter struct {
 	queues map[string]*allowQueue
 	leases map[string]*rateLease
 	leased int64 // slots granted by leases, for LeaseStats
+
+	// LeaseMin overrides the smallest lease (default 256, i.e. a client
+	// sending ≈ 2 500 requests/s to this replica); tests lower it so that
+	// a loaded machine still exercises leases. Set before first use.
+	LeaseMin int
+}
+
+func (l *RollingWindowLimiter) minLease() int {
+	if l.LeaseMin > 0 {
+		return l.LeaseMin
+	}
+	return leaseMin
 }
 
 // LeaseStats reports how many request slots leases have taken ahead in
@@ -318,7 +330,7 @@ func (l *RollingWindowLimiter) flush(clientID string, q *allowQueue) {
 		if batch = lease.serve(batch, time.Now()); len(batch) > 0 {
 			limit := batch[len(batch)-1].limit
 			gbs = lease.giveBackUnusable(limit, time.Now())
-			want = lease.size(limit)
+			want = lease.size(limit, l.minLease())
 		}
 		l.mu.Unlock()
 		if len(batch) > 0 {

@@ -128,7 +128,7 @@ func (l *QuotaLedger) leaseSize(lease *quotaLease, n int, quota *int64) int64 {
 		lease.hits, lease.since = 0, now
 	}
 	size := int64(lease.rate * leaseSpan.Seconds())
-	if size < leaseMin {
+	if size < l.minLease() {
 		return 0
 	}
 	size = min(size, MaxQuotaLease)
@@ -238,4 +238,11 @@ WHERE client_id = $1 AND month = $2::date`, key.clientID, time.Unix(key.month, 0
 			l.logger.Warn("store: giving back unused quota lease failed; retrying", "client_id", key.clientID, "slots", n, "err", err)
 		}
 	}
+}
+
+func (l *QuotaLedger) minLease() int64 {
+	if l.LeaseMin > 0 {
+		return l.LeaseMin
+	}
+	return leaseMin
 }
