@@ -103,7 +103,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		return 0, time.Time{}
 	}
 	p0, u0 := priceOf()
-	poll(t, 20*time.Second, func() string {
+	poll(t, 45*time.Second, func() string {
 		p1, u1 := priceOf()
 		if !u1.After(u0) || p1 == p0 {
 			return fmt.Sprintf("BTC_USDT still %v at %s", p1, u1)
@@ -113,7 +113,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 
 	// The worker scores what was ingested: every market has analytics, and a
 	// report is served in the requested language.
-	poll(t, 30*time.Second, func() string {
+	poll(t, 60*time.Second, func() string {
 		for _, m := range domain.Markets {
 			var items []struct {
 				Symbol       string `json:"symbol"`
@@ -134,7 +134,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 	}
 	// Fundamentals are ingested on their own schedule; a report is scored
 	// again as soon as they are in.
-	poll(t, 30*time.Second, func() string {
+	poll(t, 60*time.Second, func() string {
 		status, problem := getJSON(t, base+"/analytics/crypto/BTC_USDT?lang=en", key, &report)
 		if status != 200 || report.Symbol != "BTC_USDT" || report.Summary == "" || len(report.Factors) < 20 || report.Fundamental == nil {
 			return fmt.Sprintf("BTC_USDT report: %d %v %+v", status, problem["detail"], report)
