@@ -167,7 +167,10 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 		return 0, 0, err
 	}
 	if len(recs) > 0 && s.Notify != nil {
+		// The market's list, reports and history, and every top-setups
+		// answer (they span markets).
 		s.Notify(ctx, "analytics:"+string(m)+"/")
+		s.Notify(ctx, "analytics:top/")
 	}
 	return len(recs), events, nil
 }

@@ -118,3 +118,50 @@ func TestScoreBadPayloadIsPermanent(t *testing.T) {
 		}
 	}
 }
+
+// A verdict that changes is written to the webhook outbox with the
+// scoring, once: the standing verdict is taken from the stored report.
+func TestScoreWritesVerdictChangeToOutbox(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.MaxCandleSymbols = 5
+	ctx := context.Background()
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	var announced []string
+	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now,
+		Notify: func(_ context.Context, prefix string) { announced = append(announced, prefix) }}
+	if _, events, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || events != 0 {
+		t.Fatalf("first scoring: %d events, %v; want none (no standing verdict)", events, err)
+	}
+	list, err := db.AnalyticsList(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("list: %v, %v", list, err)
+	}
+	// Make one asset's standing verdict the opposite of its score, as if
+	// the market had turned since the last run, and give it an older candle.
+	target := list[0]
+	opposite := analytics.VerdictGrowth
+	if target.OverallScore > 0 {
+		opposite = analytics.VerdictDecline
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET verdict = $1, candle_time = candle_time - interval '4 hours'
+		WHERE market = 'crypto' AND style = 'swing' AND symbol = $2`, string(opposite), target.Symbol); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	for range 2 { // the second run finds nothing new
+		if _, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := db.VerdictEvents(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Symbol != target.Symbol || evs[0].OldVerdict != opposite || evs[0].NewVerdict == opposite {
+		t.Fatalf("outbox = %+v, %v; want one change of %s away from %s", evs, err, target.Symbol, opposite)
+	}
+	if len(announced) == 0 || announced[len(announced)-1] != "analytics:top/" {
+		t.Errorf("announcements %v: top setups must be dropped too", announced)
+	}
+}
