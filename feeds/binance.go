@@ -33,6 +33,8 @@ type binance struct {
 	spot    *apiClient
 	futures *apiClient
 	info    *symbolCache // by instrument
+	now     func() time.Time
+	funding binanceFunding
 }
 
 func newBinance(cfg Config) *binance {
@@ -42,6 +44,7 @@ func newBinance(cfg Config) *binance {
 		spot:    newAPIClient(NameBinance, cfg.baseURL(NameBinance, binanceSpotURL), cfg),
 		futures: newAPIClient(NameBinance, cfg.baseURL(NameBinance+"-futures", binanceFuturesURL), cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
+		now:     cfg.Now,
 	}
 	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
 	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -27,7 +28,8 @@ func NewIngestFundamentalsTask(c domain.Combination, tick time.Time) *asynq.Task
 // inputs of each of its symbols and stores them. A feed without
 // fundamentals stores nothing (the assets' fundamental score stays
 // unavailable, which the reports say); a symbol the feed cannot answer
-// for is skipped and logged.
+// for is skipped (logged as a warning unless the feed simply has no data
+// for it).
 func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task) error {
 	_, c, err := decodeIngest(t)
 	if err != nil {
@@ -59,7 +61,11 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			in.logger().Warn("fundamentals unavailable", "combination", c.String(), "symbol", tk.Symbol, "err", err)
+			level := slog.LevelWarn
+			if domain.ErrorCode(err) == domain.ENOTFOUND {
+				level = slog.LevelDebug // e.g. a spot pair without a perpetual: nothing to report
+			}
+			in.logger().Log(ctx, level, "fundamentals unavailable", "combination", c.String(), "symbol", tk.Symbol, "err", err)
 			continue
 		}
 		clean := make(map[string]float64, len(inputs))
