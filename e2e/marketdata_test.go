@@ -59,6 +59,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		Combination string `json:"combination"`
 		Kind        string `json:"kind"`
 		Failing     bool   `json:"failing"`
+		LastError   string `json:"last_error"`
 	}
 	if err := json.Unmarshal([]byte(d.cli("feed-health", "--json")), &health); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 	seen := map[string]bool{}
 	for _, h := range health {
 		if h.Failing {
-			t.Errorf("feed %s %s failing", h.Combination, h.Kind)
+			t.Errorf("feed %s %s failing: %s", h.Combination, h.Kind, h.LastError)
 		}
 		if h.Kind == "tickers" {
 			seen[h.Combination] = true
