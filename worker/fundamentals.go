@@ -44,6 +44,7 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 		return nil
 	}
 	tickers, err := in.Store.Tickers(ctx, c)
+	err = ours(err)
 	if err == nil && len(tickers) == 0 {
 		tickers, err = p.Tickers(ctx, c)
 	}
@@ -77,7 +78,7 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 		rows[tk.Symbol] = clean
 	}
 	if err := in.Store.UpsertFundamentals(ctx, c.Market, rows, in.Now()); err != nil {
-		in.recordError(c, "fundamentals", err)
+		in.recordError(c, "fundamentals", ours(err))
 		return fmt.Errorf("worker: ingest fundamentals %s: %w", c, err)
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, c, "fundamentals", in.Now())

@@ -138,7 +138,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 		err = errors.New("feed returned no tickers")
 	}
 	if err == nil {
-		err = in.Store.ReplaceTickers(ctx, c, tickers)
+		err = ours(in.Store.ReplaceTickers(ctx, c, tickers))
 	}
 	if err != nil {
 		in.recordError(c, "tickers", err)
@@ -200,7 +200,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	}
 	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, symbols)
 	if err != nil {
-		return 0, err
+		return 0, ours(err)
 	}
 	now := in.Now()
 	const flushEvery = 40 // series per transaction: bounded memory, few round trips
@@ -213,7 +213,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		err := in.Store.UpsertCandleSeries(ctx, batch)
 		clear(batch)
-		return err
+		return ours(err)
 	}
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
@@ -275,7 +275,29 @@ func (in *Ingester) candleSymbols(ctx context.Context, p feeds.Provider, c domai
 	return symbols[:in.MaxCandleSymbols], nil
 }
 
+// ourSide marks a failure on this service's side (Postgres, the task's own
+// time-out), which says nothing about the feed: it is not recorded as the
+// feed's error, so it can never turn stale data into a 502 "upstream
+// failing". The task still fails and is retried.
+type ourSide struct{ err error }
+
+func (e ourSide) Error() string { return e.err.Error() }
+func (e ourSide) Unwrap() error { return e.err }
+
+// ours wraps a store error as ourSide (nil stays nil).
+func ours(err error) error {
+	if err == nil {
+		return nil
+	}
+	return ourSide{err}
+}
+
 func (in *Ingester) recordError(c domain.Combination, kind string, err error) {
+	var o ourSide
+	if errors.As(err, &o) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		in.logger().Warn("ingest failed on this side; the feed's health is unchanged", "combination", c.String(), "kind", kind, "err", err)
+		return
+	}
 	// A fresh context: the task's may be the one that ended.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

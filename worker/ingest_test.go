@@ -151,3 +151,31 @@ func TestBackfillResumes(t *testing.T) {
 		t.Fatalf("resumed backfill read %d candles (%v), want 4 (last stored + 1 new, per symbol)", n, err)
 	}
 }
+
+// failingWrites is the store with Postgres refusing the ticker write.
+type failingWrites struct{ *store.DB }
+
+func (failingWrites) ReplaceTickers(context.Context, domain.Combination, []domain.Ticker) error {
+	return domain.Errorf(domain.EUNAVAILABLE, "the database is unavailable; retry later")
+}
+
+// A failure on this side (Postgres, the task's own time-out) fails the
+// task but is not the feed's error: feed health, and so the api's 502
+// "upstream failing", only reflect the feed.
+func TestIngestStoreFailureIsNotAFeedError(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	in.Store = failingWrites{db}
+	if err := in.HandleIngestTickers(context.Background(), worker.NewIngestTickersTask(spot, clk.t)); err == nil {
+		t.Fatal("the task succeeded although its write failed")
+	}
+	h, err := db.FeedHealthOf(context.Background(), spot, "tickers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.LastErrorAt != nil || h.Failing() {
+		t.Fatalf("feed health %+v: a database failure was recorded as the feed's", h)
+	}
+}

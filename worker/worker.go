@@ -43,7 +43,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: redis url: %w", err)
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 16 // tasks mostly wait on feeds and Postgres; live snapshots must find a free slot
+		cfg.Concurrency = 8 // within the process's Postgres pool (16), leaving room for the api in "all"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
