@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -137,7 +138,11 @@ type analyticsListInput struct {
 	StyleParam
 }
 
-type analyticsListOutput struct{ Body []AnalyticsListItem }
+// analyticsListOutput, topSetupsOutput and reportOutput are written as
+// pre-encoded JSON (documented as their item types): the bytes are cached
+// per market, style and language and dropped when the worker announces new
+// reports, so a hot read is a map lookup, as for the screener.
+type analyticsListOutput = encodedOutput
 
 type topSetupsInput struct {
 	Market  string `query:"market" enum:"crypto,forex,stocks" doc:"One market; omitted means every market of your tier"`
@@ -145,7 +150,7 @@ type topSetupsInput struct {
 	Limit   int    `query:"limit" default:"10" minimum:"1" maximum:"100" doc:"Number of assets"`
 }
 
-type topSetupsOutput struct{ Body []TopSetup }
+type topSetupsOutput = encodedOutput
 
 type reportInput struct {
 	AnalyticsMarketParam
@@ -154,7 +159,17 @@ type reportInput struct {
 	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
 }
 
-type reportOutput struct{ Body AnalyticsReport }
+type reportOutput = encodedOutput
+
+// encodedOutput is a JSON body encoded once and served many times.
+type encodedOutput struct {
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
+func encoded(body []byte) *encodedOutput {
+	return &encodedOutput{ContentType: jsonContentType, Body: body}
+}
 
 type historyInput struct {
 	AnalyticsMarketParam
@@ -185,12 +200,14 @@ func (s *Server) registerAnalytics() {
 		Summary:     "Strongest setups across markets",
 		Description: "Assets sorted by the absolute value of overall_score (strongest imbalance first; ties by market and symbol), for one market or every market of your tier, in the default style (swing).",
 		Tags:        tags, Errors: errorResponses(),
+		Responses: s.jsonResponse([]TopSetup{}, "Strongest setups first"),
 	}, s.getTopSetups)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-list", Method: http.MethodGet, Path: "/analytics/{market}/list",
 		Summary:     "Every scored asset of a market",
 		Description: "One item per scored asset, ordered by symbol. 503 with Retry-After right after a start, before the first scoring run.",
 		Tags:        tags, Errors: errorResponses(),
+		Responses: s.jsonResponse([]AnalyticsListItem{}, "One item per scored asset, ordered by symbol"),
 	}, s.getAnalyticsList)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
@@ -211,6 +228,7 @@ func (s *Server) registerAnalytics() {
 		Summary:     "Analytics report of one asset",
 		Description: "Technical, fundamental and overall scores, the verdict, every factor with its weight and explanation, and a support/resistance scenario, rendered in `lang`. 404 when the asset has not been scored. The segments `list`, `stats` and `factor-stats` are other operations, not symbols.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+		Responses: s.jsonResponse(AnalyticsReport{}, "The report, texts in the language of lang"),
 	}, s.getAnalyticsReport)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
@@ -254,19 +272,25 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	recs, err := s.analyticsList(ctx, m, st)
+	body, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/list#json", m, st), func() ([]byte, error) {
+		recs, err := s.analyticsList(ctx, m, st)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
+			return nil, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m)
+		}
+		out := make([]AnalyticsListItem, len(recs))
+		for i, r := range recs {
+			out[i] = AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
+				ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt}
+		}
+		return json.Marshal(out)
+	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
-		return nil, s.problem(ctx, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m))
-	}
-	out := make([]AnalyticsListItem, len(recs))
-	for i, r := range recs {
-		out[i] = AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
-			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt}
-	}
-	return &analyticsListOutput{Body: out}, nil
+	return encoded(body), nil
 }
 
 func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetupsOutput, error) {
@@ -280,18 +304,22 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetu
 		markets = []domain.Market{m}
 	}
 	key := fmt.Sprintf("analytics:top/%s/%s/%d", strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
-	recs, err := cached(s.cache, key, func() ([]store.AnalyticsRecord, error) {
-		return s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
+	body, err := cached(s.cache, key, func() ([]byte, error) {
+		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]TopSetup, len(recs))
+		for i, r := range recs {
+			out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
+				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
+		}
+		return json.Marshal(out)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	out := make([]TopSetup, len(recs))
-	for i, r := range recs {
-		out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
-			Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
-	}
-	return &topSetupsOutput{Body: out}, nil
+	return encoded(body), nil
 }
 
 // notScored is the 404 of an asset without analytics, naming some that have them.
@@ -325,8 +353,9 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	rec, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/%s", m, st, sym), func() (store.AnalyticsRecord, error) {
-		return s.analytics.AnalyticsReport(ctx, m, sym, st)
+	lang, _ := analytics.ParseLang(in.Lang)
+	body, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/%s#%s", m, st, sym, lang), func() ([]byte, error) {
+		return s.encodeReport(ctx, m, st, sym, lang)
 	})
 	if domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
@@ -334,34 +363,41 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	lang, _ := analytics.ParseLang(in.Lang)
+	return encoded(body), nil
+}
+
+// encodeReport renders an asset's stored result in lang with the market's
+// statistics of its verdict and factors (empty until the statistics job
+// has run), as the response body.
+func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) ([]byte, error) {
+	rec, err := s.analytics.AnalyticsReport(ctx, m, sym, st)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.marketStats(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	rep := rec.Result.Localize(lang)
 	body := AnalyticsReport{Market: string(m), Symbol: sym, Style: string(st), Exchange: rec.Exchange,
 		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
 		Verdict: string(rep.Verdict), Summary: rep.Summary, Factors: make([]ReportFactor, len(rep.Factors)),
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
-		FactorStats: []FactorStat{},
-		Price:       rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+		VerdictStats: verdictStats(ms.Verdicts, rep.Verdict), FactorStats: []FactorStat{},
+		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
 	names := map[string]bool{}
 	for i, f := range rep.Factors {
 		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
 			Group: f.Group, Explanation: f.Explanation}
 		names[f.Name] = true
 	}
-	// The market's statistics of this verdict and of these factors (empty
-	// until the statistics job has run).
-	ms, err := s.marketStats(ctx, m)
-	if err != nil {
-		return nil, s.problem(ctx, err)
-	}
-	body.VerdictStats = verdictStats(ms.Verdicts, rep.Verdict)
 	for _, f := range ms.Factors {
 		if names[f.Factor] {
 			body.FactorStats = append(body.FactorStats, factorStat(f))
 		}
 	}
-	return &reportOutput{Body: body}, nil
+	return json.Marshal(body)
 }
 
 func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {

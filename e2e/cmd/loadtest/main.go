@@ -4,9 +4,10 @@
 //  1. it creates a fresh schema in the test database, migrates it, creates
 //     an enterprise client whose rate limit is lifted (so the limiter runs
 //     on every request without refusing) and issues a key, and seeds
-//     binance spot screener rows and 1h candles from the synthetic feed
-//     (so -path may be /screener/crypto/binance/spot or
-//     /ohlcv/crypto/binance/BTC_USDT/1h);
+//     binance spot screener rows, 1h candles and crypto swing analytics
+//     from the synthetic feed (so -path may be /screener/crypto/binance/spot,
+//     /ohlcv/crypto/binance/BTC_USDT/1h, /analytics/crypto/list or
+//     /analytics/crypto/BTC_USDT);
 //  2. it starts the real api in-process (app.Main, role api) and captures
 //     one response of -path (default GET /api/v1/public/usage);
 //  3. it starts a bare net/http server answering exactly those bytes with
@@ -399,7 +400,7 @@ func capture(ctx context.Context, url, key string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("capture: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows and 1h candles only)",
+		return nil, "", fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows, 1h candles and crypto swing analytics only)",
 			req.URL.Path, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	return body, resp.Header.Get("Content-Type"), nil

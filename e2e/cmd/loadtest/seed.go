@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -33,6 +34,18 @@ func seed(ctx context.Context, databaseURL string) error {
 	}
 	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(c, domain.TF1h, now)); err != nil {
 		return fmt.Errorf("seed candles: %w", err)
+	}
+	// Analytics of the default style (swing: 4h candles) with fundamentals,
+	// for -path /analytics/crypto/BTC_USDT and friends.
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(c, domain.TF4h, now)); err != nil {
+		return fmt.Errorf("seed 4h candles: %w", err)
+	}
+	if err := in.HandleIngestFundamentals(ctx, worker.NewIngestFundamentalsTask(c, now)); err != nil {
+		return fmt.Errorf("seed fundamentals: %w", err)
+	}
+	sc := &worker.Scorer{Store: db, Region: domain.DefaultRegion, Logger: slog.New(slog.DiscardHandler), Now: time.Now}
+	if _, _, err := sc.Score(ctx, domain.Crypto, analytics.DefaultStyle); err != nil {
+		return fmt.Errorf("seed analytics: %w", err)
 	}
 	return nil
 }
