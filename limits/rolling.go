@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +119,7 @@ for i = 6 + 3 * gives, #ARGV, 2 do
   out[#out + 1] = blocker
 end
 local want = tonumber(ARGV[3])
-if want > 0 and last - count >= ` + leaseMinHeadroomText + ` then
+if want > 0 and last - count >= LEASE_MIN_HEADROOM then
   local g = math.min(want, math.floor((last - count) / 64))
   local stamp = now + tonumber(ARGV[4])
   local done = 0
@@ -161,8 +163,7 @@ const (
 	leaseMax = MaxRateLease
 	// leaseMinHeadroom: no lease unless the window stays at least this far
 	// from the limit (a client near its limit is decided request by request).
-	leaseMinHeadroom     = 10_000
-	leaseMinHeadroomText = "10000"
+	leaseMinHeadroom = 10_000
 )
 
 // batchTimeout bounds one batch's script call when the Redis client has no
@@ -248,7 +249,7 @@ func NewRollingWindowLimiter(rdb redis.Scripter, prefix string) *RollingWindowLi
 	return &RollingWindowLimiter{
 		rdb:      rdb,
 		prefix:   prefix,
-		script:   redis.NewScript(slidingLogScript),
+		script:   redis.NewScript(strings.Replace(slidingLogScript, "LEASE_MIN_HEADROOM", strconv.Itoa(leaseMinHeadroom), 1)),
 		instance: base64.RawURLEncoding.EncodeToString(b[:]),
 		queues:   make(map[string]*allowQueue),
 		leases:   make(map[string]*rateLease),

@@ -213,5 +213,3 @@ func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]Ve
 	})
 	return out, translate(err, "verdict events")
 }
-
-func analyticsVerdict(s string) analytics.Verdict { return analytics.Verdict(s) }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -227,7 +228,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		}
 		d.Secret = string(secret)
 		d.Event.ID, d.Event.Market = d.EventID, domain.Market(market)
-		d.Event.OldVerdict, d.Event.NewVerdict, d.Event.At = analyticsVerdict(oldV), analyticsVerdict(newV), d.Event.At.UTC()
+		d.Event.OldVerdict, d.Event.NewVerdict, d.Event.At = analytics.Verdict(oldV), analytics.Verdict(newV), d.Event.At.UTC()
 		out = append(out, d)
 	}
 	return out, translate(rows.Err(), "webhook deliveries")
