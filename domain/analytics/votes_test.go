@@ -3,6 +3,10 @@ package analytics
 import (
 	"math"
 	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/indicator"
 )
 
 var na = math.NaN()
@@ -152,7 +156,63 @@ func TestStochRSIVote(t *testing.T) {
 		{"K at 20", func() (int, bool) { return stochRSIVote(90, 100, 20, 10) }, 0, true},
 		{"Stoch RSI undefined", func() (int, bool) { return stochRSIVote(90, 100, na, na) }, 0, true},
 		{"EMA missing", func() (int, bool) { return stochRSIVote(90, na, 15, 10) }, 0, false},
+		{"K equals D at 0 is neutral", func() (int, bool) { return stochRSIVote(90, 100, 0, 0) }, 0, true},
+		{"K equals D at 100 is neutral", func() (int, bool) { return stochRSIVote(110, 100, 100, 100) }, 0, true},
 	})
+}
+
+// TestStochRSIExactEqualityOnTheFloatingPointPath runs the scorer's own path
+// (RSI → 40-bar tail → Stoch RSI → vote) on a series whose %K and %D are
+// both exactly 0: a swing, then a steady 1 % decline, so every RSI of the
+// last bars is the lowest of its 14 and the raw stochastic is 0. The vote
+// must be neutral, as TradingView's K > D gives. With the former running
+// sum the three zeros summed to ±1e-14 (the residue of the swing's values),
+// K came out as 3.03e-15 and D as −1.48e-14, and the vote was bullish.
+func TestStochRSIExactEqualityOnTheFloatingPointPath(t *testing.T) {
+	t.Parallel()
+	closes := make([]float64, 0, 96)
+	p := 100.0
+	for i := range 90 {
+		p *= 1 + 0.03*math.Sin(float64(2*i)*0.7)
+		closes = append(closes, p)
+	}
+	for range 6 {
+		p *= 0.99
+		closes = append(closes, p)
+	}
+	rsi := indicator.RSI(closes, 14)
+	k, d := indicator.StochRSIFrom(rsi[len(rsi)-windowTail:], 14, 3, 3)
+	kl, dl := indicator.Last(k, 0), indicator.Last(d, 0)
+	if kl != 0 || dl != 0 {
+		t.Fatalf("%%K = %v, %%D = %v; want both exactly 0", kl, dl)
+	}
+	ema50 := indicator.EMALast(closes, 50)
+	if !(closes[len(closes)-1] < ema50) {
+		t.Fatalf("close %v not below EMA50 %v: the case does not test the buy rule", closes[len(closes)-1], ema50)
+	}
+	if v, ok := stochRSIVote(closes[len(closes)-1], ema50, kl, dl); v != 0 || !ok {
+		t.Errorf("vote %d ok %v with %%K == %%D, want neutral", v, ok)
+	}
+
+	// The same through Score, as a report shows it.
+	cs := make([]domain.Candle, len(closes))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range closes {
+		cs[i] = domain.Candle{Time: t0.Add(time.Duration(i) * time.Hour), Open: c, High: c, Low: c, Close: c, Volume: 1}
+	}
+	res, err := Score(Input{Market: domain.Crypto, Symbol: "BTC_USDT", Candles: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Factors {
+		if f.Name == "stoch_rsi_14_14_3_3" {
+			if f.Sentiment != Neutral {
+				t.Errorf("stoch_rsi_14_14_3_3 = %s (%s), want neutral", f.Sentiment, f.Value)
+			}
+			return
+		}
+	}
+	t.Error("no stoch_rsi_14_14_3_3 factor")
 }
 
 func TestWilliamsRVote(t *testing.T) {
