@@ -8,8 +8,8 @@ import "math"
 //
 //   - Overlap: the 21-day forward returns of consecutive days share 20 of
 //     their 21 days, so an asset's wins come in runs; 300 consecutive daily
-//     observations at 21 days carry about as much information as 300/21
-//     independent ones, not 300.
+//     up-or-down outcomes at 21 days carry about as much information as
+//     300/15 independent ones (for a random walk), not 300.
 //   - The market: assets of a market move together, so the observations of
 //     one day are one draw of the market's move, not 200 draws.
 //
@@ -53,8 +53,9 @@ type rateEstimate struct {
 // estimateRate computes a statistic's rate, effective sample size and
 // interval from its daily tallies (see the comment at the top of the file).
 // When the variance cannot be estimated, because all observations fall in
-// one block or the rate is 0 or 1 (every block agrees, which says nothing
-// about how dependent they are), each block counts as one observation.
+// one block or every block has the same rate (a rate of 0 or 1 above all:
+// agreement says nothing about how dependent the blocks are), each block
+// counts as one observation.
 func estimateRate(t tallies, cal calendar, horizonDays int) rateEstimate {
 	return estimateRateBlocks(t, cal, BlockDays(horizonDays))
 }
@@ -111,8 +112,7 @@ func (e rateEstimate) critical() float64 { return tCritical95(float64(e.blocks -
 // pValue is the two-sided p-value of the score test of rate = p0 on the
 // effective sample size, the test the Wilson interval inverts: it is below
 // 0.05 exactly when the interval excludes p0. ok is false when there is
-// nothing to test (no observations, or p0 outside (0,1) with the rate on
-// it).
+// nothing to test (no observations, or p0 is NaN).
 func (e rateEstimate) pValue(p0 float64) (p float64, ok bool) {
 	if e.n == 0 || math.IsNaN(p0) {
 		return 0, false
