@@ -68,29 +68,35 @@ type ReportScenario struct {
 
 // VerdictStat is a verdict statistics record.
 type VerdictStat struct {
-	Verdict       string   `json:"verdict" enum:"growth,decline,neutral"`
-	HorizonDays   int      `json:"horizon_days" enum:"1,5,21,30"`
-	SampleSize    int      `json:"sample_size"`
-	IsSignificant bool     `json:"is_significant" doc:"sample_size ≥ 30"`
-	WinRate       *float64 `json:"win_rate" nullable:"true" doc:"0..1; null when sample_size is 0"`
-	WinRateCILow  float64  `json:"win_rate_ci_low"`
-	WinRateCIHigh float64  `json:"win_rate_ci_high"`
-	BaseRate      *float64 `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule, for comparison"`
-	AvgReturnPct  float64  `json:"avg_return_pct"`
-	Source        string   `json:"source" enum:"backtest,live"`
+	Verdict             string   `json:"verdict" enum:"growth,decline,neutral"`
+	HorizonDays         int      `json:"horizon_days" enum:"1,5,21,30"`
+	SampleSize          int      `json:"sample_size" doc:"Number of observations (asset-days with this verdict)"`
+	EffectiveSampleSize int      `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth once overlapping horizons and assets moving together are accounted for; at most sample_size. The interval and is_significant use it"`
+	IsSignificant       bool     `json:"is_significant" doc:"The 95% interval excludes base_rate (p_value < 0.05) and effective_sample_size ≥ 30. Not a promise of future results"`
+	WinRate             *float64 `json:"win_rate" nullable:"true" doc:"0..1; null when sample_size is 0"`
+	WinRateCILow        float64  `json:"win_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size (Student's t critical value); 0 when sample_size is 0"`
+	WinRateCIHigh       float64  `json:"win_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size; 1 when sample_size is 0"`
+	BaseRate            *float64 `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule over every bar of the horizon, the rate with no edge; null when no bar was seen"`
+	PValue              *float64 `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'win_rate equals base_rate' on effective_sample_size; null when there is nothing to test"`
+	AvgReturnPct        float64  `json:"avg_return_pct"`
+	Source              string   `json:"source" enum:"backtest,live"`
 }
 
 // FactorStat is a factor statistics record.
 type FactorStat struct {
-	Factor        string  `json:"factor"`
-	HorizonDays   int     `json:"horizon_days" enum:"1,5,21"`
-	SampleSize    int     `json:"sample_size"`
-	IsSignificant bool    `json:"is_significant"`
-	HitRate       float64 `json:"hit_rate"`
-	HitRateCILow  float64 `json:"hit_rate_ci_low"`
-	HitRateCIHigh float64 `json:"hit_rate_ci_high"`
-	Correlation   float64 `json:"correlation"`
-	Source        string  `json:"source" enum:"backtest,live"`
+	Factor              string   `json:"factor"`
+	HorizonDays         int      `json:"horizon_days" enum:"1,5,21"`
+	SampleSize          int      `json:"sample_size" doc:"Number of observations with a bullish or bearish reading (neutral readings are not counted)"`
+	EffectiveSampleSize int      `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth (see the verdict statistics); at most sample_size"`
+	IsSignificant       bool     `json:"is_significant" doc:"p_value_adjusted ≤ 0.05 and effective_sample_size ≥ 30"`
+	HitRate             float64  `json:"hit_rate" doc:"0..1; 0 when sample_size is 0"`
+	HitRateCILow        float64  `json:"hit_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size, for this record alone (not adjusted for the other records)"`
+	HitRateCIHigh       float64  `json:"hit_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size"`
+	Correlation         float64  `json:"correlation"`
+	BaseRate            *float64 `json:"base_rate" nullable:"true" minimum:"0" maximum:"1" doc:"The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0"`
+	PValue              *float64 `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'hit_rate equals base_rate' on effective_sample_size; null with base_rate"`
+	PValueAdjusted      *float64 `json:"p_value_adjusted" nullable:"true" minimum:"0" maximum:"1" doc:"p_value after the Benjamini–Hochberg adjustment over every factor and horizon of this market and source: among records with p_value_adjusted ≤ 0.05, at most 5% are expected to be chance findings"`
+	Source              string   `json:"source" enum:"backtest,live"`
 }
 
 // AnalyticsReport is the analytics of one asset.
@@ -213,14 +219,17 @@ func (s *Server) registerAnalytics() {
 		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
 		Summary: "How each verdict performed on a market",
 		Description: "Verdict statistics records for horizons 1, 5, 21 and 30 days: `backtest` (the scorer replayed over each asset's daily history) first, then `live` (the verdicts this service published). " +
-			"`win_rate` is null when `sample_size` is 0; `is_significant` means at least 30 observations; `base_rate` is how often the same rule would have won on any day. 503 with Retry-After until the statistics job has run.",
+			"`win_rate` is null when `sample_size` is 0; `base_rate` is how often the same rule would have won on any day. " +
+			"Consecutive days' forward returns overlap and a market's assets move together, so the interval is computed on `effective_sample_size`, not on `sample_size`; " +
+			"`is_significant` means the interval excludes `base_rate` and `effective_sample_size` is at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
 	}, s.getStats)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-factor-stats", Method: http.MethodGet, Path: "/analytics/{market}/factor-stats",
 		Summary: "How each indicator and pattern performed on a market",
 		Description: "Factor statistics records (backtest) for horizons 1, 5 and 21 days: a factor hits when its sentiment's sign matches the forward return's (neutral readings are not counted); " +
-			"`correlation` is the Pearson correlation of its signed contribution with the forward return. 503 with Retry-After until the statistics job has run.",
+			"`correlation` is the Pearson correlation of its signed contribution with the forward return; `base_rate` is the hit rate the factor would have with no edge. " +
+			"Many factors and horizons are tested at once, so `is_significant` uses `p_value_adjusted` (Benjamini–Hochberg, 5 % false discovery rate) and an `effective_sample_size` of at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
 	}, s.getFactorStats)
 	huma.Register(s.humaAPI, huma.Operation{
@@ -480,13 +489,16 @@ func verdictStats(in []stats.VerdictStat, verdict analytics.Verdict) []VerdictSt
 			continue
 		}
 		out = append(out, VerdictStat{Verdict: v.Verdict, HorizonDays: v.HorizonDays, SampleSize: v.SampleSize,
-			IsSignificant: v.IsSignificant, WinRate: v.WinRate, WinRateCILow: v.WinRateCILow, WinRateCIHigh: v.WinRateCIHigh,
-			BaseRate: v.BaseRate, AvgReturnPct: v.AvgReturnPct, Source: v.Source})
+			EffectiveSampleSize: v.EffectiveSampleSize, IsSignificant: v.IsSignificant, WinRate: v.WinRate,
+			WinRateCILow: v.WinRateCILow, WinRateCIHigh: v.WinRateCIHigh, BaseRate: v.BaseRate, PValue: v.PValue,
+			AvgReturnPct: v.AvgReturnPct, Source: v.Source})
 	}
 	return out
 }
 
 func factorStat(f stats.FactorStat) FactorStat {
-	return FactorStat{Factor: f.Factor, HorizonDays: f.HorizonDays, SampleSize: f.SampleSize, IsSignificant: f.IsSignificant,
-		HitRate: f.HitRate, HitRateCILow: f.HitRateCILow, HitRateCIHigh: f.HitRateCIHigh, Correlation: f.Correlation, Source: f.Source}
+	return FactorStat{Factor: f.Factor, HorizonDays: f.HorizonDays, SampleSize: f.SampleSize,
+		EffectiveSampleSize: f.EffectiveSampleSize, IsSignificant: f.IsSignificant, HitRate: f.HitRate,
+		HitRateCILow: f.HitRateCILow, HitRateCIHigh: f.HitRateCIHigh, Correlation: f.Correlation,
+		BaseRate: f.BaseRate, PValue: f.PValue, PValueAdjusted: f.PValueAdjusted, Source: f.Source}
 }

@@ -156,12 +156,17 @@ func TestAnalyticsStatsEndpoints(t *testing.T) {
 	}
 	var va stats.VerdictAccumulator
 	var fa stats.FactorAccumulator
-	for i := range 40 {
-		ret := float64(i%5) - 1.5
-		_ = va.Add(stats.VerdictGrowth, 1, ret, 1)
-		_ = va.Add(stats.VerdictDecline, 5, -ret, 1)
-		_ = fa.Add("rsi_14", 1, 1, 0.03, ret)
-		_ = fa.Add("rsi_14", 5, -1, -0.03, ret)
+	// 40 days; growth at 1 day wins on days 2, 3, 4 of every 5 (60 %)
+	// where the other bars of the day lose: a base rate of 40 %.
+	for day := range 40 {
+		ret := float64(day%5) - 1.5
+		_ = va.Add(day, stats.VerdictGrowth, 1, ret, 1)
+		_ = va.AddBase(day, 1, -ret, 1)
+		_ = va.Add(day, stats.VerdictDecline, 5, -ret, 1)
+		_ = fa.AddMove(day, 1, ret)
+		_ = fa.AddMove(day, 5, ret)
+		_ = fa.Add(day, "rsi_14", 1, 1, 0.03, ret)
+		_ = fa.Add(day, "rsi_14", 5, -1, -0.03, ret)
 	}
 	if err := f.db.SaveStats(ctx, domain.Crypto, stats.SourceBacktest, va.Results(stats.SourceBacktest), fa.Results(stats.SourceBacktest), 1, f.now); err != nil {
 		t.Fatal(err)
@@ -173,13 +178,20 @@ func TestAnalyticsStatsEndpoints(t *testing.T) {
 	if status != http.StatusOK || json.Unmarshal(body, &vs) != nil || len(vs) != 12 {
 		t.Fatalf("stats: %d %s", status, body)
 	}
-	if vs[0].Verdict != "growth" || vs[0].HorizonDays != 1 || vs[0].SampleSize != 40 || !vs[0].IsSignificant || vs[0].WinRate == nil || vs[0].Source != "backtest" {
-		t.Errorf("first record %+v, want growth/1 day with 40 samples", vs[0])
+	if g := vs[0]; g.Verdict != "growth" || g.HorizonDays != 1 || g.SampleSize != 40 || g.EffectiveSampleSize < 1 ||
+		g.EffectiveSampleSize > 40 || g.WinRate == nil || g.BaseRate == nil || g.PValue == nil || g.Source != "backtest" {
+		t.Errorf("first record %+v, want growth/1 day with 40 samples, an effective size, a base rate and a p-value", g)
+	}
+	if !strings.Contains(string(body), `"effective_sample_size":`) || !strings.Contains(string(body), `"p_value":`) {
+		t.Errorf("stats body lacks the effective sample size or p-value: %.300s", body)
 	}
 	status, body = f.get(t, "/analytics/crypto/factor-stats?horizon_days=5")
 	var fs []api.FactorStat
 	if status != http.StatusOK || json.Unmarshal(body, &fs) != nil || len(fs) != 1 || fs[0].HorizonDays != 5 || fs[0].SampleSize != 40 {
 		t.Fatalf("factor-stats?horizon_days=5: %d %s", status, body)
+	}
+	if f := fs[0]; f.BaseRate == nil || f.PValue == nil || f.PValueAdjusted == nil || *f.PValueAdjusted < *f.PValue || f.EffectiveSampleSize < 1 {
+		t.Errorf("factor record %+v, want a base rate, raw and adjusted p-values and an effective size", f)
 	}
 	if status, body := f.get(t, "/analytics/crypto/factor-stats?horizon_days=2"); status != http.StatusBadRequest || !strings.Contains(string(body), "horizon_days") {
 		t.Errorf("horizon_days=2: %d %s, want 400", status, body)

@@ -52,6 +52,11 @@ type StatsStore interface {
 //     snapshots; a day's verdict is the last one published by its close)
 //     are judged the same way. Days without a published verdict only feed
 //     the base rate.
+//
+// Each observation is filed under its bar's day, so that the intervals and
+// significance account for the overlap of forward returns and for assets
+// moving together (see domain/stats, effective.go). The two sources stay
+// separate records.
 type StatsJob struct {
 	Store  StatsStore
 	Region string
@@ -183,7 +188,8 @@ func replay(m domain.Market, sym string, cs []domain.Candle, va *stats.VerdictAc
 		if res != nil {
 			verdict = res.Verdict
 		}
-		if err := addVerdictBar(va, closes, med, i, verdict); err != nil {
+		day := stats.DayNumber(cs[i].Time)
+		if err := addVerdictBar(va, closes, med, i, day, verdict); err != nil {
 			return err
 		}
 		if res == nil {
@@ -194,8 +200,11 @@ func replay(m domain.Market, sym string, cs []domain.Candle, va *stats.VerdictAc
 			if !ok {
 				continue
 			}
+			if err := fa.AddMove(day, h, ret); err != nil {
+				return err
+			}
 			for _, f := range res.Factors {
-				if err := fa.Add(f.Name, h, stats.SentimentSign(string(f.Sentiment)), f.Contribution, ret); err != nil {
+				if err := fa.Add(day, f.Name, h, stats.SentimentSign(string(f.Sentiment)), f.Contribution, ret); err != nil {
 					return err
 				}
 			}
@@ -223,16 +232,17 @@ func judgeLive(cs []domain.Candle, snaps []store.AnalyticsSnapshot, va *stats.Ve
 		if k >= 0 && closeAt.Sub(snaps[k].At) <= liveMaxAge {
 			verdict = snaps[k].Verdict
 		}
-		if err := addVerdictBar(va, closes, med, i, verdict); err != nil {
+		if err := addVerdictBar(va, closes, med, i, stats.DayNumber(c.Time), verdict); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// addVerdictBar feeds bar i, with the verdict it carried ("" for none: the
-// base rate only), to va at every verdict horizon with a forward return.
-func addVerdictBar(va *stats.VerdictAccumulator, closes []float64, med map[int]float64, i int, verdict analytics.Verdict) error {
+// addVerdictBar feeds bar i of day, with the verdict it carried ("" for
+// none: the base rate only), to va at every verdict horizon with a forward
+// return.
+func addVerdictBar(va *stats.VerdictAccumulator, closes []float64, med map[int]float64, i, day int, verdict analytics.Verdict) error {
 	for _, h := range stats.VerdictHorizons {
 		ret, ok := stats.ForwardReturn(closes, i, h)
 		mv, okMed := med[h]
@@ -241,9 +251,9 @@ func addVerdictBar(va *stats.VerdictAccumulator, closes []float64, med map[int]f
 		}
 		var err error
 		if verdict != "" {
-			err = va.Add(string(verdict), h, ret, mv)
+			err = va.Add(day, string(verdict), h, ret, mv)
 		} else {
-			err = va.AddBase(h, ret, mv)
+			err = va.AddBase(day, h, ret, mv)
 		}
 		if err != nil {
 			return err

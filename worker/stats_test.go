@@ -52,6 +52,15 @@ func TestStatsBacktest(t *testing.T) {
 	}
 	total := 0
 	for _, v := range first.Verdicts {
+		// Observations are filed under their days: 3 assets moving
+		// together over overlapping 21-day returns are worth far fewer
+		// independent ones.
+		if v.SampleSize > 0 && (v.EffectiveSampleSize < 1 || v.EffectiveSampleSize > v.SampleSize || v.PValue == nil) {
+			t.Errorf("record %+v: want an effective size of 1..sample_size and a p-value", v)
+		}
+		if v.Source == stats.SourceBacktest && v.HorizonDays == 21 && v.SampleSize >= 100 && v.EffectiveSampleSize*5 > v.SampleSize {
+			t.Errorf("record %+v: %d overlapping 21-day observations counted as %d independent ones", v, v.SampleSize, v.EffectiveSampleSize)
+		}
 		if v.Source == stats.SourceBacktest && v.HorizonDays == 1 {
 			total += v.SampleSize
 			if v.SampleSize > 0 && (v.WinRate == nil || *v.WinRate < 0 || *v.WinRate > 1 || v.WinRateCILow > *v.WinRate || v.WinRateCIHigh < *v.WinRate) {
@@ -66,6 +75,11 @@ func TestStatsBacktest(t *testing.T) {
 	factors := map[string]bool{}
 	for _, f := range first.Factors {
 		factors[f.Factor] = true
+	}
+	for _, f := range first.Factors {
+		if f.SampleSize > 0 && (f.BaseRate == nil || f.PValueAdjusted == nil || *f.PValueAdjusted < *f.PValue) {
+			t.Errorf("factor record %+v: want a base rate and an adjusted p-value", f)
+		}
 	}
 	if !factors["rsi_14"] || len(first.Factors) < 3*20 {
 		t.Errorf("factor records: %d over %d factors, want rsi_14 and ≥ 20 factors × 3 horizons", len(first.Factors), len(factors))

@@ -2,7 +2,13 @@ package analytics
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/indicator"
 )
 
 var na = math.NaN()
@@ -152,7 +158,102 @@ func TestStochRSIVote(t *testing.T) {
 		{"K at 20", func() (int, bool) { return stochRSIVote(90, 100, 20, 10) }, 0, true},
 		{"Stoch RSI undefined", func() (int, bool) { return stochRSIVote(90, 100, na, na) }, 0, true},
 		{"EMA missing", func() (int, bool) { return stochRSIVote(90, na, 15, 10) }, 0, false},
+		{"K equals D at 0 is neutral", func() (int, bool) { return stochRSIVote(90, 100, 0, 0) }, 0, true},
+		{"K equals D at 100 is neutral", func() (int, bool) { return stochRSIVote(110, 100, 100, 100) }, 0, true},
 	})
+}
+
+// TestStochRSIPinnedLinesAreEqual: over random walks of 80–500 bars, when
+// the raw stochastic of RSI is pinned at 0 (or 100) on the last five bars,
+// %K and %D are both exactly 0 (100) and the vote is neutral. Before Sum
+// summed each window afresh, 0.5 % of all series (1.5 % in the issue's
+// sample) ended with such lines differing by ~1e-14 and a bullish or
+// bearish vote.
+func TestStochRSIPinnedLinesAreEqual(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(13, 1))
+	pinned := 0
+	for range 3000 {
+		n := 80 + r.IntN(421)
+		closes := make([]float64, n)
+		closes[0] = 100
+		for i := 1; i < n; i++ {
+			closes[i] = closes[i-1] * math.Exp(0.02*r.NormFloat64())
+		}
+		rsi := indicator.RSI(closes, 14)
+		tail := rsi[max(0, n-windowTail):]
+		raw := indicator.StochK(tail, tail, tail, 14)
+		level := raw[len(raw)-1]
+		if (level != 0 && level != 100) || slices.ContainsFunc(raw[len(raw)-5:], func(v float64) bool { return v != level }) {
+			continue
+		}
+		pinned++
+		k, d := indicator.StochRSIFrom(tail, 14, 3, 3)
+		kl, dl := indicator.Last(k, 0), indicator.Last(d, 0)
+		if kl != level || dl != level {
+			t.Fatalf("%d bars, raw stochastic pinned at %v: %%K = %v, %%D = %v", n, level, kl, dl)
+		}
+		if v, _ := stochRSIVote(closes[n-1], indicator.EMALast(closes, 50), kl, dl); v != 0 {
+			t.Fatalf("%d bars: %%K = %%D = %v votes %d", n, kl, v)
+		}
+	}
+	if pinned < 20 {
+		t.Fatalf("only %d series end pinned: the test tests nothing", pinned)
+	}
+}
+
+// TestStochRSIExactEqualityOnTheFloatingPointPath runs the scorer's own path
+// (RSI → 40-bar tail → Stoch RSI → vote) on a series whose %K and %D are
+// both exactly 0: a swing, then a steady 1 % decline, so every RSI of the
+// last bars is the lowest of its 14 and the raw stochastic is 0. The vote
+// must be neutral, as TradingView's K > D gives. With the former running
+// sum the three zeros summed to ±1e-14 (the residue of the swing's values),
+// K came out as 3.03e-15 and D as −1.48e-14, and the vote was bullish.
+func TestStochRSIExactEqualityOnTheFloatingPointPath(t *testing.T) {
+	t.Parallel()
+	closes := make([]float64, 0, 96)
+	p := 100.0
+	for i := range 90 {
+		p *= 1 + 0.03*math.Sin(float64(2*i)*0.7)
+		closes = append(closes, p)
+	}
+	for range 6 {
+		p *= 0.99
+		closes = append(closes, p)
+	}
+	rsi := indicator.RSI(closes, 14)
+	k, d := indicator.StochRSIFrom(rsi[len(rsi)-windowTail:], 14, 3, 3)
+	kl, dl := indicator.Last(k, 0), indicator.Last(d, 0)
+	if kl != 0 || dl != 0 {
+		t.Fatalf("%%K = %v, %%D = %v; want both exactly 0", kl, dl)
+	}
+	ema50 := indicator.EMALast(closes, 50)
+	if !(closes[len(closes)-1] < ema50) {
+		t.Fatalf("close %v not below EMA50 %v: the case does not test the buy rule", closes[len(closes)-1], ema50)
+	}
+	if v, ok := stochRSIVote(closes[len(closes)-1], ema50, kl, dl); v != 0 || !ok {
+		t.Errorf("vote %d ok %v with %%K == %%D, want neutral", v, ok)
+	}
+
+	// The same through Score, as a report shows it.
+	cs := make([]domain.Candle, len(closes))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range closes {
+		cs[i] = domain.Candle{Time: t0.Add(time.Duration(i) * time.Hour), Open: c, High: c, Low: c, Close: c, Volume: 1}
+	}
+	res, err := Score(Input{Market: domain.Crypto, Symbol: "BTC_USDT", Candles: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Factors {
+		if f.Name == "stoch_rsi_14_14_3_3" {
+			if f.Sentiment != Neutral {
+				t.Errorf("stoch_rsi_14_14_3_3 = %s (%s), want neutral", f.Sentiment, f.Value)
+			}
+			return
+		}
+	}
+	t.Error("no stoch_rsi_14_14_3_3 factor")
 }
 
 func TestWilliamsRVote(t *testing.T) {

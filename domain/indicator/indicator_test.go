@@ -72,6 +72,28 @@ func TestMovingAveragesTrivial(t *testing.T) {
 	assertSeries(t, "EMA-short", EMA([]float64{1, 2}, 5), []float64{nan, nan}, 0)
 }
 
+// TestSumDependsOnlyOnItsWindow: a window's sum must not carry rounding
+// residue from values that have left it, or two equal windows (three zeros
+// after 12.3, 45.6, 7.7: a running sum gave 9.77e-15) compare unequal and a
+// K > D vote fires on noise.
+func TestSumDependsOnlyOnItsWindow(t *testing.T) {
+	t.Parallel()
+	if got := Sum([]float64{12.3, 45.6, 7.7, 0, 0, 0}, 3)[5]; got != 0 {
+		t.Errorf("sum of three zeros = %v, want exactly 0", got)
+	}
+	if got := SMA([]float64{0.7, 33.1, 5.9, 100, 100, 100}, 3)[5]; got != 100 {
+		t.Errorf("SMA of three 100s = %v, want exactly 100", got)
+	}
+	x := randomWalk(300, 7).Close
+	const n = 14
+	sums := Sum(x, n)
+	for i := n - 1; i < len(x); i++ {
+		if fresh := Sum(x[i-n+1:i+1], n)[n-1]; sums[i] != fresh {
+			t.Fatalf("Sum[%d] = %v, the same window alone sums to %v", i, sums[i], fresh)
+		}
+	}
+}
+
 func TestHMAOfLineIsTheLine(t *testing.T) {
 	t.Parallel()
 	// WMA(n) of a line lags by (n−1)/3; Hull's construction cancels the lag

@@ -62,3 +62,43 @@ func rate(k, n int) float64 {
 }
 
 func ptr(x float64) *float64 { return &x }
+
+// byHorizon holds one cell per forward horizon. There are a handful of
+// horizons, so a scan is cheaper than a map on the accumulators' hot path.
+type byHorizon[T any] []horizonCell[T]
+
+type horizonCell[T any] struct {
+	h int
+	c *T
+}
+
+// get returns the cell of horizon h, adding it if needed.
+func (b *byHorizon[T]) get(h int) *T {
+	if c := b.find(h); c != nil {
+		return c
+	}
+	c := new(T)
+	*b = append(*b, horizonCell[T]{h, c})
+	return c
+}
+
+// find returns the cell of horizon h, nil when there is none.
+func (b byHorizon[T]) find(h int) *T {
+	for _, hc := range b {
+		if hc.h == h {
+			return hc.c
+		}
+	}
+	return nil
+}
+
+// horizons yields the horizons with a cell.
+func (b byHorizon[T]) horizons() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for _, hc := range b {
+			if !yield(hc.h) {
+				return
+			}
+		}
+	}
+}

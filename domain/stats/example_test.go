@@ -7,7 +7,9 @@ import (
 )
 
 // A replay worker computes each bar's forward return, feeds it with the
-// bar's verdict into an accumulator and reads the records at the end.
+// bar's day and verdict into an accumulator and reads the records at the
+// end. Eight days of one asset are far too few to say anything: the
+// intervals are wide and nothing is significant.
 func ExampleVerdictAccumulator() {
 	closes := []float64{100, 102, 101, 104, 103, 107, 106, 110}
 	verdicts := []string{"growth", "neutral", "growth", "decline", "growth", "neutral", "growth", "growth"}
@@ -19,18 +21,19 @@ func ExampleVerdictAccumulator() {
 		if !ok {
 			continue // the newest bar has no future yet
 		}
-		if err := acc.Add(v, 1, r, med); err != nil {
+		day := 20000 + i // stats.DayNumber of the bar's open time
+		if err := acc.Add(day, v, 1, r, med); err != nil {
 			panic(err)
 		}
 	}
 	for _, s := range acc.Results(stats.SourceBacktest) {
 		if s.HorizonDays == 1 {
-			fmt.Printf("%s: n=%d win=%.2f base=%.2f ci=%.2f..%.2f\n",
-				s.Verdict, s.SampleSize, *s.WinRate, *s.BaseRate, s.WinRateCILow, s.WinRateCIHigh)
+			fmt.Printf("%s: n=%d n_eff=%d win=%.2f base=%.2f ci=%.2f..%.2f significant=%v\n",
+				s.Verdict, s.SampleSize, s.EffectiveSampleSize, *s.WinRate, *s.BaseRate, s.WinRateCILow, s.WinRateCIHigh, s.IsSignificant)
 		}
 	}
 	// Output:
-	// growth: n=4 win=1.00 base=0.57 ci=0.51..1.00
-	// decline: n=1 win=1.00 base=0.43 ci=0.21..1.00
-	// neutral: n=2 win=1.00 base=0.43 ci=0.34..1.00
+	// growth: n=4 n_eff=4 win=1.00 base=0.57 ci=0.28..1.00 significant=false
+	// decline: n=1 n_eff=1 win=1.00 base=0.43 ci=0.00..1.00 significant=false
+	// neutral: n=2 n_eff=2 win=1.00 base=0.43 ci=0.01..1.00 significant=false
 }

@@ -79,10 +79,13 @@ func FuzzSeries(f *testing.F) {
 			if !isFinite(r) {
 				t.Fatalf("ForwardReturn(%d, %d) = %v with ok", i, h, r)
 			}
-			if err := va.Add(Verdicts[i%3], h, r, med); err != nil {
+			if err := va.Add(i, Verdicts[i%3], h, r, med); err != nil {
 				t.Fatal(err)
 			}
-			if err := fa.Add("F", h, i%3-1, closes[i], r); err != nil && isFinite(closes[i]) {
+			if err := fa.Add(i, "F", h, i%3-1, closes[i], r); err != nil && isFinite(closes[i]) {
+				t.Fatal(err)
+			}
+			if err := fa.AddMove(i, h, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -102,14 +105,36 @@ func FuzzSeries(f *testing.F) {
 			if (s.WinRate == nil) != (s.SampleSize == 0) {
 				t.Fatalf("win rate %v with sample size %d", s.WinRate, s.SampleSize)
 			}
+			checkEffective(t, s.EffectiveSampleSize, s.SampleSize)
+			if s.PValue != nil {
+				checkUnit(t, *s.PValue)
+			}
 		}
 		for _, s := range fa.Results(SourceBacktest) {
 			checkUnit(t, s.HitRate, s.HitRateCILow, s.HitRateCIHigh)
 			if math.IsNaN(s.Correlation) || s.Correlation < -1 || s.Correlation > 1 {
 				t.Fatalf("correlation %v", s.Correlation)
 			}
+			checkEffective(t, s.EffectiveSampleSize, s.SampleSize)
+			for _, p := range []*float64{s.BaseRate, s.PValue, s.PValueAdjusted} {
+				if p != nil {
+					checkUnit(t, *p)
+				}
+			}
+			if (s.PValue == nil) != (s.PValueAdjusted == nil) || (s.PValue != nil && *s.PValueAdjusted < *s.PValue) {
+				t.Fatalf("p-value %v adjusted to %v", s.PValue, s.PValueAdjusted)
+			}
 		}
 	})
+}
+
+// checkEffective: an effective sample size is never negative nor above
+// the observations it stands for.
+func checkEffective(t *testing.T, eff, n int) {
+	t.Helper()
+	if eff < 0 || eff > n || (n > 0 && eff == 0) {
+		t.Fatalf("effective sample size %d of %d observations", eff, n)
+	}
 }
 
 func checkFinite(t *testing.T, xs ...float64) {

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -15,3 +16,14 @@ func approx(t *testing.T, name string, got, want, tol float64) {
 func nan() float64 { return math.NaN() }
 
 func inf() float64 { return math.Inf(1) }
+
+// sameFloat reports whether two optional numbers are both nil or equal.
+func sameFloat(a, b *float64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// newRand returns a deterministic generator: simulations are never flaky.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
