@@ -104,8 +104,8 @@ type Delivery struct {
 }
 
 type deliveriesInput struct {
-	webhookIDInput
-	Limit int `query:"limit" minimum:"1" maximum:"100" default:"20" doc:"How many deliveries, newest first (1..100)" example:"20"`
+	ID    string `path:"id" format:"uuid" doc:"Subscription id" example:"5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"`
+	Limit int    `query:"limit" minimum:"1" maximum:"100" default:"20" doc:"How many deliveries, newest first (1..100)" example:"20"`
 }
 
 type deliveriesOutput struct {
@@ -114,8 +114,8 @@ type deliveriesOutput struct {
 }
 
 type redeliverInput struct {
-	webhookIDInput
-	DeliveryID int64 `path:"delivery_id" minimum:"1" doc:"Delivery id from GET /webhooks/{id}/deliveries" example:"1842"`
+	ID         string `path:"id" format:"uuid" doc:"Subscription id" example:"5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"`
+	DeliveryID int64  `path:"delivery_id" minimum:"1" doc:"Delivery id from GET /webhooks/{id}/deliveries" example:"1842"`
 }
 
 type deliveryOutput struct {
