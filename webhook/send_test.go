@@ -34,7 +34,9 @@ func TestSendCategories(t *testing.T) {
 	t.Parallel()
 	ok := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	unavailable := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	redirect := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "https://example.com/", http.StatusFound) })
+	redirect := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://example.com/", http.StatusFound)
+	})
 	bigHeaders := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Padding", strings.Repeat("a", 20<<10))
 		w.WriteHeader(http.StatusOK)
