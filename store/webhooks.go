@@ -385,7 +385,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, last_attempt_at = now()
 			FROM heads h JOIN webhooks w ON w.id = h.webhook_id JOIN clients c ON c.id = w.client_id
 				JOIN verdict_events e ON e.id = h.event_id
-			WHERE d.id = h.id AND h.next_attempt_at <= now() AND `+eligible+`
+			WHERE d.id = h.id AND d.status = 'pending' AND h.next_attempt_at <= now() AND `+eligible+`
 			RETURNING d.id, d.event_id, d.webhook_id, d.attempts
 		)
 		SELECT s.id, s.event_id, w.id::text, w.client_id::text, w.lease_token::text, s.attempts, w.callback_url, w.secret_sealed,
