@@ -40,13 +40,18 @@ type receiver struct {
 	// status answers the n-th request (from 0); 200 when nil.
 	status   func(n int) int
 	delay    time.Duration
+	slowPath string // answers only after 12 s (past the time-out) on this path
 	hits     []hit
 	inflight map[string]int
 	maxIn    map[string]int
 }
 
 func newReceiver(t *testing.T, delay time.Duration, status func(n int) int) *receiver {
-	r := &receiver{status: status, delay: delay, inflight: map[string]int{}, maxIn: map[string]int{}}
+	return newPathReceiver(t, delay, "", status)
+}
+
+func newPathReceiver(t *testing.T, delay time.Duration, slowPath string, status func(n int) int) *receiver {
+	r := &receiver{status: status, delay: delay, slowPath: slowPath, inflight: map[string]int{}, maxIn: map[string]int{}}
 	r.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
@@ -61,6 +66,12 @@ func newReceiver(t *testing.T, delay time.Duration, status func(n int) int) *rec
 		r.mu.Unlock()
 		if r.delay > 0 {
 			time.Sleep(r.delay)
+		}
+		if r.slowPath != "" && req.URL.Path == r.slowPath {
+			select {
+			case <-time.After(12 * time.Second):
+			case <-req.Context().Done():
+			}
 		}
 		r.mu.Lock()
 		r.inflight[req.URL.Path]--
@@ -436,6 +447,53 @@ func TestWebhookSlowReceiversExactlyOnce(t *testing.T) {
 	if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT max(attempts) FROM webhook_deliveries), (SELECT sum(consecutive_failures) FROM webhooks)`).
 		Scan(&maxAttempts, &failures); err != nil || maxAttempts != 1 || failures != 0 {
 		t.Errorf("max attempts %d, failures %d (%v): want 1 and 0", maxAttempts, failures, err)
+	}
+}
+
+// A hanging receiver slows only its own subscription: another client's
+// fast receiver gets all its events while the hanging one's first is still
+// in flight; the hanging one's attempt ends at the time-out as a timeout.
+func TestWebhookHangingReceiverDelaysOnlyItself(t *testing.T) {
+	t.Parallel()
+	r := newPathReceiver(t, 0, "/hang", nil)
+	f := newWebhookFixture(t, r, true)
+	ctx := context.Background()
+	slow, fast := f.client(t, domain.Markets...), f.client(t, domain.Markets...)
+	f.subscribe(t, slow.ID, r.srv.URL+"/hang", nil)
+	fastHook, _ := f.subscribe(t, fast.ID, r.srv.URL+"/fast", nil)
+	for i := range 3 {
+		f.event(t, domain.Crypto, fmt.Sprintf("H%d_USDT", i))
+	}
+	f.disp.Backoff = worker.RetryBackoff
+	done := make(chan error, 1)
+	go func() { _, err := f.disp.Dispatch(ctx); done <- err }()
+	for {
+		log, err := f.db.WebhookDeliveries(ctx, fast.ID, fastHook.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered := 0
+		for _, d := range log {
+			if d.Status == domain.DeliveryDelivered {
+				delivered++
+			}
+		}
+		if delivered == 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.mu.Lock()
+	hanging := r.inflight["/hang"]
+	r.mu.Unlock()
+	if hanging != 1 {
+		t.Errorf("when the fast receiver had all 3 events, the hanging one had %d in flight, want 1 (still waiting)", hanging)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w := f.hook(t, slow.ID); w.ConsecutiveFailures != 1 || w.LastError.Category != domain.ErrTimeout {
+		t.Errorf("the hanging subscription: %+v, want one timeout", w)
 	}
 }
 
