@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-webhooks clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -51,6 +51,10 @@ bench:
 ## bench-api: the load tool: bare net/http handler vs the real api (see BENCHMARKS.md).
 bench-api:
 	$(GO) run ./e2e/cmd/loadtest
+
+## bench-webhooks: the webhook dispatcher: 1,000 subscriptions x one verdict change to a local https receiver (see BENCHMARKS.md).
+bench-webhooks:
+	$(GO) run ./e2e/cmd/webhookbench
 
 clean:
 	rm -rf bin

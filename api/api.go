@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/webhook"
 )
 
 // BasePath is the prefix of every public operation.
@@ -68,6 +69,10 @@ type Config struct {
 	// WebhookAllowPrivate accepts loopback and private callback addresses
 	// (tests only).
 	WebhookAllowPrivate bool
+	// WebhookClient sends test pings (POST /webhooks/{id}/test): the
+	// worker's hardened delivery client (nil: one built from
+	// WebhookAllowPrivate, trusting the system roots).
+	WebhookClient *http.Client
 }
 
 // Server is the public API.
@@ -83,6 +88,8 @@ type Server struct {
 	analytics AnalyticsData
 	webhooks  WebhookData
 	cache     *readCache
+	// webhookClient sends test pings.
+	webhookClient *http.Client
 }
 
 // New builds the api with every operation registered.
@@ -100,7 +107,10 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 		cfg.Version = "1.0.0"
 	}
 	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
-		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now)}
+		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now), webhookClient: cfg.WebhookClient}
+	if s.webhookClient == nil {
+		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
+	}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
 	hc.OpenAPIPath = ""

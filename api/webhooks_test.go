@@ -4,15 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/store/storetest"
+	"github.com/marketscreener/market/webhook"
 )
 
 type hookClient struct {
@@ -118,10 +126,175 @@ func TestWebhookEndpoints(t *testing.T) {
 	if status, body := a.do(t, http.MethodDelete, "/webhooks/"+created.ID, ""); status != http.StatusNoContent || len(body) != 0 {
 		t.Errorf("delete: %d %s, want 204", status, body)
 	}
-	for _, id := range []string{created.ID, "not-a-uuid", "00000000-0000-4000-8000-000000000000"} {
+	for _, id := range []string{created.ID, "00000000-0000-4000-8000-000000000000"} {
 		if status, _ := a.do(t, http.MethodDelete, "/webhooks/"+id, ""); status != http.StatusNotFound {
 			t.Errorf("delete %s: %d, want 404", id, status)
 		}
+	}
+	if status, body := a.do(t, http.MethodDelete, "/webhooks/not-a-uuid", ""); status != http.StatusBadRequest || !strings.Contains(string(body), "path.id") {
+		t.Errorf("delete not-a-uuid: %d %s, want 400 naming path.id", status, body)
+	}
+}
+
+// The self-service operations: delivery log, test ping (sent now through
+// the delivery client and signer), redelivery, enable and secret rotation;
+// each scoped to the calling client (404 for another's ids), each bad
+// parameter a 400 naming it, answers never cached.
+func TestWebhookSelfServiceEndpoints(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	box, _ := domain.NewSecretBox(bytes.Repeat([]byte{3}, 32))
+	var (
+		mu     sync.Mutex
+		pings  []*http.Request
+		bodies [][]byte
+		status = http.StatusOK
+	)
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		pings, bodies = append(pings, r), append(bodies, b)
+		st := status
+		mu.Unlock()
+		w.WriteHeader(st)
+	}))
+	t.Cleanup(rcv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw})
+	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box, WebhookAllowPrivate: true,
+		WebhookClient: webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: ca})}, db, db, allowAll{}).Handler())
+	t.Cleanup(srv.Close)
+	newClient := func(markets ...domain.Market) (hookClient, string) {
+		c := &domain.Client{OrgName: "Hooks", Tier: domain.Business, Markets: markets}
+		if err := db.CreateClient(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		key, _, err := db.IssueKey(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hookClient{srv: srv, key: key}, c.ID
+	}
+	a, _ := newClient(domain.Markets...)
+	b, _ := newClient(domain.Markets...)
+	status0, body := a.do(t, http.MethodPost, "/webhooks", `{"callback_url":"`+rcv.URL+`/hook?token=x"}`)
+	var sub api.NewSubscription
+	if status0 != http.StatusCreated || json.Unmarshal(body, &sub) != nil {
+		t.Fatalf("create: %d %s", status0, body)
+	}
+	hook := "/webhooks/" + sub.ID
+
+	// Another client's ids are not found, whatever the operation.
+	for _, op := range [][2]string{{"GET", hook + "/deliveries"}, {"POST", hook + "/test"}, {"POST", hook + "/enable"},
+		{"POST", hook + "/rotate-secret"}, {"POST", hook + "/deliveries/1/redeliver"}} {
+		if st, body := b.do(t, op[0], op[1], ""); st != http.StatusNotFound {
+			t.Errorf("another client's %s %s: %d %s, want 404", op[0], op[1], st, body)
+		}
+	}
+	// Bad parameters are 400 naming them.
+	for path, name := range map[string]string{
+		hook + "/deliveries?limit=0": "limit", hook + "/deliveries?limit=101": "limit", hook + "/deliveries?limit=x": "limit",
+		"/webhooks/x/deliveries": "path.id",
+	} {
+		if st, body := a.do(t, http.MethodGet, path, ""); st != http.StatusBadRequest || !strings.Contains(string(body), name) {
+			t.Errorf("GET %s: %d %s, want 400 naming %s", path, st, body, name)
+		}
+	}
+	if st, body := a.do(t, http.MethodPost, hook+"/deliveries/abc/redeliver", ""); st != http.StatusBadRequest || !strings.Contains(string(body), "delivery_id") {
+		t.Errorf("redeliver abc: %d %s, want 400 naming delivery_id", st, body)
+	}
+
+	// A test ping goes out now, signed like a delivery.
+	st, body := a.do(t, http.MethodPost, hook+"/test", "")
+	var res api.TestResult
+	if st != http.StatusOK || json.Unmarshal(body, &res) != nil || !res.Delivered || res.ResponseStatus == nil || *res.ResponseStatus != 200 ||
+		res.ErrorCategory != nil || !strings.HasPrefix(res.EventID, "ping_") {
+		t.Fatalf("test ping: %d %s", st, body)
+	}
+	mu.Lock()
+	wh, _ := standardwebhooks.NewWebhook(sub.Secret)
+	if len(pings) != 1 || wh.Verify(bodies[0], pings[0].Header) != nil || pings[0].Header.Get("webhook-id") != res.EventID ||
+		!strings.Contains(string(bodies[0]), `"event":"ping"`) || pings[0].Header.Get("X-Webhook-Signature") != domain.SignWebhook(sub.Secret, bodies[0]) {
+		t.Errorf("the ping as received: %d requests, %s", len(pings), bodies)
+	}
+	status = http.StatusServiceUnavailable
+	mu.Unlock()
+	st, body = a.do(t, http.MethodPost, hook+"/test", "")
+	if st != http.StatusOK || json.Unmarshal(body, &res) != nil || res.Delivered || res.ErrorCategory == nil || *res.ErrorCategory != "http_status" ||
+		*res.ResponseStatus != 503 {
+		t.Errorf("failing ping: %d %s", st, body)
+	}
+	var hooks []api.Subscription
+	if st, body := a.do(t, http.MethodGet, "/webhooks", ""); json.Unmarshal(body, &hooks) != nil || hooks[0].ConsecutiveFailures != 0 {
+		t.Errorf("a ping counted as a failure: %d %s", st, body)
+	}
+
+	// Delivery log and redelivery.
+	var ev int64
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', 'BTC_USDT', 'neutral', 'growth', 30, now()) RETURNING id`).Scan(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.FanOut(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	var log []api.Delivery
+	if st, body := a.do(t, http.MethodGet, hook+"/deliveries?limit=5", ""); st != 200 || json.Unmarshal(body, &log) != nil || len(log) != 1 ||
+		log[0].EventID != strconv.FormatInt(ev, 10) || log[0].State != "pending" || log[0].NextAttemptAt == nil || log[0].Symbol != "BTC_USDT" {
+		t.Fatalf("deliveries: %d %s", st, body)
+	}
+	if st, body := a.do(t, http.MethodPost, fmt.Sprintf("%s/deliveries/%d/redeliver", hook, log[0].ID), ""); st != http.StatusAccepted ||
+		!strings.Contains(string(body), `"state":"pending"`) {
+		t.Errorf("redeliver: %d %s", st, body)
+	}
+	if st, _ := a.do(t, http.MethodPost, fmt.Sprintf("%s/deliveries/%d/redeliver", hook, log[0].ID+99), ""); st != http.StatusNotFound {
+		t.Errorf("redeliver an unknown delivery: %d, want 404", st)
+	}
+
+	// Enable a disabled subscription.
+	if _, err := db.Pool.Exec(ctx, `UPDATE webhooks SET status = 'disabled', consecutive_failures = 10`); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := a.do(t, http.MethodPost, fmt.Sprintf("%s/deliveries/%d/redeliver", hook, log[0].ID), ""); st != http.StatusConflict {
+		t.Errorf("redeliver while disabled: %d %s, want 409", st, body)
+	}
+	var enabled api.Subscription
+	if st, body := a.do(t, http.MethodPost, hook+"/enable", ""); st != 200 || json.Unmarshal(body, &enabled) != nil ||
+		enabled.Status != "active" || enabled.ConsecutiveFailures != 0 {
+		t.Errorf("enable: %d %s", st, body)
+	}
+
+	// Rotation: a new secret, the old one signs too for 24 h.
+	var rot api.RotatedSecret
+	if st, body := a.do(t, http.MethodPost, hook+"/rotate-secret", ""); st != 200 || json.Unmarshal(body, &rot) != nil ||
+		rot.Secret == sub.Secret || !strings.HasPrefix(rot.Secret, "whsec_") || time.Until(rot.PreviousSecretUntil) < 23*time.Hour {
+		t.Fatalf("rotate: %d %s", st, body)
+	}
+	mu.Lock()
+	status = http.StatusOK
+	mu.Unlock()
+	if st, body := a.do(t, http.MethodPost, hook+"/test", ""); st != 200 {
+		t.Fatalf("ping after rotation: %d %s", st, body)
+	}
+	mu.Lock()
+	last, lastBody := pings[len(pings)-1], bodies[len(bodies)-1]
+	mu.Unlock()
+	for _, s := range []string{sub.Secret, rot.Secret} {
+		wh, _ := standardwebhooks.NewWebhook(s)
+		if err := wh.Verify(lastBody, last.Header); err != nil {
+			t.Errorf("after rotation, secret %s… does not verify: %v", s[:10], err)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/public/webhooks", nil)
+	req.Header.Set("X-API-Key", a.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("GET /webhooks Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
 	}
 }
 

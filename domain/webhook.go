@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,6 +25,9 @@ const (
 	WebhookFailureLimit = 10
 	// maxCallbackURL bounds the stored URL.
 	maxCallbackURL = 2048
+	// SecretRotationOverlap is how long the previous secret still signs
+	// deliveries (a second webhook-signature) after a rotation.
+	SecretRotationOverlap = 24 * time.Hour
 )
 
 // Webhook subscription statuses.
@@ -41,9 +45,90 @@ type Webhook struct {
 	Market              *Market
 	Status              string
 	ConsecutiveFailures int
-	LastDeliveryAt      *time.Time
-	LastError           string
+	// LastDeliveryAt is the last attempt, LastSuccessAt the last 2xx.
+	LastDeliveryAt *time.Time
+	LastSuccessAt  *time.Time
+	// LastError is the category of the last failed attempt (zero when none
+	// failed yet), LastErrorAt when it happened.
+	LastError   DeliveryError
+	LastErrorAt *time.Time
+	// PreviousSecretUntil is when the secret replaced by the last rotation
+	// stops signing deliveries (nil: no rotation within the overlap).
+	PreviousSecretUntil *time.Time
 	CreatedAt           time.Time
+}
+
+// Delivery states.
+const (
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryDropped   = "dropped"
+)
+
+// Why a pending delivery was dropped (WebhookDelivery.DropReason).
+const (
+	DropSubscriptionDisabled = "subscription_disabled"
+	DropMarketNotInTier      = "market_not_in_tier"
+	DropClientInactive       = "client_inactive"
+)
+
+// WebhookDelivery is one event's delivery to one subscription, as shown in
+// its delivery log.
+type WebhookDelivery struct {
+	ID        int64
+	WebhookID string
+	EventID   int64
+	Market    Market
+	Symbol    string
+	// Attempts is how many times it was sent (a redelivery goes on counting).
+	Attempts  int
+	Status    string
+	LastError DeliveryError // of the last attempt; zero when it succeeded
+	// ResponseStatus is the HTTP status of the last answer (nil without one).
+	ResponseStatus *int
+	LatencyMS      *int
+	LastAttemptAt  *time.Time
+	NextAttemptAt  *time.Time // pending only
+	DeliveredAt    *time.Time
+	DropReason     string
+	CreatedAt      time.Time
+}
+
+// Delivery error categories: what a client (and the logs) learn about a
+// failed attempt. Never an address, a resolver's answer or a host name.
+const (
+	ErrDNS            = "dns_failure"         // the host name did not resolve
+	ErrAddressRefused = "address_not_allowed" // it resolved only to private or internal addresses
+	ErrConnect        = "connect_failed"      // no TCP connection (refused, unreachable)
+	ErrTLS            = "tls_error"           // handshake or certificate failure
+	ErrTimeout        = "timeout"             // no complete answer within the time-out
+	ErrHTTPStatus     = "http_status"         // answered with a non-2xx status (Status holds it)
+	ErrBadResponse    = "invalid_response"    // connection closed early, malformed answer, headers over 16 KiB
+	ErrInternal       = "internal_error"      // on our side (for example a secret that would not decrypt)
+	ErrUnknown        = "unknown"             // recorded before categories existed
+)
+
+// DeliveryErrorCategories lists every category (documentation, validation).
+var DeliveryErrorCategories = []string{ErrDNS, ErrAddressRefused, ErrConnect, ErrTLS, ErrTimeout, ErrHTTPStatus,
+	ErrBadResponse, ErrInternal, ErrUnknown}
+
+// DeliveryError is the outcome of a failed attempt: a category, and the
+// HTTP status for ErrHTTPStatus. The zero value is "no error".
+type DeliveryError struct {
+	Category string
+	Status   int
+}
+
+// OK reports whether this is the zero value (a success).
+func (e DeliveryError) OK() bool { return e.Category == "" }
+
+// String is a short text for clients and logs: the category, and the
+// status for http_status ("http_status 503").
+func (e DeliveryError) String() string {
+	if e.Category == ErrHTTPStatus {
+		return fmt.Sprintf("%s %d", e.Category, e.Status)
+	}
+	return e.Category
 }
 
 // ValidateCallbackURL checks a webhook callback URL as given by a client:
@@ -103,11 +188,23 @@ var forbiddenPrefixes = func() []netip.Prefix {
 		"192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
 		"203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
 		"::/128", "::1/128", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+		// Teredo tunnels (the server's IPv4 and the client's obfuscated
+		// one are embedded), benchmarking, local-use NAT64 (RFC 8215: the
+		// site's own translator, whose IPv4 side may be private),
+		// documentation (RFC 9637) and SRv6 segment identifiers (RFC 9602).
+		"2001::/32", "2001:2::/48", "64:ff9b:1::/48", "3fff::/20", "5f00::/16",
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
 }()
+
+// IPv6 forms that embed an IPv4 address, judged by that address.
+var (
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+)
 
 // ForbiddenIP reports whether a delivery must not connect to ip. IPv6
 // forms that embed an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, NAT64
@@ -124,11 +221,11 @@ func ForbiddenIP(ip netip.Addr) bool {
 	if ip.Is6() {
 		b := ip.As16()
 		switch {
-		case netip.MustParsePrefix("64:ff9b::/96").Contains(ip), netip.MustParsePrefix("64:ff9b:1::/48").Contains(ip):
+		case nat64.Contains(ip):
 			return ForbiddenIP(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
-		case netip.MustParsePrefix("2002::/16").Contains(ip):
+		case sixToFour.Contains(ip):
 			return ForbiddenIP(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
-		case netip.MustParsePrefix("::/96").Contains(ip):
+		case ipv4Compatible.Contains(ip):
 			return ForbiddenIP(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
 		}
 	}
@@ -141,21 +238,55 @@ func ForbiddenIP(ip netip.Addr) bool {
 }
 
 // SignWebhook is the X-Webhook-Signature of a delivery: the lower-case hex
-// HMAC-SHA256 of the exact body bytes under the subscription's secret.
+// HMAC-SHA256 of the exact body bytes, keyed with the secret string as
+// shown to the client (all of it, "whsec_" included).
 func SignWebhook(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// NewWebhookSecret returns a fresh signing secret: "whsec_" and 32 random
-// bytes in base64url.
+// webhookSecretPrefix marks a signing secret (the Standard Webhooks form).
+const webhookSecretPrefix = "whsec_"
+
+// NewWebhookSecret returns a fresh signing secret in the Standard Webhooks
+// form: "whsec_" and 32 random bytes in standard, padded base64 (the form
+// the Standard Webhooks libraries decode).
 func NewWebhookSecret() (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("domain: webhook secret: %w", err)
 	}
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return webhookSecretPrefix + base64.StdEncoding.EncodeToString(b[:]), nil
+}
+
+// StandardWebhookKey is the HMAC key of the Standard Webhooks signature:
+// the bytes the base64 part of the secret encodes. Secrets issued before
+// the Standard Webhooks headers were in base64url without padding; they
+// are decoded too (their receivers must decode the same way, or rotate).
+func StandardWebhookKey(secret string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(secret, webhookSecretPrefix)
+	if !ok {
+		return nil, errors.New("domain: webhook secret lacks the whsec_ prefix")
+	}
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if key, err := e.DecodeString(enc); err == nil && len(key) >= 24 {
+			return key, nil
+		}
+	}
+	return nil, errors.New("domain: webhook secret is not base64 of at least 24 bytes")
+}
+
+// SignStandardWebhook is one Standard Webhooks signature:
+// "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
+func SignStandardWebhook(key []byte, id string, timestamp int64, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write(strconv.AppendInt(nil, timestamp, 10))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // SecretBox encrypts webhook secrets at rest with AES-256-GCM: the secret

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"net/netip"
 	"testing"
 
@@ -59,6 +60,11 @@ func TestForbiddenIP(t *testing.T) {
 		"100.64.1.1": true, "224.0.0.1": true, "0.0.0.0": true, "255.255.255.255": true, "::1": true, "::": true,
 		"fe80::1": true, "fd12::1": true, "ff02::1": true, "::ffff:10.0.0.1": true, "::ffff:8.8.8.8": false,
 		"64:ff9b::7f00:1": true, "64:ff9b::808:808": false, "2002:7f00:1::": true, "2002:808:808::": false,
+		// Teredo, benchmarking, local-use NAT64 (even with a public IPv4
+		// inside), documentation 3fff::/20, SRv6 5f00::/16.
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2": true, "2001::1": true, "2001:2::1": true, "64:ff9b:1::808:808": true,
+		"64:ff9b:1:ffff::a00:1": true, "3fff::1": true, "3fff:fff::1": true, "5f00::1": true, "5f00:ffff::1": true,
+		"2001:4860:4860::8888": false, "3ffe::1": false, "4000::1": false,
 	} {
 		if got := domain.ForbiddenIP(netip.MustParseAddr(s)); got != want {
 			t.Errorf("ForbiddenIP(%s) = %v, want %v", s, got, want)
@@ -82,7 +88,7 @@ func TestSecretBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret, err := domain.NewWebhookSecret()
-	if err != nil || len(secret) != 6+43 {
+	if err != nil || len(secret) != 6+44 {
 		t.Fatalf("secret %q, %v", secret, err)
 	}
 	sealed, err := box.Seal([]byte(secret), []byte("hook-1"))
@@ -97,5 +103,32 @@ func TestSecretBox(t *testing.T) {
 	}
 	if _, err := domain.NewSecretBox([]byte("short")); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// Secrets are in the Standard Webhooks form (whsec_ + padded base64 of 32
+// bytes); the key of webhook-signature is what the base64 encodes. Secrets
+// issued before (base64url, unpadded) still give their key.
+func TestStandardWebhookKey(t *testing.T) {
+	t.Parallel()
+	secret, _ := domain.NewWebhookSecret()
+	key, err := domain.StandardWebhookKey(secret)
+	if err != nil || len(key) != 32 {
+		t.Fatalf("key of %q: %d bytes, %v", secret, len(key), err)
+	}
+	legacy := "whsec_" + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xff}, 16))
+	if key, err := domain.StandardWebhookKey(legacy); err != nil || !bytes.Equal(key, bytes.Repeat([]byte{0xfb, 0xff}, 16)) {
+		t.Errorf("legacy secret: %x, %v", key, err)
+	}
+	for _, bad := range []string{"", "whsec_", "whsec_c2hvcnQ=", "sk_" + secret[6:], "whsec_!!!!"} {
+		if _, err := domain.StandardWebhookKey(bad); err == nil {
+			t.Errorf("StandardWebhookKey(%q) accepted", bad)
+		}
+	}
+	// The Standard Webhooks specification's own example.
+	key, _ = base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	got := domain.SignStandardWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("SignStandardWebhook = %s, want %s", got, want)
 	}
 }

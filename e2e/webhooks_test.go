@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/store"
 )
@@ -90,6 +92,16 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 				if got := heads[i].Get("X-Webhook-Signature"); got != domain.SignWebhook(sub.Secret, b) {
 					t.Fatalf("signature %q does not verify with the secret shown at creation", got)
 				}
+				wh, err := standardwebhooks.NewWebhook(sub.Secret)
+				if err != nil {
+					t.Fatalf("the Standard Webhooks library refuses the secret: %v", err)
+				}
+				if err := wh.Verify(b, heads[i]); err != nil {
+					t.Fatalf("Standard Webhooks verification: %v", err)
+				}
+				if !strings.Contains(string(b), `"id":"`+strconv.FormatInt(eventID, 10)+`"`) {
+					t.Fatalf("the body lacks the event id: %s", b)
+				}
 				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) {
 					t.Fatalf("payload %s", b)
 				}
@@ -102,14 +114,26 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 
 	var subs []struct {
 		LastDeliveryAt *time.Time `json:"last_delivery_at"`
+		LastSuccessAt  *time.Time `json:"last_success_at"`
 		Failures       int        `json:"consecutive_failures"`
 	}
 	poll(t, 5*time.Second, func() string {
-		if status, problem := getJSON(t, base+"/webhooks", key, &subs); status != 200 || len(subs) != 1 || subs[0].LastDeliveryAt == nil {
+		if status, problem := getJSON(t, base+"/webhooks", key, &subs); status != 200 || len(subs) != 1 || subs[0].LastSuccessAt == nil {
 			return "GET /webhooks: " + strconv.Itoa(status) + " " + toString(problem["detail"])
 		}
 		return ""
 	})
+	// The delivery log shows it delivered on the first attempt.
+	var log []struct {
+		EventID  string `json:"event_id"`
+		State    string `json:"state"`
+		Attempt  int    `json:"attempt"`
+		Response *int   `json:"response_status"`
+	}
+	if status, problem := getJSON(t, base+"/webhooks/"+sub.ID+"/deliveries?limit=5", key, &log); status != 200 || len(log) != 1 ||
+		log[0].EventID != strconv.FormatInt(eventID, 10) || log[0].State != "delivered" || log[0].Attempt != 1 || log[0].Response == nil {
+		t.Errorf("delivery log: %d %v %+v", status, problem, log)
+	}
 }
 
 func toString(v any) string {

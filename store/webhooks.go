@@ -16,6 +16,9 @@ import (
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// ValidWebhookID reports whether id has the form of a subscription id.
+func ValidWebhookID(id string) bool { return uuidRE.MatchString(id) }
+
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -24,22 +27,54 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-const webhookColumns = `id::text, client_id::text, callback_url, market, status, consecutive_failures, last_delivery_at, coalesce(last_error, ''), created_at`
+// ErrLeaseLost: an outcome was not recorded because the worker no longer
+// holds the subscription's lease (it ran out and another worker took it)
+// or the subscription was deleted meanwhile.
+var ErrLeaseLost = errors.New("store: webhook lease lost (expired, taken over, or the subscription was deleted)")
+
+const webhookColumns = `id::text, client_id::text, callback_url, market, status, consecutive_failures, last_delivery_at,
+	last_success_at, last_error_category, last_error_status, last_error_at,
+	CASE WHEN secret_prev_until > now() THEN secret_prev_until END, created_at`
 
 func scanWebhook(row pgx.CollectableRow) (domain.Webhook, error) {
 	var w domain.Webhook
-	var market *string
-	err := row.Scan(&w.ID, &w.ClientID, &w.CallbackURL, &market, &w.Status, &w.ConsecutiveFailures, &w.LastDeliveryAt, &w.LastError, &w.CreatedAt)
+	var market, category *string
+	var status *int
+	err := row.Scan(&w.ID, &w.ClientID, &w.CallbackURL, &market, &w.Status, &w.ConsecutiveFailures, &w.LastDeliveryAt,
+		&w.LastSuccessAt, &category, &status, &w.LastErrorAt, &w.PreviousSecretUntil, &w.CreatedAt)
 	if market != nil {
 		m := domain.Market(*market)
 		w.Market = &m
 	}
+	w.LastError = deliveryError(category, status)
 	w.CreatedAt = w.CreatedAt.UTC()
-	if w.LastDeliveryAt != nil {
-		t := w.LastDeliveryAt.UTC()
-		w.LastDeliveryAt = &t
+	for _, t := range []**time.Time{&w.LastDeliveryAt, &w.LastSuccessAt, &w.LastErrorAt, &w.PreviousSecretUntil} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
 	}
 	return w, err
+}
+
+func deliveryError(category *string, status *int) domain.DeliveryError {
+	var e domain.DeliveryError
+	if category != nil {
+		e.Category = *category
+		if status != nil && e.Category == domain.ErrHTTPStatus {
+			e.Status = *status
+		}
+	}
+	return e
+}
+
+// nullable returns nil for the zero value (a NULL column).
+func nullable[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
 }
 
 // CreateWebhook subscribes a client: it generates the signing secret,
@@ -103,183 +138,527 @@ func (db *DB) Webhooks(ctx context.Context, clientID string) ([]domain.Webhook, 
 	return out, translate(err, "webhooks")
 }
 
+func notFoundWebhook(id string) error {
+	return domain.Errorf(domain.ENOTFOUND, "no webhook subscription %q", id)
+}
+
 // DeleteWebhook cancels a client's subscription (and its pending
 // deliveries). Another client's id, an unknown or a malformed one is
 // ENOTFOUND: one client never learns of another's subscriptions.
 func (db *DB) DeleteWebhook(ctx context.Context, clientID, id string) error {
 	if !uuidRE.MatchString(id) {
-		return domain.Errorf(domain.ENOTFOUND, "no webhook subscription %q", id)
+		return notFoundWebhook(id)
 	}
 	tag, err := db.Pool.Exec(ctx, `DELETE FROM webhooks WHERE id = $1 AND client_id = $2`, id, clientID)
 	if err != nil {
 		return translate(err, "webhook")
 	}
 	if tag.RowsAffected() == 0 {
-		return domain.Errorf(domain.ENOTFOUND, "no webhook subscription %q", id)
+		return notFoundWebhook(id)
 	}
 	return nil
 }
 
-// EnableWebhook re-activates a disabled subscription (operators) and
-// resets its failure count. Deliveries dropped when it was disabled stay
-// dropped; new events reach it again.
-func (db *DB) EnableWebhook(ctx context.Context, id string) error {
+// EnableWebhook re-activates a subscription and resets its failure count:
+// a client's own (clientID set) or any (clientID "", operators).
+// Deliveries dropped when it was disabled stay dropped (redeliver them one
+// by one); new events reach it again. Enabling an active one changes
+// nothing but the count.
+func (db *DB) EnableWebhook(ctx context.Context, clientID, id string) (domain.Webhook, error) {
 	if !uuidRE.MatchString(id) {
-		return domain.Errorf(domain.ENOTFOUND, "no webhook subscription %q", id)
+		return domain.Webhook{}, notFoundWebhook(id)
 	}
-	tag, err := db.Pool.Exec(ctx, `UPDATE webhooks SET status = 'active', consecutive_failures = 0, last_error = NULL WHERE id = $1`, id)
+	rows, err := db.Pool.Query(ctx, `UPDATE webhooks SET status = 'active', consecutive_failures = 0
+		WHERE id = $1 AND ($2 = '' OR client_id::text = $2) RETURNING `+webhookColumns, id, clientID)
 	if err != nil {
-		return translate(err, "webhook")
+		return domain.Webhook{}, translate(err, "webhook")
 	}
-	if tag.RowsAffected() == 0 {
-		return domain.Errorf(domain.ENOTFOUND, "no webhook subscription %q", id)
+	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Webhook{}, notFoundWebhook(id)
 	}
-	return nil
+	return w, translate(err, "webhook")
 }
 
-// FanOut turns up to limit new verdict events into one pending delivery
-// per matching active subscription (its market, or every market its
-// client's tier allows; only subscriptions that existed when the event
-// happened; only active clients), and advances the outbox cursor in the
-// same transaction. It returns how many events it read.
-func (db *DB) FanOut(ctx context.Context, limit int) (int, error) {
-	tx, err := db.Pool.Begin(ctx)
+// RotateWebhookSecret gives a client's subscription a new secret (returned
+// in clear, shown once). The replaced secret keeps signing deliveries
+// beside the new one for domain.SecretRotationOverlap; a secret replaced
+// earlier stops at once.
+func (db *DB) RotateWebhookSecret(ctx context.Context, box *domain.SecretBox, clientID, id string) (domain.Webhook, string, error) {
+	if !uuidRE.MatchString(id) {
+		return domain.Webhook{}, "", notFoundWebhook(id)
+	}
+	secret, err := domain.NewWebhookSecret()
 	if err != nil {
-		return 0, translate(err, "webhook fan-out")
+		return domain.Webhook{}, "", err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox_cursors (name, last_id) VALUES ('webhooks', 0) ON CONFLICT DO NOTHING`); err != nil {
-		return 0, translate(err, "webhook fan-out")
+	sealed, err := box.Seal([]byte(secret), []byte(id))
+	if err != nil {
+		return domain.Webhook{}, "", err
 	}
-	var last int64
-	if err := tx.QueryRow(ctx, `SELECT last_id FROM outbox_cursors WHERE name = 'webhooks' FOR UPDATE`).Scan(&last); err != nil {
-		return 0, translate(err, "webhook fan-out")
+	rows, err := db.Pool.Query(ctx, `UPDATE webhooks SET secret_prev_sealed = secret_sealed, secret_sealed = $3,
+			secret_prev_until = now() + $4 * interval '1 second'
+		WHERE id = $1 AND client_id::text = $2 RETURNING `+webhookColumns,
+		id, clientID, sealed, domain.SecretRotationOverlap.Seconds())
+	if err != nil {
+		return domain.Webhook{}, "", translate(err, "webhook")
 	}
-	var maxID *int64
+	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Webhook{}, "", notFoundWebhook(id)
+	}
+	return w, secret, translate(err, "webhook")
+}
+
+// WebhookTarget is where and with which secrets a subscription is sent to.
+type WebhookTarget struct {
+	Webhook        domain.Webhook
+	Secret         string
+	PreviousSecret string // "" without a rotation within the overlap
+}
+
+// WebhookTarget loads a client's subscription with its secrets opened by
+// box (the test ping).
+func (db *DB) WebhookTarget(ctx context.Context, box *domain.SecretBox, clientID, id string) (WebhookTarget, error) {
+	if !uuidRE.MatchString(id) {
+		return WebhookTarget{}, notFoundWebhook(id)
+	}
+	var t WebhookTarget
+	var sealed, prev []byte
+	rows, err := db.Pool.Query(ctx, `SELECT `+webhookColumns+`, secret_sealed, CASE WHEN secret_prev_until > now() THEN secret_prev_sealed END
+		FROM webhooks WHERE id = $1 AND client_id::text = $2`, id, clientID)
+	if err != nil {
+		return t, translate(err, "webhook")
+	}
+	t.Webhook, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (domain.Webhook, error) {
+		w, err := scanWebhook(extraColumns{row, []any{&sealed, &prev}})
+		return w, err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, notFoundWebhook(id)
+	}
+	if err != nil {
+		return t, translate(err, "webhook")
+	}
+	t.Secret, t.PreviousSecret, err = openSecrets(box, id, sealed, prev)
+	return t, err
+}
+
+// extraColumns scans webhookColumns and then the extra destinations.
+type extraColumns struct {
+	pgx.CollectableRow
+	extra []any
+}
+
+func (e extraColumns) Scan(dest ...any) error {
+	return e.CollectableRow.Scan(append(dest, e.extra...)...)
+}
+
+// openSecrets opens a subscription's current and (when set) previous
+// secret.
+func openSecrets(box *domain.SecretBox, id string, sealed, prevSealed []byte) (secret, prev string, err error) {
+	plain, err := box.Open(sealed, []byte(id))
+	if err != nil {
+		return "", "", fmt.Errorf("store: webhook %s: secret does not open with MARKET_SECRET_KEY: %w", id, err)
+	}
+	if prevSealed != nil {
+		p, err := box.Open(prevSealed, []byte(id))
+		if err != nil {
+			return "", "", fmt.Errorf("store: webhook %s: previous secret does not open with MARKET_SECRET_KEY: %w", id, err)
+		}
+		prev = string(p)
+	}
+	return string(plain), prev, nil
+}
+
+// eligible is the condition under which delivery d of event e may go to
+// subscription w of client c: an active subscription of an active client
+// whose contract has not ended, and the event's market in the client's
+// tier (and the subscription's market, when it names one).
+const eligible = `w.status = 'active' AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
+	AND e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)`
+
+// FanOut turns up to limit verdict events not fanned out yet into one
+// pending delivery per eligible subscription (only subscriptions that
+// existed when the event happened) and marks them fanned out, in one
+// transaction. Concurrent fan-outs take disjoint events. It returns how
+// many events it read.
+func (db *DB) FanOut(ctx context.Context, limit int) (int, error) {
 	var events int
-	err = tx.QueryRow(ctx, `WITH ev AS (
-			SELECT id, market, created_at FROM verdict_events WHERE id > $1 ORDER BY id LIMIT $2
+	err := db.Pool.QueryRow(ctx, `WITH ev AS (
+			SELECT id FROM verdict_events WHERE NOT fanned_out ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
 		), ins AS (
 			INSERT INTO webhook_deliveries (event_id, webhook_id)
-			SELECT ev.id, w.id FROM ev
-			JOIN webhooks w ON w.status = 'active' AND w.created_at <= ev.created_at
-			JOIN clients c ON c.id = w.client_id AND c.status = 'active'
-				AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
-			WHERE w.market = ev.market OR (w.market IS NULL AND ev.market = ANY (c.markets))
+			SELECT e.id, w.id FROM ev JOIN verdict_events e ON e.id = ev.id
+			JOIN webhooks w ON w.created_at <= e.created_at
+			JOIN clients c ON c.id = w.client_id
+			WHERE `+eligible+`
+			ORDER BY e.id
 			ON CONFLICT DO NOTHING
+		), mark AS (
+			UPDATE verdict_events v SET fanned_out = true FROM ev WHERE v.id = ev.id
 		)
-		SELECT max(id), count(*) FROM ev`, last, limit).Scan(&maxID, &events)
+		SELECT count(*) FROM ev`, limit).Scan(&events)
+	return events, translate(err, "webhook fan-out")
+}
+
+// DropIneligible drops the pending deliveries that may no longer be sent:
+// the client was suspended or its contract ended (client_inactive), or the
+// event's market left the client's tier (market_not_in_tier). A
+// subscription with a delivery in flight is left to the next call.
+func (db *DB) DropIneligible(ctx context.Context) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries d SET status = 'dropped',
+			drop_reason = CASE WHEN c.status <> 'active' OR c.contract_expires_at <= now() THEN 'client_inactive' ELSE 'market_not_in_tier' END
+		FROM webhooks w, clients c, verdict_events e
+		WHERE d.status = 'pending' AND w.id = d.webhook_id AND c.id = w.client_id AND e.id = d.event_id
+			AND (w.lease_until IS NULL OR w.lease_until < now())
+			AND w.status = 'active' AND NOT (`+eligible+`)`)
 	if err != nil {
-		return 0, translate(err, "webhook fan-out")
+		return 0, translate(err, "webhook deliveries")
 	}
-	if maxID != nil {
-		if _, err := tx.Exec(ctx, `UPDATE outbox_cursors SET last_id = $1 WHERE name = 'webhooks'`, *maxID); err != nil {
-			return 0, translate(err, "webhook fan-out")
-		}
-	}
-	return events, translate(tx.Commit(ctx), "webhook fan-out")
+	return tag.RowsAffected(), nil
 }
 
 // Delivery is one claimed attempt to deliver an event to a subscription.
 type Delivery struct {
+	ID          int64 // the delivery's id
 	EventID     int64
 	WebhookID   string
+	ClientID    string
+	LeaseToken  string
 	Attempt     int // 1 for the first
 	CallbackURL string
 	Secret      string
-	Event       VerdictEvent
+	// PreviousSecret also signs, within a day of a rotation.
+	PreviousSecret string
+	// SecretErr is set when the secrets would not open: nothing may be sent.
+	SecretErr error
+	Event     VerdictEvent
 }
 
-// ClaimDeliveries claims up to limit due deliveries for lease (another
-// worker will not take them meanwhile; a worker that dies leaves them to
-// be claimed again when the lease ends) and returns them with their event
-// and the subscription's secret, opened with box.
+// ClaimDeliveries leases up to limit subscriptions for lease and returns
+// the oldest pending delivery of each, when it is due and may be sent
+// (eligible). At most one delivery per subscription is claimed at a time:
+// a leased subscription is not claimed again until its outcome is recorded
+// or the lease runs out (a dead worker). The healthiest subscriptions come
+// first (no failure since the last success), then the longest waiting.
+// Concurrent claims (several workers) take disjoint subscriptions.
 func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit int, lease time.Duration) ([]Delivery, error) {
-	rows, err := db.Pool.Query(ctx, `WITH due AS (
-			SELECT d.event_id, d.webhook_id FROM webhook_deliveries d
-			JOIN webhooks w ON w.id = d.webhook_id AND w.status = 'active'
-			WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.locked_until IS NULL OR d.locked_until < now())
-			ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED
-		), claimed AS (
-			UPDATE webhook_deliveries d SET locked_until = now() + $2 * interval '1 millisecond', attempts = d.attempts + 1
-			FROM due WHERE d.event_id = due.event_id AND d.webhook_id = due.webhook_id
-			RETURNING d.event_id, d.webhook_id, d.attempts
-		)
-		SELECT c.event_id, c.webhook_id::text, c.attempts, w.callback_url, w.secret_sealed,
-			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at
-		FROM claimed c JOIN webhooks w ON w.id = c.webhook_id JOIN verdict_events e ON e.id = c.event_id
-		ORDER BY c.event_id`, limit, lease.Milliseconds())
+	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
-		return nil, translate(err, "webhook deliveries")
+		return nil, translate(err, "webhook claim")
 	}
-	defer rows.Close()
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	// 1. Lease the subscriptions whose queue head is due and eligible.
+	rows, err := tx.Query(ctx, `WITH heads AS (
+			SELECT DISTINCT ON (d.webhook_id) d.webhook_id, d.event_id, d.next_attempt_at
+			FROM webhook_deliveries d WHERE d.status = 'pending'
+			ORDER BY d.webhook_id, d.event_id
+		), due AS (
+			SELECT w.id FROM heads h
+			JOIN webhooks w ON w.id = h.webhook_id
+			JOIN clients c ON c.id = w.client_id
+			JOIN verdict_events e ON e.id = h.event_id
+			WHERE h.next_attempt_at <= now() AND (w.lease_until IS NULL OR w.lease_until < now()) AND `+eligible+`
+			ORDER BY w.consecutive_failures > 0, h.next_attempt_at, h.event_id
+			LIMIT $1
+			FOR UPDATE OF w SKIP LOCKED
+		)
+		UPDATE webhooks w SET lease_token = gen_random_uuid(), lease_until = now() + $2 * interval '1 millisecond'
+		FROM due WHERE w.id = due.id
+		RETURNING w.id::text`, limit, lease.Milliseconds())
+	if err != nil {
+		return nil, translate(err, "webhook claim")
+	}
+	leased, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(leased) == 0 {
+		return nil, translate(err, "webhook claim")
+	}
+	// 2. With the subscriptions locked, read their heads again (a fresh
+	// snapshot: an outcome committed just before the lock is seen) and
+	// count the attempt.
+	rows, err = tx.Query(ctx, `WITH heads AS (
+			SELECT DISTINCT ON (d.webhook_id) d.id, d.webhook_id, d.event_id, d.next_attempt_at
+			FROM webhook_deliveries d WHERE d.status = 'pending' AND d.webhook_id = ANY ($1::uuid[])
+			ORDER BY d.webhook_id, d.event_id
+		), sent AS (
+			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, last_attempt_at = now()
+			FROM heads h JOIN webhooks w ON w.id = h.webhook_id JOIN clients c ON c.id = w.client_id
+				JOIN verdict_events e ON e.id = h.event_id
+			WHERE d.id = h.id AND d.status = 'pending' AND h.next_attempt_at <= now() AND `+eligible+`
+			RETURNING d.id, d.event_id, d.webhook_id, d.attempts
+		)
+		SELECT s.id, s.event_id, w.id::text, w.client_id::text, w.lease_token::text, s.attempts, w.callback_url, w.secret_sealed,
+			CASE WHEN w.secret_prev_until > now() THEN w.secret_prev_sealed END,
+			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at
+		FROM sent s JOIN webhooks w ON w.id = s.webhook_id JOIN verdict_events e ON e.id = s.event_id
+		ORDER BY s.event_id`, leased)
+	if err != nil {
+		return nil, translate(err, "webhook claim")
+	}
 	var out []Delivery
+	claimed := map[string]bool{}
 	for rows.Next() {
 		var d Delivery
-		var sealed []byte
+		var sealed, prev []byte
 		var market, oldV, newV string
-		if err := rows.Scan(&d.EventID, &d.WebhookID, &d.Attempt, &d.CallbackURL, &sealed,
+		if err := rows.Scan(&d.ID, &d.EventID, &d.WebhookID, &d.ClientID, &d.LeaseToken, &d.Attempt, &d.CallbackURL, &sealed, &prev,
 			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At); err != nil {
-			return nil, translate(err, "webhook deliveries")
+			rows.Close()
+			return nil, translate(err, "webhook claim")
 		}
-		secret, err := box.Open(sealed, []byte(d.WebhookID))
-		if err != nil {
-			return nil, fmt.Errorf("store: webhook %s: secret does not open with MARKET_SECRET_KEY: %w", d.WebhookID, err)
-		}
-		d.Secret = string(secret)
+		// A secret that will not open fails this subscription alone.
+		d.Secret, d.PreviousSecret, d.SecretErr = openSecrets(box, d.WebhookID, sealed, prev)
 		d.Event.ID, d.Event.Market = d.EventID, domain.Market(market)
 		d.Event.OldVerdict, d.Event.NewVerdict, d.Event.At = analytics.Verdict(oldV), analytics.Verdict(newV), d.Event.At.UTC()
+		claimed[d.WebhookID] = true
 		out = append(out, d)
 	}
-	return out, translate(rows.Err(), "webhook deliveries")
+	if err := rows.Err(); err != nil {
+		return nil, translate(err, "webhook claim")
+	}
+	// 3. Release what has nothing to send after all.
+	var idle []string
+	for _, id := range leased {
+		if !claimed[id] {
+			idle = append(idle, id)
+		}
+	}
+	if len(idle) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE webhooks SET lease_token = NULL, lease_until = NULL WHERE id = ANY ($1::uuid[])`, idle); err != nil {
+			return nil, translate(err, "webhook claim")
+		}
+	}
+	return out, translate(tx.Commit(ctx), "webhook claim")
 }
 
-// RecordDelivery stores the outcome of a claimed delivery. A success
-// resets the subscription's consecutive failures; a failure adds one and
-// schedules the next attempt at retryAt, unless it was the
+// RecordDelivery stores the outcome of a claimed delivery and releases the
+// lease, only while the lease is still d's (ErrLeaseLost otherwise:
+// nothing is written). A success (the zero DeliveryError) resets the
+// subscription's consecutive failures; a failure adds exactly one and
+// schedules the next attempt retryAfter from now, unless it was the
 // domain.WebhookFailureLimit-th in a row: the subscription is then
-// disabled and its pending deliveries dropped. It reports whether the
-// subscription was disabled.
-func (db *DB) RecordDelivery(ctx context.Context, d Delivery, errMsg string, retryAt time.Time) (disabled bool, err error) {
+// disabled and its pending deliveries dropped. It reports whether this
+// outcome disabled the subscription.
+func (db *DB) RecordDelivery(ctx context.Context, d Delivery, outcome domain.DeliveryError, status int, latency time.Duration,
+	retryAfter time.Duration) (disabled bool, err error) {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return false, translate(err, "webhook delivery")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if errMsg == "" {
-		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now(), locked_until = NULL, last_error = NULL
-			WHERE event_id = $1 AND webhook_id = $2`, d.EventID, d.WebhookID); err != nil {
+	ms := int(latency.Milliseconds())
+	if outcome.OK() {
+		tag, err := tx.Exec(ctx, `UPDATE webhooks SET consecutive_failures = 0, last_delivery_at = now(), last_success_at = now(),
+				lease_token = NULL, lease_until = NULL
+			WHERE id = $1 AND lease_token = $2`, d.WebhookID, d.LeaseToken)
+		if err != nil {
 			return false, translate(err, "webhook delivery")
 		}
-		if _, err := tx.Exec(ctx, `UPDATE webhooks SET consecutive_failures = 0, last_delivery_at = now(), last_error = NULL WHERE id = $1`,
-			d.WebhookID); err != nil {
+		if tag.RowsAffected() == 0 {
+			return false, ErrLeaseLost
+		}
+		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now(), error_category = NULL,
+				response_status = $2, latency_ms = $3
+			WHERE id = $1 AND status = 'pending'`, d.ID, nullable(status), ms); err != nil {
 			return false, translate(err, "webhook delivery")
 		}
 		return false, translate(tx.Commit(ctx), "webhook delivery")
 	}
 	var failures int
-	err = tx.QueryRow(ctx, `UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, last_delivery_at = now(), last_error = $2,
-			status = CASE WHEN consecutive_failures + 1 >= $3 THEN 'disabled' ELSE status END
-		WHERE id = $1 RETURNING consecutive_failures`, d.WebhookID, errMsg, domain.WebhookFailureLimit).Scan(&failures)
+	err = tx.QueryRow(ctx, `UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, last_delivery_at = now(),
+			last_error_category = $3, last_error_status = $4, last_error_at = now(), lease_token = NULL, lease_until = NULL,
+			status = CASE WHEN consecutive_failures + 1 >= $5 THEN 'disabled' ELSE status END
+		WHERE id = $1 AND lease_token = $2 RETURNING consecutive_failures`,
+		d.WebhookID, d.LeaseToken, outcome.Category, nullable(outcome.Status), domain.WebhookFailureLimit).Scan(&failures)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // deleted meanwhile: its deliveries went with it
+		return false, ErrLeaseLost
 	}
 	if err != nil {
 		return false, translate(err, "webhook delivery")
 	}
-	disabled = failures >= domain.WebhookFailureLimit
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET error_category = $2, response_status = $3, latency_ms = $4,
+			next_attempt_at = now() + $5 * interval '1 millisecond'
+		WHERE id = $1 AND status = 'pending'`, d.ID, outcome.Category, nullable(status), ms, retryAfter.Milliseconds()); err != nil {
+		return false, translate(err, "webhook delivery")
+	}
+	disabled = failures == domain.WebhookFailureLimit
 	if disabled {
-		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'dropped', locked_until = NULL,
-			last_error = CASE WHEN event_id = $2 THEN $3 ELSE 'subscription disabled after repeated failures' END
-			WHERE webhook_id = $1 AND status = 'pending'`, d.WebhookID, d.EventID, errMsg)
-	} else {
-		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $3, locked_until = NULL, last_error = $4
-			WHERE event_id = $1 AND webhook_id = $2`, d.EventID, d.WebhookID, retryAt.UTC(), errMsg)
-	}
-	if err != nil {
-		return false, translate(err, "webhook delivery")
+		if err := dropPending(ctx, tx, d.WebhookID); err != nil {
+			return false, err
+		}
 	}
 	return disabled, translate(tx.Commit(ctx), "webhook delivery")
+}
+
+func dropPending(ctx context.Context, tx pgx.Tx, webhookID string) error {
+	_, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'dropped', drop_reason = $2
+		WHERE webhook_id = $1 AND status = 'pending'`, webhookID, domain.DropSubscriptionDisabled)
+	return translate(err, "webhook delivery")
+}
+
+// ReleaseDelivery gives a claimed delivery back unsent (the attempt is not
+// counted) and releases the lease, while it is still d's.
+func (db *DB) ReleaseDelivery(ctx context.Context, d Delivery) error {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "webhook delivery")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	tag, err := tx.Exec(ctx, `UPDATE webhooks SET lease_token = NULL, lease_until = NULL WHERE id = $1 AND lease_token = $2`,
+		d.WebhookID, d.LeaseToken)
+	if err != nil {
+		return translate(err, "webhook delivery")
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts - 1 WHERE id = $1 AND status = 'pending'`, d.ID); err != nil {
+		return translate(err, "webhook delivery")
+	}
+	return translate(tx.Commit(ctx), "webhook delivery")
+}
+
+// DisableForSecret disables a claimed subscription whose secret would not
+// open (category internal_error; the attempt is not counted) and drops its
+// pending deliveries, while the lease is still d's.
+func (db *DB) DisableForSecret(ctx context.Context, d Delivery) error {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "webhook")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	tag, err := tx.Exec(ctx, `UPDATE webhooks SET status = 'disabled', last_error_category = $3, last_error_status = NULL,
+			last_error_at = now(), lease_token = NULL, lease_until = NULL
+		WHERE id = $1 AND lease_token = $2`, d.WebhookID, d.LeaseToken, domain.ErrInternal)
+	if err != nil {
+		return translate(err, "webhook")
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts - 1 WHERE id = $1`, d.ID); err != nil {
+		return translate(err, "webhook")
+	}
+	if err := dropPending(ctx, tx, d.WebhookID); err != nil {
+		return err
+	}
+	return translate(tx.Commit(ctx), "webhook")
+}
+
+// SealedSecrets returns up to n sealed secrets of subscriptions other than
+// exceptID (id → sealed), to tell a wrong MARKET_SECRET_KEY from one bad row.
+func (db *DB) SealedSecrets(ctx context.Context, exceptID string, n int) (map[string][]byte, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT id::text, secret_sealed FROM webhooks WHERE id <> $1 ORDER BY created_at DESC LIMIT $2`, exceptID, n)
+	if err != nil {
+		return nil, translate(err, "webhooks")
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var id string
+		var sealed []byte
+		if err := rows.Scan(&id, &sealed); err != nil {
+			return nil, translate(err, "webhooks")
+		}
+		out[id] = sealed
+	}
+	return out, translate(rows.Err(), "webhooks")
+}
+
+const deliveryColumns = `d.id, d.webhook_id::text, d.event_id, e.market, e.symbol, d.attempts, d.status, d.error_category, d.response_status,
+	d.latency_ms, d.last_attempt_at, CASE WHEN d.status = 'pending' THEN d.next_attempt_at END, d.delivered_at,
+	coalesce(d.drop_reason, ''), d.created_at`
+
+func scanDelivery(row pgx.CollectableRow) (domain.WebhookDelivery, error) {
+	var d domain.WebhookDelivery
+	var market string
+	var category *string
+	var status *int
+	err := row.Scan(&d.ID, &d.WebhookID, &d.EventID, &market, &d.Symbol, &d.Attempts, &d.Status, &category, &status,
+		&d.LatencyMS, &d.LastAttemptAt, &d.NextAttemptAt, &d.DeliveredAt, &d.DropReason, &d.CreatedAt)
+	d.Market = domain.Market(market)
+	d.ResponseStatus = status
+	if d.Status != domain.DeliveryDelivered {
+		d.LastError = deliveryError(category, status)
+	}
+	d.CreatedAt = d.CreatedAt.UTC()
+	for _, t := range []**time.Time{&d.LastAttemptAt, &d.NextAttemptAt, &d.DeliveredAt} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
+	}
+	return d, err
+}
+
+// ownWebhook checks that id is one of the client's subscriptions.
+func (db *DB) ownWebhook(ctx context.Context, clientID, id string) error {
+	if !uuidRE.MatchString(id) {
+		return notFoundWebhook(id)
+	}
+	var one int
+	err := db.Pool.QueryRow(ctx, `SELECT 1 FROM webhooks WHERE id = $1 AND client_id::text = $2`, id, clientID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFoundWebhook(id)
+	}
+	return translate(err, "webhook")
+}
+
+// WebhookDeliveries is the delivery log of a client's subscription, newest
+// first, at most limit entries.
+func (db *DB) WebhookDeliveries(ctx context.Context, clientID, webhookID string, limit int) ([]domain.WebhookDelivery, error) {
+	if err := db.ownWebhook(ctx, clientID, webhookID); err != nil {
+		return nil, err
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN verdict_events e ON e.id = d.event_id
+		WHERE d.webhook_id = $1 ORDER BY d.id DESC LIMIT $2`, webhookID, limit)
+	if err != nil {
+		return nil, translate(err, "webhook deliveries")
+	}
+	out, err := pgx.CollectRows(rows, scanDelivery)
+	return out, translate(err, "webhook deliveries")
+}
+
+// Redeliver queues a delivery of a client's subscription again, due now
+// (a pending one is made due now). The subscription must be active
+// (ECONFLICT) and the event's market still in the client's tier
+// (EFORBIDDEN). It goes out in its event's place in the subscription's
+// order, with the same event id.
+func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliveryID int64) (domain.WebhookDelivery, error) {
+	if err := db.ownWebhook(ctx, clientID, webhookID); err != nil {
+		return domain.WebhookDelivery{}, err
+	}
+	var status string
+	var market domain.Market
+	var allowed bool
+	err := db.Pool.QueryRow(ctx, `SELECT w.status, e.market, e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
+		FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN clients c ON c.id = w.client_id
+		JOIN verdict_events e ON e.id = d.event_id WHERE d.id = $1 AND d.webhook_id = $2`, deliveryID, webhookID).Scan(&status, &market, &allowed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.WebhookDelivery{}, domain.Errorf(domain.ENOTFOUND, "no delivery %d of webhook subscription %s", deliveryID, webhookID)
+	}
+	if err != nil {
+		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
+	}
+	if status != domain.WebhookActive {
+		return domain.WebhookDelivery{}, domain.Errorf(domain.ECONFLICT,
+			"webhook subscription %s is disabled; enable it first (POST /webhooks/%s/enable)", webhookID, webhookID)
+	}
+	if !allowed {
+		return domain.WebhookDelivery{}, domain.Errorf(domain.EFORBIDDEN,
+			"the market %s of this delivery is not included in your tier or in the subscription", market)
+	}
+	rows, err := db.Pool.Query(ctx, `WITH upd AS (
+			UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), drop_reason = NULL, delivered_at = NULL
+			WHERE id = $1 RETURNING *
+		)
+		SELECT `+deliveryColumns+` FROM upd d JOIN verdict_events e ON e.id = d.event_id`, deliveryID)
+	if err != nil {
+		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
+	}
+	out, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
+	return out, translate(err, "webhook delivery")
 }
 
 // WebhookDeliveryStatus is a delivery's status and attempts (tests, CLI).

@@ -1,39 +1,48 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/webhook"
 )
 
 // TypeWebhookDispatch fans verdict events out to subscriptions and sends
 // the deliveries that are due.
 const TypeWebhookDispatch = "webhooks:dispatch"
 
-// Delivery limits (DESIGN §3).
+// Dispatcher defaults.
 const (
-	deliveryTimeout  = 10 * time.Second
-	maxResponseBytes = 64 << 10
-	deliveryLease    = 2 * deliveryTimeout // a delivery is claimed this long
-	parallelSends    = 16
-	claimBatch       = 100
+	// DefaultDeliveryConcurrency is how many sends one worker process runs
+	// at once. A hanging receiver holds one slot for at most
+	// webhook.Timeout, so healthy subscriptions wait only when more
+	// receivers than this hang at once.
+	DefaultDeliveryConcurrency = 128
+	// DefaultDeliveryLease is how long a claim on a subscription lasts:
+	// longer than a send (webhook.Timeout) plus the time to record it.
+	DefaultDeliveryLease = 30 * time.Second
+	// leaseMargin of a lease is kept free for recording the outcome: a
+	// send is cut off this long before its lease ends.
+	leaseMargin = 5 * time.Second
+	// claimBatch bounds one claim statement.
+	claimBatch = 100
+	// fanOutBatch bounds one fan-out statement.
+	fanOutBatch = 500
+	// maxPass bounds one dispatch pass (the task's time-out is 5 min); the
+	// next tick goes on.
+	maxPass = 4 * time.Minute
+	// coalesce is how long a pass with nothing more due waits for further
+	// completions before it claims again (fewer empty claims).
+	coalesce = 20 * time.Millisecond
 )
 
 // NewWebhookDispatchTask builds the dispatch task of one scheduler tick.
@@ -46,45 +55,60 @@ func NewWebhookDispatchTask(tick time.Time) *asynq.Task {
 // WebhookStore is what the dispatcher reads and writes.
 type WebhookStore interface {
 	FanOut(ctx context.Context, limit int) (int, error)
+	DropIneligible(ctx context.Context) (int64, error)
 	ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit int, lease time.Duration) ([]store.Delivery, error)
-	RecordDelivery(ctx context.Context, d store.Delivery, errMsg string, retryAt time.Time) (bool, error)
+	RecordDelivery(ctx context.Context, d store.Delivery, outcome domain.DeliveryError, status int, latency, retryAfter time.Duration) (bool, error)
+	ReleaseDelivery(ctx context.Context, d store.Delivery) error
+	DisableForSecret(ctx context.Context, d store.Delivery) error
+	SealedSecrets(ctx context.Context, exceptID string, n int) (map[string][]byte, error)
 }
 
-// WebhookPayload is the body of a verdict_changed delivery.
-type WebhookPayload struct {
-	Event        string `json:"event"`
-	Market       string `json:"market"`
-	Symbol       string `json:"symbol"`
-	OldVerdict   string `json:"old_verdict"`
-	NewVerdict   string `json:"new_verdict"`
-	OverallScore int    `json:"overall_score"`
-	Timestamp    string `json:"timestamp"`
-}
-
-// Dispatcher delivers webhooks. Postgres is the queue: the fan-out turns
-// outbox events into deliveries in one transaction, deliveries are claimed
-// with a lease (so two workers never send one at once, and a dead worker's
-// claims come back), and every outcome is recorded before the next
-// attempt. The asynq task only says "now"; if Redis loses it, the next
-// tick sends what is due.
+// Dispatcher delivers webhooks. Postgres is the queue and the source of
+// truth: the fan-out turns verdict events into deliveries in one
+// transaction; a worker leases a subscription (a token and an end time on
+// its row) and sends its oldest due delivery, so one subscription has at
+// most one delivery in flight and gets its events in order; the outcome is
+// recorded only with the lease's token (a worker whose lease ran out
+// records nothing) and a send is cut off before its lease ends, so a
+// delivery is never sent by two workers at once.
+//
+// Dispatch is a pass: it keeps claiming while deliveries are due, with at
+// most Concurrency sends in flight, and returns when nothing is due or in
+// flight. It is safe to call at any time, from any number of goroutines
+// and processes (a scheduler tick, a wake-up on a new event): a call while
+// a pass runs in this process makes that pass look again and returns.
 type Dispatcher struct {
 	Store  WebhookStore
 	Box    *domain.SecretBox
 	Client *http.Client
 	Logger *slog.Logger
-	Now    func() time.Time
-	// Backoff is the wait before attempt n+1 after n failures (default
-	// RetryBackoff).
-	Backoff func(failures int) time.Duration
+	// Now stamps the signatures' timestamps (time.Now if nil).
+	Now func() time.Time
+	// Backoff is the wait before attempt n+1 of a delivery after attempt n
+	// failed (default RetryBackoff).
+	Backoff func(attempt int) time.Duration
+	// Concurrency bounds the sends in flight (DefaultDeliveryConcurrency).
+	Concurrency int
+	// Lease is the claim's length (DefaultDeliveryLease; at least
+	// webhook.Timeout + 2 × 5 s).
+	Lease time.Duration
+
+	mu      sync.Mutex
+	running bool
+	again   bool
+	kick    chan struct{}
+	// keyProven: a secret opened with this process's MARKET_SECRET_KEY,
+	// so a secret that does not open is that row's fault.
+	keyProven atomic.Bool
 }
 
 // RetryBackoff is the retry schedule of a failed delivery: 10 s, 30 s,
 // 1 min, 5 min, 15 min, then every hour, until it succeeds or the
-// subscription is disabled.
-func RetryBackoff(failures int) time.Duration {
+// subscription is disabled (10 consecutive failures, about 4 h 20 min).
+func RetryBackoff(attempt int) time.Duration {
 	steps := []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute}
-	if failures-1 < len(steps) {
-		return steps[max(failures-1, 0)]
+	if attempt-1 < len(steps) {
+		return steps[max(attempt-1, 0)]
 	}
 	return time.Hour
 }
@@ -97,48 +121,6 @@ func (d *Dispatcher) Register(w *Worker) {
 	}))
 }
 
-// Dispatch fans out every new event and sends every due delivery, in
-// batches, and returns how many deliveries it attempted.
-func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
-	for {
-		n, err := d.Store.FanOut(ctx, 500)
-		if err != nil {
-			return 0, err
-		}
-		if n < 500 {
-			break
-		}
-	}
-	sent := 0
-	for {
-		batch, err := d.Store.ClaimDeliveries(ctx, d.Box, claimBatch, deliveryLease)
-		if err != nil {
-			return sent, err
-		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, parallelSends)
-		errs := make(chan error, len(batch))
-		for _, dl := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				errs <- d.deliver(ctx, dl)
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return sent, err
-			}
-		}
-		sent += len(batch)
-		if len(batch) < claimBatch {
-			return sent, nil
-		}
-	}
-}
-
 func (d *Dispatcher) logger() *slog.Logger {
 	if d.Logger == nil {
 		return slog.New(slog.DiscardHandler)
@@ -146,153 +128,218 @@ func (d *Dispatcher) logger() *slog.Logger {
 	return d.Logger
 }
 
-// deliver sends one delivery and records the outcome; only a failure to
-// record is returned (a failed send is an outcome).
-func (d *Dispatcher) deliver(ctx context.Context, dl store.Delivery) error {
-	body, err := json.Marshal(WebhookPayload{Event: "verdict_changed", Market: string(dl.Event.Market), Symbol: dl.Event.Symbol,
-		OldVerdict: string(dl.Event.OldVerdict), NewVerdict: string(dl.Event.NewVerdict), OverallScore: dl.Event.OverallScore,
-		Timestamp: dl.Event.At.UTC().Format(time.RFC3339)})
-	if err != nil {
-		return err
+func (d *Dispatcher) lease() time.Duration {
+	if d.Lease < webhook.Timeout+2*leaseMargin {
+		return DefaultDeliveryLease
 	}
-	errMsg := d.send(ctx, dl, body)
+	return d.Lease
+}
+
+// Dispatch fans out every new event and sends every due delivery, and
+// returns how many deliveries this call sent. If a pass is already running
+// in this process, it asks that pass to look again and returns at once.
+func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
+	d.mu.Lock()
+	if d.kick == nil {
+		d.kick = make(chan struct{}, 1)
+	}
+	if d.running {
+		d.again = true
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+		d.mu.Unlock()
+		return 0, nil
+	}
+	d.running, d.again = true, false
+	d.mu.Unlock()
+	return d.pass(ctx)
+}
+
+// stop ends the pass unless another call asked it to look again.
+func (d *Dispatcher) stop(force bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.again && !force {
+		d.again = false
+		return false
+	}
+	d.running = false
+	return true
+}
+
+func (d *Dispatcher) pass(ctx context.Context) (int, error) {
+	concurrency := d.Concurrency
+	if concurrency <= 0 {
+		concurrency = DefaultDeliveryConcurrency
+	}
+	var (
+		deadline = time.Now().Add(maxPass)
+		done     = make(chan error, concurrency)
+		inflight int
+		sent     int
+		firstErr error
+		prepare  = true
+	)
+	fail := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for {
+		claiming := firstErr == nil && ctx.Err() == nil && time.Now().Before(deadline)
+		if prepare && claiming {
+			prepare = false
+			fail(d.prepare(ctx))
+			continue
+		}
+		if free := concurrency - inflight; claiming && free > 0 {
+			want := min(free, claimBatch)
+			t0 := time.Now()
+			batch, err := d.Store.ClaimDeliveries(ctx, d.Box, want, d.lease())
+			fail(err)
+			for _, dl := range batch {
+				inflight++
+				go func() { done <- d.deliver(ctx, dl, t0) }()
+			}
+			sent += len(batch)
+			if len(batch) == want {
+				continue // more may be due
+			}
+		}
+		if inflight == 0 {
+			if d.stop(!claiming) {
+				return sent, firstErr
+			}
+			prepare = true
+			continue
+		}
+		// Wait for a send to finish (its subscription's next delivery may
+		// be due) or for a wake-up.
+		select {
+		case err := <-done:
+			inflight--
+			fail(err)
+		case <-d.kick:
+			prepare = true
+		}
+		timer := time.NewTimer(coalesce)
+	collect:
+		for inflight > 0 {
+			select {
+			case err := <-done:
+				inflight--
+				fail(err)
+			case <-timer.C:
+				break collect
+			}
+		}
+		timer.Stop()
+	}
+}
+
+// prepare fans new events out and drops what may no longer be sent.
+func (d *Dispatcher) prepare(ctx context.Context) error {
+	for {
+		n, err := d.Store.FanOut(ctx, fanOutBatch)
+		if err != nil {
+			return err
+		}
+		if n < fanOutBatch {
+			break
+		}
+	}
+	dropped, err := d.Store.DropIneligible(ctx)
+	if dropped > 0 {
+		d.logger().Info("webhook deliveries dropped: client suspended or expired, or market no longer in the tier", "count", dropped)
+	}
+	return err
+}
+
+// deliver sends one claimed delivery and records the outcome. It returns
+// only a failure to record (a failed send is an outcome).
+func (d *Dispatcher) deliver(ctx context.Context, dl store.Delivery, claimedAt time.Time) error {
+	log := d.logger().With("webhook_id", dl.WebhookID, "host", webhook.Host(dl.CallbackURL), "event_id", dl.EventID, "attempt", dl.Attempt)
+	if dl.SecretErr != nil {
+		return d.secretFailure(ctx, dl, log)
+	}
+	d.keyProven.Store(true)
+	// The send must end before the claim does, with time left to record.
+	cutoff := claimedAt.Add(d.lease() - leaseMargin)
+	if time.Until(cutoff) < webhook.Timeout {
+		log.Warn("webhook delivery not sent: too little of its lease was left; it goes out on the next claim")
+		return ignoreLost(d.Store.ReleaseDelivery(context.WithoutCancel(ctx), dl))
+	}
+	sctx, cancel := context.WithDeadline(ctx, cutoff)
+	defer cancel()
+	e := dl.Event
+	body := webhook.VerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At)
+	sender := webhook.Sender{Client: d.Client, Now: d.Now}
+	res := sender.Send(sctx, dl.CallbackURL, webhook.Message{ID: webhook.EventID(dl.EventID), Body: body,
+		Secret: dl.Secret, PreviousSecret: dl.PreviousSecret})
+	if ctx.Err() != nil {
+		// Shutting down: the attempt was ours to abort, not the receiver's
+		// failure. It goes out again after the restart.
+		return ignoreLost(d.Store.ReleaseDelivery(context.WithoutCancel(ctx), dl))
+	}
 	backoff := d.Backoff
 	if backoff == nil {
 		backoff = RetryBackoff
 	}
-	disabled, err := d.Store.RecordDelivery(context.WithoutCancel(ctx), dl, errMsg, d.Now().Add(backoff(dl.Attempt)))
+	disabled, err := d.Store.RecordDelivery(context.WithoutCancel(ctx), dl, res.Err, res.Status, res.Latency, backoff(dl.Attempt))
+	if errors.Is(err, store.ErrLeaseLost) {
+		log.Warn("webhook outcome not recorded: the lease was lost or the subscription deleted", "outcome", res.Err.String())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	// The URL may carry a client's token in its path: log the id only.
 	switch {
 	case disabled:
-		d.logger().Warn("webhook disabled after repeated failures", "webhook_id", dl.WebhookID, "err", errMsg)
-	case errMsg != "":
-		d.logger().Info("webhook delivery failed", "webhook_id", dl.WebhookID, "event_id", dl.EventID, "attempt", dl.Attempt, "err", errMsg)
+		log.Warn("webhook subscription disabled after consecutive failures", "failures", domain.WebhookFailureLimit, "error", res.Err.String())
+	case !res.Err.OK():
+		log.Info("webhook delivery failed", "error", res.Err.String(), "latency_ms", res.Latency.Milliseconds())
+	default:
+		log.Debug("webhook delivered", "status", res.Status, "latency_ms", res.Latency.Milliseconds())
 	}
 	return nil
 }
 
-// send POSTs body and returns "" on a 2xx answer, else what went wrong.
-func (d *Dispatcher) send(ctx context.Context, dl store.Delivery, body []byte) string {
-	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.CallbackURL, bytes.NewReader(body))
-	if err != nil {
-		return "bad callback URL: " + err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "marketscreener-webhooks/1")
-	req.Header.Set("X-Webhook-Signature", domain.SignWebhook(dl.Secret, body))
-	req.Header.Set("X-Webhook-Id", strconv.FormatInt(dl.EventID, 10))
-	req.Header.Set("X-Webhook-Timestamp", strconv.FormatInt(d.Now().Unix(), 10))
-	resp, err := d.Client.Do(req)
-	if err != nil {
-		var fe *forbiddenAddrError
-		if errors.As(err, &fe) {
-			return fe.Error()
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return "timed out after 10s"
-		}
-		return "request failed: " + err.Error()
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Sprintf("answered %d (2xx expected; redirects are not followed)", resp.StatusCode)
-	}
-	return ""
-}
-
-// forbiddenAddrError refuses a dial to an internal address.
-type forbiddenAddrError struct{ host, addr string }
-
-func (e *forbiddenAddrError) Error() string {
-	return fmt.Sprintf("refused to connect: %s resolves to %s, a private or internal address", e.host, e.addr)
-}
-
-// WebhookClientConfig configures the delivery HTTP client.
-type WebhookClientConfig struct {
-	// AllowPrivate lets deliveries reach loopback and private addresses
-	// (tests only: MARKET_WEBHOOK_ALLOW_PRIVATE).
-	AllowPrivate bool
-	// ExtraRootsPEM are CA certificates trusted besides the system roots
-	// (a test CA: MARKET_WEBHOOK_CA_FILE).
-	ExtraRootsPEM []byte
-	// Resolver resolves callback hosts (nil: the system resolver).
-	Resolver *net.Resolver
-}
-
-// NewWebhookClient returns the delivery client: TLS only (the URLs are
-// https), redirects not followed, no proxy, a 10 s time-out, and a dialer
-// that checks every address a host resolves to at dial time (so DNS
-// rebinding cannot reach an internal address) and connects to a checked
-// one.
-func NewWebhookClient(cfg WebhookClientConfig) *http.Client {
-	resolver := cfg.Resolver
-	if resolver == nil {
-		resolver = net.DefaultResolver
-	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(addr)
+// secretFailure handles a subscription whose secret would not open. When
+// MARKET_SECRET_KEY is known to be right (another secret opens), the row
+// is at fault: the subscription is disabled, alone. Otherwise the key may
+// be wrong on this worker: nothing is disabled, and the claim is left to
+// run out so another worker (or this one, fixed) takes it.
+func (d *Dispatcher) secretFailure(ctx context.Context, dl store.Delivery, log *slog.Logger) error {
+	if !d.keyProven.Load() {
+		others, err := d.Store.SealedSecrets(ctx, dl.WebhookID, 5)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ips, err := resolver.LookupNetIP(ctx, "ip", host)
-		if err != nil {
-			return nil, err
-		}
-		var lastErr error
-		for _, ip := range ips {
-			if !cfg.AllowPrivate && domain.ForbiddenIP(ip) {
-				lastErr = &forbiddenAddrError{host: host, addr: ip.String()}
-				continue
+		for id, sealed := range others {
+			if _, err := d.Box.Open(sealed, []byte(id)); err == nil {
+				d.keyProven.Store(true)
+				break
 			}
-			conn, err := dialer.DialContext(ctx, network, netip.AddrPortFrom(ip, mustPort(port)).String())
-			if err == nil {
-				return conn, nil
-			}
-			lastErr = err
 		}
-		if lastErr == nil {
-			lastErr = fmt.Errorf("%s has no address", host)
-		}
-		return nil, lastErr
 	}
-	var roots *x509.CertPool // nil: the system roots
-	if len(cfg.ExtraRootsPEM) > 0 {
-		if sys, err := x509.SystemCertPool(); err == nil && sys != nil {
-			roots = sys
-		} else {
-			roots = x509.NewCertPool()
-		}
-		roots.AppendCertsFromPEM(cfg.ExtraRootsPEM)
+	if !d.keyProven.Load() {
+		log.Error("webhook secret does not open with MARKET_SECRET_KEY, and no other secret does either: check this worker's key; nothing was sent or disabled",
+			"err", dl.SecretErr)
+		return nil
 	}
-	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dial,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots},
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: deliveryTimeout,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       30 * time.Second,
+	if err := d.Store.DisableForSecret(context.WithoutCancel(ctx), dl); err != nil {
+		return ignoreLost(err)
 	}
-	return &http.Client{
-		Transport: transport,
-		Timeout:   deliveryTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
+	log.Error("webhook subscription disabled: its stored secret does not open with MARKET_SECRET_KEY (other secrets do); "+
+		"its pending deliveries were dropped; the client can rotate the secret and re-enable it", "client_id", dl.ClientID, "err", dl.SecretErr)
+	return nil
 }
 
-func mustPort(p string) uint16 {
-	n, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return 443
+func ignoreLost(err error) error {
+	if errors.Is(err, store.ErrLeaseLost) {
+		return nil
 	}
-	return uint16(n)
+	return err
 }

@@ -526,13 +526,17 @@ func (m *Main) cmdWebhooks(ctx context.Context, args []string) error {
 			Status              string     `json:"status"`
 			ConsecutiveFailures int        `json:"consecutive_failures"`
 			LastDeliveryAt      *time.Time `json:"last_delivery_at"`
+			LastSuccessAt       *time.Time `json:"last_success_at"`
 			LastError           string     `json:"last_error,omitempty"`
 			CreatedAt           time.Time  `json:"created_at"`
 		}
 		out := make([]hookJSON, 0, len(ws))
 		for _, w := range ws {
 			h := hookJSON{ID: w.ID, ClientID: w.ClientID, CallbackURL: w.CallbackURL, Status: w.Status,
-				ConsecutiveFailures: w.ConsecutiveFailures, LastDeliveryAt: w.LastDeliveryAt, LastError: w.LastError, CreatedAt: w.CreatedAt}
+				ConsecutiveFailures: w.ConsecutiveFailures, LastDeliveryAt: w.LastDeliveryAt, LastSuccessAt: w.LastSuccessAt, CreatedAt: w.CreatedAt}
+			if !w.LastError.OK() {
+				h.LastError = w.LastError.String()
+			}
 			if w.Market != nil {
 				s := string(*w.Market)
 				h.Market = &s
@@ -556,7 +560,7 @@ func (m *Main) cmdWebhooks(ctx context.Context, args []string) error {
 		if len(pos) != 1 {
 			return usagef("usage: marketd webhooks enable ID")
 		}
-		if err := db.EnableWebhook(ctx, pos[0]); err != nil {
+		if _, err := db.EnableWebhook(ctx, "", pos[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(m.Stdout, "enabled %s\n", pos[0])

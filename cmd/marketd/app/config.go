@@ -43,7 +43,9 @@ type Config struct {
 	// (tests only); WebhookCAPEM is an extra trusted CA (tests only).
 	WebhookAllowPrivate bool
 	WebhookCAPEM        []byte
-	MaxCandleSymbols    int
+	// WebhookConcurrency bounds the webhook sends in flight per worker.
+	WebhookConcurrency int
+	MaxCandleSymbols   int
 }
 
 // envVar documents one variable: the README's config table is this list.
@@ -73,6 +75,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_INTERVAL", "5s", "How often the scheduler wakes the webhook dispatcher (fan-out of verdict changes, due deliveries and retries)."},
 	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
+	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -173,6 +176,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if c.WebhookCAPEM, err = os.ReadFile(f); err != nil {
 			return c, fmt.Errorf("MARKET_WEBHOOK_CA_FILE: %v", err)
 		}
+	}
+	if c.WebhookConcurrency, err = strconv.Atoi(get("MARKET_WEBHOOK_CONCURRENCY")); err != nil || c.WebhookConcurrency < 1 || c.WebhookConcurrency > 4096 {
+		return c, fmt.Errorf("MARKET_WEBHOOK_CONCURRENCY: must be an integer from 1 to 4096 (e.g. 128)")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/webhook"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -138,10 +140,15 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		logger.Warn("webhook deliveries are off: MARKET_SECRET_KEY is not set")
 	} else {
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
-			Client: worker.NewWebhookClient(worker.WebhookClientConfig{AllowPrivate: cfg.WebhookAllowPrivate, ExtraRootsPEM: cfg.WebhookCAPEM})}
+			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
 	}
 	return func() { _ = rdb.Close() }, nil
+}
+
+// webhookClient is the hardened client of webhook deliveries and test pings.
+func webhookClient(cfg Config) *http.Client {
+	return webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate, ExtraRootsPEM: cfg.WebhookCAPEM})
 }
 
 // secretBox is the webhook-secret cipher of MARKET_SECRET_KEY; nil when the

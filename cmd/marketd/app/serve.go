@@ -58,7 +58,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
-				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate},
+				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg)},
 				deps.store, deps.auth, deps.limiter)
 			deps.bus.OnMarket = apiServer.InvalidateMarketData
 			g.Go(func() error { return deps.run(ctx) })

@@ -1,0 +1,150 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// Message is one signed request: the event id (the same on every retry),
+// the body, and the secrets that sign it.
+type Message struct {
+	ID   string
+	Body []byte
+	// Secret signs X-Webhook-Signature and the first webhook-signature.
+	Secret string
+	// PreviousSecret, when set (within a day of a rotation), adds a second
+	// webhook-signature.
+	PreviousSecret string
+}
+
+// Result is the outcome of one attempt.
+type Result struct {
+	// Err is the zero value on a 2xx answer.
+	Err domain.DeliveryError
+	// Status is the answer's HTTP status (0 without an answer).
+	Status  int
+	Latency time.Duration
+}
+
+// Sender signs and sends messages.
+type Sender struct {
+	Client *http.Client
+	// Now stamps webhook-timestamp and X-Webhook-Timestamp (time.Now if nil).
+	Now func() time.Time
+}
+
+// Host is the part of a callback URL that logs may carry (never the path
+// or the query, where clients put tokens).
+func Host(callbackURL string) string {
+	u, err := url.Parse(callbackURL)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Host
+}
+
+// Send POSTs msg to callbackURL and reports the outcome. It gives up after
+// Timeout, or earlier when ctx ends.
+func (s *Sender) Send(ctx context.Context, callbackURL string, msg Message) Result {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, callbackURL, bytes.NewReader(msg.Body))
+	if err != nil {
+		return Result{Err: domain.DeliveryError{Category: domain.ErrConnect}}
+	}
+	headers, err := Sign(msg, now().Unix())
+	if err != nil {
+		return Result{Err: domain.DeliveryError{Category: domain.ErrInternal}}
+	}
+	for k, v := range headers {
+		req.Header[k] = v
+	}
+	start := time.Now()
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return Result{Err: classify(err), Latency: time.Since(start)}
+	}
+	// Only the status counts: a 2xx whose body is cut short still
+	// answered, the receiver has the event.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxResponseBytes))
+	resp.Body.Close()
+	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		res.Err = domain.DeliveryError{Category: domain.ErrHTTPStatus, Status: resp.StatusCode}
+	}
+	return res
+}
+
+// Sign returns the headers of a message sent at timestamp (unix seconds):
+// the contract's X-Webhook-Signature (hex HMAC-SHA256 of the body, keyed
+// with the whole secret string), X-Webhook-Id and X-Webhook-Timestamp, and
+// the Standard Webhooks webhook-id, webhook-timestamp and webhook-signature
+// ("v1,<base64 HMAC-SHA256 of id.timestamp.body>", keyed with the bytes
+// the secret's base64 part encodes; one per valid secret, space-separated).
+func Sign(msg Message, timestamp int64) (http.Header, error) {
+	key, err := domain.StandardWebhookKey(msg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	sigs := []string{domain.SignStandardWebhook(key, msg.ID, timestamp, msg.Body)}
+	if msg.PreviousSecret != "" {
+		if prev, err := domain.StandardWebhookKey(msg.PreviousSecret); err == nil {
+			sigs = append(sigs, domain.SignStandardWebhook(prev, msg.ID, timestamp, msg.Body))
+		}
+	}
+	ts := strconv.FormatInt(timestamp, 10)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "marketscreener-webhooks/1")
+	h.Set("X-Webhook-Signature", domain.SignWebhook(msg.Secret, msg.Body))
+	h.Set("X-Webhook-Id", msg.ID)
+	h.Set("X-Webhook-Timestamp", ts)
+	h.Set("Webhook-Id", msg.ID)
+	h.Set("Webhook-Timestamp", ts)
+	h.Set("Webhook-Signature", strings.Join(sigs, " "))
+	return h, nil
+}
+
+// VerdictChanged is the body of a verdict_changed delivery: the contract's
+// fields and the event id.
+type VerdictChanged struct {
+	ID           string `json:"id"`
+	Event        string `json:"event"`
+	Market       string `json:"market"`
+	Symbol       string `json:"symbol"`
+	OldVerdict   string `json:"old_verdict"`
+	NewVerdict   string `json:"new_verdict"`
+	OverallScore int    `json:"overall_score"`
+	Timestamp    string `json:"timestamp"`
+}
+
+// Ping is the body of a test delivery (POST /webhooks/{id}/test).
+type Ping struct {
+	ID        string `json:"id"`
+	Event     string `json:"event"`
+	Timestamp string `json:"timestamp"`
+}
+
+// EventID is the id a verdict event carries on the wire (webhook-id,
+// X-Webhook-Id, the body's id): its decimal number.
+func EventID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// VerdictBody encodes a verdict_changed body.
+func VerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time) []byte {
+	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
+		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339)})
+	return b
+}
