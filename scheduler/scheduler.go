@@ -97,6 +97,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // were new (the others were already enqueued by another replica).
 func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) int {
 	fresh := 0
+	// A tick not started within its interval is superseded by the next:
+	// the worker skips it (worker.HeaderNotAfter). This is a start-by
+	// time, not asynq's Deadline, which would also cut short a task that
+	// started on time but late in its tick, so that under load none ever
+	// finished.
+	notAfter := tick.Add(e.Interval).UTC().Format(time.RFC3339Nano)
 	for _, j := range e.Tasks(tick) {
 		opts := []asynq.Option{
 			asynq.TaskID(j.ID),
@@ -105,13 +111,12 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 			// Keep the finished task's id a while, so a replica that runs
 			// late cannot enqueue the same tick again.
 			asynq.Retention(2 * e.Interval),
-			// A tick not started within its interval is superseded by the next.
-			asynq.Deadline(tick.Add(e.Interval + j.Timeout)),
 		}
 		if j.Timeout > 0 {
 			opts = append(opts, asynq.Timeout(j.Timeout))
 		}
-		_, err := s.client.EnqueueContext(ctx, j.Task, opts...)
+		task := asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), map[string]string{worker.HeaderNotAfter: notAfter})
+		_, err := s.client.EnqueueContext(ctx, task, opts...)
 		switch {
 		case err == nil:
 			fresh++

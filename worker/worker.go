@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -24,17 +25,33 @@ const (
 
 // Config configures a Worker.
 type Config struct {
-	RedisURL    string
-	Concurrency int
-	Logger      *slog.Logger
+	RedisURL string
+	// Concurrency is how many bulk tasks (candles, scoring, statistics)
+	// run at once; the live lane (screener snapshots, webhook dispatch) has
+	// LiveConcurrency slots of its own.
+	Concurrency     int
+	LiveConcurrency int
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
-// Worker is an asynq server with the service's handlers.
+// Worker runs the service's handlers on two asynq servers, the lanes: a
+// live lane for the small, frequent tasks clients notice at once (screener
+// snapshots, webhook dispatch) and a bulk lane for the long ones (candle
+// pages, scoring, statistics). Queue weights alone do not protect the live
+// tasks: weights pick among waiting tasks, but a process whose every slot
+// holds a minutes-long scoring run has no slot to pick for, and under load
+// screener snapshots then missed tick after tick.
 type Worker struct {
-	cfg Config
-	srv *asynq.Server
-	mux *asynq.ServeMux
+	cfg   Config
+	lanes []*asynq.Server
+	mux   *asynq.ServeMux
 }
+
+// HeaderNotAfter is the task header carrying the time after which a
+// periodic task must not start (RFC 3339): the scheduler sets it to the end
+// of the task's tick, because by then the next tick's task supersedes it.
+const HeaderNotAfter = "not-after"
 
 // New returns a worker; handlers are added with Handle before Run.
 func New(cfg Config) (*Worker, error) {
@@ -43,22 +60,52 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: redis url: %w", err)
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 8 // within the process's Postgres pool (16), leaving room for the api in "all"
+		cfg.Concurrency = 6 // with the live lane, within the process's Postgres pool (16), leaving room for the api in "all"
+	}
+	if cfg.LiveConcurrency <= 0 {
+		cfg.LiveConcurrency = 3
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := asynq.NewServer(opt, asynq.Config{
-		Concurrency: cfg.Concurrency,
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	lane := func(concurrency int, queues map[string]int) *asynq.Server {
+		return asynq.NewServer(opt, asynq.Config{
+			Concurrency:     concurrency,
+			Queues:          queues,
+			Logger:          NewAsynqLogger(cfg.Logger),
+			ShutdownTimeout: 20 * time.Second,
+			ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
+				cfg.Logger.Warn("task failed", "type", t.Type(), "err", err)
+			}),
+		})
+	}
+	w := &Worker{cfg: cfg, mux: asynq.NewServeMux()}
+	w.lanes = []*asynq.Server{
+		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
-		Queues:          map[string]int{QueueCritical: 6, QueueLive: 5, QueueIngest: 3, QueueDefault: 2},
-		Logger:          NewAsynqLogger(cfg.Logger),
-		ShutdownTimeout: 20 * time.Second,
-		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
-			cfg.Logger.Warn("task failed", "type", t.Type(), "err", err)
-		}),
+		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
+	}
+	w.mux.Use(w.skipSuperseded)
+	return w, nil
+}
+
+// skipSuperseded drops a periodic task that starts after its tick ended
+// (HeaderNotAfter): the next tick's task does the same work with fresher
+// data, and a late start would only spend a slot. Tasks without the header
+// always run.
+func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if v, ok := t.Headers()[HeaderNotAfter]; ok {
+			if notAfter, err := time.Parse(time.RFC3339Nano, v); err == nil && w.cfg.Now().After(notAfter) {
+				w.cfg.Logger.Debug("task superseded by a later tick", "type", t.Type(), "not_after", v)
+				return nil
+			}
+		}
+		return next.ProcessTask(ctx, t)
 	})
-	return &Worker{cfg: cfg, srv: srv, mux: asynq.NewServeMux()}, nil
 }
 
 // Handle registers a handler for a task type.
@@ -67,12 +114,21 @@ func (w *Worker) Handle(taskType string, h asynq.Handler) { w.mux.Handle(taskTyp
 // Run processes tasks until ctx ends, then shuts down gracefully (running
 // tasks get ShutdownTimeout to finish; unfinished ones go back to the queue).
 func (w *Worker) Run(ctx context.Context) error {
-	if err := w.srv.Start(w.mux); err != nil {
-		return fmt.Errorf("worker: start: %w", err)
+	for i, srv := range w.lanes {
+		if err := srv.Start(w.mux); err != nil {
+			for _, started := range w.lanes[:i] {
+				started.Shutdown()
+			}
+			return fmt.Errorf("worker: start: %w", err)
+		}
 	}
-	w.cfg.Logger.Info("worker started", "concurrency", w.cfg.Concurrency)
+	w.cfg.Logger.Info("worker started", "concurrency", w.cfg.Concurrency, "live_concurrency", w.cfg.LiveConcurrency)
 	<-ctx.Done()
-	w.srv.Shutdown()
+	var wg sync.WaitGroup
+	for _, srv := range w.lanes {
+		wg.Go(srv.Shutdown)
+	}
+	wg.Wait()
 	w.cfg.Logger.Info("worker stopped")
 	return nil
 }
