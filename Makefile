@@ -12,7 +12,8 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-images test-short vet fmt run bench bench-api clean docker compose-check
+.PHONY: build test test-deps test-short vet fmt run bench bench-api clean
+.PHONY: test-images docker compose-check
 
 # The images of the e2e suite's testcontainers path.
 E2E_IMAGES := postgres:16-alpine redis:7-alpine

@@ -104,10 +104,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		return 0, time.Time{}
 	}
 	p0, u0 := priceOf()
-	// Tickers are ingested every 2 s, but under -race on 2 busy cores (three
-	// deployments of this package, other packages, candle and scoring tasks)
-	// the worker has been seen to take 45 s to get to the next one.
-	poll(t, 90*time.Second, func() string {
+	poll(t, 45*time.Second, func() string {
 		p1, u1 := priceOf()
 		if !u1.After(u0) || p1 == p0 {
 			return fmt.Sprintf("BTC_USDT still %v at %s", p1, u1)

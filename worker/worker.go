@@ -5,13 +5,9 @@ package worker
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -81,13 +77,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// MonitorOptions: the asynqmon UI is read-only unless Writable, and a
-// writable one needs Token on every request.
-type MonitorOptions struct {
-	Writable bool
-	Token    string
-}
-
 // Monitor returns the asynqmon UI mounted at rootPath (for the ops
 // listener) and a function releasing its Redis connections. Read-only by
 // default (asynqmon refuses every request but GET). Writable, it asks for
@@ -101,7 +90,7 @@ func Monitor(redisURL, rootPath string, o MonitorOptions) (http.Handler, func(),
 		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}
 	if o.Writable && o.Token == "" {
-		return nil, nil, errors.New("worker: a writable asynqmon needs a token")
+		return nil, nil, fmt.Errorf("worker: a writable asynqmon needs a token")
 	}
 	mon := asynqmon.New(asynqmon.Options{RootPath: rootPath, RedisConnOpt: opt, ReadOnly: !o.Writable})
 	var h http.Handler = mon
@@ -109,27 +98,6 @@ func Monitor(redisURL, rootPath string, o MonitorOptions) (http.Handler, func(),
 		h = requireToken(h, o.Token)
 	}
 	return http.NewCrossOriginProtection().Handler(h), func() { _ = mon.Close() }, nil
-}
-
-// requireToken admits requests carrying token as the basic-auth password
-// or a bearer token; the comparison takes the same time whatever it gets.
-func requireToken(h http.Handler, token string) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := "", false
-		if _, pw, basic := r.BasicAuth(); basic {
-			got, ok = pw, true
-		} else if b, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); bearer {
-			got, ok = b, true
-		}
-		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-			w.Header().Set("WWW-Authenticate", `Basic realm="asynqmon (writable)", charset="UTF-8"`)
-			http.Error(w, "asynqmon is writable: its token (MARKET_ASYNQMON_TOKEN) is required", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // asynqLogger adapts slog to asynq's Logger interface.

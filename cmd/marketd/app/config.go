@@ -30,8 +30,12 @@ type Config struct {
 	// DemoSecretKey: SecretKey is the public demo key (MARKET_SECRET_KEY=
 	// insecure-demo-key, compose's default); every role warns at start.
 	DemoSecretKey bool
-	LogLevel      slog.Level
-	Feeds         []string
+	// AsynqmonWritable lets the asynqmon UI change queues and tasks; it is
+	// read-only otherwise. Writable needs AsynqmonToken on every request.
+	AsynqmonWritable bool
+	AsynqmonToken    string
+	LogLevel         slog.Level
+	Feeds            []string
 
 	OandaToken           string
 	AlpacaKeyID          string
@@ -48,10 +52,6 @@ type Config struct {
 	WebhookAllowPrivate bool
 	WebhookCAPEM        []byte
 	MaxCandleSymbols    int
-	// AsynqmonWritable lets the asynqmon UI change queues and tasks; it is
-	// read-only otherwise. Writable needs AsynqmonToken on every request.
-	AsynqmonWritable bool
-	AsynqmonToken    string
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -71,6 +71,8 @@ var EnvVars = []envVar{
 	{"MARKET_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL for queues, rate-limit windows and cache invalidation."},
 	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
 	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
+	{"MARKET_ASYNQMON_WRITABLE", "false", "true lets the asynqmon UI (ops listener) pause queues and run, archive or delete tasks; it is read-only otherwise. Needs MARKET_ASYNQMON_TOKEN."},
+	{"MARKET_ASYNQMON_TOKEN", "", "Token (16+ characters) required on every asynqmon request when writable: HTTP basic-auth password (any user; the browser asks) or `Authorization: Bearer`."},
 	{"MARKET_REGION", domain.DefaultRegion, "Deployment region: picks the catalogue of exchanges (" + strings.Join(domain.Regions, ", ") + ")."},
 	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused). `" + DemoSecretKeyValue + "` selects a public key (compose's default for a demo; every role warns at start)."},
 	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
@@ -87,8 +89,6 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_INTERVAL", "5s", "How often the scheduler wakes the webhook dispatcher (fan-out of verdict changes, due deliveries and retries)."},
 	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
-	{"MARKET_ASYNQMON_WRITABLE", "false", "true lets the asynqmon UI (ops listener) pause queues and run, archive or delete tasks; it is read-only otherwise. Needs MARKET_ASYNQMON_TOKEN."},
-	{"MARKET_ASYNQMON_TOKEN", "", "Token (16+ characters) required on every asynqmon request when writable: HTTP basic-auth password (any user; the browser asks) or `Authorization: Bearer`."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -136,6 +136,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("MARKET_SECRET_KEY: %v", err)
 		}
 		c.SecretKey = key
+	}
+	var err error
+	if c.AsynqmonWritable, err = strconv.ParseBool(get("MARKET_ASYNQMON_WRITABLE")); err != nil {
+		return c, fmt.Errorf("MARKET_ASYNQMON_WRITABLE: must be true or false")
+	}
+	c.AsynqmonToken = get("MARKET_ASYNQMON_TOKEN")
+	if c.AsynqmonWritable && len(c.AsynqmonToken) < 16 {
+		return c, fmt.Errorf("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("MARKET_LOG_LEVEL"))); err != nil {
 		return c, fmt.Errorf("MARKET_LOG_LEVEL: must be debug, info, warn or error")
@@ -192,13 +200,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if c.WebhookCAPEM, err = os.ReadFile(f); err != nil {
 			return c, fmt.Errorf("MARKET_WEBHOOK_CA_FILE: %v", err)
 		}
-	}
-	if c.AsynqmonWritable, err = strconv.ParseBool(get("MARKET_ASYNQMON_WRITABLE")); err != nil {
-		return c, fmt.Errorf("MARKET_ASYNQMON_WRITABLE: must be true or false")
-	}
-	c.AsynqmonToken = get("MARKET_ASYNQMON_TOKEN")
-	if c.AsynqmonWritable && len(c.AsynqmonToken) < 16 {
-		return c, fmt.Errorf("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
