@@ -13,10 +13,6 @@ export MARKET_FEEDS ?= synthetic
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
 .PHONY: build test test-deps test-short vet fmt run bench bench-api clean
-.PHONY: test-images docker compose-check
-
-# The images of the e2e suite's testcontainers path.
-E2E_IMAGES := postgres:16-alpine redis:7-alpine
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -29,6 +25,11 @@ test: test-deps test-images
 	@mkdir -p bin && rm -f bin/e2e-path
 	MARKET_E2E_REPORT=$(CURDIR)/bin/e2e-path $(GO) test -race -count=1 -timeout 15m ./...
 	@cat bin/e2e-path 2>/dev/null || true
+
+.PHONY: test-images docker compose-check
+
+# The images of the e2e suite's testcontainers path.
+E2E_IMAGES := postgres:16-alpine redis:7-alpine
 
 ## test-images: when a Docker engine answers, the e2e images: present, pulled, or stand-ins built from Debian packages (cached).
 test-images:
