@@ -18,9 +18,31 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
 
 ## test: every test against the real Postgres and Redis (MARKET_TEST_DATABASE_URL / MARKET_TEST_REDIS_URL or localhost).
-test: test-deps
+## The e2e suite runs on testcontainers when a Docker engine answers (make docker starts one), on the
+## local services otherwise; the last line says which (go test hides a passing package's output).
+test: test-deps test-images
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	@mkdir -p bin && rm -f bin/e2e-path
+	MARKET_E2E_REPORT=$(CURDIR)/bin/e2e-path $(GO) test -race -count=1 -timeout 15m ./...
+	@cat bin/e2e-path 2>/dev/null || true
+
+.PHONY: test-images docker compose-check
+
+# The images of the e2e suite's testcontainers path.
+E2E_IMAGES := postgres:16-alpine redis:7-alpine
+
+## test-images: when a Docker engine answers, the e2e images: present, pulled, or stand-ins built from Debian packages (cached).
+test-images:
+	@if timeout 10 docker info >/dev/null 2>&1; then \
+	  .ci/docker-images $(E2E_IMAGES) || echo "test: the e2e images cannot be had: the e2e suite uses the local services"; fi
+
+## docker: make a Docker engine answer: install Debian's docker.io and start dockerd when none does (root).
+docker:
+	.ci/docker-engine
+
+## compose-check: prove `docker compose up --build` end to end, with timings (README "Compose check").
+compose-check:
+	.ci/compose-check
 
 ## test-deps: the docs-page test renders /docs in Debian's headless chromium; install it when missing.
 test-deps:
@@ -37,11 +59,10 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## run: without Docker, against local Postgres/Redis: migrate, create a demo client, print its key, run every role.
+## run: without Docker, against local Postgres/Redis: migrate, the demo client (created once) and a new key for it, every role.
 run: build
 	$(BIN) migrate
-	@echo "demo key (enterprise, all markets):"
-	@$(BIN) demo-key --org "Demo $$(date +%H%M%S)"
+	@$(BIN) demo-key --org Demo --new-key
 	$(BIN) all
 
 ## bench: Go benchmarks of the hot paths (see BENCHMARKS.md).

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 
@@ -22,51 +24,162 @@ import (
 	"github.com/marketscreener/market/store/storetest"
 )
 
-// TestMain starts Postgres and Redis containers when Docker is available
-// and points the test helpers at them; otherwise the local services are used.
+// The images of the testcontainers path, the ones compose.yaml runs.
+const (
+	postgresImage = "postgres:16-alpine"
+	redisImage    = "redis:7-alpine"
+)
+
+var (
+	// onContainers is true when the suite runs on testcontainers.
+	onContainers bool
+	// dockerVersion is the engine's, once one answered.
+	dockerVersion string
+)
+
+// TestMain runs the suite on Postgres and Redis containers when a Docker
+// engine answers and has (or can pull) the images, and on the local
+// services otherwise. Its first line says which, and why.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	if dockerAvailable(ctx) {
-		pg, err := tcpostgres.Run(ctx, "postgres:16-alpine", tcpostgres.WithDatabase("test"),
-			tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"), tcpostgres.BasicWaitStrategies())
+	path, docker := choosePath(ctx)
+	announce("e2e: " + path)
+	if docker {
+		dbURL, redisURL, stop, err := startContainers(ctx, map[string]string{"market.e2e": "suite"})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: postgres container:", err)
+			fmt.Fprintln(os.Stderr, "e2e:", oneLine(err))
 			return 1
 		}
-		defer func() { _ = pg.Terminate(ctx) }()
-		rd, err := tcredis.Run(ctx, "redis:7-alpine")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: redis container:", err)
-			return 1
-		}
-		defer func() { _ = rd.Terminate(ctx) }()
-		dbURL, _ := pg.ConnectionString(ctx, "sslmode=disable")
-		redisURL, _ := rd.ConnectionString(ctx)
+		defer stop()
 		os.Setenv("MARKET_TEST_DATABASE_URL", dbURL)
-		os.Setenv("MARKET_TEST_REDIS_URL", strings.TrimRight(redisURL, "/")+"/15")
-		fmt.Fprintln(os.Stderr, "e2e: using testcontainers Postgres and Redis")
+		os.Setenv("MARKET_TEST_REDIS_URL", redisURL)
+		onContainers = true
 	}
 	return m.Run()
 }
 
-// dockerAvailable reports whether a Docker engine answers (not just a client).
-func dockerAvailable(ctx context.Context) bool {
-	if os.Getenv("MARKET_E2E_NO_DOCKER") != "" {
-		return false
+// announce prints the suite's first line, and also writes it to the file
+// named by MARKET_E2E_REPORT (make test shows it: go test hides the output
+// of a passing package).
+func announce(line string) {
+	fmt.Fprintln(os.Stderr, line)
+	if f := os.Getenv("MARKET_E2E_REPORT"); f != "" {
+		_ = os.WriteFile(f, []byte(line+"\n"), 0o644)
 	}
+}
+
+// choosePath picks containers or the local services, and says why.
+func choosePath(ctx context.Context) (path string, docker bool) {
+	if os.Getenv("MARKET_E2E_NO_DOCKER") != "" {
+		return "local Postgres and Redis (MARKET_E2E_NO_DOCKER is set)", false
+	}
+	containerDefaults()
+	// testcontainers' banner would come before this suite's first line.
+	logger := tclog.Default()
+	tclog.SetDefault(tclog.NewNoopLogger())
+	defer tclog.SetDefault(logger)
+	if why := dockerUnavailable(ctx, postgresImage, redisImage); why != "" {
+		return "local Postgres and Redis (" + why + ")", false
+	}
+	return fmt.Sprintf("testcontainers (%s, %s; Docker %s)", postgresImage, redisImage, dockerVersion), true
+}
+
+// containerDefaults sets what testcontainers needs on a machine like CI's
+// unless the caller chose: Ryuk (the reaper) off, since the suite removes
+// its containers itself and the Ryuk image may not be had; and, for a local
+// engine, published ports on localhost (inside a container, /.dockerenv
+// makes testcontainers guess the bridge gateway instead).
+func containerDefaults() {
+	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	if _, set := os.LookupEnv("TESTCONTAINERS_HOST_OVERRIDE"); !set {
+		if h := os.Getenv("DOCKER_HOST"); h == "" || strings.HasPrefix(h, "unix://") {
+			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+		}
+	}
+}
+
+// dockerUnavailable says why the containers cannot be had ("" when they
+// can): no engine answers, or an image is neither present nor pullable.
+func dockerUnavailable(ctx context.Context, images ...string) string {
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return false
+		return "no Docker engine: " + oneLine(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cli := p.Client()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return p.Health(ctx) == nil
+	info, err := cli.Info(ictx, client.InfoOptions{})
+	if err != nil {
+		return "no Docker engine answers"
+	}
+	dockerVersion = info.Info.ServerVersion
+	for _, img := range images {
+		if _, err := cli.ImageInspect(ctx, img); err == nil {
+			continue
+		}
+		// One attempt, bounded: a registry that does not answer must not
+		// hold the suite up (.ci/docker-images builds stand-ins instead).
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		resp, err := cli.ImagePull(pctx, img, client.ImagePullOptions{})
+		if err == nil {
+			err = resp.Wait(pctx)
+		}
+		cancel()
+		if _, ierr := cli.ImageInspect(ctx, img); ierr != nil {
+			if err == nil {
+				err = ierr
+			}
+			return fmt.Sprintf("Docker has no %s and cannot pull it: %s", img, oneLine(err))
+		}
+	}
+	return ""
 }
+
+// startContainers starts Postgres and Redis with labels; on any failure
+// it removes what it started before returning the error. stop removes both.
+func startContainers(ctx context.Context, labels map[string]string, pgOpts ...testcontainers.ContainerCustomizer) (dbURL, redisURL string, stop func(), err error) {
+	var started []testcontainers.Container
+	stop = func() {
+		for _, c := range started {
+			if err := testcontainers.TerminateContainer(c); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: removing a container:", oneLine(err))
+			}
+		}
+		started = nil
+	}
+	opts := append([]testcontainers.ContainerCustomizer{tcpostgres.WithDatabase("test"),
+		tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"), tcpostgres.BasicWaitStrategies(),
+		testcontainers.WithLabels(labels)}, pgOpts...)
+	pg, err := tcpostgres.Run(ctx, postgresImage, opts...)
+	started = append(started, pg) // also on error: a container that failed to start may exist
+	if err != nil {
+		stop()
+		return "", "", nil, fmt.Errorf("postgres container: %w", err)
+	}
+	rd, err := tcredis.Run(ctx, redisImage, testcontainers.WithLabels(labels))
+	started = append(started, rd)
+	if err != nil {
+		stop()
+		return "", "", nil, fmt.Errorf("redis container: %w", err)
+	}
+	if dbURL, err = pg.ConnectionString(ctx, "sslmode=disable"); err == nil {
+		redisURL, err = rd.ConnectionString(ctx)
+	}
+	if err != nil {
+		stop()
+		return "", "", nil, err
+	}
+	return dbURL, strings.TrimRight(redisURL, "/") + "/15", stop, nil
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ") }
 
 // deployment is one marketd environment: its own schema and Redis database.
 type deployment struct {
@@ -178,6 +291,11 @@ func getJSON(t *testing.T, url, key string, out any) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// No test here means to reach a limit: a 429 is the test's own
+		// polling spending its key, and would turn later checks flaky.
+		t.Fatalf("GET %s: 429 %s: the test spent its key's limit", url, body)
+	}
 	if resp.StatusCode != http.StatusOK {
 		var problem map[string]any
 		_ = json.Unmarshal(body, &problem)
@@ -191,11 +309,14 @@ func getJSON(t *testing.T, url, key string, out any) (int, map[string]any) {
 	return resp.StatusCode, nil
 }
 
-// poll retries f every 100 ms until it returns "" or the timeout passes,
-// and fails with f's last complaint.
+// poll retries f until it returns "" or the timeout passes, and fails with
+// f's last complaint. The interval grows from 100 ms to 2 s: a poll through
+// the public API spends the test key's rate limit (600/minute for the demo
+// key), and a tight loop of several requests a round would spend it.
 func poll(t *testing.T, timeout time.Duration, f func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	interval := 100 * time.Millisecond
 	for {
 		msg := f()
 		if msg == "" {
@@ -204,6 +325,7 @@ func poll(t *testing.T, timeout time.Duration, f func() string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %s", timeout, msg)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
+		interval = min(interval*3/2, 2*time.Second)
 	}
 }

@@ -134,14 +134,26 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Monitor returns the asynqmon UI mounted at rootPath (for the ops
-// listener) and a function releasing its Redis connections.
-func Monitor(redisURL, rootPath string) (http.Handler, func(), error) {
+// listener) and a function releasing its Redis connections. Read-only by
+// default (asynqmon refuses every request but GET). Writable, it asks for
+// the token on every request (basic-auth password, so a browser asks once
+// and sends it with the UI's requests; or a bearer token), compared in
+// constant time. Either way, a cross-origin write (a page in the operator's
+// browser posting to the ops port) is refused.
+func Monitor(redisURL, rootPath string, o MonitorOptions) (http.Handler, func(), error) {
 	opt, err := asynq.ParseRedisURI(redisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}
-	h := asynqmon.New(asynqmon.Options{RootPath: rootPath, RedisConnOpt: opt})
-	return h, func() { _ = h.Close() }, nil
+	if o.Writable && o.Token == "" {
+		return nil, nil, fmt.Errorf("worker: a writable asynqmon needs a token")
+	}
+	mon := asynqmon.New(asynqmon.Options{RootPath: rootPath, RedisConnOpt: opt, ReadOnly: !o.Writable})
+	var h http.Handler = mon
+	if o.Writable {
+		h = requireToken(h, o.Token)
+	}
+	return http.NewCrossOriginProtection().Handler(h), func() { _ = mon.Close() }, nil
 }
 
 // asynqLogger adapts slog to asynq's Logger interface.

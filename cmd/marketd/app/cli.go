@@ -60,6 +60,33 @@ func (m *Main) openStore(ctx context.Context) (*store.DB, Config, error) {
 	return db, cfg, nil
 }
 
+// openStoreWaiting is openStore retried with back-off (250 ms doubling to
+// 5 s) until wait has passed: Postgres may still be starting, or restarting
+// after its first-start initialisation. Configuration mistakes fail at once.
+func (m *Main) openStoreWaiting(ctx context.Context, wait time.Duration) (*store.DB, error) {
+	deadline := time.Now().Add(wait)
+	backoff := 250 * time.Millisecond
+	for {
+		db, _, err := m.openStore(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if _, cfgErr := LoadConfig(m.Getenv); cfgErr != nil || time.Now().Add(backoff).After(deadline) {
+			if wait > 0 && cfgErr == nil {
+				return nil, fmt.Errorf("Postgres did not answer within %s: %w", wait, err)
+			}
+			return nil, err
+		}
+		fmt.Fprintf(m.Stderr, "waiting for Postgres (next try in %s): %s\n", backoff, oneLine(err.Error()))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
 func (m *Main) printJSON(v any) error {
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
@@ -69,10 +96,11 @@ func (m *Main) printJSON(v any) error {
 func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
 	fs := newFlagSet("migrate")
 	asJSON := fs.Bool("json", false, "print JSON")
+	wait := fs.Duration("wait", 0, "keep trying to reach Postgres this long, with back-off (a container start)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	db, _, err := m.openStore(ctx)
+	db, err := m.openStoreWaiting(ctx, *wait)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -26,8 +27,15 @@ type Config struct {
 	OpsAddr     string
 	Region      string
 	SecretKey   []byte // 32 bytes, for encrypting webhook secrets
-	LogLevel    slog.Level
-	Feeds       []string
+	// DemoSecretKey: SecretKey is the public demo key (MARKET_SECRET_KEY=
+	// insecure-demo-key, compose's default); every role warns at start.
+	DemoSecretKey bool
+	// AsynqmonWritable lets the asynqmon UI change queues and tasks; it is
+	// read-only otherwise. Writable needs AsynqmonToken on every request.
+	AsynqmonWritable bool
+	AsynqmonToken    string
+	LogLevel         slog.Level
+	Feeds            []string
 
 	OandaToken           string
 	AlpacaKeyID          string
@@ -48,6 +56,12 @@ type Config struct {
 	MaxCandleSymbols   int
 }
 
+// DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
+// public, fixed key: compose's default, so that `docker compose up` works
+// out of the box. Webhook secrets sealed with it are readable by anyone
+// with the source; every role says so loudly at start.
+const DemoSecretKeyValue = "insecure-demo-key"
+
 // envVar documents one variable: the README's config table is this list.
 type envVar struct {
 	Name, Default, Doc string
@@ -59,8 +73,10 @@ var EnvVars = []envVar{
 	{"MARKET_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL for queues, rate-limit windows and cache invalidation."},
 	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
 	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
+	{"MARKET_ASYNQMON_WRITABLE", "false", "true lets the asynqmon UI (ops listener) pause queues and run, archive or delete tasks; it is read-only otherwise. Needs MARKET_ASYNQMON_TOKEN."},
+	{"MARKET_ASYNQMON_TOKEN", "", "Token (16+ characters) required on every asynqmon request when writable: HTTP basic-auth password (any user; the browser asks) or `Authorization: Bearer`."},
 	{"MARKET_REGION", domain.DefaultRegion, "Deployment region: picks the catalogue of exchanges (" + strings.Join(domain.Regions, ", ") + ")."},
-	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused)."},
+	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused). `" + DemoSecretKeyValue + "` selects a public key (compose's default for a demo; every role warns at start)."},
 	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
 	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds of the worker, first match wins: synthetic, binance, okx, coinbase, oanda, alpaca."},
 	{"MARKET_OANDA_TOKEN", "", "OANDA v20 token (required by the oanda feed)."},
@@ -114,12 +130,23 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if !domain.ValidRegion(c.Region) {
 		return c, fmt.Errorf("MARKET_REGION: unknown region %q (known: %s)", c.Region, strings.Join(domain.Regions, ", "))
 	}
-	if s := get("MARKET_SECRET_KEY"); s != "" {
+	if s := get("MARKET_SECRET_KEY"); s == DemoSecretKeyValue {
+		k := sha256.Sum256([]byte("marketd public demo key: never protect real secrets with it"))
+		c.SecretKey, c.DemoSecretKey = k[:], true
+	} else if s != "" {
 		key, err := decodeKey(s)
 		if err != nil {
 			return c, fmt.Errorf("MARKET_SECRET_KEY: %v", err)
 		}
 		c.SecretKey = key
+	}
+	var err error
+	if c.AsynqmonWritable, err = strconv.ParseBool(get("MARKET_ASYNQMON_WRITABLE")); err != nil {
+		return c, fmt.Errorf("MARKET_ASYNQMON_WRITABLE: must be true or false")
+	}
+	c.AsynqmonToken = get("MARKET_ASYNQMON_TOKEN")
+	if c.AsynqmonWritable && len(c.AsynqmonToken) < 16 {
+		return c, fmt.Errorf("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("MARKET_LOG_LEVEL"))); err != nil {
 		return c, fmt.Errorf("MARKET_LOG_LEVEL: must be debug, info, warn or error")

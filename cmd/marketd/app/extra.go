@@ -10,11 +10,15 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-// cmdDemoKey creates an enterprise client with every market and prints a
-// fresh key: the one-step start of make run and the compose demo.
+// cmdDemoKey makes sure the demo client exists (an enterprise client with
+// every market, found by its organisation name) and prints a key for it
+// when it creates the client, or when --new-key asks for one: the one-step
+// start of make run and the compose demo. Running it again (every compose
+// `up`) creates no second client and shows no key twice.
 func (m *Main) cmdDemoKey(ctx context.Context, args []string) error {
 	fs := newFlagSet("demo-key")
-	org := fs.String("org", "Demo", "organisation name")
+	org := fs.String("org", "Demo", "organisation name of the demo client")
+	newKey := fs.Bool("new-key", false, "issue and print another key when the demo client exists")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -24,19 +28,42 @@ func (m *Main) cmdDemoKey(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	c := &domain.Client{OrgName: *org, Tier: domain.Enterprise, Markets: append([]domain.Market(nil), domain.Markets...)}
-	if err := db.CreateClient(ctx, c); err != nil {
-		return err
-	}
-	key, _, err := db.IssueKey(ctx, c.ID)
+	clients, err := db.Clients(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return m.printJSON(map[string]string{"client_id": c.ID, "key": key})
+	var c *domain.Client
+	for _, x := range clients {
+		if x.OrgName == *org {
+			c = x
+			break
+		}
 	}
-	fmt.Fprintf(m.Stderr, "client %s (%s, enterprise, all markets)\n", c.ID, c.OrgName)
-	fmt.Fprintln(m.Stdout, key)
+	created := c == nil
+	if created {
+		c = &domain.Client{OrgName: *org, Tier: domain.Enterprise, Markets: append([]domain.Market(nil), domain.Markets...)}
+		if err := db.CreateClient(ctx, c); err != nil {
+			return err
+		}
+	}
+	out := map[string]any{"client_id": c.ID, "created": created}
+	if created || *newKey {
+		key, _, err := db.IssueKey(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		out["key"] = key
+		if !*asJSON {
+			fmt.Fprintf(m.Stderr, "demo client %s (%s, %s, %s); its key:\n", c.ID, c.OrgName, c.Tier, c.Status)
+			fmt.Fprintln(m.Stdout, key)
+		}
+	} else if !*asJSON {
+		fmt.Fprintf(m.Stderr, "demo client %s (%s) exists; its key was shown once, when it was created.\n"+
+			"Another key: marketd keys issue --client %s (or marketd demo-key --org %q --new-key)\n", c.ID, c.OrgName, c.ID, c.OrgName)
+	}
+	if *asJSON {
+		return m.printJSON(out)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,9 +49,17 @@ func mustRun(t *testing.T, env map[string]string, args ...string) string {
 // startServer runs a serving role in the background until the test ends.
 func startServer(t *testing.T, env map[string]string, role string) *app.Main {
 	t.Helper()
+	m := &app.Main{Getenv: func(k string) string { return env[k] }, Stdout: io.Discard, Stderr: &safeBuffer{}}
+	startRole(t, m, role)
+	return m
+}
+
+// startRole runs m's serving role until the test ends; m.Stderr must be a
+// safeBuffer (its contents explain a failure).
+func startRole(t *testing.T, m *app.Main, role string) {
+	t.Helper()
+	errb := m.Stderr.(*safeBuffer)
 	ctx, cancel := context.WithCancel(context.Background())
-	var errb safeBuffer
-	m := &app.Main{Getenv: func(k string) string { return env[k] }, Stdout: io.Discard, Stderr: &errb}
 	done := make(chan int, 1)
 	go func() { done <- m.Run(ctx, []string{role}) }()
 	t.Cleanup(func() {
@@ -71,12 +80,12 @@ func startServer(t *testing.T, env map[string]string, role string) *app.Main {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("marketd %s did not listen within 10 s", role)
 	}
-	return m
 }
 
 type safeBuffer struct {
-	mu  chan struct{}
-	buf bytes.Buffer
+	once sync.Once
+	mu   chan struct{}
+	buf  bytes.Buffer
 }
 
 func (b *safeBuffer) Write(p []byte) (int, error) {
@@ -86,9 +95,7 @@ func (b *safeBuffer) Write(p []byte) (int, error) {
 }
 func (b *safeBuffer) String() string { b.lock(); defer b.unlock(); return b.buf.String() }
 func (b *safeBuffer) lock() {
-	if b.mu == nil {
-		b.mu = make(chan struct{}, 1)
-	}
+	b.once.Do(func() { b.mu = make(chan struct{}, 1) })
 	b.mu <- struct{}{}
 }
 func (b *safeBuffer) unlock() { <-b.mu }

@@ -33,6 +33,10 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			return err
 		}
 		logger := m.logger(cfg).With("role", role)
+		if cfg.DemoSecretKey {
+			logger.Warn("INSECURE: MARKET_SECRET_KEY=" + DemoSecretKeyValue + " seals webhook secrets with a public key; " +
+				"set MARKET_SECRET_KEY to 32 bytes of your own (openssl rand -hex 32) before any client subscribes a webhook")
+		}
 		db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger, MaxConns: 16})
 		if err != nil {
 			return err
@@ -63,10 +67,13 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			deps.bus.OnMarket = apiServer.InvalidateMarketData
 			g.Go(func() error { return deps.run(ctx) })
 			extra := map[string]http.Handler{}
-			if mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon"); err == nil {
-				extra["/asynqmon/"] = mon
-				defer closeMon()
+			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
+				worker.MonitorOptions{Writable: cfg.AsynqmonWritable, Token: cfg.AsynqmonToken})
+			if err != nil {
+				return err
 			}
+			extra["/asynqmon/"] = mon
+			defer closeMon()
 			httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("listen MARKET_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
