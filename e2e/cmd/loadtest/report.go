@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Goals of issue 11, checked in the summary.
+const (
+	goalRatio = 0.80
+	goalP99   = 10 * time.Millisecond
+)
+
+// row is one measured pair.
+type row struct {
+	path      string
+	run       int
+	bare, api wrkResult
+}
+
+func (r row) ratio() float64 {
+	if r.bare.rps() == 0 {
+		return 0
+	}
+	return r.api.rps() / r.bare.rps()
+}
+
+func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]capturedBody) {
+	fmt.Fprintf(out, "## loadtest %s UTC\n\n", time.Now().UTC().Format("2006-01-02 15:04"))
+	fmt.Fprintf(out, "- machine: %d cores (%s), %s, load average %s at the start\n", runtime.NumCPU(), cpuModel(), runtime.Version(), loadAvg())
+	fmt.Fprintf(out, "- api: %s (tool at commit %s), MARKET_LOG_LEVEL=%s, enterprise client with the rate limit lifted (every request admitted, leases active)\n",
+		o.apiLabel, commit(), o.logLevel)
+	if o.pin {
+		fmt.Fprintf(out, "- pinning: servers on core %d (taskset; GOMAXPROCS follows the mask: 1), wrk on core %d; Postgres and Redis not pinned\n", serverCore(), wrkCore)
+	} else {
+		fmt.Fprintln(out, "- pinning: none (servers, wrk, Postgres and Redis share every core)")
+	}
+	fmt.Fprintf(out, "- generator: %s -t1 -c%d, %s warm-up + %s measured per target, keep-alive, one request in flight per connection\n",
+		wrkVersion(o), o.conns, o.warmup, o.duration)
+	fmt.Fprintf(out, "- bare: net/http handler writing the captured body with the same Content-Type; bodies:")
+	for _, p := range o.paths {
+		fmt.Fprintf(out, " %s %d B;", strings.TrimPrefix(p, basePath), len(bodies[p].Body))
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out)
+}
+
+func printTable(out io.Writer, o options, rows []row) error {
+	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cpu bare/api |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var errs []error
+	for _, r := range rows {
+		bad := ""
+		if !r.bare.valid() || !r.api.valid() {
+			bad = " **INVALID**"
+			errs = append(errs, fmt.Errorf("%s run %d: bare %d non-2xx / %d socket errors, api %d / %d: the run is invalid",
+				r.path, r.run, r.bare.Status, r.bare.socketErrors(), r.api.Status, r.api.socketErrors()))
+		}
+		fmt.Fprintf(out, "| `%s` | %d | %s | %s | **%.2f** | %s | %s | %s | %s | %d / %d%s | %.2f / %.2f | %.2f / %.2f |\n",
+			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(r.api.rps()), r.ratio(),
+			us(r.bare.P99), us(r.api.P50), us(r.api.P99), us(r.api.P999),
+			r.bare.Status+r.api.Status, r.bare.socketErrors()+r.api.socketErrors(), bad,
+			r.bare.wrkCPU, r.api.wrkCPU, r.bare.serverCPU, r.api.serverCPU)
+	}
+	fmt.Fprintln(out)
+	for _, p := range o.paths {
+		var ratios []float64
+		var p99s []int64
+		for _, r := range rows {
+			if r.path == p {
+				ratios = append(ratios, r.ratio())
+				p99s = append(p99s, r.api.P99)
+			}
+		}
+		slices.Sort(ratios)
+		slices.Sort(p99s)
+		mr, mp := ratios[len(ratios)/2], p99s[len(p99s)/2]
+		fmt.Fprintf(out, "- `%s`: median ratio **%.2f** (goal ≥ %.2f: %s), median api p99 %s (goal ≤ %s: %s)\n",
+			strings.TrimPrefix(p, basePath), mr, goalRatio, verdict(mr >= goalRatio), us(mp), goalP99, verdict(time.Duration(mp)*time.Microsecond <= goalP99))
+	}
+	for _, r := range rows {
+		if o.pin && r.bare.wrkCPU > 0.9 {
+			fmt.Fprintf(out, "- warning: wrk used %.2f of its core on the bare run of %s run %d: the generator may be the bottleneck\n", r.bare.wrkCPU, r.path, r.run)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// us formats microseconds as milliseconds.
+func us(v int64) string { return fmt.Sprintf("%.2f ms", float64(v)/1000) }
+
+// thousands formats n with a thin space every three digits (as BENCHMARKS.md does).
+func thousands(f float64) string {
+	s := fmt.Sprintf("%.0f", f)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// loadAvg is the 1-, 5- and 15-minute load average, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// commit is the git HEAD of the working directory (with "+dirty" when it
+// has changes), or "unknown".
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		c += "+dirty"
+	}
+	return c
+}
