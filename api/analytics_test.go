@@ -13,6 +13,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -43,7 +44,7 @@ func seedAnalytics(t *testing.T, f *marketFixture, symbol string, drift float64)
 	if _, err := f.db.SaveAnalytics(context.Background(), []store.AnalyticsRecord{rec}, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.apiS.InvalidateMarketData("analytics:")
+	f.cache.Invalidate(readcache.Analytics(domain.Crypto))
 	return rec
 }
 
@@ -166,7 +167,7 @@ func TestAnalyticsStatsEndpoints(t *testing.T) {
 	if err := f.db.SaveStats(ctx, domain.Crypto, stats.SourceBacktest, va.Results(stats.SourceBacktest), fa.Results(stats.SourceBacktest), 1, f.now); err != nil {
 		t.Fatal(err)
 	}
-	f.apiS.InvalidateMarketData("analytics:")
+	f.cache.Invalidate(readcache.Analytics(domain.Crypto))
 
 	status, body := f.get(t, "/analytics/crypto/stats")
 	var vs []api.VerdictStat

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -113,12 +112,4 @@ func (s *Server) readinessMiddleware(ctx huma.Context, next func(huma.Context)) 
 		return
 	}
 	next(ctx)
-}
-
-func retryAfterSeconds(d time.Duration) string {
-	secs := int64((d + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	return strconv.FormatInt(secs, 10)
 }

@@ -37,11 +37,11 @@ func (s *Server) registerUsage() {
 		Errors:      errorResponses(),
 	}, func(ctx context.Context, _ *struct{}) (*usageOutput, error) {
 		p := principalFrom(ctx)
-		return &usageOutput{Body: usageRecord(p.Client, p.Admission, s.cfg.Now())}, nil
+		return &usageOutput{Body: usageRecord(p.Client, p.Used, s.cfg.Now())}, nil
 	})
 }
 
-func usageRecord(c *domain.Client, adm Admission, now time.Time) UsageRecord {
+func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {
 	return UsageRecord{
 		OrgName:           c.OrgName,
 		Tier:              string(c.Tier),
@@ -49,7 +49,7 @@ func usageRecord(c *domain.Client, adm Admission, now time.Time) UsageRecord {
 		AllowedMarkets:    domain.MarketNames(c.Markets),
 		RateLimit:         domain.RateLimitText(c.RatePerMinute()),
 		MonthlyQuota:      c.MonthlyQuota(),
-		UsedThisMonth:     adm.Used,
+		UsedThisMonth:     used,
 		ContractExpiresAt: c.ContractExpiresAt,
 	}
 }

@@ -42,7 +42,7 @@ func TestWebhookEndpoints(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
 	box, _ := domain.NewSecretBox(bytes.Repeat([]byte{3}, 32))
-	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box}, db, db, allowAll{}).Handler())
+	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box}, db, storeGate{db}).Handler())
 	t.Cleanup(srv.Close)
 	newClient := func(tier domain.Tier, markets ...domain.Market) hookClient {
 		c := &domain.Client{OrgName: "Hooks", Tier: tier, Markets: markets}

@@ -1,4 +1,4 @@
-package limits
+package admission
 
 import (
 	"context"
@@ -79,12 +79,12 @@ func (f *FallbackLimiter) claimProbe() bool {
 func (f *FallbackLimiter) markDegraded(err error) {
 	f.nextProbe.Store(f.now().Add(probeInterval).UnixNano())
 	if f.degraded.CompareAndSwap(false, true) {
-		f.logger.Warn("limits: redis unreachable, rate limiting per replica until it answers", "err", err)
+		f.logger.Warn("admission: redis unreachable, rate limiting per replica until it answers", "err", err)
 	}
 }
 
 func (f *FallbackLimiter) markRecovered() {
 	if f.degraded.CompareAndSwap(true, false) {
-		f.logger.Info("limits: redis answers again, rate limiting shared across replicas")
+		f.logger.Info("admission: redis answers again, rate limiting shared across replicas")
 	}
 }
