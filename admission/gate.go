@@ -128,14 +128,18 @@ func (g *Gate) Close() {
 	g.keys.close()
 }
 
-// Probe is the gate's readiness check: Redis answers and the rate limiter
-// is not on its per-replica fallback.
+// Probe is the gate's readiness check: Redis answers, the rate limiter is
+// not on its per-replica fallback, and the key directory has loaded (until
+// then unknown keys are looked up without throttling).
 func (g *Gate) Probe(ctx context.Context) error {
 	if err := g.rdb.Ping(ctx).Err(); err != nil {
 		return errors.New("redis unreachable: rate limits fall back to per-replica windows")
 	}
 	if g.rate.Degraded() {
 		return errors.New("rate limiter recovering from a Redis outage")
+	}
+	if !g.keys.directoryLoaded() {
+		return errors.New("key directory not loaded yet: unknown keys are not throttled")
 	}
 	return nil
 }

@@ -362,6 +362,12 @@ func (c *KeyCache) KeyIssued(keyHash string) {
 	c.mu.Unlock()
 }
 
+func (c *KeyCache) directoryLoaded() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.loaded
+}
+
 // Len is the number of cached keys, for metrics.
 func (c *KeyCache) Len() int {
 	c.mu.RLock()

@@ -30,7 +30,7 @@ func walk(n int, drift float64, end time.Time) []domain.Candle {
 	return cs
 }
 
-func seedAnalytics(t *testing.T, f *marketFixture, symbol string, drift float64) store.AnalyticsRecord {
+func seedAnalytics(t testing.TB, f *marketFixture, symbol string, drift float64) store.AnalyticsRecord {
 	t.Helper()
 	cs := walk(300, drift, f.now.Truncate(4*time.Hour))
 	res, err := analytics.Score(analytics.Input{Market: domain.Crypto, Symbol: symbol, Candles: cs})

@@ -67,6 +67,7 @@ type Server struct {
 	analytics AnalyticsData
 	webhooks  WebhookData
 	cache     *readcache.Cache
+	usage     *usageBodies
 }
 
 // New builds the api with every operation registered.
@@ -87,7 +88,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
 	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
-		metrics: newMetrics(), cache: cfg.Cache}
+		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies()}
 
 	hc := huma.DefaultConfig("Market Screener and Analytics API", cfg.Version)
 	hc.OpenAPIPath = ""

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
@@ -20,9 +21,13 @@ type principal struct {
 	Used int64
 }
 
+// principalFrom is the caller the gate admitted, or nil.
 func principalFrom(ctx context.Context) *principal {
-	p, _ := ctx.Value(principalKey).(*principal)
-	return p
+	ri := infoFrom(ctx)
+	if ri.caller.Client == nil {
+		return nil
+	}
+	return &ri.caller
 }
 
 // authMiddleware asks the gate (package admission) whether the request
@@ -30,26 +35,43 @@ func principalFrom(ctx context.Context) *principal {
 // a problem, and its headers either way. The parameter checks (400), the
 // market-in-tier check (403) and 404 follow in the operation.
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
-	out, err := s.gate.Admit(ctx.Context(), admission.Request{Key: ctx.Header("X-API-Key"), RemoteAddr: ctx.RemoteAddr()})
+	r, w := humago.Unwrap(ctx)
+	var key string
+	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
+		key = v[0]
+	}
+	out, err := s.gate.Admit(r.Context(), admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
+	ri := infoFrom(r.Context())
 	if out.Client != nil {
-		infoFrom(ctx.Context()).ClientID = out.Client.ID
+		ri.ClientID = out.Client.ID
 	}
-	if out.RateLimitPolicy != "" {
-		ctx.SetHeader("RateLimit-Policy", out.RateLimitPolicy)
-		ctx.SetHeader("RateLimit", out.RateLimit)
-	}
-	if out.RetryAfter != "" {
-		ctx.SetHeader("Retry-After", out.RetryAfter)
-	}
+	setGateHeaders(w.Header(), out)
 	if !out.Admitted() {
 		_ = huma.WriteErr(s.humaAPI, ctx, out.Status, out.Detail)
 		return
 	}
-	next(huma.WithValue(ctx, principalKey, &principal{Client: out.Client, Key: out.Key, Used: out.Used}))
+	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
+	next(ctx)
+}
+
+// setGateHeaders writes the gate's headers under their canonical names,
+// in one allocation (this runs on every request).
+func setGateHeaders(h http.Header, out admission.Outcome) {
+	if out.RateLimitPolicy == "" && out.RetryAfter == "" {
+		return
+	}
+	s := []string{out.RateLimitPolicy, out.RateLimit, out.RetryAfter}
+	if out.RateLimitPolicy != "" {
+		h["Ratelimit-Policy"] = s[0:1:1]
+		h["Ratelimit"] = s[1:2:2]
+	}
+	if out.RetryAfter != "" {
+		h["Retry-After"] = s[2:3:3]
+	}
 }
 
 func (s *Server) writeError(ctx huma.Context, err error) {

@@ -44,7 +44,7 @@ type marketFixture struct {
 	cache *readcache.Cache
 }
 
-func newMarketFixture(t *testing.T) *marketFixture {
+func newMarketFixture(t testing.TB) *marketFixture {
 	t.Helper()
 	db := storetest.New(t)
 	c := &domain.Client{OrgName: "Fixture", Tier: domain.Business, Markets: domain.Markets}
