@@ -209,12 +209,13 @@ func newEngine[K comparable, P comparable, R any, G returnable](name string, be 
 // cut off by its context may have): a backend over-counts a cancelled
 // request, never under-counts a served one. Waiters whose ctx ended before
 // their batch is sent are left out of it.
-func (e *engine[K, P, R, G]) admit(ctx context.Context, k K, param P) (R, error) {
+// now is the engine clock's reading, taken by the caller (one clock read
+// serves a whole request).
+func (e *engine[K, P, R, G]) admit(ctx context.Context, k K, param P, now time.Time) (R, error) {
 	var zero R
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	now := e.now()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -194,20 +194,14 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	if r.Key == "" {
 		return g.refuseAuth(ctx, r, msgMissingKey), nil
 	}
-	if !domain.CheckKeyFormat(r.Key) {
+	if len(r.Key) != domain.KeyLen {
 		return g.refuseAuth(ctx, r, msgBadKeyFormat), nil
 	}
-	addr := addrKey(r.RemoteAddr)
-	var wait time.Duration
-	client, key, err := g.keys.get(ctx, domain.HashKey(r.Key), func() bool {
-		var ok bool
-		ok, wait = g.throttle.mayLookUp(addr)
-		return ok
-	})
+	now := g.now()
+	client, key, wait, err := g.authenticate(ctx, r, now)
 	switch {
 	case err == errThrottled:
-		g.throttle.failed(ctx, addr)
-		return Outcome{Status: http.StatusTooManyRequests, Detail: msgThrottled, RetryAfter: retryAfterSeconds(wait)}, nil
+		return g.refuseThrottled(ctx, r, wait), nil
 	case err != nil && domain.ErrorCode(err) == domain.EUNAUTHORIZED:
 		var de *domain.Error
 		errors.As(err, &de)
@@ -215,7 +209,6 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	case err != nil:
 		return Outcome{}, err
 	}
-	now := g.now()
 	switch client.EffectiveStatus(now) {
 	case domain.StatusSuspended:
 		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, nil
@@ -224,7 +217,7 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, nil
 	}
 	out := Outcome{Client: client, Key: key, RateLimitPolicy: policyHeader(client)}
-	d, err := g.rate.Allow(ctx, client.ID, client.RatePerMinute())
+	d, err := g.rate.allowAt(ctx, client.ID, client.RatePerMinute(), now)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -237,7 +230,7 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 		out.Status = http.StatusOK
 		return out, nil
 	}
-	used, ok, err := g.quota.Admit(ctx, client.ID, client.MonthlyQuota(), now)
+	used, ok, err := g.quota.admitAt(ctx, client.ID, client.MonthlyQuota(), now, now)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -248,6 +241,41 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	}
 	out.Status = http.StatusOK
 	return out, nil
+}
+
+// authenticate finds the key's client. A key in memory was issued here,
+// so its checksum is not computed again; any other key's is, before any
+// lookup, and a key that is not in the directory is looked up only within
+// its address's budget (errThrottled, and how long until it has a token
+// again, otherwise).
+func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, time.Duration, error) {
+	h := domain.HashKey(r.Key)
+	f := g.keys.find(h, now)
+	if f.state == answered && f.err == nil {
+		return f.client, f.key, 0, nil
+	}
+	if !domain.CheckKeyFormat(r.Key) {
+		return nil, nil, 0, errBadKeyFormat
+	}
+	switch f.state {
+	case answered:
+		return nil, nil, 0, f.err
+	case stranger:
+		if ok, wait := g.throttle.mayLookUp(addrKey(r.RemoteAddr)); !ok {
+			return nil, nil, wait, errThrottled
+		}
+	}
+	client, key, err := g.keys.fetch(ctx, h, f, now)
+	return client, key, 0, err
+}
+
+var errBadKeyFormat = domain.Errorf(domain.EUNAUTHORIZED, msgBadKeyFormat)
+
+// refuseThrottled is the 429 of an address that spent its budget on keys
+// this replica does not know, held back like its failures.
+func (g *Gate) refuseThrottled(ctx context.Context, r Request, wait time.Duration) Outcome {
+	g.throttle.failed(ctx, addrKey(r.RemoteAddr))
+	return Outcome{Status: http.StatusTooManyRequests, Detail: msgThrottled, RetryAfter: retryAfterSeconds(wait)}
 }
 
 // refuseAuth is a 401, held back when the address keeps failing.

@@ -45,13 +45,13 @@ func setupGate(t *testing.T, cfg admission.Config) *gateBundle {
 }
 
 // newGateBundle prepares the schema; start runs the gate.
-func newGateBundle(t *testing.T) *gateBundle {
+func newGateBundle(t testing.TB) *gateBundle {
 	t.Helper()
 	db := storetest.New(t)
 	return &gateBundle{db: db, keys: &countingKeys{DB: db}}
 }
 
-func (b *gateBundle) start(t *testing.T, cfg admission.Config) {
+func (b *gateBundle) start(t testing.TB, cfg admission.Config) {
 	t.Helper()
 	cfg.Redis, cfg.Prefix, cfg.Keys, cfg.Usage = redistest.Client(t), redistest.Prefix(t), b.keys, b.db
 	b.gate = admission.New(cfg)
@@ -70,7 +70,7 @@ func (b *gateBundle) start(t *testing.T, cfg admission.Config) {
 	eventuallyTrue(t, "the key directory loaded", func() bool { return b.gate.Probe(context.Background()) == nil })
 }
 
-func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+func eventuallyTrue(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -82,7 +82,7 @@ func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 }
 
 // newKey creates a client (mutate adjusts it) with one key.
-func (b *gateBundle) newKey(t *testing.T, mutate func(*domain.Client)) (string, *domain.Client) {
+func (b *gateBundle) newKey(t testing.TB, mutate func(*domain.Client)) (string, *domain.Client) {
 	t.Helper()
 	c := &domain.Client{OrgName: t.Name(), Tier: domain.Business, Markets: domain.Markets}
 	if mutate != nil {
@@ -270,4 +270,33 @@ func TestGateUnknownKeyCostsOneLookup(t *testing.T) {
 	if out := admit(t, b.gate, late, "192.0.2.1:1"); !out.Admitted() {
 		t.Errorf("a key issued after the directory loaded: %+v, want admitted", out)
 	}
+}
+
+// BenchmarkGateAdmitParallel is the gate's cost per request of a busy
+// client far below its limits (leases active after the first 100 ms):
+// what every request pays before its operation.
+func BenchmarkGateAdmitParallel(b *testing.B) {
+	bundle := newGateBundle(b)
+	rate := 100_000_000
+	key, _ := bundle.newKey(b, func(c *domain.Client) { c.Tier, c.RateLimitOverride = domain.Enterprise, &rate })
+	bundle.start(b, admission.Config{})
+	ctx := context.Background()
+	req := admission.Request{Key: key, RemoteAddr: "127.0.0.1:1"}
+	warm := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(warm) {
+		if out, err := bundle.gate.Admit(ctx, req); err != nil || !out.Admitted() {
+			b.Fatalf("%+v, %v", out, err)
+		}
+	}
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if out, err := bundle.gate.Admit(ctx, req); err != nil || !out.Admitted() {
+				b.Errorf("%+v, %v", out, err)
+				return
+			}
+		}
+	})
 }

@@ -111,14 +111,34 @@ func NewKeyCache(load KeyLoader, ttl time.Duration, now func() time.Time) *KeyCa
 // because suspension and contract expiry are a 403, and expiry depends on
 // the request time.
 func (c *KeyCache) Get(ctx context.Context, keyHash string) (*domain.Client, *domain.APIKey, error) {
-	return c.get(ctx, keyHash, nil)
+	now := c.now()
+	f := c.find(keyHash, now)
+	if f.state == answered {
+		return f.client, f.key, f.err
+	}
+	return c.fetch(ctx, keyHash, f, now)
 }
 
-// get is Get with a throttle: mayLookUp is asked before a key that is not
-// in the directory is looked up, and when it says no, get returns
-// errThrottled without a lookup.
-func (c *KeyCache) get(ctx context.Context, keyHash string, mayLookUp func() bool) (*domain.Client, *domain.APIKey, error) {
-	now := c.now()
+// findState is what memory says about a key.
+type findState int
+
+const (
+	answered findState = iota // found (or known to be unknown): no lookup
+	pending                   // a load is under way or due, for a key that exists
+	stranger                  // not in the directory: a lookup needs the throttle's leave
+)
+
+type found struct {
+	state  findState
+	client *domain.Client
+	key    *domain.APIKey
+	err    error
+	entry  *keyEntry // the load under way, if any
+}
+
+// find answers from memory when it can, without waiting and without
+// allocating (this runs on every request).
+func (c *KeyCache) find(keyHash string, now time.Time) found {
 	c.mu.RLock()
 	e := c.entries[keyHash]
 	var negative, known bool
@@ -132,25 +152,33 @@ func (c *KeyCache) get(ctx context.Context, keyHash string, mayLookUp func() boo
 	if e != nil {
 		select {
 		case <-e.ready:
-			if now.Before(e.expires) {
-				if e.err != nil {
-					return nil, nil, e.err
-				}
-				if !now.Before(e.refreshAt) {
-					c.refreshAhead(keyHash, e)
-				}
-				return e.client, e.key, nil
+			if !now.Before(e.expires) {
+				return found{state: pending} // it was loaded: it exists
 			}
-			known = true // it was loaded: it exists
+			if e.err != nil {
+				return found{err: e.err}
+			}
+			if !now.Before(e.refreshAt) {
+				c.refreshAhead(keyHash, e)
+			}
+			return found{client: e.client, key: e.key}
 		default:
-			return c.wait(ctx, e)
+			return found{state: pending, entry: e}
 		}
 	}
-	if negative {
-		return nil, nil, errUnknownKey
+	switch {
+	case negative:
+		return found{err: errUnknownKey}
+	case known:
+		return found{state: pending}
 	}
-	if !known && mayLookUp != nil && !mayLookUp() {
-		return nil, nil, errThrottled
+	return found{state: stranger}
+}
+
+// fetch waits for the load f found under way, or starts one.
+func (c *KeyCache) fetch(ctx context.Context, keyHash string, f found, now time.Time) (*domain.Client, *domain.APIKey, error) {
+	if f.entry != nil {
+		return c.wait(ctx, f.entry)
 	}
 	return c.wait(ctx, c.loadEntry(keyHash, now))
 }

@@ -138,7 +138,13 @@ func NewQuotaLedger(store UsageStore, opts Options) *QuotaLedger {
 // commit it. The count is then one higher than what was served: the ledger
 // may over-count a cancelled request, never under-count a served one.
 func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, now time.Time) (used int64, admitted bool, err error) {
-	u, err := l.eng.admit(ctx, quotaKey{clientID: clientID, month: domain.Month(now).Unix()}, paramOf(quota))
+	return l.admitAt(ctx, clientID, quota, now, l.eng.now())
+}
+
+// admitAt is Admit with the ledger clock read by the caller (the gate's
+// request time serves as both).
+func (l *QuotaLedger) admitAt(ctx context.Context, clientID string, quota *int64, now, clock time.Time) (int64, bool, error) {
+	u, err := l.eng.admit(ctx, quotaKey{clientID: clientID, month: domain.Month(now).Unix()}, paramOf(quota), clock)
 	if err != nil {
 		return 0, false, err
 	}

@@ -225,10 +225,15 @@ func NewRollingWindowLimiter(rdb redis.Scripter, prefix string, opts Options) *R
 // cut off by its context may have). Waiters whose ctx ended before their
 // batch is sent are left out of it.
 func (l *RollingWindowLimiter) Allow(ctx context.Context, clientID string, limit int) (Decision, error) {
+	return l.allowAt(ctx, clientID, limit, l.eng.now())
+}
+
+// allowAt is Allow with the clock read by the caller.
+func (l *RollingWindowLimiter) allowAt(ctx context.Context, clientID string, limit int, now time.Time) (Decision, error) {
 	if limit < 1 {
 		return Decision{}, fmt.Errorf("admission: rate limit must be positive, got %d", limit)
 	}
-	return l.eng.admit(ctx, clientID, limit)
+	return l.eng.admit(ctx, clientID, limit, now)
 }
 
 // Close waits for the batches in flight, stops the background work and
