@@ -358,7 +358,7 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) ([]byte, error) {
 		return s.encodeReport(ctx, m, st, sym, lang)
 	})
-	if domain.ErrorCode(err) == domain.ENOTFOUND {
+	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
 	}
 	if err != nil {

@@ -154,9 +154,11 @@ func orderedBounds(minLoc string, lo OptionalParam[float64], maxLoc string, hi O
 }
 
 func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerOutput, error) {
-	for loc, p := range map[string]OptionalParam[float64]{"query.volume_min": in.VolumeMin, "query.volume_max": in.VolumeMax,
-		"query.change_min": in.ChangeMin, "query.change_max": in.ChangeMax} {
-		if err := finiteFilter(loc, p); err != nil {
+	for _, f := range [...]struct {
+		loc string
+		p   OptionalParam[float64]
+	}{{"query.volume_min", in.VolumeMin}, {"query.volume_max", in.VolumeMax}, {"query.change_min", in.ChangeMin}, {"query.change_max", in.ChangeMax}} {
+		if err := finiteFilter(f.loc, f.p); err != nil {
 			return nil, s.problem(ctx, err)
 		}
 	}
