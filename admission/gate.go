@@ -198,10 +198,10 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return g.refuseAuth(ctx, r, msgBadKeyFormat), nil
 	}
 	now := g.now()
-	client, key, wait, err := g.authenticate(ctx, r, now)
+	client, key, err := g.authenticate(ctx, r, now)
 	switch {
 	case err == errThrottled:
-		return g.refuseThrottled(ctx, r, wait), nil
+		return g.refuseThrottled(r), nil
 	case err != nil && domain.ErrorCode(err) == domain.EUNAUTHORIZED:
 		var de *domain.Error
 		errors.As(err, &de)
@@ -246,35 +246,43 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 // authenticate finds the key's client. A key in memory was issued here,
 // so its checksum is not computed again; any other key's is, before any
 // lookup, and a key that is not in the directory is looked up only within
-// its address's budget (errThrottled, and how long until it has a token
-// again, otherwise).
-func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, time.Duration, error) {
+// its address's budget. Past the budget the request is held back like a
+// failure; if the key was announced meanwhile (issued a moment ago, the
+// announcement a little behind the request) it is looked up then, else
+// the answer is errThrottled.
+func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, error) {
 	h := domain.HashKey(r.Key)
 	f := g.keys.find(h, now)
 	if f.state == answered && f.err == nil {
-		return f.client, f.key, 0, nil
+		return f.client, f.key, nil
 	}
 	if !domain.CheckKeyFormat(r.Key) {
-		return nil, nil, 0, errBadKeyFormat
+		return nil, nil, errBadKeyFormat
 	}
 	switch f.state {
 	case answered:
-		return nil, nil, 0, f.err
+		return nil, nil, f.err
 	case stranger:
-		if ok, wait := g.throttle.mayLookUp(addrKey(r.RemoteAddr)); !ok {
-			return nil, nil, wait, errThrottled
+		addr := addrKey(r.RemoteAddr)
+		if ok, _ := g.throttle.mayLookUp(addr); !ok {
+			g.throttle.failed(ctx, addr)
+			if f = g.keys.find(h, g.now()); f.state == stranger {
+				return nil, nil, errThrottled
+			}
+			if f.state == answered {
+				return f.client, f.key, f.err
+			}
 		}
 	}
-	client, key, err := g.keys.fetch(ctx, h, f, now)
-	return client, key, 0, err
+	return g.keys.fetch(ctx, h, f, now)
 }
 
 var errBadKeyFormat = domain.Errorf(domain.EUNAUTHORIZED, msgBadKeyFormat)
 
 // refuseThrottled is the 429 of an address that spent its budget on keys
-// this replica does not know, held back like its failures.
-func (g *Gate) refuseThrottled(ctx context.Context, r Request, wait time.Duration) Outcome {
-	g.throttle.failed(ctx, addrKey(r.RemoteAddr))
+// this replica does not know (already held back).
+func (g *Gate) refuseThrottled(r Request) Outcome {
+	_, wait := g.throttle.peek(addrKey(r.RemoteAddr))
 	return Outcome{Status: http.StatusTooManyRequests, Detail: msgThrottled, RetryAfter: retryAfterSeconds(wait)}
 }
 

@@ -155,9 +155,27 @@ func (t *authThrottle) mayLookUp(addr string) (bool, time.Duration) {
 		t.lookups.tokens--
 		return true, 0
 	}
-	wait := max(time.Duration((1-b.tokens)/t.cfg.PerAddress*float64(time.Second)),
+	return false, t.waitLocked(b)
+}
+
+// waitLocked is how long until b and the lookup budget both have a token. t.mu is held.
+func (t *authThrottle) waitLocked(b *bucket) time.Duration {
+	return max(time.Duration((1-b.tokens)/t.cfg.PerAddress*float64(time.Second)),
 		time.Duration((1-t.lookups.tokens)/t.cfg.LookupsPerSecond*float64(time.Second)))
-	return false, wait
+}
+
+// peek reports whether addr could have a lookup now, and how long until
+// it can, without spending anything.
+func (t *authThrottle) peek(addr string) (bool, time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bucketOf(addr, now)
+	t.lookups.refill(now, t.cfg.LookupsPerSecond, t.cfg.LookupBurst)
+	if b.tokens >= 1 && t.lookups.tokens >= 1 {
+		return true, 0
+	}
+	return false, t.waitLocked(b)
 }
 
 // failed records a failed authentication from addr and holds the caller
