@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -87,7 +88,11 @@ func runFlood(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "- machine: as above; load average %s at the start; api %s (tool commit %s)\n", loadAvg(), o.apiLabel, commit())
 	fmt.Fprintf(out, "- paying client: %s -t1 -c%d on /usage for %s (warm-up %s first); attacker: wrk -t1 -c%d at nice 19, a fresh valid-checksum key per request (Lua), same address 127.0.0.1\n",
 		wrkVersion(o), o.payConns, floodDuration, o.warmup, o.floodConns)
-	fmt.Fprintf(out, "- Postgres transactions: pg_stat_database xact_commit+xact_rollback of the bench database, read before and %s after the run (stats flush); they include the api's readiness probes (≈ 1/s)\n\n", statsFlush)
+	fmt.Fprintf(out, "- Postgres transactions: pg_stat_database xact_commit+xact_rollback of the bench database, read before and %s after the run (stats flush); they include the api's readiness probes (≈ 1/s)\n", statsFlush)
+	if o.pin {
+		fmt.Fprintf(out, "- pinning: the api on core %d, both generators on core %d\n", serverCore(), wrkCore)
+	}
+	fmt.Fprintln(out)
 
 	if o.warmup > 0 {
 		w := pay
@@ -96,61 +101,71 @@ func runFlood(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 	}
-	x0, err := xactCount(ctx, o.databaseURL)
-	if err != nil {
-		return err
-	}
-	quiet, err := runWrk(ctx, o, pay)
-	if err != nil {
-		return err
-	}
-	if err := sleep(ctx, statsFlush); err != nil {
-		return err
-	}
-	x1, err := xactCount(ctx, o.databaseURL)
-	if err != nil {
-		return err
-	}
-
-	var (
-		wg       sync.WaitGroup
-		attack   wrkResult
-		attackEr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		attack, attackEr = runWrk(ctx, o, wrkRun{url: usage, conns: o.floodConns, duration: floodDuration, script: mintKeysLua, nice: 19})
-	}()
-	flooded, err := runWrk(ctx, o, pay)
-	wg.Wait()
-	if err = errors.Join(err, attackEr); err != nil {
-		return err
-	}
-	if err := sleep(ctx, statsFlush); err != nil {
-		return err
-	}
-	x2, err := xactCount(ctx, o.databaseURL)
-	if err != nil {
-		return err
+	attacker := wrkRun{url: usage, conns: o.floodConns, duration: floodDuration, script: mintKeysLua, nice: 19}
+	// phase runs the given generators together and returns their results
+	// and the transactions Postgres committed meanwhile (and during the
+	// stats flush after).
+	phase := func(runs ...wrkRun) ([]wrkResult, int64, error) {
+		x0, err := xactCount(ctx, o.databaseURL)
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make([]wrkResult, len(runs))
+		errs := make([]error, len(runs))
+		var wg sync.WaitGroup
+		for i, w := range runs {
+			wg.Go(func() { out[i], errs[i] = runWrk(ctx, o, w) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, 0, err
+		}
+		if err := sleep(ctx, statsFlush); err != nil {
+			return nil, 0, err
+		}
+		x1, err := xactCount(ctx, o.databaseURL)
+		return out, x1 - x0, err
 	}
 
 	fmt.Fprintln(out, "| run | paying req/s | paying p50 | paying p99 | paying p99.9 | paying non-2xx / socket errors | attacker requests (req/s) | Postgres transactions |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|")
-	fmt.Fprintf(out, "| quiet | %s | %s | %s | %s | %d / %d | – | %d |\n", thousands(quiet.rps()), us(quiet.P50), us(quiet.P99), us(quiet.P999),
-		quiet.Status, quiet.socketErrors(), x1-x0)
-	fmt.Fprintf(out, "| flood | %s | %s | %s | %s | %d / %d | %d (%s) | %d |\n", thousands(flooded.rps()), us(flooded.P50), us(flooded.P99), us(flooded.P999),
-		flooded.Status, flooded.socketErrors(), attack.Requests, thousands(attack.rps()), x2-x1)
-	fmt.Fprintln(out)
-	ratio := float64(flooded.P99) / float64(max(quiet.P99, 1))
-	fmt.Fprintf(out, "- paying p99 under the flood: %.2f × quiet (goal ≤ 2: %s); refusals %d (goal 0: %s)\n",
-		ratio, verdict(ratio <= 2), flooded.Status, verdict(flooded.Status == 0 && flooded.socketErrors() == 0))
-	fmt.Fprintf(out, "- Postgres transactions in the flood window: %d (goal: a few thousand at most: %s); the attacker's answers were all refusals (%d non-2xx of %d)\n",
-		x2-x1, verdict(x2-x1 <= 3000), attack.Status, attack.Requests)
-	if !quiet.valid() || flooded.Status != 0 || flooded.socketErrors() != 0 {
-		return errors.New("the paying client was refused or lost connections: the run fails the goal")
+	var failed []error
+	var ratios []float64
+	var floodXacts int64
+	for r := 1; r <= o.runs; r++ {
+		fmt.Fprintf(os.Stderr, "flood run %d/%d (load average %s)\n", r, o.runs, loadAvg())
+		q, qx, err := phase(pay)
+		if err != nil {
+			return err
+		}
+		f, fx, err := phase(pay, attacker)
+		if err != nil {
+			return err
+		}
+		quiet, flooded, attack := q[0], f[0], f[1]
+		fmt.Fprintf(out, "| %d quiet | %s | %s | %s | %s | %d / %d | – | %d |\n", r, thousands(quiet.rps()), us(quiet.P50), us(quiet.P99), us(quiet.P999),
+			quiet.Status, quiet.socketErrors(), qx)
+		fmt.Fprintf(out, "| %d flood | %s | %s | %s | %s | %d / %d | %d (%s) | %d |\n", r, thousands(flooded.rps()), us(flooded.P50), us(flooded.P99), us(flooded.P999),
+			flooded.Status, flooded.socketErrors(), attack.Requests, thousands(attack.rps()), fx)
+		ratios = append(ratios, float64(flooded.P99)/float64(max(quiet.P99, 1)))
+		floodXacts = max(floodXacts, fx)
+		if !quiet.valid() || flooded.Status != 0 || flooded.socketErrors() != 0 {
+			failed = append(failed, fmt.Errorf("run %d: the paying client was refused or lost connections", r))
+		}
 	}
-	return nil
+	a, ax, err := phase(attacker)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "| attacker alone | – | – | – | – | – | %d (%s) | %d |\n", a[0].Requests, thousands(a[0].rps()), ax)
+	fmt.Fprintln(out)
+	slices.Sort(ratios)
+	mr := ratios[len(ratios)/2]
+	fmt.Fprintf(out, "- paying p99 under the flood: median %.2f × quiet (goal ≤ 2: %s); paying refusals in every run: %s\n",
+		mr, verdict(mr <= 2), verdict(len(failed) == 0))
+	fmt.Fprintf(out, "- Postgres transactions: at most %d in a flood window (goal: a few thousand: %s), %d with the attacker alone\n",
+		floodXacts, verdict(floodXacts <= 3000), ax)
+	return errors.Join(failed...)
 }
 
 // checkMintedKeys runs the attacker's script for a second against a bare
