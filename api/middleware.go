@@ -27,6 +27,8 @@ type requestInfo struct {
 	Start    time.Time
 	// caller is set once the gate admitted the request.
 	caller principal
+	// rec wraps the response writer (here to save an allocation).
+	rec statusRecorder
 }
 
 func infoFrom(ctx context.Context) *requestInfo {
@@ -83,7 +85,8 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 		}
 		ri := &requestInfo{ID: id, Start: start}
 		w.Header()["X-Request-Id"] = []string{id} // canonical already: no Set
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &ri.rec
+		rec.ResponseWriter = w
 		defer func() {
 			if v := recover(); v != nil {
 				s.cfg.Logger.Error("panic", "request_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
