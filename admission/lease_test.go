@@ -12,20 +12,20 @@ import (
 	"github.com/marketscreener/market/redistest"
 )
 
-// hammerAllow runs workers goroutines per limiter, each asking one request
-// after another, until its limiter refuses one or stop closes, and returns
-// every admitted decision.
-func hammerAllow(t *testing.T, ls []*admission.RollingWindowLimiter, clientID string, limit, workers int, stop <-chan struct{}) []admission.Decision {
+// hammer runs workers goroutines per instance (a replica's limiter or
+// ledger), each asking one request after another, until its instance
+// refuses one or stop closes, and returns every admitted answer.
+func hammer[T any](t *testing.T, instances, workers int, stop <-chan struct{}, ask func(instance int) (T, bool, error)) []T {
 	t.Helper()
 	var (
 		mu  sync.Mutex
-		out []admission.Decision
+		out []T
 		wg  sync.WaitGroup
 	)
-	for _, l := range ls {
+	for i := range instances {
 		for range workers {
 			wg.Go(func() {
-				var mine []admission.Decision
+				var mine []T
 				defer func() {
 					mu.Lock()
 					out = append(out, mine...)
@@ -37,21 +37,30 @@ func hammerAllow(t *testing.T, ls []*admission.RollingWindowLimiter, clientID st
 						return
 					default:
 					}
-					d, err := l.Allow(context.Background(), clientID, limit)
+					v, ok, err := ask(i)
 					if err != nil {
-						t.Errorf("Allow: %v", err)
+						t.Errorf("hammer: %v", err)
 						return
 					}
-					if !d.Allowed {
+					if !ok {
 						return
 					}
-					mine = append(mine, d)
+					mine = append(mine, v)
 				}
 			})
 		}
 	}
 	wg.Wait()
 	return out
+}
+
+// hammerAllow hammers limiters until refused and returns every admitted decision.
+func hammerAllow(t *testing.T, ls []*admission.RollingWindowLimiter, clientID string, limit, workers int, stop <-chan struct{}) []admission.Decision {
+	t.Helper()
+	return hammer(t, len(ls), workers, stop, func(i int) (admission.Decision, bool, error) {
+		d, err := ls[i].Allow(context.Background(), clientID, limit)
+		return d, d.Allowed, err
+	})
 }
 
 // lowLeaseMin lets a limiter lease from ≈ 320 requests/s instead of

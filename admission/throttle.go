@@ -144,38 +144,26 @@ func (t *authThrottle) forgetIdle(now time.Time) {
 // mayLookUp spends a token of addr and of the lookup budget for the lookup
 // of a key this replica does not know. When either is spent it returns
 // false and how long until both have a token again.
-func (t *authThrottle) mayLookUp(addr string) (bool, time.Duration) {
+func (t *authThrottle) mayLookUp(addr string) (bool, time.Duration) { return t.lookUp(addr, true) }
+
+// peek is mayLookUp without spending anything.
+func (t *authThrottle) peek(addr string) (bool, time.Duration) { return t.lookUp(addr, false) }
+
+func (t *authThrottle) lookUp(addr string, spend bool) (bool, time.Duration) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.bucketOf(addr, now)
 	t.lookups.refill(now, t.cfg.LookupsPerSecond, t.cfg.LookupBurst)
 	if b.tokens >= 1 && t.lookups.tokens >= 1 {
-		b.tokens--
-		t.lookups.tokens--
+		if spend {
+			b.tokens--
+			t.lookups.tokens--
+		}
 		return true, 0
 	}
-	return false, t.waitLocked(b)
-}
-
-// waitLocked is how long until b and the lookup budget both have a token. t.mu is held.
-func (t *authThrottle) waitLocked(b *bucket) time.Duration {
-	return max(time.Duration((1-b.tokens)/t.cfg.PerAddress*float64(time.Second)),
+	return false, max(time.Duration((1-b.tokens)/t.cfg.PerAddress*float64(time.Second)),
 		time.Duration((1-t.lookups.tokens)/t.cfg.LookupsPerSecond*float64(time.Second)))
-}
-
-// peek reports whether addr could have a lookup now, and how long until
-// it can, without spending anything.
-func (t *authThrottle) peek(addr string) (bool, time.Duration) {
-	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucketOf(addr, now)
-	t.lookups.refill(now, t.cfg.LookupsPerSecond, t.cfg.LookupBurst)
-	if b.tokens >= 1 && t.lookups.tokens >= 1 {
-		return true, 0
-	}
-	return false, t.waitLocked(b)
 }
 
 // failed records a failed authentication from addr and holds the caller
