@@ -197,6 +197,10 @@ func measure(ctx context.Context, o options, s *server, path, key string) (wrkRe
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("%s: %w", s.name, err)
 	}
-	res.serverCPU = (s.cpu() - cpu0).Seconds() / res.elapsed().Seconds()
+	used := s.cpu() - cpu0
+	res.serverCPU = used.Seconds() / res.elapsed().Seconds()
+	if res.Requests > 0 {
+		res.serverPerReq = used / time.Duration(res.Requests)
+	}
 	return res, nil
 }

@@ -32,6 +32,17 @@ func (r row) ratio() float64 {
 	return r.api.rps() / r.bare.rps()
 }
 
+// cpuRatio is the bare server's CPU per request over the api's: what the
+// throughput ratio would be if each had its core to itself, whatever else
+// ran on the machine (a cross-check of noisy runs; it leaves out the
+// Postgres and Redis work the api causes).
+func (r row) cpuRatio() float64 {
+	if r.api.serverPerReq == 0 {
+		return 0
+	}
+	return float64(r.bare.serverPerReq) / float64(r.api.serverPerReq)
+}
+
 func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]capturedBody) {
 	fmt.Fprintf(out, "## loadtest %s UTC\n\n", time.Now().UTC().Format("2006-01-02 15:04"))
 	fmt.Fprintf(out, "- machine: %d cores (%s), %s, load average %s at the start\n", runtime.NumCPU(), cpuModel(), runtime.Version(), loadAvg())
@@ -53,8 +64,8 @@ func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]captur
 }
 
 func printTable(out io.Writer, o options, rows []row) error {
-	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cpu bare/api |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cores bare/api | server µs/req bare/api (ratio) |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var errs []error
 	for _, r := range rows {
 		bad := ""
@@ -63,31 +74,38 @@ func printTable(out io.Writer, o options, rows []row) error {
 			errs = append(errs, fmt.Errorf("%s run %d: bare %d non-2xx / %d socket errors, api %d / %d: the run is invalid",
 				r.path, r.run, r.bare.Status, r.bare.socketErrors(), r.api.Status, r.api.socketErrors()))
 		}
-		fmt.Fprintf(out, "| `%s` | %d | %s | %s | **%.2f** | %s | %s | %s | %s | %d / %d%s | %.2f / %.2f | %.2f / %.2f |\n",
+		fmt.Fprintf(out, "| `%s` | %d | %s | %s | **%.2f** | %s | %s | %s | %s | %d / %d%s | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f (%.2f) |\n",
 			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(r.api.rps()), r.ratio(),
 			us(r.bare.P99), us(r.api.P50), us(r.api.P99), us(r.api.P999),
 			r.bare.Status+r.api.Status, r.bare.socketErrors()+r.api.socketErrors(), bad,
-			r.bare.wrkCPU, r.api.wrkCPU, r.bare.serverCPU, r.api.serverCPU)
+			r.bare.wrkCPU, r.api.wrkCPU, r.bare.serverCPU, r.api.serverCPU,
+			micros(r.bare.serverPerReq), micros(r.api.serverPerReq), r.cpuRatio())
 	}
 	fmt.Fprintln(out)
 	for _, p := range o.paths {
-		var ratios []float64
+		var ratios, cpuRatios []float64
 		var p99s []int64
 		for _, r := range rows {
 			if r.path == p {
 				ratios = append(ratios, r.ratio())
+				cpuRatios = append(cpuRatios, r.cpuRatio())
 				p99s = append(p99s, r.api.P99)
 			}
 		}
 		slices.Sort(ratios)
+		slices.Sort(cpuRatios)
 		slices.Sort(p99s)
-		mr, mp := ratios[len(ratios)/2], p99s[len(p99s)/2]
-		fmt.Fprintf(out, "- `%s`: median ratio **%.2f** (goal ≥ %.2f: %s), median api p99 %s (goal ≤ %s: %s)\n",
-			strings.TrimPrefix(p, basePath), mr, goalRatio, verdict(mr >= goalRatio), us(mp), goalP99, verdict(time.Duration(mp)*time.Microsecond <= goalP99))
+		mr, mc, mp := ratios[len(ratios)/2], cpuRatios[len(cpuRatios)/2], p99s[len(p99s)/2]
+		fmt.Fprintf(out, "- `%s`: median ratio **%.2f** (goal ≥ %.2f: %s), median api p99 %s (goal ≤ %s: %s); median CPU-per-request ratio %.2f\n",
+			strings.TrimPrefix(p, basePath), mr, goalRatio, verdict(mr >= goalRatio), us(mp), goalP99, verdict(time.Duration(mp)*time.Microsecond <= goalP99), mc)
 	}
 	for _, r := range rows {
 		if o.pin && r.bare.wrkCPU > 0.9 {
 			fmt.Fprintf(out, "- warning: wrk used %.2f of its core on the bare run of %s run %d: the generator may be the bottleneck\n", r.bare.wrkCPU, r.path, r.run)
+		}
+		if o.pin && min(r.bare.serverCPU, r.api.serverCPU) < 0.9 {
+			fmt.Fprintf(out, "- warning: %s run %d: a server used only %.2f / %.2f of its core: something else ran on it (or it waited), so the ratio is noise\n",
+				r.path, r.run, r.bare.serverCPU, r.api.serverCPU)
 		}
 	}
 	return errors.Join(errs...)
@@ -99,6 +117,8 @@ func verdict(ok bool) string {
 	}
 	return "MISSED"
 }
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // us formats microseconds as milliseconds.
 func us(v int64) string { return fmt.Sprintf("%.2f ms", float64(v)/1000) }

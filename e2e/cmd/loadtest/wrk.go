@@ -50,8 +50,9 @@ type wrkResult struct {
 	Status     int64 `json:"status"` // answers with a status ≥ 400
 	Timeout    int64 `json:"timeout"`
 
-	wrkCPU    float64 // cores the generator used
-	serverCPU float64 // cores the target used (filled by the caller)
+	wrkCPU       float64       // cores the generator used
+	serverCPU    float64       // cores the target used (filled by the caller)
+	serverPerReq time.Duration // the target's CPU time per request (filled by the caller)
 }
 
 func (r wrkResult) elapsed() time.Duration { return time.Duration(r.DurationUS) * time.Microsecond }
