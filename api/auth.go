@@ -49,7 +49,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	if out.Client != nil {
 		ri.ClientID = out.Client.ID
 	}
-	setGateHeaders(w.Header(), out)
+	setGateHeaders(w.Header(), out, &ri.gateHeaders)
 	if !out.Admitted() {
 		_ = huma.WriteErr(s.humaAPI, ctx, out.Status, out.Detail)
 		return
@@ -59,12 +59,13 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 }
 
 // setGateHeaders writes the gate's headers under their canonical names,
-// in one allocation (this runs on every request).
-func setGateHeaders(h http.Header, out admission.Outcome) {
+// their values backed by vals (this runs on every request).
+func setGateHeaders(h http.Header, out admission.Outcome, vals *[3]string) {
 	if out.RateLimitPolicy == "" && out.RetryAfter == "" {
 		return
 	}
-	s := []string{out.RateLimitPolicy, out.RateLimit, out.RetryAfter}
+	*vals = [3]string{out.RateLimitPolicy, out.RateLimit, out.RetryAfter}
+	s := vals[:]
 	if out.RateLimitPolicy != "" {
 		h["Ratelimit-Policy"] = s[0:1:1]
 		h["Ratelimit"] = s[1:2:2]

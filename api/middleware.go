@@ -27,8 +27,11 @@ type requestInfo struct {
 	Start    time.Time
 	// caller is set once the gate admitted the request.
 	caller principal
-	// rec wraps the response writer (here to save an allocation).
-	rec statusRecorder
+	// rec wraps the response writer, and the arrays back the values of the
+	// headers every response carries (here to save allocations).
+	rec         statusRecorder
+	idHeader    [1]string
+	gateHeaders [3]string
 }
 
 func infoFrom(ctx context.Context) *requestInfo {
@@ -84,7 +87,8 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		ri := &requestInfo{ID: id, Start: start}
-		w.Header()["X-Request-Id"] = []string{id} // canonical already: no Set
+		ri.idHeader[0] = id
+		w.Header()["X-Request-Id"] = ri.idHeader[:] // canonical already: no Set
 		rec := &ri.rec
 		rec.ResponseWriter = w
 		defer func() {
