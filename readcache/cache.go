@@ -110,6 +110,13 @@ func Load[T any](ctx context.Context, c *Cache, k Key, load func(ctx context.Con
 		c.mu.Unlock()
 		return wait[T](ctx, f)
 	}
+	// A load may have finished between the look-up above and the lock.
+	if se := c.scopes[k.Scope]; se != nil {
+		if e, ok := se.entries[k.item]; ok && !c.now().After(e.expires) {
+			c.mu.Unlock()
+			return e.value.(T), nil
+		}
+	}
 	f := &flight{done: make(chan struct{})}
 	c.flights[k] = f
 	gen := c.scopeLocked(k.Scope).gen
