@@ -76,7 +76,7 @@ func runFlood(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := checkMintedKeys(ctx, o); err != nil {
 		return err
 	}
-	api, err := startAPI(ctx, o, env.vars)
+	api, err := startAPI(ctx, o, env.vars, o.apiBin, o.cpuProfile, "api")
 	if err != nil {
 		return err
 	}

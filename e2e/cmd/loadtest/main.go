@@ -68,6 +68,7 @@ type options struct {
 	redisURL    string
 	apiBin      string
 	apiLabel    string
+	beforeBin   string
 	cpuProfile  string
 	logLevel    string
 	pin         bool
@@ -92,6 +93,7 @@ func main() {
 		"Postgres database for the temporary schema (created when missing; its own database so pg_stat_database counts only this tool)")
 	flag.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379/13", "Redis of the api")
 	flag.StringVar(&o.apiBin, "api-bin", "", "run this marketd binary as the api instead of this tool's own build")
+	flag.StringVar(&o.beforeBin, "before-bin", "", "also measure this marketd build (e.g. main's) in every run, between the bare handler and the api: a before/after pair per run")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the api process (this build only) to this file")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of the api")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin the servers to the last core and wrk to core 0 (taskset)")
@@ -147,11 +149,18 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	api, err := startAPI(ctx, o, env.vars)
+	api, err := startAPI(ctx, o, env.vars, o.apiBin, o.cpuProfile, "api")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, api.stop()) }()
+	var before *server
+	if o.beforeBin != "" {
+		if before, err = startAPI(ctx, o, env.vars, o.beforeBin, "", "before"); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, before.stop()) }()
+	}
 	bodies := map[string]capturedBody{}
 	for _, p := range o.paths {
 		b, err := capture(ctx, api.base+p, env.key)
@@ -175,11 +184,18 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			if err != nil {
 				return err
 			}
-			a, err := measure(ctx, o, api, p, env.key)
-			if err != nil {
+			rw := row{path: p, run: r, bare: b}
+			if before != nil {
+				bf, err := measure(ctx, o, before, p, env.key)
+				if err != nil {
+					return err
+				}
+				rw.before = &bf
+			}
+			if rw.api, err = measure(ctx, o, api, p, env.key); err != nil {
 				return err
 			}
-			rows = append(rows, row{path: p, run: r, bare: b, api: a})
+			rows = append(rows, rw)
 		}
 	}
 	return printTable(out, o, rows)

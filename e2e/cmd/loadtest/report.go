@@ -23,6 +23,7 @@ type row struct {
 	path      string
 	run       int
 	bare, api wrkResult
+	before    *wrkResult // -before-bin, when given
 }
 
 func (r row) ratio() float64 {
@@ -64,6 +65,9 @@ func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]captur
 }
 
 func printTable(out io.Writer, o options, rows []row) error {
+	if o.beforeBin != "" {
+		printPairs(out, rows)
+	}
 	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cores bare/api | server µs/req bare/api (ratio) |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var errs []error
@@ -109,6 +113,21 @@ func printTable(out io.Writer, o options, rows []row) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// printPairs is the before/after table of -before-bin: each run measured
+// bare, before and after back to back.
+func printPairs(out io.Writer, rows []row) {
+	fmt.Fprintln(out, "| path | run | bare req/s | before req/s | before ratio | after req/s | after ratio | before p99 | after p99 | non-2xx before/after | server µs/req bare/before/after |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		b := *r.before
+		fmt.Fprintf(out, "| `%s` | %d | %s | %s | %.2f | %s | **%.2f** | %s | %s | %d / %d | %.1f / %.1f / %.1f |\n",
+			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(b.rps()), b.rps()/max(r.bare.rps(), 1),
+			thousands(r.api.rps()), r.ratio(), us(b.P99), us(r.api.P99), b.Status+b.socketErrors(), r.api.Status+r.api.socketErrors(),
+			micros(r.bare.serverPerReq), micros(b.serverPerReq), micros(r.api.serverPerReq))
+	}
+	fmt.Fprintln(out)
 }
 
 func verdict(ok bool) string {

@@ -46,9 +46,9 @@ func pinned(o options, core int, argv ...string) []string {
 	return append([]string{"taskset", "-c", strconv.Itoa(core)}, argv...)
 }
 
-// startAPI starts marketd api (this tool's build or -api-bin) and waits
-// until /readyz answers 200.
-func startAPI(ctx context.Context, o options, vars map[string]string) (*server, error) {
+// startAPI starts marketd api (this tool's build, or bin) and waits until
+// /readyz answers 200; profile, for this build, is where its CPU profile goes.
+func startAPI(ctx context.Context, o options, vars map[string]string, bin, profile, name string) (*server, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -58,16 +58,16 @@ func startAPI(ctx context.Context, o options, vars map[string]string) (*server, 
 		return nil, err
 	}
 	var argv []string
-	if o.apiBin != "" {
-		argv = []string{o.apiBin, "api"}
+	if bin != "" {
+		argv = []string{bin, "api"}
 	} else {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
 		argv = []string{self, "child-api"}
-		if o.cpuProfile != "" {
-			argv = append(argv, "-cpuprofile", o.cpuProfile)
+		if profile != "" {
+			argv = append(argv, "-cpuprofile", profile)
 		}
 	}
 	env := os.Environ()
@@ -75,7 +75,7 @@ func startAPI(ctx context.Context, o options, vars map[string]string) (*server, 
 		env = append(env, k+"="+v)
 	}
 	env = append(env, "MARKET_HTTP_ADDR="+httpAddr, "MARKET_OPS_ADDR="+opsAddr)
-	s, err := startChild(ctx, "api", pinned(o, serverCore(), argv...), env, "http://"+httpAddr)
+	s, err := startChild(ctx, name, pinned(o, serverCore(), argv...), env, "http://"+httpAddr)
 	if err != nil {
 		return nil, err
 	}
