@@ -46,7 +46,7 @@ run: build
 
 ## bench: Go benchmarks of the hot paths (see BENCHMARKS.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./limits/... ./feeds/...
+	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./admission/... ./readcache/... ./api/... ./feeds/...
 
 ## bench-api: wrk (its own process, pinned apart) against a bare net/http handler and the real api,
 ## three runs of /usage, the screener, OHLCV and the analytics report; prints a Markdown table

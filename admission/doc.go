@@ -4,7 +4,9 @@
 // failed-authentication throttle, the rolling-window rate limit, the
 // monthly quota, the order of the checks and the RateLimit, RateLimit-Policy
 // and Retry-After values. The api maps an Outcome to HTTP; store holds the
-// SQL it runs; cmd only wires it.
+// SQL it runs; cmd only wires it. Besides asynq, it is the only package
+// that talks to Redis: the rolling windows and the invalidation bus (which
+// also carries the read cache's scopes, package readcache).
 //
 // # Order of checks (Gate.Admit)
 //

@@ -67,7 +67,7 @@ const MaxQuotaLease = leaseMax
 //     time; a request may be refused up to leaseTTL before another process
 //     gives back what its lease did not use.
 type QuotaLedger struct {
-	eng *engine[quotaKey, quotaParam, Usage, usageReturn]
+	eng *engine[quotaKey, quotaParam, usage, usageReturn]
 
 	// LeaseMin overrides the smallest lease (default 256, i.e. a client
 	// sending ≈ 2 500 requests/s to this process); tests lower it so that
@@ -75,8 +75,8 @@ type QuotaLedger struct {
 	LeaseMin int
 }
 
-// Usage is the ledger's answer for one request.
-type Usage struct {
+// usage is the ledger's answer for one request.
+type usage struct {
 	// Used is the month's count including this request when admitted, the
 	// current count when refused.
 	Used     int64
@@ -117,7 +117,7 @@ func NewQuotaLedger(store UsageStore, opts Options) *QuotaLedger {
 	policy.expireTogether = true
 	policy.callTimeout = flushTimeout
 	l := &QuotaLedger{}
-	l.eng = newEngine[quotaKey, quotaParam, Usage, usageReturn]("quota", &ledgerStatements{store: store, logger: opts.Logger},
+	l.eng = newEngine[quotaKey, quotaParam, usage, usageReturn]("quota", &ledgerStatements{store: store, logger: opts.Logger},
 		policy, opts.Now, opts.Logger, func() int {
 			if l.LeaseMin > 0 {
 				return l.LeaseMin
@@ -168,8 +168,8 @@ func (u usageReturn) slots() int64 { return int64(u) }
 // quotaLease is a lease of used values first, first+1, ...
 type quotaLease struct{ first int64 }
 
-func (q quotaLease) result(i int, _ time.Time) Usage {
-	return Usage{Used: q.first + int64(i), Admitted: true}
+func (q quotaLease) result(i int, _ time.Time) usage {
+	return usage{Used: q.first + int64(i), Admitted: true}
 }
 
 func (q quotaLease) unused(from, n int) usageReturn { return usageReturn(n - from) }
@@ -180,8 +180,8 @@ type ledgerStatements struct {
 	logger *slog.Logger
 }
 
-func (s *ledgerStatements) call(ctx context.Context, k quotaKey, runs []run[quotaParam], want int, gbs []usageReturn) (outcome[Usage, usageReturn], error) {
-	out := outcome[Usage, usageReturn]{gaveBack: true}
+func (s *ledgerStatements) call(ctx context.Context, k quotaKey, runs []run[quotaParam], want int, gbs []usageReturn) (outcome[usage, usageReturn], error) {
+	out := outcome[usage, usageReturn]{gaveBack: true}
 	month := time.Unix(k.month, 0).UTC()
 	if len(gbs) > 0 {
 		if err := s.giveBack(ctx, k, gbs); err != nil {
@@ -203,12 +203,12 @@ func (s *ledgerStatements) call(ctx context.Context, k quotaKey, runs []run[quot
 			// the lease (less when the quota cut it short).
 			out.lease, out.leaseN, served = quotaLease{first: first}, int(after-first+1), first-1
 		}
-		out.results = make([]Usage, r.n)
+		out.results = make([]usage, r.n)
 		for i := range out.results {
 			if u := before + int64(i) + 1; u <= served {
-				out.results[i] = Usage{Used: u, Admitted: true}
+				out.results[i] = usage{Used: u, Admitted: true}
 			} else {
-				out.results[i] = Usage{Used: served}
+				out.results[i] = usage{Used: served}
 			}
 		}
 		return out, nil
@@ -229,14 +229,14 @@ func (s *ledgerStatements) call(ctx context.Context, k quotaKey, runs []run[quot
 	if len(afters) != len(runs) {
 		return out, fmt.Errorf("admission: quota batch of %d runs got %d counts", len(runs), len(afters))
 	}
-	out.results = make([]Usage, 0, total)
+	out.results = make([]usage, 0, total)
 	for r, run := range runs {
 		admitted := afters[r] - before
 		for i := range run.n {
 			if int64(i) < admitted {
-				out.results = append(out.results, Usage{Used: before + int64(i) + 1, Admitted: true})
+				out.results = append(out.results, usage{Used: before + int64(i) + 1, Admitted: true})
 			} else {
-				out.results = append(out.results, Usage{Used: afters[r]})
+				out.results = append(out.results, usage{Used: afters[r]})
 			}
 		}
 		before = afters[r]
