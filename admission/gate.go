@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -92,8 +93,20 @@ func New(cfg Config) *Gate {
 	window := NewRollingWindowLimiter(cfg.Redis, cfg.Prefix, opts)
 	quota := NewQuotaLedger(cfg.Usage, opts)
 	window.LeaseMin, quota.LeaseMin = cfg.LeaseMin, cfg.LeaseMin
+	// The cache is keyed by the binary SHA-256 of a key; the store and the
+	// bus speak its hex form.
+	keys := NewKeyCache(func(ctx context.Context, digest string) (*domain.Client, *domain.APIKey, error) {
+		return cfg.Keys.Authenticate(ctx, hex.EncodeToString([]byte(digest)))
+	}, cfg.KeyTTL, cfg.Now)
+	keys.fromStore = func(h string) string {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return h // matches no key
+		}
+		return string(b)
+	}
 	return &Gate{
-		keys:     NewKeyCache(cfg.Keys.Authenticate, cfg.KeyTTL, cfg.Now),
+		keys:     keys,
 		listKeys: cfg.Keys.KeyHashes,
 		throttle: newAuthThrottle(cfg.Throttle, cfg.Now),
 		rate:     NewFallbackLimiter(window, NewLocalLimiter(cfg.Now), cfg.Logger, cfg.Now),
@@ -198,7 +211,7 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return g.refuseAuth(ctx, r, msgBadKeyFormat), nil
 	}
 	now := g.now()
-	client, key, err := g.authenticate(ctx, r, now)
+	client, key, policy, err := g.authenticate(ctx, r, now)
 	switch {
 	case err == errThrottled:
 		return g.refuseThrottled(r), nil
@@ -216,7 +229,10 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
 			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, nil
 	}
-	out := Outcome{Client: client, Key: key, RateLimitPolicy: policyHeader(client)}
+	if policy == "" {
+		policy = policyHeader(client)
+	}
+	out := Outcome{Client: client, Key: key, RateLimitPolicy: policy}
 	d, err := g.rate.allowAt(ctx, client.ID, client.RatePerMinute(), now)
 	if err != nil {
 		return Outcome{}, err
@@ -250,31 +266,32 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 // failure; if the key was announced meanwhile (issued a moment ago, the
 // announcement a little behind the request) it is looked up then, else
 // the answer is errThrottled.
-func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, error) {
-	h := domain.HashKey(r.Key)
-	f := g.keys.find(h, now)
+func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, string, error) {
+	d := domain.KeyDigest(r.Key)
+	f := g.keys.find(d[:], now)
 	if f.state == answered && f.err == nil {
-		return f.client, f.key, nil
+		return f.client, f.key, f.policy, nil
 	}
 	if !domain.CheckKeyFormat(r.Key) {
-		return nil, nil, errBadKeyFormat
+		return nil, nil, "", errBadKeyFormat
 	}
 	switch f.state {
 	case answered:
-		return nil, nil, f.err
+		return nil, nil, "", f.err
 	case stranger:
 		addr := addrKey(r.RemoteAddr)
 		if ok, _ := g.throttle.mayLookUp(addr); !ok {
 			g.throttle.failed(ctx, addr)
-			if f = g.keys.find(h, g.now()); f.state == stranger {
-				return nil, nil, errThrottled
+			if f = g.keys.find(d[:], g.now()); f.state == stranger {
+				return nil, nil, "", errThrottled
 			}
 			if f.state == answered {
-				return f.client, f.key, f.err
+				return f.client, f.key, f.policy, f.err
 			}
 		}
 	}
-	return g.keys.fetch(ctx, h, f, now)
+	client, key, err := g.keys.fetch(ctx, string(d[:]), f, now)
+	return client, key, "", err
 }
 
 var errBadKeyFormat = domain.Errorf(domain.EUNAUTHORIZED, msgBadKeyFormat)

@@ -82,6 +82,10 @@ type KeyCache struct {
 	known   map[string]struct{} // the directory
 	loaded  bool                // the directory has been loaded once
 	resync  chan struct{}       // asks the directory for a full reload
+	// fromStore turns a hash as the store and the bus write it into this
+	// cache's form of it (the gate keys the cache by the binary digest, so
+	// a request costs no hex encoding); nil keeps it as is.
+	fromStore func(string) string
 
 	wg sync.WaitGroup // loads and refreshes under way
 }
@@ -91,6 +95,7 @@ type keyEntry struct {
 	client  *domain.Client
 	key     *domain.APIKey
 	err     error
+	policy  string // the RateLimit-Policy header of the client
 	expires time.Time
 	// refreshAt is when a request starts a reload in the background;
 	// refreshing says one is under way. Both under KeyCache.mu.
@@ -112,7 +117,7 @@ func NewKeyCache(load KeyLoader, ttl time.Duration, now func() time.Time) *KeyCa
 // the request time.
 func (c *KeyCache) Get(ctx context.Context, keyHash string) (*domain.Client, *domain.APIKey, error) {
 	now := c.now()
-	f := c.find(keyHash, now)
+	f := c.find([]byte(keyHash), now)
 	if f.state == answered {
 		return f.client, f.key, f.err
 	}
@@ -132,20 +137,22 @@ type found struct {
 	state  findState
 	client *domain.Client
 	key    *domain.APIKey
+	policy string
 	err    error
 	entry  *keyEntry // the load under way, if any
 }
 
 // find answers from memory when it can, without waiting and without
-// allocating (this runs on every request).
-func (c *KeyCache) find(keyHash string, now time.Time) found {
+// allocating (this runs on every request: the map look-ups by string(b)
+// do not copy b).
+func (c *KeyCache) find(keyHash []byte, now time.Time) found {
 	c.mu.RLock()
-	e := c.entries[keyHash]
+	e := c.entries[string(keyHash)]
 	var negative, known bool
 	if e == nil {
-		exp, ok := c.unknown[keyHash]
+		exp, ok := c.unknown[string(keyHash)]
 		negative = ok && now.Before(exp)
-		_, inDir := c.known[keyHash]
+		_, inDir := c.known[string(keyHash)]
 		known = inDir || !c.loaded
 	}
 	c.mu.RUnlock()
@@ -159,9 +166,9 @@ func (c *KeyCache) find(keyHash string, now time.Time) found {
 				return found{err: e.err}
 			}
 			if !now.Before(e.refreshAt) {
-				c.refreshAhead(keyHash, e)
+				c.refreshAhead(string(keyHash), e)
 			}
-			return found{client: e.client, key: e.key}
+			return found{client: e.client, key: e.key, policy: e.policy}
 		default:
 			return found{state: pending, entry: e}
 		}
@@ -235,6 +242,9 @@ func (c *KeyCache) fill(keyHash string, e *keyEntry) {
 	client, key, err := c.lookup(keyHash)
 	now := c.now()
 	e.client, e.key, e.err = client, key, err
+	if client != nil {
+		e.policy = policyHeader(client)
+	}
 	e.expires, e.refreshAt = now.Add(c.ttl), now.Add(c.ttl/2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -300,7 +310,7 @@ func (c *KeyCache) refreshAhead(keyHash string, e *keyEntry) {
 			c.rememberUnknownLocked(keyHash, now)
 		case err == nil || err == errRevokedKey:
 			fresh := &keyEntry{ready: make(chan struct{}), client: client, key: key, err: err,
-				expires: now.Add(c.ttl), refreshAt: now.Add(c.ttl / 2)}
+				policy: policyHeader(client), expires: now.Add(c.ttl), refreshAt: now.Add(c.ttl / 2)}
 			close(fresh.ready)
 			c.entries[keyHash] = fresh
 		}
@@ -345,9 +355,18 @@ func (c *KeyCache) sweepLocked(now time.Time) {
 // A load already running for it is forgotten too, since it may have read
 // the key before the change.
 func (c *KeyCache) InvalidateKey(keyHash string) {
+	keyHash = c.norm(keyHash)
 	c.mu.Lock()
 	delete(c.entries, keyHash)
 	c.mu.Unlock()
+}
+
+// norm is a hash from the store or the bus in this cache's form.
+func (c *KeyCache) norm(storeHash string) string {
+	if c.fromStore == nil {
+		return storeHash
+	}
+	return c.fromStore(storeHash)
 }
 
 // InvalidateClient forgets every key of a client (suspended, activated,
@@ -384,6 +403,7 @@ func (c *KeyCache) InvalidateAll() {
 // KeyIssued records a key issued a moment ago: it is in the directory, and
 // no earlier "unknown" answer for it stands.
 func (c *KeyCache) KeyIssued(keyHash string) {
+	keyHash = c.norm(keyHash)
 	c.mu.Lock()
 	c.known[keyHash] = struct{}{}
 	delete(c.unknown, keyHash)
@@ -426,7 +446,7 @@ func (c *KeyCache) runDirectory(ctx context.Context, list KeyLister, logger *slo
 			failing = false
 			c.mu.Lock()
 			for _, h := range hashes {
-				c.known[h] = struct{}{}
+				c.known[c.norm(h)] = struct{}{}
 			}
 			c.loaded = true
 			c.mu.Unlock()

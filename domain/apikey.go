@@ -79,9 +79,14 @@ func checksum(body string) [keyChecksumLen]byte {
 
 // HashKey returns the stored form of a key: lowercase hex SHA-256.
 func HashKey(key string) string {
-	var buf [2 * KeyLen]byte // on the stack for keys of the documented length
-	h := sha256.Sum256(append(buf[:0], key...))
+	h := KeyDigest(key)
 	return hex.EncodeToString(h[:])
+}
+
+// KeyDigest is the SHA-256 of a key: HashKey before its hex encoding.
+func KeyDigest(key string) [sha256.Size]byte {
+	var buf [2 * KeyLen]byte // on the stack for keys of the documented length
+	return sha256.Sum256(append(buf[:0], key...))
 }
 
 // KeyHashEqual compares two key hashes in constant time.
