@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -68,6 +69,9 @@ const MaxQuotaLease = leaseMax
 //     gives back what its lease did not use.
 type QuotaLedger struct {
 	eng *engine[quotaKey, quotaParam, usage, usageReturn]
+	// month is the calendar month of the last request: computing a month
+	// from a time costs more than comparing it with this one's bounds.
+	month atomic.Pointer[monthSpan]
 
 	// LeaseMin overrides the smallest lease (default 256, i.e. a client
 	// sending ≈ 2 500 requests/s to this process); tests lower it so that
@@ -141,10 +145,23 @@ func (l *QuotaLedger) Admit(ctx context.Context, clientID string, quota *int64, 
 	return l.admitAt(ctx, clientID, quota, now, l.eng.now())
 }
 
+// monthSpan is one calendar month (UTC): [start, next).
+type monthSpan struct{ start, next time.Time }
+
+// monthOf is the unix time of the first instant of now's month.
+func (l *QuotaLedger) monthOf(now time.Time) int64 {
+	if m := l.month.Load(); m != nil && !now.Before(m.start) && now.Before(m.next) {
+		return m.start.Unix()
+	}
+	m := &monthSpan{start: domain.Month(now), next: domain.NextMonth(now)}
+	l.month.Store(m)
+	return m.start.Unix()
+}
+
 // admitAt is Admit with the ledger clock read by the caller (the gate's
 // request time serves as both).
 func (l *QuotaLedger) admitAt(ctx context.Context, clientID string, quota *int64, now, clock time.Time) (int64, bool, error) {
-	u, err := l.eng.admit(ctx, quotaKey{clientID: clientID, month: domain.Month(now).Unix()}, paramOf(quota), clock)
+	u, err := l.eng.admit(ctx, quotaKey{clientID: clientID, month: l.monthOf(now)}, paramOf(quota), clock)
 	if err != nil {
 		return 0, false, err
 	}
