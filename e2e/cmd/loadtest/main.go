@@ -94,7 +94,7 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379/13", "Redis of the api")
 	flag.StringVar(&o.apiBin, "api-bin", "", "run this marketd binary as the api instead of this tool's own build")
 	flag.StringVar(&o.beforeBin, "before-bin", "", "also measure this marketd build (e.g. main's) in every run, between the bare handler and the api: a before/after pair per run")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the api process (this build only) to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the api process (this build only) to this file, and of the bare server to this file + .bare")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of the api")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin the servers to the last core and wrk to core 0 (taskset)")
 	flag.StringVar(&o.wrk, "wrk", "wrk", "the wrk binary (Debian package wrk)")

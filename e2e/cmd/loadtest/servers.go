@@ -111,7 +111,11 @@ func startBare(ctx context.Context, o options, bodies map[string]capturedBody) (
 	if err != nil {
 		return nil, err
 	}
-	s, err := startChild(ctx, "bare", pinned(o, serverCore(), self, "child-bare", "-addr", addr, "-bodies", f.Name()), os.Environ(), "http://"+addr)
+	argv := []string{self, "child-bare", "-addr", addr, "-bodies", f.Name()}
+	if o.cpuProfile != "" {
+		argv = append(argv, "-cpuprofile", o.cpuProfile+".bare")
+	}
+	s, err := startChild(ctx, "bare", pinned(o, serverCore(), argv...), os.Environ(), "http://"+addr)
 	if err != nil {
 		return nil, err
 	}
@@ -235,25 +239,25 @@ func child(mode string, args []string) int {
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "child-bare: listen address")
 	bodiesFile := fs.String("bodies", "", "child-bare: the captured bodies (JSON)")
-	cpuProfile := fs.String("cpuprofile", "", "child-api: CPU profile of the whole run")
+	cpuProfile := fs.String("cpuprofile", "", "CPU profile of the whole run")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	switch mode {
 	case "child-api":
-		if *cpuProfile != "" {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer pprof.StopCPUProfile()
-		}
 		m := &app.Main{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr}
 		return m.Run(ctx, []string{"api"})
 	case "child-bare":
