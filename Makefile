@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-webhooks clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -67,11 +67,23 @@ run: build
 
 ## bench: Go benchmarks of the hot paths (see BENCHMARKS.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./limits/... ./feeds/...
+	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./admission/... ./readcache/... ./api/... ./feeds/...
 
-## bench-api: the load tool: bare net/http handler vs the real api (see BENCHMARKS.md).
-bench-api:
-	$(GO) run ./e2e/cmd/loadtest
+## bench-api: wrk (its own process, pinned apart) against a bare net/http handler and the real api,
+## three runs of /usage, the screener, OHLCV and the analytics report; prints a Markdown table
+## (see BENCHMARKS.md). BENCH_ARGS passes flags, e.g. BENCH_ARGS="-runs 1 -paths usage".
+bench-api: bench-deps
+	$(GO) run ./e2e/cmd/loadtest $(BENCH_ARGS)
+
+## bench-flood: a paying client beside an attacker minting a fresh valid-checksum key per request.
+bench-flood: bench-deps
+	$(GO) run ./e2e/cmd/loadtest -flood $(BENCH_ARGS)
+
+## bench-deps: the load generator is Debian's wrk; install it when missing.
+bench-deps:
+	@command -v wrk >/dev/null 2>&1 || { \
+	  echo "installing wrk"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 
 ## bench-webhooks: the webhook dispatcher: 1,000 subscriptions x one verdict change to a local https receiver (see BENCHMARKS.md).
 bench-webhooks:

@@ -13,6 +13,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -270,7 +271,7 @@ func (s *Server) analyticsSymbol(ctx context.Context, m domain.Market, raw strin
 }
 
 func (s *Server) analyticsList(ctx context.Context, m domain.Market, st analytics.Style) ([]store.AnalyticsRecord, error) {
-	return cached(s.cache, fmt.Sprintf("analytics:%s/%s/list", m, st), func() ([]store.AnalyticsRecord, error) {
+	return readcache.Load(ctx, s.cache, readcache.AnalyticsList(m, st), func(ctx context.Context) ([]store.AnalyticsRecord, error) {
 		return s.analytics.AnalyticsList(ctx, m, st)
 	})
 }
@@ -281,7 +282,7 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	body, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/list#json", m, st), func() ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) ([]byte, error) {
 		recs, err := s.analyticsList(ctx, m, st)
 		if err != nil {
 			return nil, err
@@ -312,8 +313,8 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetu
 		}
 		markets = []domain.Market{m}
 	}
-	key := fmt.Sprintf("analytics:top/%s/%s/%d", strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
-	body, err := cached(s.cache, key, func() ([]byte, error) {
+	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
+	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) ([]byte, error) {
 		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
 		if err != nil {
 			return nil, err
@@ -363,10 +364,10 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 	}
 	st := analyticsStyle(m, in.Style)
 	lang, _ := analytics.ParseLang(in.Lang)
-	body, err := cached(s.cache, fmt.Sprintf("analytics:%s/%s/%s#%s", m, st, sym, lang), func() ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) ([]byte, error) {
 		return s.encodeReport(ctx, m, st, sym, lang)
 	})
-	if domain.ErrorCode(err) == domain.ENOTFOUND {
+	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
 	}
 	if err != nil {
@@ -435,7 +436,7 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*hi
 }
 
 func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {
-	return cached(s.cache, fmt.Sprintf("analytics:%s/stats", m), func() (store.MarketStats, error) {
+	return readcache.Load(ctx, s.cache, readcache.MarketStats(m), func(ctx context.Context) (store.MarketStats, error) {
 		return s.analytics.Stats(ctx, m)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -29,7 +30,7 @@ func walk(n int, drift float64, end time.Time) []domain.Candle {
 	return cs
 }
 
-func seedAnalytics(t *testing.T, f *marketFixture, symbol string, drift float64) store.AnalyticsRecord {
+func seedAnalytics(t testing.TB, f *marketFixture, symbol string, drift float64) store.AnalyticsRecord {
 	t.Helper()
 	cs := walk(300, drift, f.now.Truncate(4*time.Hour))
 	res, err := analytics.Score(analytics.Input{Market: domain.Crypto, Symbol: symbol, Candles: cs})
@@ -43,7 +44,7 @@ func seedAnalytics(t *testing.T, f *marketFixture, symbol string, drift float64)
 	if _, err := f.db.SaveAnalytics(context.Background(), []store.AnalyticsRecord{rec}, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.apiS.InvalidateMarketData("analytics:")
+	f.cache.Invalidate(readcache.Analytics(domain.Crypto))
 	return rec
 }
 
@@ -171,7 +172,7 @@ func TestAnalyticsStatsEndpoints(t *testing.T) {
 	if err := f.db.SaveStats(ctx, domain.Crypto, stats.SourceBacktest, va.Results(stats.SourceBacktest), fa.Results(stats.SourceBacktest), 1, f.now); err != nil {
 		t.Fatal(err)
 	}
-	f.apiS.InvalidateMarketData("analytics:")
+	f.cache.Invalidate(readcache.Analytics(domain.Crypto))
 
 	status, body := f.get(t, "/analytics/crypto/stats")
 	var vs []api.VerdictStat

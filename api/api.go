@@ -14,38 +14,20 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/webhook"
 )
 
 // BasePath is the prefix of every public operation.
 const BasePath = "/api/v1/public"
 
-// Authenticator finds the client of a key by the key's SHA-256 hash.
-// Unknown keys give a domain ENOTFOUND error.
-type Authenticator interface {
-	Authenticate(ctx context.Context, keyHash string) (*domain.Client, *domain.APIKey, error)
-}
-
-// Admission is the outcome of the per-client limits for one request.
-type Admission struct {
-	Allowed bool
-	// Refusal is domain.ERATELIMIT or domain.EQUOTA when not allowed.
-	Refusal       string
-	RetryAfter    time.Duration
-	RateLimit     int
-	RateRemaining int
-	// RateReset is the time until the rolling window frees a slot.
-	RateReset time.Duration
-	Quota     *int64 // nil = unlimited
-	// Used is the month's admitted requests, including this one when allowed.
-	Used int64
-}
-
-// Limiter applies the rate limit and then the monthly quota to one request
-// of an authenticated client. Only an allowed request is counted.
-type Limiter interface {
-	Admit(ctx context.Context, c *domain.Client, now time.Time) (Admission, error)
+// Gate admits or refuses a request before its operation runs: the key,
+// the client's status, the rate limit and the quota, in that order, with
+// the response headers they imply (package admission).
+type Gate interface {
+	Admit(ctx context.Context, r admission.Request) (admission.Outcome, error)
 }
 
 // Store is what the operations read.
@@ -73,13 +55,15 @@ type Config struct {
 	// worker's hardened delivery client (nil: one built from
 	// WebhookAllowPrivate, trusting the system roots).
 	WebhookClient *http.Client
+	// Cache holds hot reads; share it with the invalidation bus so writes
+	// drop it (a private one with readcache.DefaultTTL when nil).
+	Cache *readcache.Cache
 }
 
 // Server is the public API.
 type Server struct {
 	cfg       Config
-	auth      Authenticator
-	limiter   Limiter
+	gate      Gate
 	humaAPI   huma.API
 	mux       *http.ServeMux
 	handler   http.Handler
@@ -87,13 +71,14 @@ type Server struct {
 	data      MarketData
 	analytics AnalyticsData
 	webhooks  WebhookData
-	cache     *readCache
+	cache     *readcache.Cache
+	usage     *usageBodies
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 }
 
 // New builds the api with every operation registered.
-func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
+func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,8 +91,11 @@ func New(cfg Config, store Store, auth Authenticator, limiter Limiter) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
-	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, auth: auth, limiter: limiter, mux: http.NewServeMux(),
-		metrics: newMetrics(), cache: newReadCache(10*time.Second, cfg.Now), webhookClient: cfg.WebhookClient}
+	if cfg.Cache == nil {
+		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
+	}
+	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
+		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient}
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
 	}

@@ -5,113 +5,74 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 )
 
-// principal is the authenticated caller of one request.
+// principal is the admitted caller of one request.
 type principal struct {
-	Client    *domain.Client
-	Key       *domain.APIKey
-	Admission Admission
+	Client *domain.Client
+	Key    *domain.APIKey
+	// Used is the month's count including this request.
+	Used int64
 }
 
+// principalFrom is the caller the gate admitted, or nil.
 func principalFrom(ctx context.Context) *principal {
-	p, _ := ctx.Value(principalKey).(*principal)
-	return p
+	ri := infoFrom(ctx)
+	if ri.caller.Client == nil {
+		return nil
+	}
+	return &ri.caller
 }
 
-// authMiddleware runs the checks in the documented order (DESIGN §3):
-// 401 key → 403 client suspended/expired → 429 rate limit → 429 quota. The
-// parameter checks (400), the market-in-tier check (403) and 404 follow in
-// the operation. Only a request admitted here counts against the quota.
+// authMiddleware asks the gate (package admission) whether the request
+// may reach its operation, and writes what the gate says: its refusal as
+// a problem, and its headers either way. The parameter checks (400), the
+// market-in-tier check (403) and 404 follow in the operation.
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
-	key := ctx.Header("X-API-Key")
-	fail := func(status int, msg string) {
-		_ = huma.WriteErr(s.humaAPI, ctx, status, msg)
+	r, w := humago.Unwrap(ctx)
+	var key string
+	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
+		key = v[0]
 	}
-	if key == "" {
-		fail(http.StatusUnauthorized, "missing X-API-Key header")
-		return
-	}
-	if !domain.CheckKeyFormat(key) {
-		fail(http.StatusUnauthorized, "invalid API key: not a key issued by this service (format or checksum)")
-		return
-	}
-	client, apiKey, err := s.auth.Authenticate(ctx.Context(), domain.HashKey(key))
-	if err != nil {
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			fail(http.StatusUnauthorized, "invalid API key: unknown key")
-			return
-		}
-		var de *domain.Error
-		if errors.As(err, &de) && de.Code == domain.EUNAUTHORIZED {
-			fail(http.StatusUnauthorized, de.Message)
-			return
-		}
-		s.writeError(ctx, err)
-		return
-	}
-	if apiKey.RevokedAt != nil {
-		fail(http.StatusUnauthorized, "invalid API key: the key has been revoked")
-		return
-	}
-	now := s.cfg.Now()
-	infoFrom(ctx.Context()).ClientID = client.ID
-	switch client.EffectiveStatus(now) {
-	case domain.StatusSuspended:
-		fail(http.StatusForbidden, "client suspended; contact support")
-		return
-	case domain.StatusExpired:
-		fail(http.StatusForbidden, "contract expired at "+client.ContractExpiresAt.Format(time.RFC3339)+"; contact sales to renew")
-		return
-	}
-	adm, err := s.limiter.Admit(ctx.Context(), client, now)
+	out, err := s.gate.Admit(r.Context(), admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	setRateLimitHeaders(ctx, adm)
-	if !adm.Allowed {
-		ctx.SetHeader("Retry-After", retryAfterSeconds(adm.RetryAfter))
-		if adm.Refusal == domain.EQUOTA {
-			fail(http.StatusTooManyRequests, msgQuotaExceeded)
-		} else {
-			fail(http.StatusTooManyRequests, msgRateLimited)
-		}
+	ri := infoFrom(r.Context())
+	if out.Client != nil {
+		ri.ClientID = out.Client.ID
+	}
+	setGateHeaders(w.Header(), out, &ri.gateHeaders)
+	if !out.Admitted() {
+		_ = huma.WriteErr(s.humaAPI, ctx, out.Status, out.Detail)
 		return
 	}
-	next(huma.WithValue(ctx, principalKey, &principal{Client: client, Key: apiKey, Admission: adm}))
+	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
+	next(ctx)
 }
 
-// setRateLimitHeaders writes the IETF draft headers on every authenticated
-// response: the policy (minute window and, when limited, month window) and
-// what is left of the minute window.
-func setRateLimitHeaders(ctx huma.Context, adm Admission) {
-	// Built with strconv rather than fmt: this runs on every request.
-	b := make([]byte, 0, 96)
-	b = append(b, `"minute";q=`...)
-	b = strconv.AppendInt(b, int64(adm.RateLimit), 10)
-	b = append(b, ";w=60"...)
-	if adm.Quota != nil {
-		b = append(b, `, "month";q=`...)
-		b = strconv.AppendInt(b, *adm.Quota, 10)
-		b = append(b, ";w=2592000"...)
+// setGateHeaders writes the gate's headers under their canonical names,
+// their values backed by vals (this runs on every request).
+func setGateHeaders(h http.Header, out admission.Outcome, vals *[3]string) {
+	if out.RateLimitPolicy == "" && out.RetryAfter == "" {
+		return
 	}
-	policy := len(b)
-	reset := int64((adm.RateReset + time.Second - 1) / time.Second)
-	b = append(b, `"minute";r=`...)
-	b = strconv.AppendInt(b, int64(max(adm.RateRemaining, 0)), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, max(reset, 0), 10)
-	s := string(b)
-	ctx.SetHeader("RateLimit-Policy", s[:policy])
-	ctx.SetHeader("RateLimit", s[policy:])
+	*vals = [3]string{out.RateLimitPolicy, out.RateLimit, out.RetryAfter}
+	s := vals[:]
+	if out.RateLimitPolicy != "" {
+		h["Ratelimit-Policy"] = s[0:1:1]
+		h["Ratelimit"] = s[1:2:2]
+	}
+	if out.RetryAfter != "" {
+		h["Retry-After"] = s[2:3:3]
+	}
 }
 
 func (s *Server) writeError(ctx huma.Context, err error) {

@@ -21,7 +21,7 @@ import (
 
 func newDocsServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	s := api.New(api.Config{Region: "global"}, nil, nil, nil)
+	s := api.New(api.Config{Region: "global"}, nil, nil)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv

@@ -9,13 +9,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 )
 
-// The two 429 texts are the contract's own words.
+// The two 429 texts are the contract's own words; the gate writes them.
 const (
-	msgRateLimited   = "Too Many Requests, retry later"
-	msgQuotaExceeded = "Monthly quota exceeded; upgrade the tier or wait for the next month"
+	msgRateLimited   = admission.RateLimitedDetail
+	msgQuotaExceeded = admission.QuotaExceededDetail
 )
 
 // statusOf is the one table from domain error codes to HTTP statuses.

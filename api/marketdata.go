@@ -13,6 +13,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -153,9 +154,11 @@ func orderedBounds(minLoc string, lo OptionalParam[float64], maxLoc string, hi O
 }
 
 func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerOutput, error) {
-	for loc, p := range map[string]OptionalParam[float64]{"query.volume_min": in.VolumeMin, "query.volume_max": in.VolumeMax,
-		"query.change_min": in.ChangeMin, "query.change_max": in.ChangeMax} {
-		if err := finiteFilter(loc, p); err != nil {
+	for _, f := range [...]struct {
+		loc string
+		p   OptionalParam[float64]
+	}{{"query.volume_min", in.VolumeMin}, {"query.volume_max", in.VolumeMax}, {"query.change_min", in.ChangeMin}, {"query.change_max", in.ChangeMax}} {
+		if err := finiteFilter(f.loc, f.p); err != nil {
 			return nil, s.problem(ctx, err)
 		}
 	}
@@ -174,7 +177,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerO
 		return nil, huma.Error404NotFound(fmt.Sprintf("no %s/%s/%s in this region (%s); available for %s: %s",
 			in.MarketType, in.Exchange, in.Instrument, s.cfg.Region, m, domain.DescribeAvailable(s.cfg.Region, m)))
 	}
-	snap, err := cached(s.cache, "tickers:"+combo.String(), func() (tickerSnapshot, error) {
+	snap, err := readcache.Load(ctx, s.cache, readcache.TickerSnapshot(combo), func(ctx context.Context) (tickerSnapshot, error) {
 		return s.loadTickers(ctx, combo)
 	})
 	if err != nil {
@@ -278,7 +281,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 			m, in.Exchange, s.cfg.Region, domain.DescribeAvailable(s.cfg.Region, m)))
 	}
 	key := store.CandleKey{Market: m, Exchange: in.Exchange, Symbol: symbol, Timeframe: tf}
-	series, err := cached(s.cache, "candles:"+key.String(), func() (candleSeries, error) {
+	series, err := readcache.Load(ctx, s.cache, readcache.CandleSeries(m, in.Exchange, symbol, tf), func(ctx context.Context) (candleSeries, error) {
 		cs, err := s.data.Candles(ctx, key, maxCandleLimit)
 		if err != nil {
 			return candleSeries{}, err
@@ -307,7 +310,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored candles are stale; retry later", combo))
 	}
 	// The encoded body is cached per limit beside the series, and dropped with it.
-	body, err := cached(s.cache, fmt.Sprintf("candles:%s#%d", key, in.Limit), func() ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, readcache.CandleBody(m, in.Exchange, symbol, tf, in.Limit), func(context.Context) ([]byte, error) {
 		cs := series.candles
 		if len(cs) > in.Limit {
 			cs = cs[len(cs)-in.Limit:]
@@ -329,7 +332,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 }
 
 func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {
-	syms, err := cached(s.cache, fmt.Sprintf("symbols:%s/%s/%s", m, exchange, tf), func() ([]string, error) {
+	syms, err := readcache.Load(ctx, s.cache, readcache.CandleSymbols(m, exchange, tf), func(ctx context.Context) ([]string, error) {
 		return s.data.CandleSymbols(ctx, m, exchange, tf)
 	})
 	if err != nil {
@@ -348,13 +351,6 @@ func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, s
 	}
 	return domain.Errorf(domain.ENOTFOUND, "no %s candles for %s on %s/%s; available: %s%s",
 		tf, symbol, m, exchange, strings.Join(shown, ", "), more)
-}
-
-// InvalidateMarketData drops cached market data whose key starts with
-// prefix ("tickers:crypto/binance/spot", "candles:crypto/binance/", "" for all).
-// Ingest announces its writes and the api process calls this.
-func (s *Server) InvalidateMarketData(prefix string) {
-	s.cache.invalidatePrefix(prefix)
 }
 
 // problem turns a domain error into the client-facing problem (one table,

@@ -8,28 +8,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 )
 
-// allowAll admits every request (the limits are tested elsewhere).
-type allowAll struct{}
+// storeGate admits every request of a stored key (the gate itself, with
+// its limits, is tested in package admission and through marketd).
+type storeGate struct{ db *store.DB }
 
-func (allowAll) Admit(context.Context, *domain.Client, time.Time) (api.Admission, error) {
-	return api.Admission{Allowed: true, RateLimit: 1000, RateRemaining: 999}, nil
+func (g storeGate) Admit(ctx context.Context, r admission.Request) (admission.Outcome, error) {
+	if !domain.CheckKeyFormat(r.Key) {
+		return admission.Outcome{Status: http.StatusUnauthorized, Detail: "invalid API key"}, nil
+	}
+	c, k, err := g.db.Authenticate(ctx, domain.HashKey(r.Key))
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		return admission.Outcome{Status: http.StatusUnauthorized, Detail: "invalid API key: unknown key"}, nil
+	}
+	if err != nil {
+		return admission.Outcome{}, err
+	}
+	return admission.Outcome{Status: http.StatusOK, Client: c, Key: k, Used: 1,
+		RateLimitPolicy: `"minute";q=1000;w=60`, RateLimit: `"minute";r=999;t=60`}, nil
 }
 
 type marketFixture struct {
-	db   *store.DB
-	srv  *httptest.Server
-	key  string
-	now  time.Time
-	apiS *api.Server
+	db    *store.DB
+	srv   *httptest.Server
+	key   string
+	now   time.Time
+	apiS  *api.Server
+	cache *readcache.Cache
 }
 
-func newMarketFixture(t *testing.T) *marketFixture {
+func newMarketFixture(t testing.TB) *marketFixture {
 	t.Helper()
 	db := storetest.New(t)
 	c := &domain.Client{OrgName: "Fixture", Tier: domain.Business, Markets: domain.Markets}
@@ -41,7 +56,9 @@ func newMarketFixture(t *testing.T) *marketFixture {
 		t.Fatal(err)
 	}
 	f := &marketFixture{db: db, key: key, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	f.apiS = api.New(api.Config{Region: "global", Now: func() time.Time { return f.now }}, db, db, allowAll{})
+	now := func() time.Time { return f.now }
+	f.cache = readcache.New(10*time.Second, now)
+	f.apiS = api.New(api.Config{Region: "global", Now: now, Cache: f.cache}, db, storeGate{db})
 	f.srv = httptest.NewServer(f.apiS.Handler())
 	t.Cleanup(f.srv.Close)
 	return f
@@ -84,12 +101,12 @@ func TestScreenerServesStaleDataUntilItsBoundThen502(t *testing.T) {
 		t.Fatalf("failing feed, fresh data: %d %s, want the last good rows with their updated_at", status, body)
 	}
 	f.now = at.Add(6 * time.Minute) // past the 5-minute bound
-	f.apiS.InvalidateMarketData("")
+	f.cache.InvalidateAll()
 	if status, body := f.get(t, "/screener/crypto/binance/spot"); status != http.StatusBadGateway {
 		t.Fatalf("failing feed, stale data: %d %s, want 502", status, body)
 	}
 	_ = f.db.RecordFeedSuccess(ctx, binanceSpot, "tickers", f.now)
-	f.apiS.InvalidateMarketData("tickers:")
+	f.cache.Invalidate(readcache.Tickers(binanceSpot))
 	if status, _ := f.get(t, "/screener/crypto/binance/spot"); status != 200 {
 		t.Fatalf("recovered feed: %d, want 200", status)
 	}
@@ -122,7 +139,7 @@ func TestReadCacheIsInvalidatedByIngest(t *testing.T) {
 	if p := price(); p != 100 {
 		t.Fatalf("the hot read was not cached: %v", p)
 	}
-	f.apiS.InvalidateMarketData("tickers:" + binanceSpot.String())
+	f.cache.Invalidate(readcache.Tickers(binanceSpot))
 	if p := price(); p != 200 {
 		t.Fatalf("after invalidation: %v, want 200", p)
 	}

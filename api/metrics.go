@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -17,6 +18,15 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// The series of each operation (and status), resolved once: looking a
+	// series up by its label values hashes them on every request.
+	counters  sync.Map // opStatus → prometheus.Counter
+	observers sync.Map // operation id → prometheus.Observer
+}
+
+type opStatus struct {
+	op     string
+	status int
 }
 
 func newMetrics() *metrics {
@@ -43,9 +53,24 @@ func (m *metrics) handler() http.Handler {
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 
 func (s *Server) metricsMiddleware(ctx huma.Context, next func(huma.Context)) {
-	start := time.Now()
+	start := infoFrom(ctx.Context()).Start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	next(ctx)
-	op := ctx.Operation().OperationID
-	s.metrics.requests.WithLabelValues(op, strconv.Itoa(ctx.Status())).Inc()
-	s.metrics.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	s.metrics.observe(ctx.Operation().OperationID, ctx.Status(), time.Since(start))
+}
+
+func (m *metrics) observe(op string, status int, d time.Duration) {
+	k := opStatus{op, status}
+	c, ok := m.counters.Load(k)
+	if !ok {
+		c, _ = m.counters.LoadOrStore(k, m.requests.WithLabelValues(op, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
+	o, ok := m.observers.Load(op)
+	if !ok {
+		o, _ = m.observers.LoadOrStore(op, m.duration.WithLabelValues(op))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }

@@ -20,7 +20,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	srv := httptest.NewServer(api.New(api.Config{Region: "global"}, db, db, allowAll{}).Handler())
+	srv := httptest.NewServer(api.New(api.Config{Region: "global"}, db, storeGate{db}).Handler())
 	t.Cleanup(srv.Close)
 	key, _ := domain.NewKey()
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/public/usage", nil)

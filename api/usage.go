@@ -1,8 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -22,9 +27,8 @@ type UsageRecord struct {
 	ContractExpiresAt *time.Time `json:"contract_expires_at" nullable:"true" doc:"End of the contract (RFC 3339 UTC); null when it has no end" example:"2027-06-30T00:00:00Z"`
 }
 
-type usageOutput struct {
-	Body UsageRecord
-}
+// usageOutput is written as pre-encoded JSON (documented as UsageRecord).
+type usageOutput = encodedOutput
 
 func (s *Server) registerUsage() {
 	huma.Register(s.humaAPI, huma.Operation{
@@ -35,13 +39,18 @@ func (s *Server) registerUsage() {
 		Description: "Returns the usage record of the calling client. Counts as one ordinary request against the monthly quota; `used_this_month` includes this request.",
 		Tags:        []string{"Account"},
 		Errors:      errorResponses(),
+		Responses:   s.jsonResponse(UsageRecord{}, "The usage record of the calling client"),
 	}, func(ctx context.Context, _ *struct{}) (*usageOutput, error) {
 		p := principalFrom(ctx)
-		return &usageOutput{Body: usageRecord(p.Client, p.Admission, s.cfg.Now())}, nil
+		body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
+		if err != nil {
+			return nil, s.problem(ctx, err)
+		}
+		return encoded(body), nil
 	})
 }
 
-func usageRecord(c *domain.Client, adm Admission, now time.Time) UsageRecord {
+func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {
 	return UsageRecord{
 		OrgName:           c.OrgName,
 		Tier:              string(c.Tier),
@@ -49,7 +58,54 @@ func usageRecord(c *domain.Client, adm Admission, now time.Time) UsageRecord {
 		AllowedMarkets:    domain.MarketNames(c.Markets),
 		RateLimit:         domain.RateLimitText(c.RatePerMinute()),
 		MonthlyQuota:      c.MonthlyQuota(),
-		UsedThisMonth:     adm.Used,
+		UsedThisMonth:     used,
 		ContractExpiresAt: c.ContractExpiresAt,
 	}
+}
+
+// usageBodies encodes usage records: a client's record is encoded once
+// (per loaded client value) around a marker, and each request splices its
+// used_this_month into the two halves.
+type usageBodies struct {
+	mu sync.RWMutex
+	m  map[string]*usageTemplate // by client id
+}
+
+type usageTemplate struct {
+	client     *domain.Client // the value it was made from: a reload makes a new one
+	status     domain.ClientStatus
+	head, tail []byte
+}
+
+// usedMarker is what the template is split at: the only place where a
+// quote is followed by used_this_month, since quotes inside JSON strings
+// are escaped.
+var usedMarker = []byte(`"used_this_month":0`)
+
+func newUsageBodies() *usageBodies { return &usageBodies{m: make(map[string]*usageTemplate)} }
+
+func (u *usageBodies) body(c *domain.Client, used int64, now time.Time) ([]byte, error) {
+	status := c.EffectiveStatus(now)
+	u.mu.RLock()
+	t := u.m[c.ID]
+	u.mu.RUnlock()
+	if t == nil || t.client != c || t.status != status {
+		b, err := json.Marshal(usageRecord(c, 0, now))
+		if err != nil {
+			return nil, err
+		}
+		i := bytes.Index(b, usedMarker)
+		if i < 0 {
+			return nil, fmt.Errorf("api: usage record without used_this_month: %s", b)
+		}
+		i += len(usedMarker) - 1
+		t = &usageTemplate{client: c, status: status, head: b[:i], tail: b[i+1:]}
+		u.mu.Lock()
+		u.m[c.ID] = t
+		u.mu.Unlock()
+	}
+	out := make([]byte, 0, len(t.head)+20+len(t.tail))
+	out = append(out, t.head...)
+	out = strconv.AppendInt(out, used, 10)
+	return append(out, t.tail...), nil
 }

@@ -50,7 +50,7 @@ func TestWebhookEndpoints(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
 	box, _ := domain.NewSecretBox(bytes.Repeat([]byte{3}, 32))
-	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box}, db, db, allowAll{}).Handler())
+	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box}, db, storeGate{db}).Handler())
 	t.Cleanup(srv.Close)
 	newClient := func(tier domain.Tier, markets ...domain.Market) hookClient {
 		c := &domain.Client{OrgName: "Hooks", Tier: tier, Markets: markets}
@@ -162,7 +162,7 @@ func TestWebhookSelfServiceEndpoints(t *testing.T) {
 	t.Cleanup(rcv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw})
 	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box, WebhookAllowPrivate: true,
-		WebhookClient: webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: ca})}, db, db, allowAll{}).Handler())
+		WebhookClient: webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: ca})}, db, storeGate{db}).Handler())
 	t.Cleanup(srv.Close)
 	newClient := func(markets ...domain.Market) (hookClient, string) {
 		c := &domain.Client{OrgName: "Hooks", Tier: domain.Business, Markets: markets}

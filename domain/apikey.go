@@ -68,7 +68,8 @@ func CheckKeyFormat(key string) bool {
 // runs on every request.
 func checksum(body string) [keyChecksumLen]byte {
 	var out [keyChecksumLen]byte
-	n := uint64(crc32.ChecksumIEEE([]byte(body)))
+	var buf [KeyLen]byte // on the stack: []byte(body) would allocate
+	n := uint64(crc32.ChecksumIEEE(append(buf[:0], body...)))
 	for i := keyChecksumLen - 1; i >= 0; i-- {
 		out[i] = base62[n%62]
 		n /= 62
@@ -78,8 +79,14 @@ func checksum(body string) [keyChecksumLen]byte {
 
 // HashKey returns the stored form of a key: lowercase hex SHA-256.
 func HashKey(key string) string {
-	h := sha256.Sum256([]byte(key))
+	h := KeyDigest(key)
 	return hex.EncodeToString(h[:])
+}
+
+// KeyDigest is the SHA-256 of a key: HashKey before its hex encoding.
+func KeyDigest(key string) [sha256.Size]byte {
+	var buf [2 * KeyLen]byte // on the stack for keys of the documented length
+	return sha256.Sum256(append(buf[:0], key...))
 }
 
 // KeyHashEqual compares two key hashes in constant time.

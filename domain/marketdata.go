@@ -162,10 +162,16 @@ func NormalizeSymbol(m Market, raw string) (string, bool) {
 		}
 		return s, true
 	}
-	s = strings.Replace(s, "/", "_", 1)
+	slash := strings.IndexByte(s, '/') >= 0
+	if slash {
+		s = strings.Replace(s, "/", "_", 1)
+	}
 	base, quote, found := strings.Cut(s, "_")
 	if !found || !isAlnumUpper(base) || !isAlnumUpper(quote) {
 		return "", false
+	}
+	if !slash {
+		return s, true // already BASE_QUOTE: no new string
 	}
 	return base + "_" + quote, true
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/admission"
 	"io"
 	"net/http"
 	"os"
@@ -135,9 +135,9 @@ func TestQuotaSurvivesSIGKILL(t *testing.T) {
 	}
 	// Counted but not served: at most one request in flight per connection,
 	// plus what the killed process's quota leases had not used (the one in
-	// use and the one asked for ahead, each at most store.MaxQuotaLease;
+	// use and the one asked for ahead, each at most admission.MaxQuotaLease;
 	// in practice 100 ms of the client's traffic: see the log line).
-	if limit := got + 16 + 2*store.MaxQuotaLease; show.UsedThisMonth > limit {
+	if limit := got + 16 + 2*admission.MaxQuotaLease; show.UsedThisMonth > limit {
 		t.Fatalf("ledger %d exceeds served %d by more than the 16 requests in flight and two leases (limit %d)", show.UsedThisMonth, got, limit)
 	}
 	t.Logf("served %d, ledger %d after SIGKILL", got, show.UsedThisMonth)

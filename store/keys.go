@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,4 +90,16 @@ func (db *DB) Authenticate(ctx context.Context, keyHash string) (*domain.Client,
 		return nil, nil, domain.Errorf(domain.ENOTFOUND, "api key not found")
 	}
 	return cr.client(), &k, nil
+}
+
+// KeyHashes lists the hashes of the keys created at or after since (every
+// key for the zero time), revoked ones included: the api's directory of
+// keys that exist.
+func (db *DB) KeyHashes(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT key_hash FROM api_keys WHERE created_at >= $1`, since)
+	if err != nil {
+		return nil, translate(err, "api keys")
+	}
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return hashes, translate(err, "api keys")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -91,9 +92,9 @@ type Ingester struct {
 	Feeds  *feeds.Registry
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Notify announces a write so api replicas drop cached market data
-	// (a cache-key prefix); nil skips it (the api cache TTL still applies).
-	Notify func(ctx context.Context, prefix string)
+	// Notify announces a write so api replicas drop the cached data of its
+	// scope; nil skips it (the api cache TTL still applies).
+	Notify func(ctx context.Context, s readcache.Scope)
 	// MaxCandleSymbols caps the symbols whose candles are ingested per
 	// combination (highest volume first); 0 = all. Real feeds need it to
 	// stay inside the providers' rate limits.
@@ -145,7 +146,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 		return fmt.Errorf("worker: ingest tickers %s: %w", c, err)
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
-	in.notify(ctx, "tickers:"+c.String())
+	in.notify(ctx, readcache.Tickers(c))
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
 }
@@ -169,7 +170,7 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 		return fmt.Errorf("worker: ingest candles %s %s: %w", c, pl.Timeframe, err)
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
-	in.notify(ctx, fmt.Sprintf("candles:%s/%s/", c.Market, c.Exchange))
+	in.notify(ctx, readcache.Candles(c.Market, c.Exchange))
 	// Prune once an hour (the first tick of the hour), not on every tick.
 	if keep := CandleRetention[pl.Timeframe]; keep > 0 && pl.Tick.Minute() == 0 {
 		if n, err := in.Store.PruneCandles(ctx, c.Market, c.Exchange, pl.Timeframe, in.Now().Add(-keep)); err != nil {
@@ -306,8 +307,8 @@ func (in *Ingester) recordError(c domain.Combination, kind string, err error) {
 	}
 }
 
-func (in *Ingester) notify(ctx context.Context, prefix string) {
+func (in *Ingester) notify(ctx context.Context, s readcache.Scope) {
 	if in.Notify != nil {
-		in.Notify(ctx, prefix)
+		in.Notify(ctx, s)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -58,7 +59,7 @@ type Scorer struct {
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Notify announces new reports so api replicas drop cached analytics.
-	Notify func(ctx context.Context, prefix string)
+	Notify func(ctx context.Context, s readcache.Scope)
 }
 
 // Register adds the scoring handler to a worker.
@@ -169,8 +170,8 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 	if len(recs) > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).
-		s.Notify(ctx, "analytics:"+string(m)+"/")
-		s.Notify(ctx, "analytics:top/")
+		s.Notify(ctx, readcache.Analytics(m))
+		s.Notify(ctx, readcache.TopSetups())
 	}
 	return len(recs), events, nil
 }

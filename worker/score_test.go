@@ -9,6 +9,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
@@ -130,9 +131,9 @@ func TestScoreWritesVerdictChangeToOutbox(t *testing.T) {
 	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
 		t.Fatal(err)
 	}
-	var announced []string
+	var announced []readcache.Scope
 	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now,
-		Notify: func(_ context.Context, prefix string) { announced = append(announced, prefix) }}
+		Notify: func(_ context.Context, s readcache.Scope) { announced = append(announced, s) }}
 	if _, events, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || events != 0 {
 		t.Fatalf("first scoring: %d events, %v; want none (no standing verdict)", events, err)
 	}
@@ -161,7 +162,7 @@ func TestScoreWritesVerdictChangeToOutbox(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Symbol != target.Symbol || evs[0].OldVerdict != opposite || evs[0].NewVerdict == opposite {
 		t.Fatalf("outbox = %+v, %v; want one change of %s away from %s", evs, err, target.Symbol, opposite)
 	}
-	if len(announced) == 0 || announced[len(announced)-1] != "analytics:top/" {
+	if len(announced) == 0 || announced[len(announced)-1] != readcache.TopSetups() {
 		t.Errorf("announcements %v: top setups must be dropped too", announced)
 	}
 }

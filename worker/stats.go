@@ -12,6 +12,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/domain/stats"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -62,7 +63,7 @@ type StatsJob struct {
 	Region string
 	Logger *slog.Logger
 	Now    func() time.Time
-	Notify func(ctx context.Context, prefix string)
+	Notify func(ctx context.Context, s readcache.Scope)
 }
 
 // Register adds the statistics handler to a worker.
@@ -142,7 +143,7 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 		return 0, err
 	}
 	if j.Notify != nil {
-		j.Notify(ctx, "analytics:"+string(m)+"/")
+		j.Notify(ctx, readcache.Analytics(m))
 	}
 	if j.Logger != nil {
 		j.Logger.Info("statistics computed", "market", m, "assets", assets, "took", time.Since(started).Round(time.Millisecond).String())

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
-	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/store"
 )
 
@@ -443,6 +443,7 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		m.publish(ctx, admission.KeyIssued(rec.Hash))
 		if *asJSON {
 			kj := toJSON(rec)
 			kj.Key = key
@@ -494,29 +495,31 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 }
 
 // invalidateKey and invalidateClient tell every api replica, over Redis
-// pub/sub, to drop cached credentials at once. When Redis is unreachable
-// the change still reaches every replica within the key cache's TTL.
+// pub/sub, to drop cached credentials at once (and publish, after keys
+// issue, that a key exists). When Redis is unreachable a change still
+// reaches every replica within the key cache's TTL, and a new key works
+// anyway (looked up on first use).
 func (m *Main) invalidateKey(ctx context.Context, keyHash string) {
-	m.publish(ctx, limits.Invalidation{Kind: limits.InvalidateKeyKind, ID: keyHash})
+	m.publish(ctx, admission.KeyRevoked(keyHash))
 }
 
 func (m *Main) invalidateClient(ctx context.Context, clientID string) {
-	m.publish(ctx, limits.Invalidation{Kind: limits.InvalidateClientKind, ID: clientID})
+	m.publish(ctx, admission.ClientChanged(clientID))
 }
 
-func (m *Main) publish(ctx context.Context, inv limits.Invalidation) {
+func (m *Main) publish(ctx context.Context, inv admission.Invalidation) {
 	cfg, err := LoadConfig(m.Getenv)
 	if err != nil {
 		return
 	}
-	opts, err := limits.RedisOptions(cfg.RedisURL)
+	opts, err := admission.RedisOptions(cfg.RedisURL)
 	if err != nil {
 		return
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	if err := limits.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
-		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, keyCacheTTL)
+	if err := admission.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
+		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, admission.DefaultKeyTTL)
 	}
 }
 

@@ -489,3 +489,64 @@ func TestLimitsRedisDown(t *testing.T) {
 		t.Errorf("/readyz with Redis down: %d %+v, want 200 degraded", resp.StatusCode, ready)
 	}
 }
+
+// A flood of made-up keys with valid checksums from this address spends
+// its budget of failed authentications on both replicas (they answer 429
+// and stop looking keys up), while the paying client on the same address
+// is never refused, and a key issued now works at once on both.
+func TestLimitsUnknownKeyFloodSparesKnownKeys(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	mustRun(t, env, "migrate")
+	id, paying := newClient(t, env, "--tier", "business", "--rate-limit", "100000")
+	bases := twoAPIs(t, env)
+	c := httpClient(t)
+	for _, b := range bases {
+		if a := fetch(c, b+"/usage", paying); a.err != nil || a.status != 200 {
+			t.Fatalf("paying key before the flood: %d %v", a.status, a.err)
+		}
+	}
+
+	const n = 120 // per replica, at once: well past the budget of 20
+	statuses := make([]int, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		wg.Go(func() {
+			key, err := domain.NewKey()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			a := fetch(c, bases[i%2]+"/usage", key)
+			if a.err != nil {
+				t.Error(a.err)
+				return
+			}
+			statuses[i] = a.status
+			if a.status == 429 && (a.detail() == detailRateLimited || a.header.Get("Retry-After") == "") {
+				t.Errorf("throttled made-up key: %q, Retry-After %q", a.detail(), a.header.Get("Retry-After"))
+			}
+		})
+		if i%10 == 0 {
+			for _, b := range bases {
+				if a := fetch(c, b+"/usage", paying); a.err != nil || a.status != 200 {
+					t.Fatalf("paying key during the flood: %d %q %v", a.status, a.detail(), a.err)
+				}
+			}
+		}
+	}
+	wg.Wait()
+	got := map[int]int{}
+	for _, s := range statuses {
+		got[s]++
+	}
+	if got[429] < n || got[401]+got[429] != 2*n {
+		t.Errorf("flood answers %v: want 401s within the budget, then 429s", got)
+	}
+	fresh := mustRun(t, env, "keys", "issue", "--client", id)
+	for _, b := range bases {
+		if a := fetch(c, b+"/usage", fresh); a.err != nil || a.status != 200 {
+			t.Errorf("a key issued during the flood, from the flooding address: %d %q %v, want 200 at once", a.status, a.detail(), a.err)
+		}
+	}
+}

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
-	"github.com/marketscreener/market/limits"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -62,10 +62,9 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
-				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg)},
-				deps.store, deps.auth, deps.limiter)
-			deps.bus.OnMarket = apiServer.InvalidateMarketData
-			g.Go(func() error { return deps.run(ctx) })
+				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache},
+				db, deps.gate)
+			g.Go(func() error { return deps.gate.Run(ctx) })
 			extra := map[string]http.Handler{}
 			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
 				worker.MonitorOptions{Writable: cfg.AsynqmonWritable, Token: cfg.AsynqmonToken})
@@ -92,7 +91,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		} else {
 			// Queues live in Redis: without it a worker or scheduler idles
 			// (and resumes by itself), which /readyz reports as degraded.
-			opts, err := limits.RedisOptions(cfg.RedisURL)
+			opts, err := admission.RedisOptions(cfg.RedisURL)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package limits
+package admission
 
 import (
 	"hash/maphash"
@@ -43,18 +43,18 @@ func NewLocalLimiter(now func() time.Time) *LocalLimiter {
 // Allow records one request of clientID if fewer than limit requests were
 // admitted by this limiter in the last 60 seconds.
 func (l *LocalLimiter) Allow(clientID string, limit int) Decision {
-	return l.record(clientID, max(limit, 1), false)
+	return l.record(clientID, max(limit, 1), false, l.now())
 }
 
 // Observe records a request another limiter already admitted, without
 // checking the limit, so that when the fallback takes over it knows what
 // this replica admitted in the last minute.
 func (l *LocalLimiter) Observe(clientID string, limit int) {
-	l.record(clientID, max(limit, 1), true)
+	l.record(clientID, max(limit, 1), true, l.now())
 }
 
-func (l *LocalLimiter) record(clientID string, limit int, force bool) Decision {
-	now := l.now().Sub(l.base).Nanoseconds()
+func (l *LocalLimiter) record(clientID string, limit int, force bool, at time.Time) Decision {
+	now := at.Sub(l.base).Nanoseconds()
 	cutoff := now - Window.Nanoseconds()
 	s := &l.shards[maphash.String(l.seed, clientID)%uint64(len(l.shards))]
 	s.mu.Lock()

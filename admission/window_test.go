@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -27,10 +27,10 @@ func redisNow(t *testing.T, rdb *redis.Client) time.Time {
 
 // allowConcurrently sends n requests at once, spread over the limiters,
 // and returns every decision.
-func allowConcurrently(t *testing.T, ls []*limits.RollingWindowLimiter, clientID string, limit, n int) []limits.Decision {
+func allowConcurrently(t *testing.T, ls []*admission.RollingWindowLimiter, clientID string, limit, n int) []admission.Decision {
 	t.Helper()
 	var wg sync.WaitGroup
-	out := make([]limits.Decision, n)
+	out := make([]admission.Decision, n)
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
@@ -50,11 +50,11 @@ func allowConcurrently(t *testing.T, ls []*limits.RollingWindowLimiter, clientID
 func TestRollingWindowExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
 	ctx := context.Background()
 
 	before := redisNow(t, rdb)
-	decisions := allowConcurrently(t, []*limits.RollingWindowLimiter{l}, "c1", 30, 100)
+	decisions := allowConcurrently(t, []*admission.RollingWindowLimiter{l}, "c1", 30, 100)
 	var allowed int
 	var maxRetry time.Duration
 	for _, d := range decisions {
@@ -83,7 +83,7 @@ func TestRollingWindowExactUnderConcurrency(t *testing.T) {
 	if err != nil || len(oldest) != 1 {
 		t.Fatalf("oldest entry: %v, %v", oldest, err)
 	}
-	leaves := time.UnixMicro(int64(oldest[0].Score)).Add(limits.Window)
+	leaves := time.UnixMicro(int64(oldest[0].Score)).Add(admission.Window)
 	after := redisNow(t, rdb)
 	d, err := l.Allow(ctx, "c1", 30)
 	if err != nil || d.Allowed {
@@ -102,9 +102,9 @@ func TestRollingWindowExactUnderConcurrency(t *testing.T) {
 func TestRollingWindowSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
-	replicas := []*limits.RollingWindowLimiter{
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+	replicas := []*admission.RollingWindowLimiter{
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
 	}
 	var allowed int
 	for _, d := range allowConcurrently(t, replicas, "shared", 30, 80) {
@@ -139,7 +139,7 @@ func seedLog(t *testing.T, rdb *redis.Client, key string, offsets []time.Duratio
 func TestRollingWindowRetryAfterFreesASlot(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
 	ctx := context.Background()
 	// Three requests 58.8 s ago, 50 s ago and 10 s ago; an entry 61 s old
 	// is outside the window and must not count.
@@ -148,7 +148,7 @@ func TestRollingWindowRetryAfterFreesASlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := limits.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 2 * time.Second, Reset: 2 * time.Second}
+	want := admission.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 2 * time.Second, Reset: 2 * time.Second}
 	if d != want {
 		t.Fatalf("decision %+v, want %+v", d, want)
 	}
@@ -173,7 +173,7 @@ func TestRollingWindowRetryAfterFreesASlot(t *testing.T) {
 func TestRollingWindowLoweredLimit(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
 	// 40 requests in the last 50 s, then a downgrade to 30/minute: one more
 	// fits only when 11 of them have left: the entry of rank 10, 40 s old,
 	// leaves in 20 s, while the oldest leaves in 10 s.
@@ -186,7 +186,7 @@ func TestRollingWindowLoweredLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := limits.Decision{Allowed: false, Limit: 30, Remaining: 0, RetryAfter: 20 * time.Second, Reset: 10 * time.Second}
+	want := admission.Decision{Allowed: false, Limit: 30, Remaining: 0, RetryAfter: 20 * time.Second, Reset: 10 * time.Second}
 	if d != want {
 		t.Errorf("decision %+v, want %+v", d, want)
 	}
@@ -194,7 +194,7 @@ func TestRollingWindowLoweredLimit(t *testing.T) {
 
 func TestRollingWindowRejectsNonPositiveLimit(t *testing.T) {
 	t.Parallel()
-	l := limits.NewRollingWindowLimiter(redistest.Client(t), redistest.Prefix(t))
+	l := admission.NewRollingWindowLimiter(redistest.Client(t), redistest.Prefix(t), admission.Options{})
 	if _, err := l.Allow(context.Background(), "c", 0); err == nil {
 		t.Error("limit 0 accepted")
 	}
@@ -206,7 +206,7 @@ func TestRollingWindowRejectsNonPositiveLimit(t *testing.T) {
 func TestRollingWindowSurvivesScriptFlush(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.IsolatedDB(t)
-	l := limits.NewRollingWindowLimiter(rdb, "")
+	l := admission.NewRollingWindowLimiter(rdb, "", admission.Options{})
 	ctx := context.Background()
 	for range 2 {
 		if _, err := l.Allow(ctx, "c", 2); err != nil {
@@ -226,7 +226,7 @@ func TestRollingWindowSurvivesScriptFlush(t *testing.T) {
 
 func BenchmarkRollingWindowAllow(b *testing.B) {
 	rdb := redistest.Client(b)
-	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(b))
+	l := admission.NewRollingWindowLimiter(rdb, redistest.Prefix(b), admission.Options{})
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := l.Allow(ctx, "bench", 1_000_000); err != nil {
@@ -240,7 +240,7 @@ func BenchmarkRollingWindowAllowParallel(b *testing.B) {
 	opts.PoolSize = 64
 	rdb := redis.NewClient(opts)
 	b.Cleanup(func() { _ = rdb.Close() })
-	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(b))
+	l := admission.NewRollingWindowLimiter(rdb, redistest.Prefix(b), admission.Options{})
 	ctx := context.Background()
 	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {

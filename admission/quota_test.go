@@ -1,13 +1,13 @@
-package store_test
+package admission_test
 
 import (
 	"context"
-	"log/slog"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 )
@@ -16,7 +16,7 @@ import (
 // the same schema, each with a ledger of its own.
 type quotaBundle struct {
 	db1, db2 *store.DB
-	l1, l2   *store.QuotaLedger
+	l1, l2   *admission.QuotaLedger
 }
 
 func setupQuota(tb testing.TB) *quotaBundle {
@@ -35,8 +35,8 @@ func setupQuota(tb testing.TB) *quotaBundle {
 	if _, err := b.db1.Migrate(ctx); err != nil {
 		tb.Fatalf("migrate: %v", err)
 	}
-	b.l1 = store.NewQuotaLedger(b.db1, slog.New(slog.DiscardHandler))
-	b.l2 = store.NewQuotaLedger(b.db2, slog.New(slog.DiscardHandler))
+	b.l1 = admission.NewQuotaLedger(b.db1, admission.Options{})
+	b.l2 = admission.NewQuotaLedger(b.db2, admission.Options{})
 	tb.Cleanup(b.l1.Close)
 	tb.Cleanup(b.l2.Close)
 	return b
@@ -59,7 +59,7 @@ var june = time.Date(2026, time.June, 14, 12, 0, 0, 0, time.UTC)
 
 // admitConcurrently sends n requests at once (in now's month), alternating
 // between the ledgers, and returns the used values of the admitted ones, sorted.
-func admitConcurrently(t *testing.T, ledgers []*store.QuotaLedger, clientID string, quota *int64, n int, now time.Time) []int64 {
+func admitConcurrently(t *testing.T, ledgers []*admission.QuotaLedger, clientID string, quota *int64, n int, now time.Time) []int64 {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -107,7 +107,7 @@ func TestQuotaLedgerExactAcrossProcesses(t *testing.T) {
 	b := setupQuota(t)
 	client := insertClient(t, b.db1)
 
-	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(50)), 200, june)
+	used := admitConcurrently(t, []*admission.QuotaLedger{b.l1, b.l2}, client, ptr(int64(50)), 200, june)
 	requireSequence(t, used, 50)
 
 	got, err := b.db2.UsedThisMonth(context.Background(), client, june)
@@ -128,7 +128,7 @@ func TestQuotaLedgerUnlimitedCountsEveryRequest(t *testing.T) {
 	b := setupQuota(t)
 	client := insertClient(t, b.db1)
 
-	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
+	used := admitConcurrently(t, []*admission.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
 	requireSequence(t, used, 300)
 	got, err := b.db1.UsedThisMonth(context.Background(), client, june)
 	if err != nil || got != 300 {
@@ -299,7 +299,7 @@ func TestQuotaLedgerFirstBatchOfMonthRace(t *testing.T) {
 	for m := range 6 {
 		now := time.Date(2027, time.Month(1+m), 3, 0, 0, 0, 0, time.UTC)
 		const quota, n = 7, 40
-		used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), n, now)
+		used := admitConcurrently(t, []*admission.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), n, now)
 		requireSequence(t, used, quota)
 		if got, err := b.db1.UsedThisMonth(ctx, client, now); err != nil || got != quota {
 			t.Errorf("month %d: UsedThisMonth = %d, %v; want %d", m+1, got, err, quota)

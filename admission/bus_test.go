@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/redistest"
 )
 
 // replica is one api process: a key cache kept fresh by a bus.
 type replica struct {
 	keys  *fakeKeys
-	cache *limits.KeyCache
-	bus   *limits.Bus
+	cache *admission.KeyCache
+	bus   *admission.Bus
 	name  string // client name of its Redis connections
 }
 
@@ -31,13 +31,13 @@ func startReplica(t *testing.T, prefix string, keys *fakeKeys) *replica {
 	opts.ClientName = "bustest-" + hex.EncodeToString(b[:])
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := &replica{keys: keys, cache: limits.NewKeyCache(keys.load, time.Hour, time.Now), name: opts.ClientName}
-	r.bus = limits.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	r := &replica{keys: keys, cache: admission.NewKeyCache(keys.load, time.Hour, time.Now), name: opts.ClientName}
+	r.bus = admission.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = r.bus.Run(ctx, r.cache)
+		_ = r.bus.Run(ctx, r.cache, nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return r
@@ -58,7 +58,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // waitSubscribed returns once every replica applies messages: a
 // subscription's own InvalidateAll always comes before any message, so a
 // replica that emptied its cache on a published "all" is listening.
-func waitSubscribed(t *testing.T, publisher *limits.Bus, replicas ...*replica) {
+func waitSubscribed(t *testing.T, publisher *admission.Bus, replicas ...*replica) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, 10*time.Second, "replicas subscribed", func() bool {
@@ -67,7 +67,7 @@ func waitSubscribed(t *testing.T, publisher *limits.Bus, replicas ...*replica) {
 				t.Fatal(err)
 			}
 		}
-		if err := publisher.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateAllKind}); err != nil {
+		if err := publisher.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateAllKind}); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(200 * time.Millisecond)
@@ -90,7 +90,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	keys := newFakeKeys()
 	r1, r2 := startReplica(t, prefix, keys), startReplica(t, prefix, keys)
-	cli := limits.NewBus(redistest.Client(t), prefix, slog.New(slog.DiscardHandler))
+	cli := admission.NewBus(redistest.Client(t), prefix, slog.New(slog.DiscardHandler))
 	if cli.Channel() != prefix+"marketd:invalidate" {
 		t.Errorf("channel %q", cli.Channel())
 	}
@@ -104,7 +104,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 
 	// The operator revokes h1: the database changes, then the CLI publishes.
 	keys.revoke("h1")
-	if err := cli.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateKeyKind, ID: "h1"}); err != nil {
+	if err := cli.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateKeyKind, ID: "h1"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []*replica{r1, r2} {
@@ -119,7 +119,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := keys.loads.Load()
-	if err := cli.Publish(ctx, limits.Invalidation{Kind: limits.InvalidateClientKind, ID: "c1"}); err != nil {
+	if err := cli.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateClientKind, ID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Second, "client invalidation applied", func() bool {
@@ -137,7 +137,7 @@ func TestBusResubscribesAfterDisconnect(t *testing.T) {
 	keys := newFakeKeys()
 	r := startReplica(t, prefix, keys)
 	admin := redistest.Client(t)
-	cli := limits.NewBus(admin, prefix, slog.New(slog.DiscardHandler))
+	cli := admission.NewBus(admin, prefix, slog.New(slog.DiscardHandler))
 	waitSubscribed(t, cli, r)
 	ctx := context.Background()
 	if _, _, err := r.cache.Get(ctx, "h1"); err != nil {

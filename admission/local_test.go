@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 )
 
 // fakeClock is a settable clock for the in-process limiter and the cache.
@@ -49,7 +49,7 @@ func TestLocalLimiterProperty(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 42))
 			clock := newFakeClock()
-			l := limits.NewLocalLimiter(clock.Now)
+			l := admission.NewLocalLimiter(clock.Now)
 			limitOf := map[string]int{"a": 1, "b": 1 + rng.IntN(5), "c": 30, "d": 100}
 			clients := []string{"a", "b", "c", "d"}
 			admitted := map[string][]time.Time{}
@@ -69,7 +69,7 @@ func TestLocalLimiterProperty(t *testing.T) {
 
 				log := admitted[id]
 				first := len(log) // index of the first entry inside (now-60s, now]
-				for first > 0 && log[first-1].After(now.Add(-limits.Window)) {
+				for first > 0 && log[first-1].After(now.Add(-admission.Window)) {
 					first--
 				}
 				inWindow := len(log) - first
@@ -83,7 +83,7 @@ func TestLocalLimiterProperty(t *testing.T) {
 					}
 					continue
 				}
-				frees := log[len(log)-n].Add(limits.Window)
+				frees := log[len(log)-n].Add(admission.Window)
 				if want := max(ceilSeconds(frees.Sub(now)), time.Second); d.RetryAfter != want || d.Remaining != 0 {
 					t.Fatalf("%s: refusal %+v, want RetryAfter %v", id, d, want)
 				}
@@ -91,7 +91,7 @@ func TestLocalLimiterProperty(t *testing.T) {
 			for id, log := range admitted {
 				n := limitOf[id]
 				for i := n; i < len(log); i++ {
-					if log[i].Sub(log[i-n]) < limits.Window {
+					if log[i].Sub(log[i-n]) < admission.Window {
 						t.Fatalf("%s: %d requests admitted within %v", id, n+1, log[i].Sub(log[i-n]))
 					}
 				}
@@ -103,7 +103,7 @@ func TestLocalLimiterProperty(t *testing.T) {
 func TestLocalLimiterBurstThenWindow(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
-	l := limits.NewLocalLimiter(clock.Now)
+	l := admission.NewLocalLimiter(clock.Now)
 	for i := range 30 {
 		if d := l.Allow("c", 30); !d.Allowed || d.Remaining != 29-i {
 			t.Fatalf("request %d: %+v", i, d)
@@ -122,14 +122,14 @@ func TestLocalLimiterBurstThenWindow(t *testing.T) {
 func TestLocalLimiterObserveCountsWithoutLimiting(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
-	l := limits.NewLocalLimiter(clock.Now)
+	l := admission.NewLocalLimiter(clock.Now)
 	for range 10 {
 		l.Observe("c", 5)
 	}
 	if d := l.Allow("c", 5); d.Allowed {
 		t.Errorf("after 10 observed requests and a limit of 5: %+v", d)
 	}
-	clock.Advance(limits.Window)
+	clock.Advance(admission.Window)
 	if d := l.Allow("c", 5); !d.Allowed || d.Remaining != 4 {
 		t.Errorf("a window later: %+v", d)
 	}
@@ -137,7 +137,7 @@ func TestLocalLimiterObserveCountsWithoutLimiting(t *testing.T) {
 
 func TestLocalLimiterConcurrent(t *testing.T) {
 	t.Parallel()
-	l := limits.NewLocalLimiter(time.Now)
+	l := admission.NewLocalLimiter(time.Now)
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex

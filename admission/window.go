@@ -1,14 +1,14 @@
-package limits
+package admission
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"runtime"
+	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -144,30 +144,10 @@ return out
 // MaxRateLease is the most slots one lease takes ahead in a client's
 // window, and so the most requests the RateLimit header's remaining count
 // can be low by while a lease is out.
-const MaxRateLease = 20_000
+const MaxRateLease = leaseMax
 
-const (
-	// leaseSpan is how much of a client's measured request rate one lease
-	// covers, leaseTTL how long it may be used.
-	leaseSpan = 100 * time.Millisecond
-	leaseTTL  = 250 * time.Millisecond
-	// leaseMinRateWindow is the shortest measurement a lease is sized
-	// from: a short burst never gets one.
-	leaseMinRateWindow = 100 * time.Millisecond
-	// leaseMin is the smallest lease worth asking for, leaseMax the largest.
-	// A lease of leaseSpan's traffic must be at least this large, i.e. the
-	// client sends ≈ 2 500 requests/s or more to this process: below that
-	// the batched path costs little, and a burst that a loaded machine
-	// stretches past leaseMinRateWindow still gets no lease.
-	leaseMin = 256
-	leaseMax = MaxRateLease
-	// leaseMinHeadroom: no lease unless the window stays at least this far
-	// from the limit (a client near its limit is decided request by request).
-	leaseMinHeadroom = 10_000
-)
-
-// batchTimeout bounds one batch's script call when the Redis client has no
-// read timeout of its own; RedisOptions sets much shorter ones.
+// batchTimeout bounds one script call when the Redis client has no read
+// timeout of its own; RedisOptions sets much shorter ones.
 const batchTimeout = 5 * time.Second
 
 // RollingWindowLimiter admits at most N requests per client in any rolling
@@ -177,27 +157,12 @@ const batchTimeout = 5 * time.Second
 // still letting a client burst up to N at once. Memory is O(N) per active
 // client and a request costs O(log N) in Redis.
 //
-// Concurrent Allow calls of one client are batched like the quota
-// ledger's group commit: while a client's script call is in Redis, its
-// next requests queue up, and as soon as the call returns one flusher
-// goroutine sends all of them as ONE script call that decides them in
-// arrival order. At low load a batch is a single request and waits for
-// nothing; under load a client costs one round trip per batch instead of
-// one per request. The script is atomic and the window lives in Redis, so
-// the limit stays exact across replicas.
+// Concurrent Allow calls of one client are batched by the engine (see
+// engine.go): one script call decides a whole batch in arrival order, and
+// a busy client far below its limit gets leases. The script is atomic and
+// the window lives in Redis, so the limit stays exact across replicas.
 type RollingWindowLimiter struct {
-	rdb    redis.Scripter
-	prefix string
-	script *redis.Script
-	// instance and seq make every log member unique across replicas, so two
-	// requests stamped in the same microsecond are both counted.
-	instance string
-	seq      atomic.Uint64
-
-	mu     sync.Mutex
-	queues map[string]*allowQueue
-	leases map[string]*rateLease
-	leased int64 // slots granted by leases, for LeaseStats
+	eng *engine[string, int, Decision, memberRange]
 
 	// LeaseMin overrides the smallest lease (default 256, i.e. a client
 	// sending ≈ 2 500 requests/s to this replica); tests lower it so that
@@ -205,55 +170,50 @@ type RollingWindowLimiter struct {
 	LeaseMin int
 }
 
-func (l *RollingWindowLimiter) minLease() int {
-	if l.LeaseMin > 0 {
-		return l.LeaseMin
+// Options are the dependencies of a limiter or ledger.
+type Options struct {
+	// Now is the clock leases are timed with (time.Now when nil).
+	Now func() time.Time
+	// Logger receives failures of background calls (discarded when nil).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	return leaseMin
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
-
-// LeaseStats reports how many request slots leases have taken ahead in
-// Redis since the limiter started.
-func (l *RollingWindowLimiter) LeaseStats() (leased int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.leased
-}
-
-// allowQueue exists in RollingWindowLimiter.queues exactly while its
-// flusher runs.
-type allowQueue struct {
-	pending []*allowWaiter
-	spare   []*allowWaiter // the previous batch's slice, reused
-}
-
-type allowWaiter struct {
-	ctx   context.Context
-	limit int
-	done  chan allowResult // buffered: the flusher never blocks on a waiter that left
-}
-
-type allowResult struct {
-	d   Decision
-	err error
-}
-
-var waiterPool = sync.Pool{New: func() any { return &allowWaiter{done: make(chan allowResult, 1)} }}
 
 // NewRollingWindowLimiter returns a limiter keeping its logs under
 // prefix+"ratelimit:{<client id>}". Build rdb with RedisOptions so a dead
-// Redis fails fast instead of stalling requests.
-func NewRollingWindowLimiter(rdb redis.Scripter, prefix string) *RollingWindowLimiter {
+// Redis fails fast instead of stalling requests. Close it to give back
+// what its leases did not use.
+func NewRollingWindowLimiter(rdb redis.Scripter, prefix string, opts Options) *RollingWindowLimiter {
+	opts = opts.withDefaults()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &RollingWindowLimiter{
+	policy := defaultPolicy()
+	policy.callTimeout = batchTimeout
+	be := &windowScript{
 		rdb:      rdb,
 		prefix:   prefix,
 		script:   redis.NewScript(strings.Replace(slidingLogScript, "LEASE_MIN_HEADROOM", strconv.Itoa(leaseMinHeadroom), 1)),
 		instance: base64.RawURLEncoding.EncodeToString(b[:]),
-		queues:   make(map[string]*allowQueue),
-		leases:   make(map[string]*rateLease),
+		leaseTTL: policy.ttl,
+		now:      opts.Now,
 	}
+	l := &RollingWindowLimiter{}
+	l.eng = newEngine[string, int, Decision, memberRange]("rate limit", be, policy, opts.Now, opts.Logger, func() int {
+		if l.LeaseMin > 0 {
+			return l.LeaseMin
+		}
+		return leaseMin
+	})
+	return l
 }
 
 // Allow records one request of clientID if fewer than limit requests were
@@ -265,108 +225,130 @@ func NewRollingWindowLimiter(rdb redis.Scripter, prefix string) *RollingWindowLi
 // cut off by its context may have). Waiters whose ctx ended before their
 // batch is sent are left out of it.
 func (l *RollingWindowLimiter) Allow(ctx context.Context, clientID string, limit int) (Decision, error) {
+	return l.allowAt(ctx, clientID, limit, l.eng.now())
+}
+
+// allowAt is Allow with the clock read by the caller.
+func (l *RollingWindowLimiter) allowAt(ctx context.Context, clientID string, limit int, now time.Time) (Decision, error) {
 	if limit < 1 {
-		return Decision{}, fmt.Errorf("limits: rate limit must be positive, got %d", limit)
+		return Decision{}, fmt.Errorf("admission: rate limit must be positive, got %d", limit)
 	}
-	if err := ctx.Err(); err != nil {
-		return Decision{}, err
-	}
-	now := time.Now()
-	l.mu.Lock()
-	lease := l.leases[clientID]
-	if lease == nil {
-		lease = &rateLease{since: now}
-		l.leases[clientID] = lease
-	}
-	lease.hits++
-	if d, ok := lease.take(limit, now); ok {
-		refill := lease.needsRefill()
-		l.mu.Unlock()
-		if refill {
-			go l.refill(clientID, lease, limit)
-		}
-		return d, nil
-	}
-	w := waiterPool.Get().(*allowWaiter)
-	w.ctx, w.limit = ctx, limit
-	q := l.queues[clientID]
-	if q == nil {
-		q = &allowQueue{}
-		l.queues[clientID] = q
-		go l.flush(clientID, q)
-	}
-	q.pending = append(q.pending, w)
-	l.mu.Unlock()
-
-	select {
-	case r := <-w.done:
-		w.ctx = nil
-		waiterPool.Put(w) // answered: the flusher holds it no more
-		return r.d, r.err
-	case <-ctx.Done():
-		// The flusher may still answer into w.done: w is not reused.
-		return Decision{}, ctx.Err()
-	}
+	return l.eng.admit(ctx, clientID, limit, now)
 }
 
-// flush sends q's batches one after the other until q is empty.
-func (l *RollingWindowLimiter) flush(clientID string, q *allowQueue) {
-	for {
-		l.mu.Lock()
-		batch := q.pending
-		q.pending, q.spare = q.spare[:0], nil
-		if len(batch) == 0 {
-			delete(l.queues, clientID)
-			l.mu.Unlock()
-			return
-		}
-		full := batch
-		lease := l.leases[clientID]
-		// Requests that queued while the previous call was in Redis are
-		// served from the lease it brought, as far as it goes; the rest
-		// need a call, which gives back the unused slots of leases they
-		// cannot use and may bring a new lease.
-		var gbs []leaseReturn
-		want := 0
-		if batch = lease.serve(batch, time.Now()); len(batch) > 0 {
-			limit := batch[len(batch)-1].limit
-			gbs = lease.giveBackUnusable(limit, time.Now())
-			want = lease.size(limit, l.minLease())
-		}
-		l.mu.Unlock()
-		if len(batch) > 0 {
-			l.decideBatch(clientID, batch, lease, gbs, want)
-		}
-		clear(full)
-		l.mu.Lock()
-		q.spare = full[:0]
-		l.mu.Unlock()
-	}
+// Close waits for the batches in flight, stops the background work and
+// removes from the windows the lease slots not used. Allow fails afterwards.
+func (l *RollingWindowLimiter) Close() { l.eng.close() }
+
+// LeaseStats reports how many request slots leases have taken ahead in
+// Redis since the limiter started.
+func (l *RollingWindowLimiter) LeaseStats() (leased int64) {
+	leased, _ = l.eng.leaseStats()
+	return leased
 }
 
-func (l *RollingWindowLimiter) key(clientID string) string {
+// windowScript is the limiter's backend: one slidingLogScript call.
+type windowScript struct {
+	rdb    redis.Scripter
+	prefix string
+	script *redis.Script
+	// instance and seq make every log member unique across replicas, so two
+	// requests stamped in the same microsecond are both counted.
+	instance string
+	seq      atomic.Uint64
+	leaseTTL time.Duration
+	now      func() time.Time
+}
+
+// memberRange names the unused members prefix+n, n in from..to, of a lease.
+type memberRange struct {
+	prefix   string
+	from, to int
+}
+
+func (m memberRange) slots() int64 { return int64(m.to - m.from + 1) }
+
+// windowLease is a lease of g members, prefix+"L"+1..g, added when the
+// window held count-g entries, whose oldest leaves at oldest.
+type windowLease struct {
+	limit  int
+	prefix string
+	g      int
+	count  int
+	oldest time.Time
+}
+
+// result decides the i-th leased request as if the lease's requests had
+// been counted one after another.
+func (l *windowLease) result(i int, now time.Time) Decision {
+	return decide(true, l.limit, l.count-l.g+i+1, l.oldest.Sub(now), l.oldest.Sub(now))
+}
+
+func (l *windowLease) unused(from, n int) memberRange {
+	return memberRange{prefix: l.prefix + "L", from: from + 1, to: n}
+}
+
+func (w *windowScript) key(clientID string) string {
 	// The hash tag keeps a client's log on one slot should Redis be a cluster.
-	return l.prefix + "ratelimit:{" + clientID + "}"
+	return w.prefix + "ratelimit:{" + clientID + "}"
 }
 
-// RedisOptions parses a redis:// URL and applies the time-outs the limiter
-// needs: a dead or unreachable Redis must fail a request within ~200 ms
-// (the fallback limiter then answers) instead of stalling it for the
-// go-redis defaults of seconds, and a failed script is not retried, since a
-// retry after a lost reply could record the request twice.
-func RedisOptions(url string) (*redis.Options, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("limits: parse redis url: %w", err)
+// call runs the script once for the runs (limit, n), the lease wanted and
+// the leases given back.
+func (w *windowScript) call(ctx context.Context, clientID string, runs []run[int], want int, gbs []memberRange) (outcome[Decision, memberRange], error) {
+	prefix := w.instance + strconv.FormatUint(w.seq.Add(1), 36) + "."
+	args := make([]any, 0, 5+3*len(gbs)+2*len(runs))
+	args = append(args, Window.Microseconds(), prefix, want, w.leaseTTL.Microseconds(), len(gbs))
+	for _, gb := range gbs {
+		args = append(args, gb.prefix, gb.from, gb.to)
 	}
-	opts.DialTimeout = 200 * time.Millisecond
-	opts.ReadTimeout = 150 * time.Millisecond
-	opts.WriteTimeout = 150 * time.Millisecond
-	// Waiting for a pooled connection is load, not an outage: a large pool
-	// and a long wait keep a burst from being mistaken for a dead Redis
-	// (which would loosen the limit to per replica).
-	opts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
-	opts.PoolTimeout = 2 * time.Second
-	opts.MaxRetries = -1
-	return opts, nil
+	for _, r := range runs {
+		args = append(args, r.param, r.n)
+	}
+	res, err := w.script.Run(ctx, w.rdb, []string{w.key(clientID)}, args...).Int64Slice()
+	if err == nil && len(res) != 2+4*len(runs) {
+		err = errors.New("malformed script reply")
+	}
+	if err != nil {
+		return outcome[Decision, memberRange]{}, fmt.Errorf("admission: rate limit %s: %w", clientID, err)
+	}
+	out := outcome[Decision, memberRange]{gaveBack: true}
+	redisNow, window := res[0], Window.Microseconds()
+	for r, run := range runs {
+		before, admitted, oldest, blocker := int(res[2+4*r]), int(res[3+4*r]), res[4+4*r], res[5+4*r]
+		untilOldest := time.Duration(oldest+window-redisNow) * time.Microsecond
+		untilFree := time.Duration(blocker+window-redisNow) * time.Microsecond
+		for j := range run.n {
+			if j < admitted {
+				out.results = append(out.results, decide(true, run.param, before+j+1, untilOldest, untilFree))
+			} else {
+				out.results = append(out.results, decide(false, run.param, before+admitted, untilOldest, untilFree))
+			}
+		}
+		if r == len(runs)-1 {
+			if g := int(res[1]); g > 0 {
+				// The lease's members were added after the last run: the window
+				// holds that run's count plus g, and its oldest entry is the run's.
+				out.lease = &windowLease{limit: run.param, prefix: prefix, g: g, count: before + admitted + g, oldest: w.now().Add(untilOldest)}
+				out.leaseN = g
+			}
+		}
+	}
+	return out, nil
+}
+
+// giveBack removes unused lease members from the window. On failure they
+// stay until they age out: the count is then high, never low.
+func (w *windowScript) giveBack(ctx context.Context, clientID string, gbs []memberRange) error {
+	_, err := w.call(ctx, clientID, nil, 0, gbs)
+	return err
+}
+
+// leaseCap: no lease for a limit below leaseMinHeadroom (the script caps
+// the lease by the headroom it finds in the window).
+func (w *windowScript) leaseCap(limit int, _ int64, _ bool, _, size int) int {
+	if limit < leaseMinHeadroom {
+		return 0
+	}
+	return size
 }

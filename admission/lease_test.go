@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"context"
@@ -8,24 +8,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/redistest"
 )
 
-// hammerAllow runs workers goroutines per limiter, each asking one request
-// after another, until its limiter refuses one or stop closes, and returns
-// every admitted decision.
-func hammerAllow(t *testing.T, ls []*limits.RollingWindowLimiter, clientID string, limit, workers int, stop <-chan struct{}) []limits.Decision {
+// hammer runs workers goroutines per instance (a replica's limiter or
+// ledger), each asking one request after another, until its instance
+// refuses one or stop closes, and returns every admitted answer.
+func hammer[T any](t *testing.T, instances, workers int, stop <-chan struct{}, ask func(instance int) (T, bool, error)) []T {
 	t.Helper()
 	var (
 		mu  sync.Mutex
-		out []limits.Decision
+		out []T
 		wg  sync.WaitGroup
 	)
-	for _, l := range ls {
+	for i := range instances {
 		for range workers {
 			wg.Go(func() {
-				var mine []limits.Decision
+				var mine []T
 				defer func() {
 					mu.Lock()
 					out = append(out, mine...)
@@ -37,21 +37,30 @@ func hammerAllow(t *testing.T, ls []*limits.RollingWindowLimiter, clientID strin
 						return
 					default:
 					}
-					d, err := l.Allow(context.Background(), clientID, limit)
+					v, ok, err := ask(i)
 					if err != nil {
-						t.Errorf("Allow: %v", err)
+						t.Errorf("hammer: %v", err)
 						return
 					}
-					if !d.Allowed {
+					if !ok {
 						return
 					}
-					mine = append(mine, d)
+					mine = append(mine, v)
 				}
 			})
 		}
 	}
 	wg.Wait()
 	return out
+}
+
+// hammerAllow hammers limiters until refused and returns every admitted decision.
+func hammerAllow(t *testing.T, ls []*admission.RollingWindowLimiter, clientID string, limit, workers int, stop <-chan struct{}) []admission.Decision {
+	t.Helper()
+	return hammer(t, len(ls), workers, stop, func(i int) (admission.Decision, bool, error) {
+		d, err := ls[i].Allow(context.Background(), clientID, limit)
+		return d, d.Allowed, err
+	})
 }
 
 // lowLeaseMin lets a limiter lease from ≈ 320 requests/s instead of
@@ -72,18 +81,18 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
 	rdb := redistest.Client(t)
-	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
 	l.LeaseMin = lowLeaseMin
 	const limit = 1_000_000
 
-	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "busy", limit, 16, closeAfter(600*time.Millisecond))
+	got := hammerAllow(t, []*admission.RollingWindowLimiter{l}, "busy", limit, 16, closeAfter(600*time.Millisecond))
 	// Leases are asked for ahead of need, so after the first 100 ms of
 	// measurement most requests are decided from one.
 	if leased := l.LeaseStats(); leased < int64(len(got))/2 {
 		t.Fatalf("only %d slots leased for %d requests in 600 ms of sustained load", leased, len(got))
 	}
 	for _, d := range got {
-		if d.Limit != limit || d.Remaining < limit-len(got)-limits.MaxRateLease || d.Remaining >= limit || d.Reset < time.Second || d.Reset > limits.Window+time.Second {
+		if d.Limit != limit || d.Remaining < limit-len(got)-admission.MaxRateLease || d.Remaining >= limit || d.Reset < time.Second || d.Reset > admission.Window+time.Second {
 			t.Fatalf("leased decision %+v out of range after %d requests", d, len(got))
 		}
 	}
@@ -98,9 +107,9 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 func TestRollingWindowLeaseExactAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
-	replicas := []*limits.RollingWindowLimiter{
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+	replicas := []*admission.RollingWindowLimiter{
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
 	}
 	for _, r := range replicas {
 		r.LeaseMin = lowLeaseMin
@@ -129,10 +138,10 @@ func TestRollingWindowLeaseLoweredLimit(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
 	rdb := redistest.Client(t)
-	l := limits.NewRollingWindowLimiter(rdb, prefix)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
 	l.LeaseMin = lowLeaseMin
 
-	got := hammerAllow(t, []*limits.RollingWindowLimiter{l}, "downgraded", 1_000_000, 8, closeAfter(300*time.Millisecond))
+	got := hammerAllow(t, []*admission.RollingWindowLimiter{l}, "downgraded", 1_000_000, 8, closeAfter(300*time.Millisecond))
 	if l.LeaseStats() == 0 {
 		t.Fatalf("no lease in 300 ms of sustained load (%d requests)", len(got))
 	}

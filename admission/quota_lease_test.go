@@ -1,62 +1,23 @@
-package store_test
+package admission_test
 
 import (
 	"context"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/admission"
 )
 
-// hammer runs workers goroutines per ledger, each admitting one request
-// after another, until its ledger refuses one or stop closes. It returns
-// the used values of every admitted request, sorted.
-func hammer(t *testing.T, ledgers []*store.QuotaLedger, clientID string, quota *int64, workers int, stop <-chan struct{}) []int64 {
+// hammerAdmit hammers ledgers until refused and returns the used values
+// of every admitted request, sorted.
+func hammerAdmit(t *testing.T, ledgers []*admission.QuotaLedger, clientID string, quota *int64, workers int, stop <-chan struct{}) []int64 {
 	t.Helper()
-	var (
-		mu   sync.Mutex
-		used []int64
-		wg   sync.WaitGroup
-	)
-	for _, l := range ledgers {
-		for range workers {
-			wg.Go(func() {
-				var mine []int64
-				defer func() {
-					mu.Lock()
-					used = append(used, mine...)
-					mu.Unlock()
-				}()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					u, ok, err := l.Admit(context.Background(), clientID, quota, june)
-					if err != nil {
-						t.Errorf("admit: %v", err)
-						return
-					}
-					if !ok {
-						return
-					}
-					mine = append(mine, u)
-				}
-			})
-		}
-	}
-	wg.Wait()
+	used := hammer(t, len(ledgers), workers, stop, func(i int) (int64, bool, error) {
+		return ledgers[i].Admit(context.Background(), clientID, quota, june)
+	})
 	sort.Slice(used, func(i, j int) bool { return used[i] < used[j] })
 	return used
-}
-
-func after(d time.Duration) <-chan struct{} {
-	c := make(chan struct{})
-	time.AfterFunc(d, func() { close(c) })
-	return c
 }
 
 func waitUsed(t *testing.T, b *quotaBundle, client string, want int64) {
@@ -87,7 +48,7 @@ func TestQuotaLedgerLeaseSustainedLoad(t *testing.T) {
 	b.leaseFromLowRates()
 	client := insertClient(t, b.db1)
 
-	used := hammer(t, []*store.QuotaLedger{b.l1}, client, nil, 16, after(600*time.Millisecond))
+	used := hammerAdmit(t, []*admission.QuotaLedger{b.l1}, client, nil, 16, closeAfter(600*time.Millisecond))
 	// Each admitted request has its own count. They are 1..n unless a lease
 	// was given back while the next was on its way: the later counts then
 	// run ahead by what was given back (GET /usage may include leased
@@ -114,7 +75,7 @@ func TestQuotaLedgerCloseGivesBackLease(t *testing.T) {
 	b.leaseFromLowRates()
 	client := insertClient(t, b.db1)
 
-	used := hammer(t, []*store.QuotaLedger{b.l1}, client, nil, 16, after(400*time.Millisecond))
+	used := hammerAdmit(t, []*admission.QuotaLedger{b.l1}, client, nil, 16, closeAfter(400*time.Millisecond))
 	b.l1.Close()
 	granted, given := b.l1.LeaseStats()
 	if granted == 0 {
@@ -136,7 +97,7 @@ func TestQuotaLedgerLeaseExactAcrossProcesses(t *testing.T) {
 	client := insertClient(t, b.db1)
 	const quota = 25_000
 
-	used := hammer(t, []*store.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), 8, nil)
+	used := hammerAdmit(t, []*admission.QuotaLedger{b.l1, b.l2}, client, ptr(int64(quota)), 8, nil)
 	if len(used) != quota {
 		t.Fatalf("admitted %d, want exactly %d", len(used), quota)
 	}
@@ -156,7 +117,7 @@ func TestQuotaLedgerBurstGetsNoLease(t *testing.T) {
 	t.Parallel()
 	b := setupQuota(t)
 	client := insertClient(t, b.db1)
-	used := admitConcurrently(t, []*store.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
+	used := admitConcurrently(t, []*admission.QuotaLedger{b.l1, b.l2}, client, nil, 300, june)
 	requireSequence(t, used, 300)
 	if g, _ := b.l1.LeaseStats(); g != 0 {
 		t.Errorf("a 300-request burst got %d leased slots", g)

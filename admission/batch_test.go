@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -43,9 +43,9 @@ func (c *countingScripter) Eval(ctx context.Context, script string, keys []strin
 func TestRollingWindowBatchesAreExact(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
-	replicas := []*limits.RollingWindowLimiter{
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
-		limits.NewRollingWindowLimiter(redistest.Client(t), prefix),
+	replicas := []*admission.RollingWindowLimiter{
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
+		admission.NewRollingWindowLimiter(redistest.Client(t), prefix, admission.Options{}),
 	}
 	decisions := allowConcurrently(t, replicas, "batched", 30, 200)
 	remaining := map[int]int{}
@@ -91,7 +91,7 @@ func TestRollingWindowBatchesConcurrentRequests(t *testing.T) {
 	ctx := context.Background()
 
 	const n = 100
-	out := make([]limits.Decision, n)
+	out := make([]admission.Decision, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -131,7 +131,7 @@ func TestRollingWindowBatchMixedLimits(t *testing.T) {
 	ctx := context.Background()
 	// The first request occupies the flusher; then 5 requests with limit 4
 	// and 5 with limit 8 queue up in that order.
-	first := make(chan limits.Decision, 1)
+	first := make(chan admission.Decision, 1)
 	go func() {
 		d, _ := l.Allow(ctx, "c", 4)
 		first <- d
@@ -140,7 +140,7 @@ func TestRollingWindowBatchMixedLimits(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	var wg sync.WaitGroup
-	out := make([]limits.Decision, 10)
+	out := make([]admission.Decision, 10)
 	for i := range 10 {
 		limit := 4
 		if i >= 5 {
@@ -181,10 +181,10 @@ func TestRollingWindowBatchMixedLimits(t *testing.T) {
 
 // heldLimiter returns a limiter whose script is loaded (so no NOSCRIPT
 // retry adds a call) and whose next script calls are held until released.
-func heldLimiter(t *testing.T) (*countingScripter, *limits.RollingWindowLimiter) {
+func heldLimiter(t *testing.T) (*countingScripter, *admission.RollingWindowLimiter) {
 	t.Helper()
 	rdb := &countingScripter{Client: redistest.Client(t), release: make(chan struct{})}
-	l := limits.NewRollingWindowLimiter(rdb, redistest.Prefix(t))
+	l := admission.NewRollingWindowLimiter(rdb, redistest.Prefix(t), admission.Options{})
 	if _, err := l.Allow(context.Background(), "warm", 5); err != nil {
 		t.Fatal(err)
 	}

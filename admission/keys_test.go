@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
-	"github.com/marketscreener/market/limits"
 )
 
 // fakeKeys is the keys table as a loader sees it, counting lookups.
@@ -67,7 +67,7 @@ func TestKeyCacheSingleFlight(t *testing.T) {
 	t.Parallel()
 	keys := newFakeKeys()
 	keys.gate = make(chan struct{})
-	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
@@ -92,7 +92,7 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	t.Parallel()
 	keys := newFakeKeys()
 	clock := newFakeClock()
-	cache := limits.NewKeyCache(keys.load, 2*time.Second, clock.Now)
+	cache := admission.NewKeyCache(keys.load, 2*time.Second, clock.Now)
 	ctx := context.Background()
 	for range 5 {
 		if _, _, err := cache.Get(ctx, "garbage"); !isUnauthorized(err) {
@@ -102,10 +102,25 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	if n := keys.loads.Load(); n != 1 {
 		t.Errorf("unknown key loaded %d times, want 1 (negative caching)", n)
 	}
+	// An unknown key costs the database once, not once per key TTL: the
+	// answer stands until the key is issued (announced on the bus) or ten
+	// minutes pass.
 	clock.Advance(2 * time.Second)
 	_, _, _ = cache.Get(ctx, "garbage")
+	if n := keys.loads.Load(); n != 1 {
+		t.Errorf("loads after the key TTL = %d, want still 1", n)
+	}
+	clock.Advance(10 * time.Minute)
+	_, _, _ = cache.Get(ctx, "garbage")
 	if n := keys.loads.Load(); n != 2 {
-		t.Errorf("loads after the TTL = %d, want 2", n)
+		t.Errorf("loads after ten minutes = %d, want 2", n)
+	}
+	keys.mu.Lock()
+	keys.keys["garbage"] = &domain.APIKey{ID: "k9", ClientID: "c2", Hash: "garbage"}
+	keys.mu.Unlock()
+	cache.KeyIssued("garbage")
+	if client, _, err := cache.Get(ctx, "garbage"); err != nil || client.ID != "c2" {
+		t.Errorf("a key issued after an unknown answer: %v, %v; want it to work at once", client, err)
 	}
 
 	// Revocation without any invalidation still lands within the TTL.
@@ -119,10 +134,47 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	}
 }
 
+// A key in use is reloaded in the background half-way through its TTL:
+// requests keep being answered from memory, and a revocation the reload
+// finds lands without any request waiting for the database.
+func TestKeyCacheRefreshesAhead(t *testing.T) {
+	t.Parallel()
+	keys := newFakeKeys()
+	clock := newFakeClock()
+	cache := admission.NewKeyCache(keys.load, 2*time.Second, clock.Now)
+	ctx := context.Background()
+	if _, _, err := cache.Get(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	keys.gate = make(chan struct{}) // the reload waits until released
+	clock.Advance(1100 * time.Millisecond)
+	for range 3 {
+		if _, _, err := cache.Get(ctx, "h1"); err != nil {
+			t.Fatalf("while the reload runs: %v, want the cached key", err)
+		}
+	}
+	keys.revoke("h1")
+	close(keys.gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, err := cache.Get(ctx, "h1")
+		if isUnauthorized(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the background reload never replaced the entry (last: %v)", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := keys.loads.Load(); n != 2 {
+		t.Errorf("%d loads, want 2 (one reload for several requests)", n)
+	}
+}
+
 func TestKeyCacheInvalidation(t *testing.T) {
 	t.Parallel()
 	keys := newFakeKeys()
-	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
 	ctx := context.Background()
 	warm := func() {
 		t.Helper()
@@ -162,7 +214,7 @@ func TestKeyCacheDoesNotCacheLookupFailures(t *testing.T) {
 	t.Parallel()
 	keys := newFakeKeys()
 	keys.fail = errors.New("connection refused")
-	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
 	ctx := context.Background()
 	if _, _, err := cache.Get(ctx, "h1"); err == nil || isUnauthorized(err) {
 		t.Fatalf("lookup failure: %v, want the loader's error, not a 401", err)
@@ -179,7 +231,7 @@ func TestKeyCacheWaiterContext(t *testing.T) {
 	t.Parallel()
 	keys := newFakeKeys()
 	keys.gate = make(chan struct{})
-	cache := limits.NewKeyCache(keys.load, time.Hour, time.Now)
+	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := cache.Get(ctx, "h1"); !errors.Is(err, context.Canceled) {

@@ -1,4 +1,4 @@
-package limits_test
+package admission_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/limits"
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -38,14 +38,14 @@ func (b *logBuffer) count(substr string) int {
 
 func TestFallbackLimiterDeadRedisLimitsLocally(t *testing.T) {
 	t.Parallel()
-	opts, err := limits.RedisOptions("redis://127.0.0.1:1/0")
+	opts, err := admission.RedisOptions("redis://127.0.0.1:1/0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	var logs logBuffer
-	f := limits.NewFallbackLimiter(limits.NewRollingWindowLimiter(rdb, "x:"), limits.NewLocalLimiter(time.Now),
+	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, "x:", admission.Options{}), admission.NewLocalLimiter(time.Now),
 		slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
 
 	var allowed int
@@ -73,8 +73,8 @@ func TestFallbackLimiterDeadRedisLimitsLocally(t *testing.T) {
 
 func TestFallbackLimiterHealthyRedis(t *testing.T) {
 	t.Parallel()
-	f := limits.NewFallbackLimiter(limits.NewRollingWindowLimiter(redistest.Client(t), redistest.Prefix(t)),
-		limits.NewLocalLimiter(time.Now), slog.New(slog.DiscardHandler), time.Now)
+	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(redistest.Client(t), redistest.Prefix(t), admission.Options{}),
+		admission.NewLocalLimiter(time.Now), slog.New(slog.DiscardHandler), time.Now)
 	for range 3 {
 		if d, err := f.Allow(context.Background(), "c", 2); err != nil || f.Degraded() {
 			t.Fatalf("Allow = %+v, %v; degraded %v", d, err, f.Degraded())
@@ -108,7 +108,7 @@ func (c *flakyConn) Write(p []byte) (int, error) {
 func TestFallbackLimiterRecovers(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
-	opts, err := limits.RedisOptions(redistest.URL())
+	opts, err := admission.RedisOptions(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestFallbackLimiterRecovers(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	clock := newFakeClock()
 	var logs logBuffer
-	f := limits.NewFallbackLimiter(limits.NewRollingWindowLimiter(rdb, redistest.Prefix(t)), limits.NewLocalLimiter(clock.Now),
+	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, redistest.Prefix(t), admission.Options{}), admission.NewLocalLimiter(clock.Now),
 		slog.New(slog.NewTextHandler(&logs, nil)), clock.Now)
 	ctx := context.Background()
 

@@ -1,4 +1,4 @@
-package limits
+package admission
 
 import (
 	"context"
@@ -41,27 +41,32 @@ func NewFallbackLimiter(shared *RollingWindowLimiter, local *LocalLimiter, logge
 // Allow decides on one request of clientID. It returns an error only when
 // ctx ends; a Redis failure is answered by the local limiter.
 func (f *FallbackLimiter) Allow(ctx context.Context, clientID string, limit int) (Decision, error) {
-	if f.degraded.Load() && !f.claimProbe() {
-		return f.local.Allow(clientID, limit), nil
+	return f.allowAt(ctx, clientID, limit, f.now())
+}
+
+// allowAt is Allow with the clock read by the caller.
+func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit int, now time.Time) (Decision, error) {
+	if f.degraded.Load() && !f.claimProbe(now) {
+		return f.local.record(clientID, max(limit, 1), false, now), nil
 	}
-	d, err := f.redis.Allow(ctx, clientID, limit)
+	d, err := f.redis.allowAt(ctx, clientID, limit, now)
 	if errors.Is(err, redis.ErrPoolTimeout) {
 		// Every pooled connection is busy: Redis is slow, not gone. Ask
 		// again rather than loosen the limit to per replica.
-		d, err = f.redis.Allow(ctx, clientID, limit)
+		d, err = f.redis.allowAt(ctx, clientID, limit, now)
 	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return Decision{}, err
 		}
 		f.markDegraded(err)
-		return f.local.Allow(clientID, limit), nil
+		return f.local.record(clientID, max(limit, 1), false, f.now()), nil
 	}
 	if f.degraded.Load() {
 		f.markRecovered()
 	}
 	if d.Allowed {
-		f.local.Observe(clientID, limit)
+		f.local.record(clientID, max(limit, 1), true, now)
 	}
 	return d, nil
 }
@@ -70,8 +75,8 @@ func (f *FallbackLimiter) Allow(ctx context.Context, clientID string, limit int)
 // whether limits are currently per replica.
 func (f *FallbackLimiter) Degraded() bool { return f.degraded.Load() }
 
-func (f *FallbackLimiter) claimProbe() bool {
-	now := f.now().UnixNano()
+func (f *FallbackLimiter) claimProbe(at time.Time) bool {
+	now := at.UnixNano()
 	next := f.nextProbe.Load()
 	return now >= next && f.nextProbe.CompareAndSwap(next, now+probeInterval.Nanoseconds())
 }
@@ -79,12 +84,12 @@ func (f *FallbackLimiter) claimProbe() bool {
 func (f *FallbackLimiter) markDegraded(err error) {
 	f.nextProbe.Store(f.now().Add(probeInterval).UnixNano())
 	if f.degraded.CompareAndSwap(false, true) {
-		f.logger.Warn("limits: redis unreachable, rate limiting per replica until it answers", "err", err)
+		f.logger.Warn("admission: redis unreachable, rate limiting per replica until it answers", "err", err)
 	}
 }
 
 func (f *FallbackLimiter) markRecovered() {
 	if f.degraded.CompareAndSwap(true, false) {
-		f.logger.Info("limits: redis answers again, rate limiting shared across replicas")
+		f.logger.Info("admission: redis answers again, rate limiting shared across replicas")
 	}
 }

@@ -1,0 +1,195 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/readcache"
+)
+
+// Kinds of Invalidation.
+const (
+	// InvalidateKeyKind: ID is the hash of a key that changed (revoked).
+	InvalidateKeyKind = "key"
+	// InvalidateClientKind: ID is a client whose status, tier or limits changed.
+	InvalidateClientKind = "client"
+	// InvalidateAllKind: forget every cached key.
+	InvalidateAllKind = "all"
+	// KeyIssuedKind: ID is the hash of a key issued a moment ago.
+	KeyIssuedKind = "issued"
+	// InvalidateDataKind: ID is a readcache.Scope a write made stale.
+	InvalidateDataKind = "data"
+)
+
+// Invalidation is one message of the bus.
+type Invalidation struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+}
+
+// KeyRevoked, ClientChanged, KeyIssued and DataChanged are the messages
+// the operator CLI and the worker send.
+func KeyRevoked(keyHash string) Invalidation {
+	return Invalidation{Kind: InvalidateKeyKind, ID: keyHash}
+}
+
+// ClientChanged: see KeyRevoked.
+func ClientChanged(clientID string) Invalidation {
+	return Invalidation{Kind: InvalidateClientKind, ID: clientID}
+}
+
+// KeyIssued: see KeyRevoked.
+func KeyIssued(keyHash string) Invalidation { return Invalidation{Kind: KeyIssuedKind, ID: keyHash} }
+
+// DataChanged: see KeyRevoked.
+func DataChanged(s readcache.Scope) Invalidation {
+	return Invalidation{Kind: InvalidateDataKind, ID: s.String()}
+}
+
+// DataCache is what the bus drops market data from (readcache.Cache).
+type DataCache interface {
+	Invalidate(readcache.Scope)
+	InvalidateAll()
+}
+
+// busHealthCheck is how long a subscriber waits in silence before pinging,
+// so a connection that died without a reset is noticed within seconds.
+const busHealthCheck = 5 * time.Second
+
+// Bus carries invalidations between the operator CLI, the worker and every
+// api replica over Redis pub/sub, so a revocation is effective everywhere
+// within a second, a new key works at once and ingested data replaces
+// cached data. Pub/sub is fire-and-forget: a replica that was disconnected
+// forgets every cached key and datum when it subscribes again (and reloads
+// its key directory), and the caches' TTLs bound staleness while it cannot
+// subscribe.
+type Bus struct {
+	rdb     *redis.Client
+	channel string
+	logger  *slog.Logger
+	// retry is the pause between two subscription attempts while Redis is down.
+	retry time.Duration
+}
+
+// NewBus returns a bus on channel prefix+"marketd:invalidate".
+func NewBus(rdb *redis.Client, prefix string, logger *slog.Logger) *Bus {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Bus{rdb: rdb, channel: prefix + "marketd:invalidate", logger: logger, retry: 500 * time.Millisecond}
+}
+
+// Channel is the pub/sub channel of the bus.
+func (b *Bus) Channel() string { return b.channel }
+
+// Publish sends inv to every subscribed replica.
+func (b *Bus) Publish(ctx context.Context, inv Invalidation) error {
+	payload, err := json.Marshal(inv)
+	if err != nil {
+		return fmt.Errorf("admission: encode invalidation: %w", err)
+	}
+	if err := b.rdb.Publish(ctx, b.channel, payload).Err(); err != nil {
+		return fmt.Errorf("admission: publish invalidation: %w", err)
+	}
+	return nil
+}
+
+// Run applies invalidations to keys and data (nil: none) until ctx ends,
+// reconnecting after Redis failures. Every (re)subscription empties both,
+// because messages published while this replica was not listening are
+// lost. It returns nil once ctx ends.
+func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
+	sub := b.rdb.Subscribe(ctx, b.channel)
+	// A receive blocks in a socket read that ignores ctx; closing the
+	// subscription is what ends it at shutdown.
+	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
+	defer func() {
+		stop()
+		_ = sub.Close()
+	}()
+	failing := false
+	for {
+		msg, err := sub.ReceiveTimeout(ctx, busHealthCheck)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if isTimeout(err) {
+				// Silence: check the connection. A failed ping closes it, and
+				// the next receive reconnects and resubscribes.
+				err = sub.Ping(ctx)
+			}
+			if err != nil {
+				if !failing {
+					b.logger.Warn("admission: invalidation bus disconnected, relying on the caches' TTLs", "err", err)
+					failing = true
+				}
+				timer := time.NewTimer(b.retry)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return nil
+				case <-timer.C:
+				}
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				keys.InvalidateAll()
+				if data != nil {
+					data.InvalidateAll()
+				}
+				if failing {
+					b.logger.Info("admission: invalidation bus subscribed again")
+					failing = false
+				}
+			}
+		case *redis.Message:
+			b.apply(keys, data, m.Payload)
+		}
+	}
+}
+
+func (b *Bus) apply(keys *KeyCache, data DataCache, payload string) {
+	var inv Invalidation
+	if err := json.Unmarshal([]byte(payload), &inv); err != nil {
+		// Forgetting everything is always safe; ignoring a revocation is not.
+		b.logger.Warn("admission: malformed invalidation, dropping the whole key cache", "payload", payload, "err", err)
+		keys.InvalidateAll()
+		return
+	}
+	switch inv.Kind {
+	case InvalidateDataKind:
+		if data == nil {
+			return
+		}
+		s, err := readcache.ParseScope(inv.ID)
+		if err != nil {
+			b.logger.Warn("admission: malformed data invalidation, dropping all cached data", "payload", payload, "err", err)
+			data.InvalidateAll()
+			return
+		}
+		data.Invalidate(s)
+	case InvalidateKeyKind:
+		keys.InvalidateKey(inv.ID)
+	case InvalidateClientKind:
+		keys.InvalidateClient(inv.ID)
+	case KeyIssuedKind:
+		keys.KeyIssued(inv.ID)
+	default:
+		keys.InvalidateAll()
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
