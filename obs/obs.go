@@ -267,4 +267,3 @@ func SetUp(dependency string, up bool) {
 	}
 	dependencyUp.WithLabelValues(dependency).Set(v)
 }
-
