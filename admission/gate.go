@@ -149,12 +149,15 @@ func (g *Gate) Close() {
 	g.keys.close()
 }
 
+// ErrRedisUnreachable is Probe's answer when Redis does not answer.
+var ErrRedisUnreachable = errors.New("redis unreachable: rate limits fall back to per-replica windows")
+
 // Probe is the gate's readiness check: Redis answers, the rate limiter is
 // not on its per-replica fallback, and the key directory has loaded (until
 // then unknown keys are looked up without throttling).
 func (g *Gate) Probe(ctx context.Context) error {
 	if err := g.rdb.Ping(ctx).Err(); err != nil {
-		return errors.New("redis unreachable: rate limits fall back to per-replica windows")
+		return ErrRedisUnreachable
 	}
 	if g.rate.Degraded() {
 		return errors.New("rate limiter recovering from a Redis outage")

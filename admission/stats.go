@@ -36,25 +36,9 @@ func reasonOf(o Outcome, err error) string {
 	return obs.ReasonUnavailable
 }
 
-// Stats are the gate's counters since it started, for the metrics.
-type Stats struct {
-	// Lease slots taken ahead and given back, of the rolling window
-	// (Redis) and of the monthly quota ledger (Postgres).
-	WindowLeased, WindowReturned int64
-	QuotaLeased, QuotaReturned   int64
-	// QuotaReturnsPending are unused quota slots whose give-back to
-	// Postgres has not succeeded yet (they count against clients until it
-	// does): a ledger lagging behind.
-	QuotaReturnsPending int64
-	// RateLimiterDegraded: limits are per replica (Redis unreachable).
-	RateLimiterDegraded bool
-	// KeysCached is how many keys the cache holds.
-	KeysCached int
-}
-
-// Stats reads the gate's counters.
-func (g *Gate) Stats() Stats {
-	var s Stats
+// Stats reads the gate's counters (for the metrics).
+func (g *Gate) Stats() obs.GateStats {
+	var s obs.GateStats
 	s.WindowLeased, s.WindowReturned = g.window.eng.leaseStats()
 	s.QuotaLeased, s.QuotaReturned = g.quota.eng.leaseStats()
 	s.QuotaReturnsPending = g.quota.eng.pendingReturns()

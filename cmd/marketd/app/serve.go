@@ -14,6 +14,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -85,8 +86,13 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			m.setAddrs(httpLn, opsLn)
 			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
 			g.Go(func() error { return serveHTTP(ctx, httpLn, apiServer.Handler(), logger) })
+			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate)
+			if err != nil {
+				return err
+			}
+			defer closeMetrics()
 			g.Go(func() error {
-				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, apiServer.Metrics(), extra), logger)
+				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, extra), logger)
 			})
 		} else {
 			// Queues live in Redis: without it a worker or scheduler idles
@@ -97,12 +103,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			rdb := redis.NewClient(opts)
 			defer rdb.Close()
-			checks = append(checks, api.Check{Name: "redis", Probe: func(ctx context.Context) error {
+			checks = append(checks, api.Check{Name: "redis", Probe: upProbe("redis", func(ctx context.Context) error {
 				if err := rdb.Ping(ctx).Err(); err != nil {
 					return errors.New("redis unreachable: queues paused until it answers")
 				}
 				return nil
-			}})
+			}, nil)})
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
@@ -110,7 +116,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
 			}
 			m.setAddrs(nil, opsLn)
-			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, nil, nil), logger) })
+			metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, db, nil)
+			if err != nil {
+				return err
+			}
+			defer closeMetrics()
+			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, nil), logger) })
 		}
 		if role == "worker" || role == "all" {
 			w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
@@ -123,6 +134,11 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			defer closeIngest()
 			g.Go(func() error { return w.Run(ctx) })
+		}
+		if role != "api" {
+			// After a Redis flush, asynqmon and the queue metrics see the
+			// queues again without a restart.
+			g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
 		}
 		if role == "scheduler" || role == "all" {
 			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
@@ -148,7 +164,9 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 // version this binary expects (run marketd migrate otherwise).
 func schemaProbe(db *store.DB) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if err := db.Ping(ctx); err != nil {
+		err := db.Ping(ctx)
+		obs.SetUp("postgres", err == nil)
+		if err != nil {
 			return errors.New("postgres unreachable")
 		}
 		cur, want, err := db.SchemaVersion(ctx)
