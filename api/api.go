@@ -58,6 +58,9 @@ type Config struct {
 	// Cache holds hot reads; share it with the invalidation bus so writes
 	// drop it (a private one with readcache.DefaultTTL when nil).
 	Cache *readcache.Cache
+	// RequestTimeout is each request's time budget (DefaultRequestTimeout
+	// when 0; negative: none). See deadlineMiddleware.
+	RequestTimeout time.Duration
 }
 
 // Server is the public API.
@@ -114,7 +117,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	hc.Security = []map[string][]string{{securityScheme: {}}}
 	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
-	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
+	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.deadlineMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()

@@ -2,7 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/marketscreener/market/obs"
 )
@@ -33,4 +40,33 @@ func (db *DB) OpsSnapshot(ctx context.Context) (obs.Snapshot, error) {
 		Scan(&s.PendingDeliveries, &oldest, &s.UnfannedEvents, &s.DisabledSubscriptions)
 	s.OldestPendingAge = time.Duration(oldest * float64(time.Second))
 	return s, translate(err, "ops snapshot")
+}
+
+// Unavailable reports whether err says the database could not answer: a
+// connection that could not be made, broke (EOF, reset) or froze until a
+// deadline, or a server shutting down or refusing connections. Such a
+// failure is the service being unavailable (503 with Retry-After), not an
+// internal error; it says nothing about the request.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		connErr *pgconn.ConnectError
+		pgErr   *pgconn.PgError
+		netErr  net.Error
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, &connErr), pgconn.Timeout(err), errors.As(err, &netErr):
+		return true
+	case errors.As(err, &pgErr):
+		// Class 08: connection exception; 57P01-57P03: shutting down or
+		// not accepting connections; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
+			pgErr.Code == "57P03" || pgErr.Code == "53300"
+	}
+	return false
 }
