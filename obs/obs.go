@@ -186,6 +186,18 @@ func DeliveryOutcome(cat string, status int) string {
 	return "unknown"
 }
 
+// DeliveryOutcomes lists every outcome label of marketd_webhook_deliveries_total.
+var DeliveryOutcomes = []string{OutcomeSuccess, "http_4xx", "http_5xx", "http_other", "timeout", "dns", "tls",
+	"refused", "address_not_allowed", "invalid_response", "internal", "unknown"}
+
+func init() {
+	// Every outcome is exported from the start (at 0), so a failure ratio
+	// is defined before the first failure.
+	for _, o := range DeliveryOutcomes {
+		deliveries.WithLabelValues(o)
+	}
+}
+
 // Delivery records one webhook delivery attempt; sinceCommit is the time
 // since its event was committed (observed on success only).
 func Delivery(cat string, status int, sinceCommit time.Duration) {
