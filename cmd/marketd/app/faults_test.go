@@ -324,6 +324,15 @@ func TestQueuesReappearAfterFlush(t *testing.T) {
 		}
 	}
 	waitQueues("after start")
+	// The deployment's asynqmon is read-only: a queue pause is refused.
+	resp, err := http.Post("http://"+srv.OpsAddr()+"/asynqmon/api/queues/default:pause", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST pause on the default asynqmon: %d, want 405", resp.StatusCode)
+	}
 	opts, err := redis.ParseURL(env["MARKET_REDIS_URL"])
 	if err != nil {
 		t.Fatal(err)
