@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -46,11 +48,69 @@ func (s *Server) deadlineMiddleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	start := infoFrom(ctx.Context()).Start
+	ri := infoFrom(ctx.Context())
+	start := ri.Start
 	if start.IsZero() {
 		start = time.Now()
 	}
-	c, cancel := context.WithDeadline(ctx.Context(), start.Add(budget))
-	defer cancel()
-	next(huma.WithContext(ctx, c))
+	b := &ri.budget
+	b.Context, b.deadline = ctx.Context(), start.Add(budget)
+	defer b.stop()
+	next(huma.WithContext(ctx, b))
+}
+
+// budgetCtx is a request's context with its budget as deadline. It starts
+// a timer only when something waits on it (Done: a database query, the
+// gate's ledger), so requests answered from memory (cached reads, leased
+// admissions) pay no timer; it lives in the request's requestInfo, so it
+// costs no allocation of its own.
+type budgetCtx struct {
+	context.Context // the request's context
+	deadline        time.Time
+
+	once    sync.Once
+	started atomic.Bool
+	timed   context.Context // with the deadline, once started
+	cancel  context.CancelFunc
+}
+
+func (c *budgetCtx) start() {
+	c.timed, c.cancel = context.WithDeadline(c.Context, c.deadline)
+	c.started.Store(true)
+}
+
+// Deadline is the budget's end, or the parent's if earlier.
+func (c *budgetCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+// Done is closed when the budget ends or the request's context is done.
+func (c *budgetCtx) Done() <-chan struct{} {
+	c.once.Do(c.start)
+	return c.timed.Done()
+}
+
+// Err is context.DeadlineExceeded once the budget is spent, the parent's
+// error if it ended first.
+func (c *budgetCtx) Err() error {
+	if c.started.Load() {
+		return c.timed.Err()
+	}
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// stop releases the timer, if one was started.
+func (c *budgetCtx) stop() {
+	if c.started.Load() {
+		c.cancel()
+	}
 }
