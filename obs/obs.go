@@ -88,9 +88,6 @@ var (
 		Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 	})
 
-	dependencyUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "marketd_dependency_up", Help: "1 when the dependency (postgres, redis) answered this process's last readiness probe, else 0.",
-	}, []string{"dependency"})
 )
 
 // Register adds the process-wide series to reg.
@@ -98,7 +95,7 @@ func Register(reg prometheus.Registerer) {
 	reg.MustRegister(ingestDuration, ingestRuns, ingestErrors, ingestRows, ingestLastSuccess,
 		scoreDuration, scoreRuns, scoreAssets, verdictChanges, scoreLastSuccess,
 		statsDuration, statsRuns, deliveries, deliveryLatency,
-		admissions, keyLookups, authThrottled, quotaSeconds, dependencyUp)
+		admissions, keyLookups, authThrottled, quotaSeconds)
 }
 
 // Feed names the ingest series of one feed combination and kind.
@@ -271,11 +268,25 @@ func AuthThrottled() { authThrottled.Inc() }
 // QuotaWait observes the time a request spent in the quota ledger.
 func QuotaWait(d time.Duration) { quotaSeconds.Observe(d.Seconds()) }
 
-// SetUp records whether a dependency answered.
-func SetUp(dependency string, up bool) {
+// Up is marketd_dependency_up of one running role (its own readiness
+// probes set it).
+type Up struct{ g *prometheus.GaugeVec }
+
+// NewUp returns the gauge; register Collector in the role's registry.
+func NewUp() *Up {
+	return &Up{g: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "marketd_dependency_up", Help: "1 when the dependency (postgres, redis) answered this process's last readiness probe, else 0.",
+	}, []string{"dependency"})}
+}
+
+// Set records whether a dependency answered.
+func (u *Up) Set(dependency string, up bool) {
 	v := 0.0
 	if up {
 		v = 1
 	}
-	dependencyUp.WithLabelValues(dependency).Set(v)
+	u.g.WithLabelValues(dependency).Set(v)
 }
+
+// Collector is the gauge, for registration.
+func (u *Up) Collector() prometheus.Collector { return u.g }

@@ -44,7 +44,7 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	return &apiDeps{
 		gate:    gate,
 		cache:   cache,
-		checks:  []api.Check{{Name: "redis", Probe: upProbe("redis", gate.Probe, redisDown)}},
+		checks:  []api.Check{{Name: "redis", Probe: gate.Probe}},
 		closers: []func(){func() { _ = rdb.Close() }, gate.Close},
 	}, nil
 }

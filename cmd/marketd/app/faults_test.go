@@ -247,19 +247,21 @@ func TestRedisDownRequestsStayFast(t *testing.T) {
 		t.Fatalf("first request with Redis frozen: %d %v", r.status, r.body)
 	}
 	// Requests further apart than the old per-second probe: each of them
-	// used to wait for a Redis time-out (≥ 150 ms). A request that waited
-	// on Redis cannot take less than that read time-out.
-	for i := range 3 {
+	// used to wait for a Redis time-out (≥ 150 ms, RedisOptions' read
+	// time-out), so even the fastest of them took that long. The fastest
+	// one is compared (a busy machine may stall any single request).
+	fastest := time.Hour
+	for i := range 4 {
 		time.Sleep(1100 * time.Millisecond)
 		start := time.Now()
 		r := get(t, base+"/usage", key)
-		took := time.Since(start)
+		fastest = min(fastest, time.Since(start))
 		if r.status != http.StatusOK {
 			t.Fatalf("request %d with Redis frozen: %d %v", i, r.status, r.body)
 		}
-		if took >= 150*time.Millisecond {
-			t.Fatalf("request %d with Redis frozen took %v: it waited on Redis", i, took)
-		}
+	}
+	if fastest >= 150*time.Millisecond {
+		t.Fatalf("with Redis frozen the fastest of 4 requests took %v: they wait on Redis", fastest)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if st, _ := readyz(t, srv.OpsAddr()); st == "degraded" {

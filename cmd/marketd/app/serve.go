@@ -47,7 +47,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		g, ctx := errgroup.WithContext(ctx)
 		var (
 			apiServer *api.Server
-			checks    = []api.Check{{Name: "postgres", Required: true, Probe: schemaProbe(db)}}
+			up        = obs.NewUp()
+			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schemaProbe(db), postgresDown)}}
 		)
 		if role == "api" || role == "all" {
 			deps, err := newAPIDeps(cfg, db, logger)
@@ -55,7 +56,10 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			defer deps.Close()
-			checks = append(checks, deps.checks...)
+			for _, c := range deps.checks {
+				c.Probe = upProbe(up, c.Name, c.Probe, redisDown)
+				checks = append(checks, c)
+			}
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
@@ -86,7 +90,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			m.setAddrs(httpLn, opsLn)
 			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
 			g.Go(func() error { return serveHTTP(ctx, httpLn, apiServer.Handler(), logger) })
-			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate)
+			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, up)
 			if err != nil {
 				return err
 			}
@@ -103,7 +107,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			rdb := redis.NewClient(opts)
 			defer rdb.Close()
-			checks = append(checks, api.Check{Name: "redis", Probe: upProbe("redis", func(ctx context.Context) error {
+			checks = append(checks, api.Check{Name: "redis", Probe: upProbe(up, "redis", func(ctx context.Context) error {
 				if err := rdb.Ping(ctx).Err(); err != nil {
 					return errors.New("redis unreachable: queues paused until it answers")
 				}
@@ -116,7 +120,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
 			}
 			m.setAddrs(nil, opsLn)
-			metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, db, nil)
+			metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, db, nil, up)
 			if err != nil {
 				return err
 			}
@@ -164,10 +168,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 // version this binary expects (run marketd migrate otherwise).
 func schemaProbe(db *store.DB) func(context.Context) error {
 	return func(ctx context.Context) error {
-		err := db.Ping(ctx)
-		obs.SetUp("postgres", err == nil)
-		if err != nil {
-			return errors.New("postgres unreachable")
+		if err := db.Ping(ctx); err != nil {
+			return errPostgresUnreachable
 		}
 		cur, want, err := db.SchemaVersion(ctx)
 		if err != nil {
