@@ -87,7 +87,6 @@ var (
 		Name: "marketd_admission_quota_duration_seconds", Help: "Time a request waits for the monthly quota ledger (Postgres).",
 		Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 	})
-
 )
 
 // Register adds the process-wide series to reg.
