@@ -58,6 +58,9 @@ type Config struct {
 	// Cache holds hot reads; share it with the invalidation bus so writes
 	// drop it (a private one with readcache.DefaultTTL when nil).
 	Cache *readcache.Cache
+	// Refresh is the worker's schedule, for the Cache-Control max-age of
+	// data (zero fields: the defaults).
+	Refresh RefreshIntervals
 }
 
 // Server is the public API.
@@ -91,6 +94,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	cfg.Refresh = cfg.Refresh.withDefaults()
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
@@ -118,6 +122,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
+	s.registerBatch()
 	s.registerWebhooks()
 	s.documentProblems()
 

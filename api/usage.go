@@ -28,7 +28,12 @@ type UsageRecord struct {
 }
 
 // usageOutput is written as pre-encoded JSON (documented as UsageRecord).
-type usageOutput = encodedOutput
+// It changes with every request (used_this_month), so no cache keeps it.
+type usageOutput struct {
+	ContentType  string `header:"Content-Type"`
+	CacheControl string `header:"Cache-Control" doc:"no-store: the record changes with every request" example:"no-store"`
+	Body         []byte
+}
 
 func (s *Server) registerUsage() {
 	huma.Register(s.humaAPI, huma.Operation{
@@ -46,7 +51,7 @@ func (s *Server) registerUsage() {
 		if err != nil {
 			return nil, s.problem(ctx, err)
 		}
-		return encoded(body), nil
+		return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
 	})
 }
 
