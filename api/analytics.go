@@ -167,7 +167,6 @@ type reportInput struct {
 	ConditionalParams
 }
 
-
 type historyInput struct {
 	AnalyticsMarketParam
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT; a ticker for stocks" example:"BTC_USDT"`

@@ -20,7 +20,7 @@ import (
 
 // ConditionalParams are the validators a client sends back from an earlier answer.
 type ConditionalParams struct {
-	IfNoneMatch string `header:"If-None-Match" maxLength:"2048" doc:"ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
+	IfNoneMatch     string `header:"If-None-Match" maxLength:"2048" doc:"ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
 	IfModifiedSince string `header:"If-Modified-Since" maxLength:"64" doc:"Last-Modified of a copy you hold (HTTP-date). When the data has not changed since, the answer is 304 Not Modified, without a body, still counted. Ignored when If-None-Match is sent" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
 }
 
