@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -25,6 +26,20 @@ const maxBatchSymbols = 50
 // SymbolsParam narrows an answer to some symbols.
 type SymbolsParam struct {
 	Symbols OptionalParam[string] `query:"symbols" maxLength:"2100" doc:"Only these symbols: up to 50, comma-separated, in any symbol form (BTC_USDT, btc_usdt, BTC/USDT, BTC%2FUSDT; a ticker for stocks). Symbols that are not found are named in X-Unknown-Symbols, not refused; an empty list, an empty entry, a malformed symbol or more than 50 entries is 400" example:"BTC_USDT,eth/usdt,SOL_USDT"`
+}
+
+// Resolve notices an empty symbols= (huma reports an empty value as
+// absent), so that it is refused rather than ignored.
+func (p *SymbolsParam) Resolve(ctx huma.Context) []error {
+	if p.Symbols.IsSet {
+		return nil
+	}
+	if raw := ctx.URL().RawQuery; strings.Contains(raw, "symbols") {
+		if q, _ := url.ParseQuery(raw); q.Has("symbols") {
+			p.Symbols.IsSet = true
+		}
+	}
+	return nil
 }
 
 // symbolSet is the requested symbols, canonical, in request order without
