@@ -154,6 +154,50 @@ func (s *Server) registerBatch() {
 		Tags: []string{"Analytics"}, Errors: errorResponses(),
 		Responses: s.dataResponses(BatchReports{}, "The reports found and the symbols not found"),
 	}, s.getBatchReports)
+	s.documentUnknownSymbols()
+	s.humaAPI.OpenAPI().Info.Description += readsDescription
+}
+
+// readsDescription is the docs page's section on batch and conditional reads.
+const readsDescription = `
+## Batch reads
+
+` + "`symbols=BTC_USDT,ETH/USDT,…`" + ` (up to 50, any symbol form) narrows the screener and ` + "`GET /analytics/{market}/list`" + ` to those
+instruments; the ones not found are named in the ` + "`X-Unknown-Symbols`" + ` response header. ` + "`GET /analytics/reports?market=…&symbols=…`" + `
+returns the full reports of up to 50 assets (` + "`style`" + ` and ` + "`lang`" + ` as for one report) and lists the symbols without analytics in
+` + "`unknown_symbols`" + `. A batch is **one** request against the rate limit and the quota. More than 50 entries, an empty list or
+entry, or a malformed symbol is 400 naming ` + "`symbols`" + `.
+
+## Conditional requests
+
+Every data GET (screener, OHLCV, analytics list, report, batch reports, history, stats, factor stats, top setups) answers with a
+strong ` + "`ETag`" + `, a ` + "`Last-Modified`" + ` and ` + "`Cache-Control: private, max-age=<seconds until the data's next scheduled refresh>`" + `.
+Send the tag back in ` + "`If-None-Match`" + ` (or the date in ` + "`If-Modified-Since`" + `): while the data has not changed the answer is
+**304 Not Modified** without a body. A 304 is admitted like any request: it counts against the rate limit and the quota.
+` + "`/usage`" + ` and ` + "`/webhooks`" + ` answer ` + "`Cache-Control: no-store`" + `.
+`
+
+// documentUnknownSymbols keeps the X-Unknown-Symbols header (a field of
+// every dataOutput) only in the documentation of the operations that can
+// send it: those taking symbols= as a filter (the batch report read lists
+// its unknown symbols in the body).
+func (s *Server) documentUnknownSymbols() {
+	for path, item := range s.humaAPI.OpenAPI().Paths {
+		op := item.Get
+		if op == nil || op.Responses["200"] == nil {
+			continue
+		}
+		filters := path != "/analytics/reports"
+		if filters {
+			filters = false
+			for _, p := range op.Parameters {
+				filters = filters || (p.In == "query" && p.Name == "symbols")
+			}
+		}
+		if !filters {
+			delete(op.Responses["200"].Headers, "X-Unknown-Symbols")
+		}
+	}
 }
 
 func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*dataOutput, error) {
