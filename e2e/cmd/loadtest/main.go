@@ -76,6 +76,7 @@ type options struct {
 	flood       bool
 	floodConns  int
 	payConns    int
+	conditional bool
 }
 
 func main() {
@@ -101,6 +102,7 @@ func main() {
 	flag.BoolVar(&o.flood, "flood", false, "measure the unknown-key flood (a paying client beside an attacker minting keys) instead")
 	flag.IntVar(&o.floodConns, "flood-conns", 32, "-flood: attacker connections")
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
+	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")
@@ -168,6 +170,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 		bodies[p] = b
+		if o.conditional {
+			if err := checkNotModified(ctx, api.base+p, env.key, b.ETag); err != nil {
+				return err
+			}
+		}
 	}
 	bare, err := startBare(ctx, o, bodies)
 	if err != nil {
@@ -195,6 +202,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			if rw.api, err = measure(ctx, o, api, p, env.key); err != nil {
 				return err
 			}
+			if o.conditional {
+				c, err := measure(ctx, o, api, p, env.key, "If-None-Match: "+bodies[p].ETag)
+				if err != nil {
+					return err
+				}
+				rw.notModified = &c
+			}
 			rows = append(rows, rw)
 		}
 	}
@@ -202,14 +216,14 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 }
 
 // measure runs a warm-up and then the measured wrk run of one target.
-func measure(ctx context.Context, o options, s *server, path, key string) (wrkResult, error) {
+func measure(ctx context.Context, o options, s *server, path, key string, headers ...string) (wrkResult, error) {
 	if o.warmup > 0 {
-		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, conns: o.conns, duration: o.warmup}); err != nil {
+		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.warmup}); err != nil {
 			return wrkResult{}, fmt.Errorf("%s warm-up: %w", s.name, err)
 		}
 	}
 	cpu0 := s.cpu()
-	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, conns: o.conns, duration: o.duration})
+	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.duration})
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("%s: %w", s.name, err)
 	}
