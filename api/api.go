@@ -76,6 +76,7 @@ type Server struct {
 	webhooks  WebhookData
 	cache     *readcache.Cache
 	usage     *usageBodies
+	fast      *fastPath
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 }
@@ -99,7 +100,8 @@ func New(cfg Config, store Store, gate Gate) *Server {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
 	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
-		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient}
+		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
+		fast: &fastPath{}}
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
 	}

@@ -45,14 +45,16 @@ func (s *Server) registerUsage() {
 		Tags:        []string{"Account"},
 		Errors:      errorResponses(),
 		Responses:   s.jsonResponse(UsageRecord{}, "The usage record of the calling client"),
-	}, func(ctx context.Context, _ *struct{}) (*usageOutput, error) {
-		p := principalFrom(ctx)
-		body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
-		if err != nil {
-			return nil, s.problem(ctx, err)
-		}
-		return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
-	})
+	}, s.getUsage)
+}
+
+func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
+	p := principalFrom(ctx)
+	body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
 }
 
 func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {
