@@ -45,7 +45,7 @@ func (f *marketFixture) do(t *testing.T, path string, headers ...string) reply {
 
 // seedMarketData stores screener rows, candles, two scored assets and
 // statistics, so every data GET answers 200.
-func seedMarketData(t *testing.T, f *marketFixture) {
+func seedMarketData(t testing.TB, f *marketFixture) {
 	t.Helper()
 	ctx := context.Background()
 	rows := []domain.Ticker{

@@ -98,19 +98,19 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, ctx context.C
 		res, err := s.getScreener(ctx, &screenerInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Instrument: rt.params[2], ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res), true
+			status, ok2 = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastOHLCV:
 		res, err := s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Symbol: rt.params[2], Timeframe: rt.params[3], Limit: rt.limit, ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res), true
+			status, ok2 = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastReport:
 		res, err := s.getAnalyticsReport(ctx, &reportInput{AnalyticsMarketParam: AnalyticsMarketParam{Market: rt.params[0]},
 			Symbol: rt.params[1], StyleParam: StyleParam{Style: rt.style}, Lang: rt.lang, ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res), true
+			status, ok2 = writeData(w, res, &ri.dataHeaders), true
 		}
 	}
 	if !ok2 {
@@ -132,23 +132,26 @@ var (
 )
 
 // writeData writes a dataOutput as huma does (a header per non-empty
-// field, the status, the body) and returns the status.
-func writeData(w http.ResponseWriter, d *dataOutput) int {
+// field, under its canonical name, the status, the body) and returns the
+// status. vals backs the header values (one allocation for all).
+func writeData(w http.ResponseWriter, d *dataOutput, vals *[4]string) int {
 	h := w.Header()
+	*vals = [4]string{d.ETag, d.LastModified, d.CacheControl, d.Unknown}
+	v := vals[:]
 	if d.ContentType != "" {
 		h["Content-Type"] = jsonContentTypeValue
 	}
 	if d.ETag != "" {
-		h["Etag"] = []string{d.ETag}
+		h["Etag"] = v[0:1:1]
 	}
 	if d.LastModified != "" {
-		h["Last-Modified"] = []string{d.LastModified}
+		h["Last-Modified"] = v[1:2:2]
 	}
 	if d.CacheControl != "" {
-		h["Cache-Control"] = []string{d.CacheControl}
+		h["Cache-Control"] = v[2:3:3]
 	}
 	if d.Unknown != "" {
-		h["X-Unknown-Symbols"] = []string{d.Unknown}
+		h["X-Unknown-Symbols"] = v[3:4:4]
 	}
 	w.WriteHeader(d.Status)
 	_, _ = w.Write(d.Body)

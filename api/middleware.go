@@ -34,6 +34,7 @@ type requestInfo struct {
 	rec         statusRecorder
 	idHeader    [1]string
 	gateHeaders [3]string
+	dataHeaders [4]string // the fast path's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols
 	// gated is set when the fast path (fastpath.go) asked the gate and then
 	// handed the request to huma: authMiddleware uses gateOut and gateErr
 	// instead of asking again (a request is admitted and counted once).
