@@ -102,7 +102,7 @@ func main() {
 	flag.BoolVar(&o.flood, "flood", false, "measure the unknown-key flood (a paying client beside an attacker minting keys) instead")
 	flag.IntVar(&o.floodConns, "flood-conns", 32, "-flood: attacker connections")
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
-	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200")
+	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")
@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 		bodies[p] = b
-		if o.conditional {
+		if o.conditional && b.ETag != "" {
 			if err := checkNotModified(ctx, api.base+p, env.key, b.ETag); err != nil {
 				return err
 			}
@@ -202,7 +202,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			if rw.api, err = measure(ctx, o, api, p, env.key); err != nil {
 				return err
 			}
-			if o.conditional {
+			if o.conditional && bodies[p].ETag != "" {
 				c, err := measure(ctx, o, api, p, env.key, "If-None-Match: "+bodies[p].ETag)
 				if err != nil {
 					return err

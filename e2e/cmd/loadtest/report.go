@@ -145,6 +145,9 @@ func printConditional(out io.Writer, rows []row) {
 	fmt.Fprintln(out, "| path | run | bare req/s | api 200 req/s | api 304 req/s | 304/200 | 200 p50 / p99 | 304 p50 / p99 | bytes/answer 200 / 304 | errors 200 / 304 | server µs/req 200 / 304 |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
+		if r.notModified == nil {
+			continue
+		}
 		c := *r.notModified
 		fmt.Fprintf(out, "| `%s` | %d | %s | %s | %s | **%.2f** | %s / %s | %s / %s | %d / %d | %d / %d | %.1f / %.1f |\n",
 			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(r.api.rps()), thousands(c.rps()),
