@@ -45,7 +45,7 @@ var fastOpIDs = [...]string{fastUsage: "get-usage", fastScreener: "get-screener"
 type fastPath struct{ served, fellBack atomic.Int64 }
 
 // serveFast answers r when it can and reports whether it did. ctx carries ri.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, ctx context.Context, ri *requestInfo) bool {
+func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) bool {
 	if r.Method != http.MethodGet || r.URL.RawPath != "" {
 		return false
 	}
@@ -80,8 +80,8 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, ctx context.C
 	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
 
 	var (
-		status int
-		ok2    bool
+		status   int
+		answered bool
 	)
 	switch rt.op {
 	case fastUsage:
@@ -92,28 +92,28 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, ctx context.C
 			h["Cache-Control"] = noStoreValue
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(res.Body)
-			status, ok2 = http.StatusOK, true
+			status, answered = http.StatusOK, true
 		}
 	case fastScreener:
 		res, err := s.getScreener(ctx, &screenerInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Instrument: rt.params[2], ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res, &ri.dataHeaders), true
+			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastOHLCV:
 		res, err := s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Symbol: rt.params[2], Timeframe: rt.params[3], Limit: rt.limit, ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res, &ri.dataHeaders), true
+			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastReport:
 		res, err := s.getAnalyticsReport(ctx, &reportInput{AnalyticsMarketParam: AnalyticsMarketParam{Market: rt.params[0]},
 			Symbol: rt.params[1], StyleParam: StyleParam{Style: rt.style}, Lang: rt.lang, ConditionalParams: cond})
 		if err == nil {
-			status, ok2 = writeData(w, res, &ri.dataHeaders), true
+			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	}
-	if !ok2 {
+	if !answered {
 		// huma answers the error (its operation runs again, from the cache
 		// or the same failing source); the gate's answer is reused.
 		ri.gated, ri.gateOut, ri.gateErr = true, out, nil

@@ -117,7 +117,7 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 			}
 		}()
 		ctx := context.WithValue(r.Context(), requestInfoKey, ri)
-		if s.fast != nil && s.serveFast(rec, r, ctx, ri) {
+		if s.fast != nil && s.serveFast(ctx, rec, r, ri) {
 			return
 		}
 		next.ServeHTTP(rec, r.WithContext(ctx))
