@@ -24,11 +24,15 @@
 // each target gets one whole core, and the generator's own CPU is taken
 // from neither. Postgres and Redis are not pinned.
 //
+// -conditional adds a measurement of the api answering 304: the same request
+// with If-None-Match set to the ETag it captured (paths with an ETag only).
+//
 // -flood measures the unknown-key flood instead (see flood.go).
 //
 //	go run ./e2e/cmd/loadtest [-runs 3] [-duration 10s] [-conns 64] [-paths usage,screener,ohlcv,report]
 //	go run ./e2e/cmd/loadtest -api-bin /tmp/marketd-before     # the same measurement of another build
 //	go run ./e2e/cmd/loadtest -paths usage -cpuprofile api.pprof
+//	go run ./e2e/cmd/loadtest -conditional -paths screener,ohlcv,report,list   # 304 vs 200
 //	go run ./e2e/cmd/loadtest -flood
 package main
 
