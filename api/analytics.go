@@ -143,39 +143,28 @@ type StyleParam struct {
 type analyticsListInput struct {
 	AnalyticsMarketParam
 	StyleParam
+	SymbolsParam
+	ConditionalParams
 }
 
-// analyticsListOutput, topSetupsOutput and reportOutput are written as
-// pre-encoded JSON (documented as their item types): the bytes are cached
-// per market, style and language and dropped when the worker announces new
-// reports, so a hot read is a map lookup, as for the screener.
-type analyticsListOutput = encodedOutput
+// The data GETs of analytics answer a dataOutput, pre-encoded JSON
+// (documented as their item types): the bytes and their ETag are cached
+// per market, style and language and dropped when the worker announces
+// new reports, so a hot read is a map lookup, as for the screener.
 
 type topSetupsInput struct {
 	Market  string `query:"market" enum:"crypto,forex,stocks" doc:"One market; omitted means every market of your tier"`
 	Verdict string `query:"verdict" enum:"growth,decline" doc:"Only this verdict; omitted means both"`
 	Limit   int    `query:"limit" default:"10" minimum:"1" maximum:"100" doc:"Number of assets"`
+	ConditionalParams
 }
-
-type topSetupsOutput = encodedOutput
 
 type reportInput struct {
 	AnalyticsMarketParam
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
 	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
-}
-
-type reportOutput = encodedOutput
-
-// encodedOutput is a JSON body encoded once and served many times.
-type encodedOutput struct {
-	ContentType string `header:"Content-Type"`
-	Body        []byte
-}
-
-func encoded(body []byte) *encodedOutput {
-	return &encodedOutput{ContentType: jsonContentType, Body: body}
+	ConditionalParams
 }
 
 type historyInput struct {
@@ -183,22 +172,19 @@ type historyInput struct {
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT; a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
 	Limit int `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+	ConditionalParams
 }
-
-type historyOutput struct{ Body []HistorySnapshot }
 
 type statsInput struct {
 	AnalyticsMarketParam
+	ConditionalParams
 }
-
-type statsOutput struct{ Body []VerdictStat }
 
 type factorStatsInput struct {
 	AnalyticsMarketParam
 	HorizonDays OptionalParam[int] `query:"horizon_days" doc:"Only this horizon: 1, 5 or 21; omitted means all three"`
+	ConditionalParams
 }
-
-type factorStatsOutput struct{ Body []FactorStat }
 
 func (s *Server) registerAnalytics() {
 	tags := []string{"Analytics"}
@@ -207,14 +193,14 @@ func (s *Server) registerAnalytics() {
 		Summary:     "Strongest setups across markets",
 		Description: "Assets sorted by the absolute value of overall_score (strongest imbalance first; ties by market and symbol), for one market or every market of your tier, in the default style (swing).",
 		Tags:        tags, Errors: errorResponses(),
-		Responses: s.jsonResponse([]TopSetup{}, "Strongest setups first"),
+		Responses: s.dataResponses([]TopSetup{}, "Strongest setups first"),
 	}, s.getTopSetups)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-list", Method: http.MethodGet, Path: "/analytics/{market}/list",
 		Summary:     "Every scored asset of a market",
-		Description: "One item per scored asset, ordered by symbol. 503 with Retry-After right after a start, before the first scoring run.",
+		Description: "One item per scored asset, ordered by symbol; with `symbols=`, only those assets (the ones not scored are named in X-Unknown-Symbols). 503 with Retry-After right after a start, before the first scoring run.",
 		Tags:        tags, Errors: errorResponses(),
-		Responses: s.jsonResponse([]AnalyticsListItem{}, "One item per scored asset, ordered by symbol"),
+		Responses: s.dataResponses([]AnalyticsListItem{}, "One item per scored asset, ordered by symbol"),
 	}, s.getAnalyticsList)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
@@ -224,6 +210,7 @@ func (s *Server) registerAnalytics() {
 			"Consecutive days' forward returns overlap and a market's assets move together, so the interval is computed on `effective_sample_size`, not on `sample_size`; " +
 			"`is_significant` means the interval excludes `base_rate` and `effective_sample_size` is at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
+		Responses: s.dataResponses([]VerdictStat{}, "Verdict statistics records, backtest then live"),
 	}, s.getStats)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-factor-stats", Method: http.MethodGet, Path: "/analytics/{market}/factor-stats",
@@ -232,19 +219,21 @@ func (s *Server) registerAnalytics() {
 			"`correlation` is the Pearson correlation of its signed contribution with the forward return; `base_rate` is the hit rate the factor would have with no edge. " +
 			"Many factors and horizons are tested at once, so `is_significant` uses `p_value_adjusted` (Benjamini–Hochberg, 5 % false discovery rate) and an `effective_sample_size` of at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
+		Responses: s.dataResponses([]FactorStat{}, "Factor statistics records"),
 	}, s.getFactorStats)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-report", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}",
 		Summary:     "Analytics report of one asset",
 		Description: "Technical, fundamental and overall scores, the verdict, every factor with its weight and explanation, and a support/resistance scenario, rendered in `lang`. 404 when the asset has not been scored. The segments `list`, `stats` and `factor-stats` are other operations, not symbols.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
-		Responses: s.jsonResponse(AnalyticsReport{}, "The report, texts in the language of lang"),
+		Responses: s.dataResponses(AnalyticsReport{}, "The report, texts in the language of lang"),
 	}, s.getAnalyticsReport)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
 		Summary:     "Score history of one asset",
 		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+		Responses: s.dataResponses([]HistorySnapshot{}, "Snapshots, newest first"),
 	}, s.getAnalyticsHistory)
 }
 
@@ -276,34 +265,81 @@ func (s *Server) analyticsList(ctx context.Context, m domain.Market, st analytic
 	})
 }
 
-func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (*analyticsListOutput, error) {
+func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (*dataOutput, error) {
 	m := domain.Market(in.Market)
+	wanted, err := parseSymbols(m, in.Symbols)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
 	if err := requireMarket(ctx, m); err != nil {
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) (readcache.Body, error) {
 		recs, err := s.analyticsList(ctx, m, st)
 		if err != nil {
-			return nil, err
+			return readcache.Body{}, err
 		}
 		if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
-			return nil, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m)
+			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m)
 		}
-		out := make([]AnalyticsListItem, len(recs))
-		for i, r := range recs {
-			out[i] = AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
-				ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt}
-		}
-		return json.Marshal(out)
+		b, err := encodeAnalyticsList(recs, nil)
+		return readcache.NewBody(b, newestUpdate(recs)), err
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return encoded(body), nil
+	if wanted == nil {
+		return s.respond(&in.ConditionalParams, body, freshScores), nil
+	}
+	recs, err := s.analyticsList(ctx, m, st)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	found := wanted.tracker()
+	b, err := encodeAnalyticsList(recs, func(sym string) bool {
+		if wanted.has(sym) {
+			found.see(sym)
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	// Not cached: the tag covers this body and the unknown symbols. The
+	// modification time is the whole list's, which only grows.
+	unknown := found.unknown()
+	out := s.respond(&in.ConditionalParams, readcache.NewBodyTagged(b, body.Modified, b, []byte(unknown)), freshScores)
+	out.Unknown = unknown
+	return out, nil
 }
 
-func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetupsOutput, error) {
+// encodeAnalyticsList encodes the records that keep accepts (every one when nil).
+func encodeAnalyticsList(recs []store.AnalyticsRecord, keep func(symbol string) bool) ([]byte, error) {
+	out := make([]AnalyticsListItem, 0, len(recs))
+	for _, r := range recs {
+		if keep != nil && !keep(r.Symbol) {
+			continue
+		}
+		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
+			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt})
+	}
+	return json.Marshal(out)
+}
+
+// newestUpdate is when the newest of recs was scored (zero for none).
+func newestUpdate(recs []store.AnalyticsRecord) time.Time {
+	var t time.Time
+	for _, r := range recs {
+		if r.UpdatedAt.After(t) {
+			t = r.UpdatedAt
+		}
+	}
+	return t
+}
+
+func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOutput, error) {
 	p := principalFrom(ctx)
 	markets := p.Client.Markets
 	if in.Market != "" {
@@ -314,22 +350,36 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*topSetu
 		markets = []domain.Market{m}
 	}
 	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
-	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (readcache.Body, error) {
 		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
 		if err != nil {
-			return nil, err
+			return readcache.Body{}, err
 		}
 		out := make([]TopSetup, len(recs))
 		for i, r := range recs {
 			out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
 				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
 		}
-		return json.Marshal(out)
+		// The newest scoring of the markets' whole lists, not only of the
+		// assets shown: an asset can leave the top when it is rescored, and
+		// Last-Modified must still move forward.
+		var modified time.Time
+		for _, m := range markets {
+			all, err := s.analyticsList(ctx, m, analytics.DefaultStyle)
+			if err != nil {
+				return readcache.Body{}, err
+			}
+			if t := newestUpdate(all); t.After(modified) {
+				modified = t
+			}
+		}
+		b, err := json.Marshal(out)
+		return readcache.NewBody(b, modified), err
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return encoded(body), nil
+	return s.respond(&in.ConditionalParams, body, freshScores), nil
 }
 
 // notScored is the 404 of an asset without analytics, naming some that have them.
@@ -353,7 +403,7 @@ func (s *Server) notScored(ctx context.Context, m domain.Market, st analytics.St
 		sym, m, strings.Join(names, ", "), more))
 }
 
-func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*reportOutput, error) {
+func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*dataOutput, error) {
 	m := domain.Market(in.Market)
 	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
 	if err != nil {
@@ -364,29 +414,35 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*repo
 	}
 	st := analyticsStyle(m, in.Style)
 	lang, _ := analytics.ParseLang(in.Lang)
-	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) ([]byte, error) {
-		return s.encodeReport(ctx, m, st, sym, lang)
-	})
+	body, err := s.reportBody(ctx, m, st, sym, lang)
 	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
 	}
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return encoded(body), nil
+	return s.respond(&in.ConditionalParams, body, freshScores), nil
+}
+
+// reportBody is the cached report of one asset (ENOTFOUND when it has not
+// been scored).
+func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
+	return readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) (readcache.Body, error) {
+		return s.encodeReport(ctx, m, st, sym, lang)
+	})
 }
 
 // encodeReport renders an asset's stored result in lang with the market's
 // statistics of its verdict and factors (empty until the statistics job
 // has run), as the response body.
-func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) ([]byte, error) {
+func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
 	rec, err := s.analytics.AnalyticsReport(ctx, m, sym, st)
 	if err != nil {
-		return nil, err
+		return readcache.Body{}, err
 	}
 	ms, err := s.marketStats(ctx, m)
 	if err != nil {
-		return nil, err
+		return readcache.Body{}, err
 	}
 	rep := rec.Result.Localize(lang)
 	body := AnalyticsReport{Market: string(m), Symbol: sym, Style: string(st), Exchange: rec.Exchange,
@@ -407,10 +463,15 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 			body.FactorStats = append(body.FactorStats, factorStat(f))
 		}
 	}
-	return json.Marshal(body)
+	b, err := json.Marshal(body)
+	modified := rec.UpdatedAt
+	if ms.ComputedAt.After(modified) {
+		modified = ms.ComputedAt // the report carries the statistics too
+	}
+	return readcache.NewBody(b, modified), err
 }
 
-func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {
+func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*dataOutput, error) {
 	m := domain.Market(in.Market)
 	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
 	if err != nil {
@@ -420,19 +481,29 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*hi
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	snaps, err := s.analytics.AnalyticsHistory(ctx, m, sym, st, in.Limit)
+	body, err := readcache.Load(ctx, s.cache, readcache.HistoryBody(m, st, sym, in.Limit), func(ctx context.Context) (readcache.Body, error) {
+		snaps, err := s.analytics.AnalyticsHistory(ctx, m, sym, st, in.Limit)
+		if err != nil {
+			return readcache.Body{}, err
+		}
+		if len(snaps) == 0 {
+			return readcache.Body{}, domain.Errorf(domain.ENOTFOUND, "no history of %s", sym)
+		}
+		out := make([]HistorySnapshot, len(snaps))
+		for i, h := range snaps {
+			out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
+				FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
+		}
+		b, err := json.Marshal(out)
+		return readcache.NewBody(b, snaps[0].At), err // newest first
+	})
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		return nil, s.notScored(ctx, m, st, sym)
+	}
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	if len(snaps) == 0 {
-		return nil, s.notScored(ctx, m, st, sym)
-	}
-	out := make([]HistorySnapshot, len(snaps))
-	for i, h := range snaps {
-		out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
-			FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
-	}
-	return &historyOutput{Body: out}, nil
+	return s.respond(&in.ConditionalParams, body, freshScores), nil
 }
 
 func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {
@@ -456,30 +527,58 @@ func (s *Server) requireStats(ctx context.Context, m domain.Market) (store.Marke
 	return st, nil
 }
 
-func (s *Server) getStats(ctx context.Context, in *statsInput) (*statsOutput, error) {
-	st, err := s.requireStats(ctx, domain.Market(in.Market))
-	if err != nil {
+func (s *Server) getStats(ctx context.Context, in *statsInput) (*dataOutput, error) {
+	m := domain.Market(in.Market)
+	if _, err := s.requireStats(ctx, m); err != nil {
 		return nil, err
 	}
-	return &statsOutput{Body: verdictStats(st.Verdicts, "")}, nil
+	// The loads read the statistics again (a cache hit), inside the body's
+	// own load: an invalidation between the two cannot leave an old body cached.
+	body, err := readcache.Load(ctx, s.cache, readcache.StatsBody(m), func(ctx context.Context) (readcache.Body, error) {
+		st, err := s.marketStats(ctx, m)
+		if err != nil {
+			return readcache.Body{}, err
+		}
+		b, err := json.Marshal(verdictStats(st.Verdicts, ""))
+		return readcache.NewBody(b, st.ComputedAt), err
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return s.respond(&in.ConditionalParams, body, freshStats), nil
 }
 
-func (s *Server) getFactorStats(ctx context.Context, in *factorStatsInput) (*factorStatsOutput, error) {
+func (s *Server) getFactorStats(ctx context.Context, in *factorStatsInput) (*dataOutput, error) {
 	h := in.HorizonDays
 	if h.IsSet && h.Value != 1 && h.Value != 5 && h.Value != 21 {
 		return nil, s.problem(ctx, domain.Invalid("query.horizon_days", h.Value, "must be one of 1, 5, 21"))
 	}
-	st, err := s.requireStats(ctx, domain.Market(in.Market))
-	if err != nil {
+	m := domain.Market(in.Market)
+	if _, err := s.requireStats(ctx, m); err != nil {
 		return nil, err
 	}
-	out := []FactorStat{}
-	for _, f := range st.Factors {
-		if !h.IsSet || f.HorizonDays == h.Value {
-			out = append(out, factorStat(f))
-		}
+	horizon := 0
+	if h.IsSet {
+		horizon = h.Value
 	}
-	return &factorStatsOutput{Body: out}, nil
+	body, err := readcache.Load(ctx, s.cache, readcache.FactorStatsBody(m, horizon), func(ctx context.Context) (readcache.Body, error) {
+		st, err := s.marketStats(ctx, m)
+		if err != nil {
+			return readcache.Body{}, err
+		}
+		out := []FactorStat{}
+		for _, f := range st.Factors {
+			if horizon == 0 || f.HorizonDays == horizon {
+				out = append(out, factorStat(f))
+			}
+		}
+		b, err := json.Marshal(out)
+		return readcache.NewBody(b, st.ComputedAt), err
+	})
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return s.respond(&in.ConditionalParams, body, freshStats), nil
 }
 
 // verdictStats converts records, keeping one verdict's ("" for all).

@@ -61,6 +61,9 @@ type Config struct {
 	// RequestTimeout is each request's time budget (DefaultRequestTimeout
 	// when 0; negative: none). See deadlineMiddleware.
 	RequestTimeout time.Duration
+	// Refresh is the worker's schedule, for the Cache-Control max-age of
+	// data (zero fields: the defaults).
+	Refresh RefreshIntervals
 }
 
 // Server is the public API.
@@ -76,6 +79,7 @@ type Server struct {
 	webhooks  WebhookData
 	cache     *readcache.Cache
 	usage     *usageBodies
+	fast      *fastPath
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 }
@@ -94,11 +98,13 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	cfg.Refresh = cfg.Refresh.withDefaults()
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
 	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
-		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient}
+		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
+		fast: &fastPath{}}
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
 	}
@@ -121,6 +127,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
+	s.registerBatch()
 	s.registerWebhooks()
 	s.documentProblems()
 

@@ -36,16 +36,15 @@ func principalFrom(ctx context.Context) *principal {
 // market-in-tier check (403) and 404 follow in the operation.
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	r, w := humago.Unwrap(ctx)
-	var key string
-	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
-		key = v[0]
+	ri := infoFrom(r.Context())
+	out, err := ri.gateOut, ri.gateErr
+	if !ri.gated {
+		out, err = s.admit(ctx.Context(), r)
 	}
-	out, err := s.gate.Admit(ctx.Context(), admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	ri := infoFrom(r.Context())
 	if out.Client != nil {
 		ri.ClientID = out.Client.ID
 	}
@@ -56,6 +55,15 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	}
 	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
 	next(ctx)
+}
+
+// admit asks the gate about r.
+func (s *Server) admit(ctx context.Context, r *http.Request) (admission.Outcome, error) {
+	var key string
+	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
+		key = v[0]
+	}
+	return s.gate.Admit(ctx, admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
 }
 
 // setGateHeaders writes the gate's headers under their canonical names,

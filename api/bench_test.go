@@ -46,12 +46,14 @@ func benchHandler(b *testing.B, h http.Handler, path, key string) {
 // allocations, without the network.
 func BenchmarkHandler(b *testing.B) {
 	f := newMarketFixture(b)
-	seedAnalytics(b, f, "BTC_USDT", 0.004)
+	seedMarketData(b, f)
 	out, err := storeGate{f.db}.Admit(context.Background(), admission.Request{Key: f.key})
 	if err != nil || !out.Admitted() {
 		b.Fatalf("admit: %+v, %v", out, err)
 	}
 	srv := api.New(api.Config{Region: "global", Now: func() time.Time { return f.now }, Cache: f.cache}, f.db, fixedGate{out})
+	humaOnly := api.New(api.Config{Region: "global", Now: func() time.Time { return f.now }, Cache: f.cache}, f.db, fixedGate{out})
+	api.DisableFastPath(humaOnly)
 	body := []byte(`{"org_name":"Fixture","tier":"business"}`)
 	b.Run("bare", func(b *testing.B) {
 		benchHandler(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -59,7 +61,9 @@ func BenchmarkHandler(b *testing.B) {
 			_, _ = w.Write(body)
 		}), "/", "")
 	})
-	for _, c := range []struct{ name, path string }{{"usage", "/usage"}, {"report", "/analytics/crypto/BTC_USDT?lang=en"}} {
+	for _, c := range []struct{ name, path string }{{"usage", "/usage"}, {"screener", "/screener/crypto/binance/spot"},
+		{"ohlcv", "/ohlcv/crypto/binance/ETH_USDT/1h"}, {"report", "/analytics/crypto/BTC_USDT?lang=en"}} {
 		b.Run(c.name, func(b *testing.B) { benchHandler(b, srv.Handler(), "/api/v1/public"+c.path, f.key) })
+		b.Run(c.name+"-huma", func(b *testing.B) { benchHandler(b, humaOnly.Handler(), "/api/v1/public"+c.path, f.key) })
 	}
 }

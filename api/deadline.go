@@ -33,10 +33,7 @@ var longOperations = map[string]time.Duration{
 // the quota ledger) ends with the budget, and the error becomes a 503
 // with Retry-After (toProblem).
 func (s *Server) deadlineMiddleware(ctx huma.Context, next func(huma.Context)) {
-	budget := s.cfg.RequestTimeout
-	if budget == 0 {
-		budget = DefaultRequestTimeout
-	}
+	budget := s.requestBudget()
 	op := ctx.Operation()
 	if d, ok := longOperations[op.OperationID]; ok {
 		budget = max(budget, d)
@@ -113,4 +110,12 @@ func (c *budgetCtx) stop() {
 	if c.started.Load() {
 		c.cancel()
 	}
+}
+
+// requestBudget is the configured budget of a request (none when ≤ 0).
+func (s *Server) requestBudget() time.Duration {
+	if s.cfg.RequestTimeout == 0 {
+		return DefaultRequestTimeout
+	}
+	return s.cfg.RequestTimeout
 }

@@ -65,20 +65,19 @@ type screenerInput struct {
 	VolumeMax  OptionalParam[float64] `query:"volume_max" doc:"Keep rows with volume ≤ this (inclusive)"`
 	ChangeMin  OptionalParam[float64] `query:"change_min" doc:"Keep rows with change_pct ≥ this (inclusive)"`
 	ChangeMax  OptionalParam[float64] `query:"change_max" doc:"Keep rows with change_pct ≤ this (inclusive)"`
+	SymbolsParam
+	ConditionalParams
 }
 
-// screenerOutput is written as pre-encoded JSON (documented as
-// []ScreenerRecord): the snapshot is encoded once per ingest, not per request.
-type screenerOutput struct {
-	ContentType string `header:"Content-Type"`
-	Body        []byte
-}
+// The screener's answer is a dataOutput, documented as []ScreenerRecord:
+// the snapshot is encoded once per ingest, not per request.
 
 type ohlcvInput struct {
 	MarketPath
 	Symbol    string `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
 	Timeframe string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w" doc:"Candle timeframe" example:"1h"`
 	Limit     int    `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
+	ConditionalParams
 }
 
 type ohlcvSplitInput struct {
@@ -88,12 +87,7 @@ type ohlcvSplitInput struct {
 	Quote      string `path:"quote" maxLength:"20"`
 	Timeframe  string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w"`
 	Limit      int    `query:"limit" default:"200" minimum:"1" maximum:"1000"`
-}
-
-// ohlcvOutput is written as pre-encoded JSON (documented as []Candle).
-type ohlcvOutput struct {
-	ContentType string `header:"Content-Type"`
-	Body        []byte
+	ConditionalParams
 }
 
 // jsonResponse documents a raw-bytes body as JSON of the given Go type.
@@ -114,7 +108,7 @@ func (s *Server) registerMarketData() {
 			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
 		Tags:      []string{"Market data"},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
-		Responses: s.jsonResponse([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
+		Responses: s.dataResponses([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
 	}, s.getScreener)
 
 	ohlcvOp := huma.Operation{
@@ -126,16 +120,16 @@ func (s *Server) registerMarketData() {
 			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
 		Tags:      []string{"Market data"},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
-		Responses: s.jsonResponse([]Candle{}, "Candles, oldest first"),
+		Responses: s.dataResponses([]Candle{}, "Candles, oldest first"),
 	}
 	huma.Register(s.humaAPI, ohlcvOp, s.getOHLCV)
 	split := ohlcvOp
 	split.OperationID = "get-ohlcv-slash-symbol"
 	split.Path = "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"
 	split.Hidden = true
-	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*ohlcvOutput, error) {
+	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*dataOutput, error) {
 		return s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: in.MarketType, Exchange: in.Exchange},
-			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit})
+			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit, ConditionalParams: in.ConditionalParams})
 	})
 }
 
@@ -153,7 +147,7 @@ func orderedBounds(minLoc string, lo OptionalParam[float64], maxLoc string, hi O
 	return nil
 }
 
-func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerOutput, error) {
+func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutput, error) {
 	for _, f := range [...]struct {
 		loc string
 		p   OptionalParam[float64]
@@ -169,6 +163,10 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerO
 		return nil, s.problem(ctx, err)
 	}
 	m := domain.Market(in.MarketType)
+	wanted, err := parseSymbols(m, in.Symbols)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
 	if err := requireMarket(ctx, m); err != nil {
 		return nil, err
 	}
@@ -186,13 +184,18 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerO
 	if snap.failing && (len(snap.rows) == 0 || s.cfg.Now().Sub(snap.newest) > tickerStaleAfter) {
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored data is stale; retry later", combo))
 	}
-	if !in.VolumeMin.IsSet && !in.VolumeMax.IsSet && !in.ChangeMin.IsSet && !in.ChangeMax.IsSet {
-		return &screenerOutput{ContentType: jsonContentType, Body: snap.encoded}, nil
+	if !in.VolumeMin.IsSet && !in.VolumeMax.IsSet && !in.ChangeMin.IsSet && !in.ChangeMax.IsSet && wanted == nil {
+		return s.respond(&in.ConditionalParams, snap.body, freshTickers), nil
 	}
 	filter := store.TickerFilter{VolumeMin: in.VolumeMin.Ptr(), VolumeMax: in.VolumeMax.Ptr(),
 		ChangeMin: in.ChangeMin.Ptr(), ChangeMax: in.ChangeMax.Ptr()}
 	var kept []domain.Ticker
+	found := wanted.tracker()
 	for _, t := range snap.rows {
+		if !wanted.has(t.Symbol) {
+			continue
+		}
+		found.see(t.Symbol)
 		if filter.Match(t) {
 			kept = append(kept, t)
 		}
@@ -201,7 +204,12 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*screenerO
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return &screenerOutput{ContentType: jsonContentType, Body: body}, nil
+	// Filtered bodies are not cached: their tag covers the body and the
+	// unknown symbols, computed for this request.
+	unknown := found.unknown()
+	out := s.respond(&in.ConditionalParams, readcache.NewBodyTagged(body, snap.newest, body, []byte(unknown)), freshTickers)
+	out.Unknown = unknown
+	return out, nil
 }
 
 const jsonContentType = "application/json"
@@ -216,7 +224,7 @@ func encodeScreener(rows []domain.Ticker) ([]byte, error) {
 
 type tickerSnapshot struct {
 	rows    []domain.Ticker
-	encoded []byte // every row as the response body
+	body    readcache.Body // every row as the response body
 	newest  time.Time
 	failing bool
 }
@@ -239,7 +247,8 @@ func (s *Server) loadTickers(ctx context.Context, c domain.Combination) (tickerS
 	if len(rows) == 0 && !snap.failing {
 		return snap, domain.Errorf(domain.EUNAVAILABLE, "no data ingested yet for %s; retry shortly", c)
 	}
-	snap.encoded, err = encodeScreener(rows)
+	encoded, err := encodeScreener(rows)
+	snap.body = readcache.NewBody(encoded, snap.newest)
 	return snap, err
 }
 
@@ -261,7 +270,7 @@ type candleSeries struct {
 	failing bool
 }
 
-func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, error) {
+func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, error) {
 	m := domain.Market(in.MarketType)
 	tf, _ := domain.ParseTimeframe(in.Timeframe)
 	symbol, ok := domain.NormalizeSymbol(m, in.Symbol)
@@ -310,7 +319,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored candles are stale; retry later", combo))
 	}
 	// The encoded body is cached per limit beside the series, and dropped with it.
-	body, err := readcache.Load(ctx, s.cache, readcache.CandleBody(m, in.Exchange, symbol, tf, in.Limit), func(context.Context) ([]byte, error) {
+	body, err := readcache.Load(ctx, s.cache, readcache.CandleBody(m, in.Exchange, symbol, tf, in.Limit), func(context.Context) (readcache.Body, error) {
 		cs := series.candles
 		if len(cs) > in.Limit {
 			cs = cs[len(cs)-in.Limit:]
@@ -323,12 +332,13 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*ohlcvOutput, er
 		for i, c := range cs {
 			out[i] = Candle{Time: c.Time, Open: c.Open, High: c.High, Low: c.Low, Close: c.Close, Volume: c.Volume, UpdatedAt: updated}
 		}
-		return json.Marshal(out)
+		b, err := json.Marshal(out)
+		return readcache.NewBody(b, updated), err
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return &ohlcvOutput{ContentType: jsonContentType, Body: body}, nil
+	return s.respond(&in.ConditionalParams, body, freshCandles), nil
 }
 
 func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {

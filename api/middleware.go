@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/marketscreener/market/admission"
 )
 
 type ctxKey int
@@ -32,8 +34,17 @@ type requestInfo struct {
 	rec         statusRecorder
 	idHeader    [1]string
 	gateHeaders [3]string
-	// budget is the request's deadline context (deadlineMiddleware).
-	budget budgetCtx
+	// budget is the request's deadline context (deadlineMiddleware);
+	// fastBudget the fast path's (the same deadline, a context of its own).
+	budget      budgetCtx
+	fastBudget  budgetCtx
+	dataHeaders [4]string // the fast path's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols
+	// gated is set when the fast path (fastpath.go) asked the gate and then
+	// handed the request to huma: authMiddleware uses gateOut and gateErr
+	// instead of asking again (a request is admitted and counted once).
+	gated   bool
+	gateOut admission.Outcome
+	gateErr error
 }
 
 func infoFrom(ctx context.Context) *requestInfo {
@@ -109,7 +120,11 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 					slog.Duration("duration", time.Since(start)))
 			}
 		}()
-		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
+		ctx := context.WithValue(r.Context(), requestInfoKey, ri)
+		if s.fast != nil && s.serveFast(ctx, rec, r, ri) {
+			return
+		}
+		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
 }
 

@@ -28,7 +28,12 @@ type UsageRecord struct {
 }
 
 // usageOutput is written as pre-encoded JSON (documented as UsageRecord).
-type usageOutput = encodedOutput
+// It changes with every request (used_this_month), so no cache keeps it.
+type usageOutput struct {
+	ContentType  string `header:"Content-Type"`
+	CacheControl string `header:"Cache-Control" doc:"no-store: the record changes with every request" example:"no-store"`
+	Body         []byte
+}
 
 func (s *Server) registerUsage() {
 	huma.Register(s.humaAPI, huma.Operation{
@@ -40,14 +45,16 @@ func (s *Server) registerUsage() {
 		Tags:        []string{"Account"},
 		Errors:      errorResponses(),
 		Responses:   s.jsonResponse(UsageRecord{}, "The usage record of the calling client"),
-	}, func(ctx context.Context, _ *struct{}) (*usageOutput, error) {
-		p := principalFrom(ctx)
-		body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
-		if err != nil {
-			return nil, s.problem(ctx, err)
-		}
-		return encoded(body), nil
-	})
+	}, s.getUsage)
+}
+
+func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
+	p := principalFrom(ctx)
+	body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
 }
 
 func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {

@@ -115,6 +115,9 @@ const (
 	whatAnalyticsReport
 	whatMarketStats
 	whatTopSetups
+	whatStatsBody
+	whatFactorStatsBody
+	whatHistoryBody
 )
 
 // Key names one cached value. It is comparable and built without
@@ -174,4 +177,20 @@ func MarketStats(m domain.Market) Key {
 // comma-separated market list, verdict the filter ("" for any).
 func TopSetupsBody(markets, verdict string, limit int) Key {
 	return Key{Scope: TopSetups(), item: item{what: whatTopSetups, a: markets, b: verdict, n: limit}}
+}
+
+// StatsBody is the encoded verdict statistics of a market.
+func StatsBody(m domain.Market) Key {
+	return Key{Scope: Analytics(m), item: item{what: whatStatsBody}}
+}
+
+// FactorStatsBody is the encoded factor statistics of a market for one
+// horizon (0 for every horizon).
+func FactorStatsBody(m domain.Market, horizonDays int) Key {
+	return Key{Scope: Analytics(m), item: item{what: whatFactorStatsBody, n: horizonDays}}
+}
+
+// HistoryBody is the encoded score history of one asset cut to limit.
+func HistoryBody(m domain.Market, st analytics.Style, symbol string, limit int) Key {
+	return Key{Scope: Analytics(m), item: item{what: whatHistoryBody, a: symbol, b: string(st), n: limit}}
 }

@@ -67,7 +67,9 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
-				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache, RequestTimeout: cfg.RequestTimeout},
+				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
+				RequestTimeout: cfg.RequestTimeout,
+				Refresh:        api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}},
 				db, deps.gate)
 			g.Go(func() error { return deps.gate.Run(ctx) })
 			extra := map[string]http.Handler{}

@@ -24,11 +24,15 @@
 // each target gets one whole core, and the generator's own CPU is taken
 // from neither. Postgres and Redis are not pinned.
 //
+// -conditional adds a measurement of the api answering 304: the same request
+// with If-None-Match set to the ETag it captured (paths with an ETag only).
+//
 // -flood measures the unknown-key flood instead (see flood.go).
 //
 //	go run ./e2e/cmd/loadtest [-runs 3] [-duration 10s] [-conns 64] [-paths usage,screener,ohlcv,report]
 //	go run ./e2e/cmd/loadtest -api-bin /tmp/marketd-before     # the same measurement of another build
 //	go run ./e2e/cmd/loadtest -paths usage -cpuprofile api.pprof
+//	go run ./e2e/cmd/loadtest -conditional -paths screener,ohlcv,report,list   # 304 vs 200
 //	go run ./e2e/cmd/loadtest -flood
 package main
 
@@ -76,6 +80,7 @@ type options struct {
 	flood       bool
 	floodConns  int
 	payConns    int
+	conditional bool
 }
 
 func main() {
@@ -101,6 +106,7 @@ func main() {
 	flag.BoolVar(&o.flood, "flood", false, "measure the unknown-key flood (a paying client beside an attacker minting keys) instead")
 	flag.IntVar(&o.floodConns, "flood-conns", 32, "-flood: attacker connections")
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
+	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")
@@ -168,6 +174,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 		bodies[p] = b
+		if o.conditional && b.ETag != "" {
+			if err := checkNotModified(ctx, api.base+p, env.key, b.ETag); err != nil {
+				return err
+			}
+		}
 	}
 	bare, err := startBare(ctx, o, bodies)
 	if err != nil {
@@ -195,6 +206,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			if rw.api, err = measure(ctx, o, api, p, env.key); err != nil {
 				return err
 			}
+			if o.conditional && bodies[p].ETag != "" {
+				c, err := measure(ctx, o, api, p, env.key, "If-None-Match: "+bodies[p].ETag)
+				if err != nil {
+					return err
+				}
+				rw.notModified = &c
+			}
 			rows = append(rows, rw)
 		}
 	}
@@ -202,14 +220,14 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 }
 
 // measure runs a warm-up and then the measured wrk run of one target.
-func measure(ctx context.Context, o options, s *server, path, key string) (wrkResult, error) {
+func measure(ctx context.Context, o options, s *server, path, key string, headers ...string) (wrkResult, error) {
 	if o.warmup > 0 {
-		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, conns: o.conns, duration: o.warmup}); err != nil {
+		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.warmup}); err != nil {
 			return wrkResult{}, fmt.Errorf("%s warm-up: %w", s.name, err)
 		}
 	}
 	cpu0 := s.cpu()
-	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, conns: o.conns, duration: o.duration})
+	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.duration})
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("%s: %w", s.name, err)
 	}

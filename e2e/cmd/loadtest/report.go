@@ -24,6 +24,8 @@ type row struct {
 	run       int
 	bare, api wrkResult
 	before    *wrkResult // -before-bin, when given
+	// notModified is the api answering 304 (-conditional).
+	notModified *wrkResult
 }
 
 func (r row) ratio() float64 {
@@ -68,11 +70,18 @@ func printTable(out io.Writer, o options, rows []row) error {
 	if o.beforeBin != "" {
 		printPairs(out, rows)
 	}
+	if o.conditional {
+		printConditional(out, rows)
+	}
 	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cores bare/api | server µs/req bare/api (ratio) |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var errs []error
 	for _, r := range rows {
 		bad := ""
+		if r.notModified != nil && !r.notModified.valid() {
+			errs = append(errs, fmt.Errorf("%s run %d: api 304 run had %d errors / %d socket errors: the run is invalid",
+				r.path, r.run, r.notModified.Status, r.notModified.socketErrors()))
+		}
 		if !r.bare.valid() || !r.api.valid() {
 			bad = " **INVALID**"
 			errs = append(errs, fmt.Errorf("%s run %d: bare %d non-2xx / %d socket errors, api %d / %d: the run is invalid",
@@ -126,6 +135,25 @@ func printPairs(out io.Writer, rows []row) {
 			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(b.rps()), b.rps()/max(r.bare.rps(), 1),
 			thousands(r.api.rps()), r.ratio(), us(b.P99), us(r.api.P99), b.Status+b.socketErrors(), r.api.Status+r.api.socketErrors(),
 			micros(r.bare.serverPerReq), micros(b.serverPerReq), micros(r.api.serverPerReq))
+	}
+	fmt.Fprintln(out)
+}
+
+// printConditional is the table of -conditional: the api's 200 and its 304
+// to the same request with If-None-Match, measured back to back.
+func printConditional(out io.Writer, rows []row) {
+	fmt.Fprintln(out, "| path | run | bare req/s | api 200 req/s | api 304 req/s | 304/200 | 200 p50 / p99 | 304 p50 / p99 | bytes/answer 200 / 304 | errors 200 / 304 | server µs/req 200 / 304 |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if r.notModified == nil {
+			continue
+		}
+		c := *r.notModified
+		fmt.Fprintf(out, "| `%s` | %d | %s | %s | %s | **%.2f** | %s / %s | %s / %s | %d / %d | %d / %d | %.1f / %.1f |\n",
+			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(r.api.rps()), thousands(c.rps()),
+			c.rps()/max(r.api.rps(), 1), us(r.api.P50), us(r.api.P99), us(c.P50), us(c.P99),
+			r.api.Bytes/max(r.api.Requests, 1), c.Bytes/max(c.Requests, 1),
+			r.api.Status+r.api.socketErrors(), c.Status+c.socketErrors(), micros(r.api.serverPerReq), micros(c.serverPerReq))
 	}
 	fmt.Fprintln(out)
 }

@@ -89,6 +89,7 @@ func startAPI(ctx context.Context, o options, vars map[string]string, bin, profi
 type capturedBody struct {
 	ContentType string `json:"content_type"`
 	Body        []byte `json:"body"`
+	ETag        string `json:"etag"` // the api's; the bare server does not send it
 }
 
 // startBare starts the bare handler serving bodies (by request URI).
@@ -231,7 +232,27 @@ func capture(ctx context.Context, url, key string) (capturedBody, error) {
 		return capturedBody{}, fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows, 1h candles and crypto swing analytics only)",
 			req.URL.RequestURI(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body}, nil
+	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body, ETag: resp.Header.Get("ETag")}, nil
+}
+
+// checkNotModified makes sure the api answers url with 304 to etag (-conditional).
+func checkNotModified(ctx context.Context, url, key, etag string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("If-None-Match", etag)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("conditional: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if etag == "" || resp.StatusCode != http.StatusNotModified {
+		return fmt.Errorf("conditional: GET %s with If-None-Match %q answered %d, want 304", req.URL.RequestURI(), etag, resp.StatusCode)
+	}
+	return nil
 }
 
 // child runs the server side of the tool in a child process.

@@ -27,7 +27,8 @@ end
 // wrkRun is one wrk invocation: -t1 (one generator thread).
 type wrkRun struct {
 	url      string
-	key      string // X-API-Key, unless the script sets its own
+	key      string   // X-API-Key, unless the script sets its own
+	headers  []string // more request headers, "Name: value"
 	conns    int
 	duration time.Duration
 	script   string // Lua placed before reportLua (e.g. a request() of its own)
@@ -85,6 +86,9 @@ func runWrk(ctx context.Context, o options, w wrkRun) (wrkResult, error) {
 		"--timeout", "10s", "-s", f.Name()}
 	if w.key != "" {
 		argv = append(argv, "-H", "X-API-Key: "+w.key)
+	}
+	for _, h := range w.headers {
+		argv = append(argv, "-H", h)
 	}
 	argv = append(argv, w.url)
 	argv = pinned(o, wrkCore, argv...)
