@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -100,6 +101,12 @@ func (s *Scorer) logger() *slog.Logger {
 // It returns how many assets were (re)scored and how many verdict events
 // were written.
 func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Style) (scored, events int, err error) {
+	return s.ScoreSymbols(ctx, m, style, nil)
+}
+
+// ScoreSymbols is Score restricted to the given symbols (nil = every
+// asset), with the same rules: what was already scored is skipped.
+func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analytics.Style, only []string) (scored, events int, err error) {
 	src, ok := domain.AnalyticsSource(s.Region, m)
 	if !ok {
 		return 0, 0, nil // the market has no candle feed in this region
@@ -108,6 +115,13 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 	symbols, tickers, err := sourceSymbols(ctx, s.Store, src, tf)
 	if err != nil {
 		return 0, 0, err
+	}
+	if only != nil {
+		want := make(map[string]bool, len(only))
+		for _, sym := range only {
+			want[sym] = true
+		}
+		symbols = slices.DeleteFunc(symbols, func(sym string) bool { return !want[sym] })
 	}
 	latest, err := s.Store.LatestCandles(ctx, m, src.Exchange, tf, symbols)
 	if err != nil {

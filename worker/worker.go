@@ -31,8 +31,13 @@ type Config struct {
 	// LiveConcurrency slots of its own.
 	Concurrency     int
 	LiveConcurrency int
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// TaskCheckInterval is how often an idle lane looks for a task (asynq
+	// polls; its default is 1 s). Each hop of the pipeline (candle →
+	// scoring → dispatch) waits up to this long on an idle worker, so the
+	// default is DefaultTaskCheckInterval.
+	TaskCheckInterval time.Duration
+	Logger            *slog.Logger
+	Now               func() time.Time
 }
 
 // Worker runs the service's handlers on two asynq servers, the lanes: a
@@ -47,6 +52,10 @@ type Worker struct {
 	lanes []*asynq.Server
 	mux   *asynq.ServeMux
 }
+
+// DefaultTaskCheckInterval is an idle lane's polling interval: each poll
+// is one Redis script call per lane, 20 a second for the two lanes.
+const DefaultTaskCheckInterval = 100 * time.Millisecond
 
 // HeaderNotAfter is the task header carrying the time after which a
 // periodic task must not start (RFC 3339): the scheduler sets it to the end
@@ -68,15 +77,19 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TaskCheckInterval <= 0 {
+		cfg.TaskCheckInterval = DefaultTaskCheckInterval
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	lane := func(concurrency int, queues map[string]int) *asynq.Server {
 		return asynq.NewServer(opt, asynq.Config{
-			Concurrency:     concurrency,
-			Queues:          queues,
-			Logger:          NewAsynqLogger(cfg.Logger),
-			ShutdownTimeout: 20 * time.Second,
+			Concurrency:       concurrency,
+			Queues:            queues,
+			TaskCheckInterval: cfg.TaskCheckInterval,
+			Logger:            NewAsynqLogger(cfg.Logger),
+			ShutdownTimeout:   20 * time.Second,
 			ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
 				cfg.Logger.Warn("task failed", "type", t.Type(), "err", err)
 			}),

@@ -117,12 +117,15 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
-			closeIngest, err := registerIngest(cfg, db, w, logger)
+			closeIngest, jobs, err := registerIngest(cfg, db, w, logger)
 			if err != nil {
 				return err
 			}
 			defer closeIngest()
 			g.Go(func() error { return w.Run(ctx) })
+			for _, job := range jobs {
+				g.Go(func() error { return job(ctx) })
+			}
 		}
 		if role == "scheduler" || role == "all" {
 			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
