@@ -1,7 +1,10 @@
 -- +goose Up
 -- Event-driven pipeline (issue 10): every committed verdict event is
--- announced on the Postgres channel "verdict_events" with the event id
--- (decimal text) as the payload. NOTIFY is transactional: the
+-- announced on the Postgres channel "<schema>.verdict_events" (for the
+-- default schema: "public.verdict_events") with the event id (decimal
+-- text) as the payload. The schema is in the name because channels are
+-- database-wide and ids are per schema: schemas sharing a database (tests,
+-- load runs) must not wake each other with colliding ids. NOTIFY is transactional: the
 -- notification is delivered when, and only if, the inserting transaction
 -- commits, so a listener never wakes for an event it cannot read yet and
 -- never misses one that committed while it was connected. A trigger (not a
@@ -11,7 +14,7 @@
 -- +goose StatementBegin
 CREATE FUNCTION notify_verdict_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('verdict_events', NEW.id::text);
+    PERFORM pg_notify(TG_TABLE_SCHEMA || '.verdict_events', NEW.id::text);
     RETURN NULL;
 END;
 $$;

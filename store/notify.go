@@ -10,15 +10,17 @@ import (
 )
 
 // VerdictEventsChannel is the Postgres NOTIFY channel on which every
-// committed verdict event is announced (migration 00009, a trigger on
-// verdict_events). The payload is the event id as decimal text. NOTIFY is
-// transactional: a notification arrives only after the inserting
-// transaction committed, so the event is readable when it arrives. It is a
-// hint, not a queue: a listener that was disconnected misses what was sent
-// meanwhile, which is why ListenVerdictEvents reports every (re)connect.
-const VerdictEventsChannel = "verdict_events"
+// committed verdict event of a schema is announced (migration 00009, a
+// trigger on verdict_events): "<schema>.verdict_events", so
+// "public.verdict_events" by default. The payload is the event id as
+// decimal text. NOTIFY is transactional: a notification arrives only after
+// the inserting transaction committed, so the event is readable when it
+// arrives. It is a hint, not a queue: a listener that was disconnected
+// misses what was sent meanwhile, which is why ListenVerdictEvents reports
+// every (re)connect.
+func VerdictEventsChannel(schema string) string { return schema + ".verdict_events" }
 
-// ListenVerdictEvents listens on VerdictEventsChannel on a connection of
+// ListenVerdictEvents listens on the VerdictEventsChannel of its schema on a connection of
 // its own (not one of the pool's) until ctx ends. onEvent gets each
 // announced event id; onConnect runs after every successful LISTEN,
 // including reconnects, so the caller can catch up on what a lost
@@ -56,7 +58,13 @@ func (db *DB) listenOnce(ctx context.Context, onEvent func(id int64), onConnect 
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{VerdictEventsChannel}.Sanitize()); err != nil {
+	// The schema the outbox is in: the first of the search path, as for
+	// every other statement of this process.
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return false, fmt.Errorf("store: listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{VerdictEventsChannel(schema)}.Sanitize()); err != nil {
 		return false, fmt.Errorf("store: listen: %w", err)
 	}
 	if onConnect != nil {
@@ -69,7 +77,7 @@ func (db *DB) listenOnce(ctx context.Context, onEvent func(id int64), onConnect 
 		}
 		id, err := strconv.ParseInt(n.Payload, 10, 64)
 		if err != nil {
-			continue // not ours; the channel is shared by every schema of the database
+			continue // not an event id: not ours to act on
 		}
 		onEvent(id)
 	}
