@@ -288,7 +288,8 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 			return nil, err
 		}
 		if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
-			return nil, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m)
+			return nil, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
+				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
 		out := make([]AnalyticsListItem, len(recs))
 		for i, r := range recs {

@@ -195,7 +195,7 @@ func ScoreEntries(region string, scoreEvery time.Duration) []Entry {
 			if _, ok := domain.AnalyticsSource(region, m); !ok {
 				continue
 			}
-			for _, st := range worker.ScoredStyles(m) {
+			for _, st := range analytics.ScoredStyles(m) {
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("score:%s:%s:%s", m, st, stamp(tick)),
 					Task: worker.NewScoreTask(m, st, tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute,

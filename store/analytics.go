@@ -235,3 +235,22 @@ func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]Ve
 	})
 	return out, translate(err, "verdict events")
 }
+
+// ScoredStyles returns, per market, the styles in which at least one asset
+// has a report (what /readyz calls warm).
+func (db *DB) ScoredStyles(ctx context.Context) (map[domain.Market][]analytics.Style, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT market, style FROM analytics_reports`)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out := map[domain.Market][]analytics.Style{}
+	for rows.Next() {
+		var m, st string
+		if err := rows.Scan(&m, &st); err != nil {
+			rows.Close()
+			return nil, translate(err, "analytics")
+		}
+		out[domain.Market(m)] = append(out[domain.Market(m)], analytics.Style(st))
+	}
+	return out, translate(rows.Err(), "analytics")
+}

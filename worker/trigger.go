@@ -31,16 +31,6 @@ type ScoreAssetsPayload struct {
 	Generation int64           `json:"generation"`
 }
 
-// ScoredStyles are the trading styles a market is scored in: crypto in
-// every style, the other markets in the default one (style changes crypto
-// only). The scheduler's ticks and the ingest trigger both use it.
-func ScoredStyles(m domain.Market) []analytics.Style {
-	if m == domain.Crypto {
-		return analytics.Styles
-	}
-	return []analytics.Style{analytics.DefaultStyle}
-}
-
 // ScoreTrigger turns ingest's writes into scoring at once: ingest tells it
 // which candle series (or which assets' fundamentals) changed, and it
 // enqueues the scoring of exactly those assets in the styles that read
@@ -139,7 +129,7 @@ func (tr *ScoreTrigger) CandlesChanged(ctx context.Context, changed []store.Cand
 		if !ok || src.Exchange != k.Exchange {
 			continue
 		}
-		for _, st := range ScoredStyles(k.Market) {
+		for _, st := range analytics.ScoredStyles(k.Market) {
 			if st.Timeframe() == k.Timeframe {
 				t := target{k.Market, st}
 				symbols[t] = append(symbols[t], k.Symbol)
@@ -157,7 +147,7 @@ func (tr *ScoreTrigger) FundamentalsChanged(ctx context.Context, m domain.Market
 	if len(symbols) == 0 {
 		return
 	}
-	for _, st := range ScoredStyles(m) {
+	for _, st := range analytics.ScoredStyles(m) {
 		tr.enqueue(ctx, m, st, symbols)
 	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"log/slog"
 	"net/http"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
@@ -97,6 +99,29 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil
+}
+
+// analyticsWarmup lists the markets and styles of the region not scored
+// yet ("forex/swing"), for /readyz's warming_up.
+func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		scored, err := db.ScoredStyles(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var cold []string
+		for _, m := range domain.Markets {
+			if _, ok := domain.AnalyticsSource(region, m); !ok {
+				continue
+			}
+			for _, st := range analytics.ScoredStyles(m) {
+				if !slices.Contains(scored[m], st) {
+					cold = append(cold, string(m)+"/"+string(st))
+				}
+			}
+		}
+		return cold, nil
+	}
 }
 
 // webhookClient is the hardened client of webhook deliveries and test pings.

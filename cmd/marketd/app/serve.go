@@ -56,6 +56,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			defer deps.Close()
 			checks = append(checks, deps.checks...)
 			readiness := api.NewReadiness(checks...)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
 			if err != nil {
@@ -104,6 +105,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return nil
 			}})
 			readiness := api.NewReadiness(checks...)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region)
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
 			if err != nil {
