@@ -2,9 +2,9 @@ package app
 
 import (
 	"context"
-	"slices"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
