@@ -91,10 +91,11 @@ bench-webhooks:
 
 ## bench-latency: candle -> verdict event -> https receiver latency, cold start and CPU of `marketd all`
 ## (synthetic feed; see BENCHMARKS.md). BASELINE=path/to/marketd measures that binary too (e.g. main's);
-## BENCH_ARGS passes flags. Takes ~10 minutes per binary; runs under flock /work/notes/bench.lock when present.
+## BENCH_ARGS passes flags. Takes ~8 minutes per binary. On a shared machine, BENCH_LOCK=file runs it under
+## flock(1) on that file, so benchmarks never overlap.
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
-	$(if $(wildcard /work/notes/bench.lock),flock /work/notes/bench.lock) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
 
 clean:
 	rm -rf bin
