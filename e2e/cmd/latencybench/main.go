@@ -80,7 +80,7 @@ func main() {
 	flag.DurationVar(&o.cpuWindow, "cpu-window", 3*time.Minute, "steady-state window of the CPU measure")
 	flag.DurationVar(&o.latWindow, "latency-window", 3*time.Minute, "how long events are primed and measured")
 	flag.IntVar(&o.prime, "prime", 2, "crypto swing reports primed every 5 s")
-	flag.StringVar(&o.latencyScoreInterval, "latency-score-interval", "10m", "MARKET_SCORE_INTERVAL of the -bin latency run")
+	flag.StringVar(&o.latencyScoreInterval, "latency-score-interval", "1h", "MARKET_SCORE_INTERVAL of the -bin latency run")
 	flag.StringVar(&o.baselineScoreInterval, "baseline-score-interval", "1m", "MARKET_SCORE_INTERVAL of the -baseline latency run (its only path)")
 	flag.BoolVar(&o.skipCPU, "skip-cpu", false, "skip the CPU window")
 	flag.Parse()
