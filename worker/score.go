@@ -176,19 +176,32 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			rec.Price, rec.ChangePct = t.Price, t.ChangePct
 		}
 		recs = append(recs, rec)
+		if len(recs) == saveEvery {
+			n, err := s.Store.SaveAnalytics(ctx, recs, prev)
+			if err != nil {
+				return scored, events, err
+			}
+			scored, events, recs = scored+len(recs), events+n, recs[:0]
+		}
 	}
-	events, err = s.Store.SaveAnalytics(ctx, recs, prev)
+	n, err := s.Store.SaveAnalytics(ctx, recs, prev)
 	if err != nil {
-		return 0, 0, err
+		return scored, events, err
 	}
-	if len(recs) > 0 && s.Notify != nil {
+	scored, events = scored+len(recs), events+n
+	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).
 		s.Notify(ctx, readcache.Analytics(m))
 		s.Notify(ctx, readcache.TopSetups())
 	}
-	return len(recs), events, nil
+	return scored, events, nil
 }
+
+// saveEvery is how many scored assets are stored per transaction: a
+// verdict event commits (and is delivered) while the rest of its run is
+// still being scored, instead of after the whole market.
+const saveEvery = 16
 
 // rescoreEvery is how often an asset is scored again while only its
 // still-open candle moves: a sixteenth of the timeframe, at least a minute

@@ -67,6 +67,8 @@ type options struct {
 	latencyScoreInterval  string
 	baselineScoreInterval string
 	skipCPU               bool
+	skipLatency           bool
+	logLevel              string
 }
 
 func main() {
@@ -83,6 +85,8 @@ func main() {
 	flag.StringVar(&o.latencyScoreInterval, "latency-score-interval", "1h", "MARKET_SCORE_INTERVAL of the -bin latency run")
 	flag.StringVar(&o.baselineScoreInterval, "baseline-score-interval", "1m", "MARKET_SCORE_INTERVAL of the -baseline latency run (its only path)")
 	flag.BoolVar(&o.skipCPU, "skip-cpu", false, "skip the CPU window")
+	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip the latency run")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of marketd (its logs are kept in the temp directory)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 	var results []*result
@@ -123,6 +127,9 @@ func measure(o options, name, bin string, latencyScoreInterval string) (*result,
 	log.Printf("%s (%s): cold start and CPU", name, bin)
 	if err := withEnv(o, bin, nil, func(e *env) error { return e.coldAndCPU(o, r) }); err != nil {
 		return nil, err
+	}
+	if o.skipLatency {
+		return r, nil
 	}
 	log.Printf("%s: latency", name)
 	vars := map[string]string{"MARKET_CANDLE_INTERVAL": "15s", "MARKET_SCORE_INTERVAL": latencyScoreInterval}
@@ -174,7 +181,7 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 	e.vars = map[string]string{
 		"MARKET_DATABASE_URL": e.dbURL, "MARKET_REDIS_URL": redisURL, "MARKET_SECRET_KEY": randomHex(32),
 		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
-		"MARKET_LOG_LEVEL": "warn", "MARKET_FEEDS": "synthetic", "MARKET_STATS_INTERVAL": "0",
+		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_FEEDS": "synthetic", "MARKET_STATS_INTERVAL": "0",
 		"MARKET_WEBHOOK_ALLOW_PRIVATE": "true", "MARKET_WEBHOOK_CA_FILE": caFile,
 	}
 	for k, v := range extra {
@@ -298,6 +305,7 @@ func (e *env) coldAndCPU(o options, r *result) error {
 		return err
 	}
 	t0 := time.Now()
+	log.Printf("CPU window from %s", t0.UTC().Format(time.RFC3339Nano))
 	time.Sleep(o.cpuWindow)
 	c1, err := procCPU(e.proc.Process.Pid)
 	if err != nil {
