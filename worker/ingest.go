@@ -218,15 +218,21 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	batch := map[store.CandleKey][]domain.Candle{}
 	stored, failures := 0, 0
 	var lastErr error
+	// What changed is announced once, when the task ends (also when it
+	// fails part-way): one scoring per task and style, not one per batch.
+	var changed []store.CandleKey
+	defer func() {
+		if len(changed) > 0 && in.Changes != nil {
+			in.Changes.CandlesChanged(context.WithoutCancel(ctx), changed)
+		}
+	}()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		changed, err := in.Store.UpsertChangedCandles(ctx, batch)
+		keys, err := in.Store.UpsertChangedCandles(ctx, batch)
 		clear(batch)
-		if err == nil && len(changed) > 0 && in.Changes != nil {
-			in.Changes.CandlesChanged(ctx, changed)
-		}
+		changed = append(changed, keys...)
 		return ours(err)
 	}
 	for _, sym := range symbols {
