@@ -160,7 +160,9 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 	if err := execSQL(ctx, o.databaseURL, "CREATE SCHEMA "+e.schema); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, execSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE")) }()
+	defer func() {
+		err = errors.Join(err, execSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE"))
+	}()
 	redisURL, release, err := leaseRedisDB(ctx, o.redisURL)
 	if err != nil {
 		return err
