@@ -355,7 +355,7 @@ func TestTwoWorkersOneWakeup(t *testing.T) {
 	opt, _ := asynq.ParseRedisURI(f.url)
 	ins := asynq.NewInspector(opt)
 	defer ins.Close()
-	done, err := ins.ListCompletedTasks(worker.QueueCritical)
+	done, err := ins.ListCompletedTasks(worker.QueuePipeline)
 	if err != nil {
 		t.Fatal(err)
 	}

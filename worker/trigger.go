@@ -172,7 +172,7 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)),
-		asynq.Queue(QueueDefault), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
+		asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
 	switch {
 	case err == nil, errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
 		// A conflict: this generation's task is still waiting and takes

@@ -83,7 +83,7 @@ func (w *DispatchWaker) enqueue(ctx context.Context, logger *slog.Logger, id str
 	if w.Drop != nil && w.Drop(eventID) {
 		return
 	}
-	_, err := w.Queue.EnqueueContext(ctx, NewWebhookDispatchTask(time.Time{}), asynq.TaskID(id), asynq.Queue(QueueCritical),
+	_, err := w.Queue.EnqueueContext(ctx, NewWebhookDispatchTask(time.Time{}), asynq.TaskID(id), asynq.Queue(QueuePipeline),
 		asynq.MaxRetry(1), asynq.Timeout(5*time.Minute), asynq.Retention(time.Minute))
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) && ctx.Err() == nil {
 		logger.Warn("dispatch wake-up not enqueued; the next dispatch tick sends the event", "task_id", id, "err", err)
