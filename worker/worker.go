@@ -39,8 +39,8 @@ type Config struct {
 	TaskCheckInterval time.Duration
 	// PipelineConcurrency is the pipeline lane's slots (default 4).
 	PipelineConcurrency int
-	Logger            *slog.Logger
-	Now               func() time.Time
+	Logger              *slog.Logger
+	Now                 func() time.Time
 }
 
 // Worker runs the service's handlers on two asynq servers, the lanes: a
