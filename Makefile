@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -97,6 +97,14 @@ bench-deps:
 ## bench-webhooks: the webhook dispatcher: 1,000 subscriptions x one verdict change to a local https receiver (see BENCHMARKS.md).
 bench-webhooks:
 	$(GO) run ./e2e/cmd/webhookbench
+
+## bench-latency: candle -> verdict event -> https receiver latency, cold start and CPU of `marketd all`
+## (synthetic feed; see BENCHMARKS.md). BASELINE=path/to/marketd measures that binary too (e.g. main's);
+## BENCH_ARGS passes flags. Takes ~8 minutes per binary. On a shared machine, BENCH_LOCK=file runs it under
+## flock(1) on that file, so benchmarks never overlap.
+bench-latency: build
+	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -281,7 +281,8 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 			return readcache.Body{}, err
 		}
 		if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
-			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "no %s assets scored yet; retry shortly", m)
+			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
+				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
 		b, err := encodeAnalyticsList(recs, nil)
 		return readcache.NewBody(b, newestUpdate(recs)), err

@@ -24,6 +24,13 @@ type Readiness struct {
 	ready  atomic.Bool
 	mu     sync.Mutex
 	state  map[string]string
+	// Warmup, when set, lists what is still warming up (for example the
+	// markets and styles not scored yet since the start); /readyz shows it.
+	// It does not affect readiness, and is no longer asked once it returned
+	// an empty list (warm-up happens once).
+	Warmup  func(ctx context.Context) ([]string, error)
+	warming []string
+	warm    bool
 }
 
 // NewReadiness returns a Readiness that is not ready until the first probe passes.
@@ -54,8 +61,30 @@ func (r *Readiness) ProbeOnce(ctx context.Context) {
 	}
 	r.mu.Lock()
 	r.state = state
+	warm := r.warm
 	r.mu.Unlock()
 	r.ready.Store(ready)
+	if r.Warmup != nil && !warm && ready {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		warming, err := r.Warmup(pctx)
+		cancel()
+		if err == nil {
+			r.mu.Lock()
+			r.warming, r.warm = warming, len(warming) == 0
+			r.mu.Unlock()
+		}
+	}
+}
+
+// WarmingUp lists what was still warming up at the last probe (nil once
+// everything is warm, or when nothing is watched).
+func (r *Readiness) WarmingUp() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warm {
+		return nil
+	}
+	return append([]string(nil), r.warming...)
 }
 
 // Run probes every interval until ctx ends (fast while not ready).
@@ -111,7 +140,11 @@ func OpsHandler(r *Readiness, metrics http.Handler, extra map[string]http.Handle
 			w.Header().Set("Retry-After", "5")
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": checks})
+		body := map[string]any{"status": status, "checks": checks}
+		if warming := r.WarmingUp(); len(warming) > 0 {
+			body["warming_up"] = warming
+		}
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -147,11 +148,11 @@ func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entr
 		}},
 		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
 			var jobs []Job
-			for _, c := range combos {
-				if !c.HasCandles() {
-					continue
-				}
-				for _, tf := range domain.Timeframes {
+			for _, tf := range candleOrder {
+				for _, c := range combos {
+					if !c.HasCandles() {
+						continue
+					}
 					jobs = append(jobs, Job{
 						ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, stamp(tick)),
 						Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
@@ -162,6 +163,26 @@ func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entr
 		}},
 	}
 }
+
+// candleOrder is the order of a tick's candle ingest: the timeframes
+// scoring reads first (the default style's, which every market is scored
+// in, then crypto's other styles), then the others. asynq runs a queue in
+// order, so on a cold start the analytics are scored (ingest triggers
+// scoring) before the display-only timeframes are loaded.
+var candleOrder = func() []domain.Timeframe {
+	order := []domain.Timeframe{analytics.DefaultStyle.Timeframe()}
+	for _, st := range analytics.Styles {
+		if !slices.Contains(order, st.Timeframe()) {
+			order = append(order, st.Timeframe())
+		}
+	}
+	for _, tf := range domain.Timeframes {
+		if !slices.Contains(order, tf) {
+			order = append(order, tf)
+		}
+	}
+	return order
+}()
 
 // ScoreEntries are the analytics entries for a region: every market with a
 // candle source is scored every scoreEvery, crypto in every trading style,
@@ -174,10 +195,7 @@ func ScoreEntries(region string, scoreEvery time.Duration) []Entry {
 			if _, ok := domain.AnalyticsSource(region, m); !ok {
 				continue
 			}
-			for _, st := range analytics.Styles {
-				if m != domain.Crypto && st != analytics.DefaultStyle {
-					continue // style changes crypto only
-				}
+			for _, st := range analytics.ScoredStyles(m) {
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("score:%s:%s:%s", m, st, stamp(tick)),
 					Task: worker.NewScoreTask(m, st, tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute,

@@ -141,51 +141,73 @@ func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol stri
 }
 
 // SaveAnalytics stores one scoring run of a market and style in one
-// transaction: each record replaces the asset's report (unless a newer
-// candle was already scored), a snapshot is added when the score or the
-// verdict changed or the day did, and, for the default style, a verdict
-// change goes into the verdict_events outbox. prev holds the reports
-// before the run (from AnalyticsList). It returns the events written.
+// transaction: each record replaces the asset's report, a snapshot is
+// added when the score or the verdict changed or the day did, and, for the
+// default style, a verdict change goes into the verdict_events outbox.
+// prev holds the reports before the run (from AnalyticsList). It returns
+// the events written.
+//
+// A record is stored only if the asset's report is still the one in prev
+// (same updated_at; no report when prev has none) and its candle is not
+// older: two runs that read the same report (a triggered scoring and a
+// tick, or two workers) store one result, one snapshot and at most one
+// event; the other run's record is dropped with its snapshot and event,
+// and the next scoring compares against what was stored.
 func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
 	b := &pgx.Batch{}
-	events := 0
 	for _, r := range recs {
 		raw, err := json.Marshal(r.Result)
 		if err != nil {
 			return 0, fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
 		}
-		b.Queue(`INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-			ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
-				overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
-				change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
-				candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result
-			WHERE a.candle_time <= excluded.candle_time`,
-			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
-			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw)
 		p, had := prev[r.Symbol]
-		if !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt) {
-			b.Queue(`INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
-				string(r.Market), string(r.Style), r.Symbol, r.UpdatedAt.UTC(), r.OverallScore, r.Result.TechnicalScore,
-				r.Result.FundamentalScore, string(r.Verdict), r.Price)
+		var prevUpdated *time.Time
+		if had {
+			t := p.UpdatedAt.UTC()
+			prevUpdated = &t
 		}
-		if had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict {
-			events++
-			b.Queue(`INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
-				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (market, symbol, at) DO NOTHING`,
-				string(r.Market), r.Symbol, string(p.Verdict), string(r.Verdict), r.OverallScore, r.UpdatedAt.UTC())
-		}
+		snapshot := !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt)
+		event := had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict
+		b.Queue(`WITH up AS (
+				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
+					overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
+					change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
+					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result
+				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
+				RETURNING 1
+			), snap AS (
+				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price)
+				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7 WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
+				ON CONFLICT DO NOTHING
+			)
+			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+			SELECT $1, $3, $18::text, $6, $5, $12 WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
+			ON CONFLICT (market, symbol, at) DO NOTHING`,
+			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
+			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event)
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return 0, translate(err, "analytics")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	br := tx.SendBatch(ctx, b)
+	events := 0
+	for range recs {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return 0, translate(err, "analytics")
+		}
+		events += int(tag.RowsAffected())
+	}
+	if err := br.Close(); err != nil {
 		return 0, translate(err, "analytics")
 	}
 	return events, translate(tx.Commit(ctx), "analytics")
@@ -212,4 +234,23 @@ func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]Ve
 		return e, err
 	})
 	return out, translate(err, "verdict events")
+}
+
+// ScoredStyles returns, per market, the styles in which at least one asset
+// has a report (what /readyz calls warm).
+func (db *DB) ScoredStyles(ctx context.Context) (map[domain.Market][]analytics.Style, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT market, style FROM analytics_reports`)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out := map[domain.Market][]analytics.Style{}
+	for rows.Next() {
+		var m, st string
+		if err := rows.Scan(&m, &st); err != nil {
+			rows.Close()
+			return nil, translate(err, "analytics")
+		}
+		out[domain.Market(m)] = append(out[domain.Market(m)], analytics.Style(st))
+	}
+	return out, translate(rows.Err(), "analytics")
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
@@ -62,5 +64,43 @@ func TestSaveAnalyticsOutboxAndSnapshots(t *testing.T) {
 	top, err := db.TopSetups(ctx, []domain.Market{domain.Crypto}, analytics.VerdictDecline, analytics.Swing, 10)
 	if err != nil || len(top) != 0 {
 		t.Fatalf("top decline setups = %+v, %v; want none", top, err)
+	}
+}
+
+// Two runs that read the same report (a trigger and a tick, two workers)
+// store one result and one verdict event: a record is stored only over
+// the report its run read.
+func TestSaveAnalyticsRacingRuns(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{analyticsRecord("BTC_USDT", 15, analytics.VerdictNeutral, t0)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	list, err := db.AnalyticsList(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	prev := map[string]store.AnalyticsRecord{"BTC_USDT": list[0]}
+	var events []int
+	for i := range 2 { // the same change, scored by two runs a moment apart
+		n, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{analyticsRecord("BTC_USDT", 35, analytics.VerdictGrowth, t0.Add(time.Duration(i+1)*time.Second))}, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, n)
+	}
+	evs, err := db.VerdictEvents(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || !cmp.Equal(events, []int{1, 0}) {
+		t.Fatalf("events = %+v (%v per run), %v; want one, from the first run", evs, events, err)
+	}
+	rep, err := db.AnalyticsReport(ctx, domain.Crypto, "BTC_USDT", analytics.Swing)
+	if err != nil || !rep.UpdatedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("report = %+v, %v; want the first run's", rep, err)
+	}
+	hist, _ := db.AnalyticsHistory(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, 10)
+	if len(hist) != 2 {
+		t.Fatalf("history = %+v, want the first save and the first run's snapshot only", hist)
 	}
 }

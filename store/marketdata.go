@@ -91,15 +91,23 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 // UpsertCandleSeries stores several series in one transaction (COPY into a
 // temporary table, then one INSERT ... ON CONFLICT).
 func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]domain.Candle) error {
+	_, err := db.UpsertChangedCandles(ctx, series)
+	return err
+}
+
+// UpsertChangedCandles is UpsertCandleSeries returning the series that changed: a
+// candle was added or one of its values differs from the stored one (what
+// makes scoring worth running again), each key once, in no order.
+func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]domain.Candle) ([]CandleKey, error) {
 	total := 0
 	for k, cs := range series {
 		if err := domain.ValidateCandles(cs); err != nil {
-			return fmt.Errorf("store: candles %s: %w", k, err)
+			return nil, fmt.Errorf("store: candles %s: %w", k, err)
 		}
 		total += len(cs)
 	}
 	if total == 0 {
-		return nil
+		return nil, nil
 	}
 	rows := make([][]any, 0, total)
 	for k, cs := range series {
@@ -110,30 +118,53 @@ func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]dom
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
-		return translate(err, "candles")
+		return nil, translate(err, "candles")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE candles_in (LIKE candles INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
-		return translate(err, "candles")
+		return nil, translate(err, "candles")
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"candles_in"},
 		[]string{"market", "exchange", "symbol", "timeframe", "open_time", "open", "high", "low", "close", "volume"},
 		pgx.CopyFromRows(rows)); err != nil {
-		return translate(err, "candles")
+		return nil, translate(err, "candles")
 	}
 	// IS DISTINCT FROM keeps re-ingesting identical candles from writing
 	// (no dead tuples, updated_at unchanged).
-	if _, err := tx.Exec(ctx, `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+	changedRows, err := tx.Query(ctx, `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
 		SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
 			market, exchange, symbol, timeframe, open_time, open, high, low, close, volume FROM candles_in
 		ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
 		SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
 			volume = excluded.volume, updated_at = now()
 		WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
-			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`); err != nil {
-		return translate(err, "candles")
+			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)
+		RETURNING market, exchange, symbol, timeframe`)
+	if err != nil {
+		return nil, translate(err, "candles")
 	}
-	return translate(tx.Commit(ctx), "candles")
+	seen := map[CandleKey]bool{}
+	var changed []CandleKey
+	for changedRows.Next() {
+		var k CandleKey
+		var market, tf string
+		if err := changedRows.Scan(&market, &k.Exchange, &k.Symbol, &tf); err != nil {
+			changedRows.Close()
+			return nil, translate(err, "candles")
+		}
+		k.Market, k.Timeframe = domain.Market(market), domain.Timeframe(tf)
+		if !seen[k] {
+			seen[k] = true
+			changed = append(changed, k)
+		}
+	}
+	if err := changedRows.Err(); err != nil {
+		return nil, translate(err, "candles")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, translate(err, "candles")
+	}
+	return changed, nil
 }
 
 // Candles returns the newest limit candles of a series, oldest first.

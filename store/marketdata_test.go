@@ -199,3 +199,31 @@ func TestPruneCandles(t *testing.T) {
 		t.Fatalf("left %d candles from %v", len(left), left[0].Time)
 	}
 }
+
+// UpsertChangedCandles names the series that changed (what triggers
+// scoring): new candles or a changed one, each series once; identical
+// candles change nothing and name nothing.
+func TestUpsertChangedCandles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	btc := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF4h}
+	eth := btc
+	eth.Symbol = "ETH_USDT"
+	series := map[store.CandleKey][]domain.Candle{btc: makeCandles(100, start, domain.TF4h, 0), eth: makeCandles(100, start, domain.TF4h, 1)}
+	changed, err := db.UpsertChangedCandles(ctx, series)
+	if err != nil || len(changed) != 2 {
+		t.Fatalf("first upsert: changed %v, %v; want both series once", changed, err)
+	}
+	if changed, err = db.UpsertChangedCandles(ctx, series); err != nil || len(changed) != 0 {
+		t.Fatalf("same candles again: changed %v, %v; want none", changed, err)
+	}
+	last := series[eth][99]
+	last.Close++
+	series[eth] = []domain.Candle{last}
+	series[btc] = series[btc][99:]
+	if changed, err = db.UpsertChangedCandles(ctx, series); err != nil || !cmp.Equal(changed, []store.CandleKey{eth}) {
+		t.Fatalf("ETH's open candle moved: changed %v, %v; want ETH only", changed, err)
+	}
+}

@@ -83,6 +83,13 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 	}
 	observeRows(c, "fundamentals", len(rows))
 	_ = in.Store.RecordFeedSuccess(ctx, c, "fundamentals", in.Now())
+	if in.Changes != nil {
+		symbols := make([]string, 0, len(rows))
+		for sym := range rows {
+			symbols = append(symbols, sym)
+		}
+		in.Changes.FundamentalsChanged(ctx, c.Market, symbols)
+	}
 	in.logger().Debug("ingested fundamentals", "combination", c.String(), "assets", len(rows))
 	return nil
 }

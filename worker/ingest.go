@@ -66,7 +66,7 @@ func newTask(typ string, payload any) *asynq.Task {
 type IngestStore interface {
 	ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
-	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
+	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error)
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
@@ -99,6 +99,16 @@ type Ingester struct {
 	// combination (highest volume first); 0 = all. Real feeds need it to
 	// stay inside the providers' rate limits.
 	MaxCandleSymbols int
+	// Changes hears of every write that scoring reads (candles that changed,
+	// new fundamentals), so the affected assets are scored at once; nil
+	// leaves scoring to the scheduler's tick.
+	Changes ChangeSink
+}
+
+// ChangeSink is told what ingest changed; ScoreTrigger is the service's.
+type ChangeSink interface {
+	CandlesChanged(ctx context.Context, changed []store.CandleKey)
+	FundamentalsChanged(ctx context.Context, m domain.Market, symbols []string)
 }
 
 func (in *Ingester) logger() *slog.Logger {
@@ -210,12 +220,21 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	batch := map[store.CandleKey][]domain.Candle{}
 	stored, failures := 0, 0
 	var lastErr error
+	// What changed is announced once, when the task ends (also when it
+	// fails part-way): one scoring per task and style, not one per batch.
+	var changed []store.CandleKey
+	defer func() {
+		if len(changed) > 0 && in.Changes != nil {
+			in.Changes.CandlesChanged(context.WithoutCancel(ctx), changed)
+		}
+	}()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := in.Store.UpsertCandleSeries(ctx, batch)
+		keys, err := in.Store.UpsertChangedCandles(ctx, batch)
 		clear(batch)
+		changed = append(changed, keys...)
 		return ours(err)
 	}
 	for _, sym := range symbols {

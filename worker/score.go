@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -61,6 +63,14 @@ type Scorer struct {
 	Now    func() time.Time
 	// Notify announces new reports so api replicas drop cached analytics.
 	Notify func(ctx context.Context, s readcache.Scope)
+
+	runs sync.Map // market/style → *sync.Mutex
+}
+
+func (s *Scorer) lock(m domain.Market, style analytics.Style) func() {
+	mu, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // Register adds the scoring handler to a worker.
@@ -101,14 +111,35 @@ func (s *Scorer) logger() *slog.Logger {
 // It returns how many assets were (re)scored and how many verdict events
 // were written.
 func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Style) (scored, events int, err error) {
+	return s.ScoreSymbols(ctx, m, style, nil)
+}
+
+// ScoreSymbols is Score restricted to the given symbols (nil = every
+// asset), with the same rules: what was already scored is skipped.
+func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analytics.Style, only []string) (scored, events int, err error) {
 	src, ok := domain.AnalyticsSource(s.Region, m)
 	if !ok {
 		return 0, 0, nil // the market has no candle feed in this region
 	}
+	// One run per market and style at a time in this process: a tick and
+	// a trigger arriving together (both are enqueued on the minute) would
+	// otherwise both compute the same assets from the same reports, and
+	// one result would be thrown away (SaveAnalytics keeps the first). The
+	// second run waits, then finds the assets fresh. Across processes the
+	// same race costs CPU only.
+	unlock := s.lock(m, style)
+	defer unlock()
 	tf := style.Timeframe()
 	symbols, tickers, err := sourceSymbols(ctx, s.Store, src, tf)
 	if err != nil {
 		return 0, 0, err
+	}
+	if only != nil {
+		want := make(map[string]bool, len(only))
+		for _, sym := range only {
+			want[sym] = true
+		}
+		symbols = slices.DeleteFunc(symbols, func(sym string) bool { return !want[sym] })
 	}
 	latest, err := s.Store.LatestCandles(ctx, m, src.Exchange, tf, symbols)
 	if err != nil {
@@ -134,7 +165,7 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 			continue
 		}
 		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) && !fundamentals[sym].UpdatedAt.After(p.UpdatedAt) &&
-			(p.CandleClose == newest.Close || now.Sub(p.UpdatedAt) < rescoreEvery(tf)) {
+			(p.CandleClose == newest.Close || sameRescoreSlot(now, p.UpdatedAt, tf)) {
 			// Nothing new since the last scoring (candles or fundamentals),
 			// or only the still-open candle moved and the report is recent
 			// enough.
@@ -163,27 +194,55 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 			rec.Price, rec.ChangePct = t.Price, t.ChangePct
 		}
 		recs = append(recs, rec)
+		if len(recs) == saveEvery {
+			n, err := s.Store.SaveAnalytics(ctx, recs, prev)
+			if err != nil {
+				return scored, events, err
+			}
+			scored, events, recs = scored+len(recs), events+n, recs[:0]
+		}
 	}
-	events, err = s.Store.SaveAnalytics(ctx, recs, prev)
+	n, err := s.Store.SaveAnalytics(ctx, recs, prev)
 	if err != nil {
-		return 0, 0, err
+		return scored, events, err
 	}
-	obs.Scored(string(m), string(style), len(recs), len(symbols)-len(recs), events)
-	if len(recs) > 0 && s.Notify != nil {
+	scored, events = scored+len(recs), events+n
+	obs.Scored(string(m), string(style), scored, len(symbols)-scored, events)
+	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).
 		s.Notify(ctx, readcache.Analytics(m))
 		s.Notify(ctx, readcache.TopSetups())
 	}
-	return len(recs), events, nil
+	return scored, events, nil
 }
 
+// saveEvery is how many scored assets are stored per transaction: a
+// verdict event commits (and is delivered) while the rest of its run is
+// still being scored, instead of after the whole market.
+const saveEvery = 16
+
 // rescoreEvery is how often an asset is scored again while only its
-// still-open candle moves: a sixteenth of the timeframe, at least a minute
-// (scalp 1 min, intraday ~4 min, swing 15 min, position 1.5 h). A new
-// candle is always scored at once.
+// still-open candle moves: a sixteenth of the timeframe, at least two
+// minutes (scalp 2 min, intraday 3.75 min, swing 15 min, position 1.5 h).
+// A new candle is always scored at once.
+//
+// The floor is what scalp got in practice when only a 1-minute tick
+// scored against a 1-minute rule (a report scored a moment after a tick
+// was a moment short of a minute old at the next one, so it waited two);
+// event-driven scoring hits a 1-minute rule every minute, which doubles
+// scalp's cost for a still-open 15-minute candle.
 func rescoreEvery(tf domain.Timeframe) time.Duration {
-	return max(tf.Duration()/16, time.Minute)
+	return max(tf.Duration()/16, 2*time.Minute)
+}
+
+// sameRescoreSlot reports whether a report made at scored is still in the
+// current slot of rescoreEvery (slots are aligned to the clock): the
+// still-open candle is scored again once per slot, however many triggers
+// and ticks arrive, and whatever their jitter.
+func sameRescoreSlot(now, scored time.Time, tf domain.Timeframe) bool {
+	every := rescoreEvery(tf)
+	return now.Truncate(every).Equal(scored.Truncate(every))
 }
 
 // sourceSymbols lists the symbols of a source combination (its screener

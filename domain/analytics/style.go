@@ -19,6 +19,15 @@ const DefaultStyle = Swing
 // Styles lists every style, shortest horizon first.
 var Styles = []Style{Scalp, Intraday, Swing, Position}
 
+// ScoredStyles are the styles a market is scored in: crypto in every
+// style, the other markets in the default one (style changes crypto only).
+func ScoredStyles(m domain.Market) []Style {
+	if m == domain.Crypto {
+		return Styles
+	}
+	return []Style{DefaultStyle}
+}
+
 // ParseStyle parses a style as written on the wire; the empty string means
 // DefaultStyle.
 func ParseStyle(s string) (Style, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,6 +12,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
@@ -51,39 +53,75 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 
 // registerIngest adds the market-data ingest and the analytics scoring
 // handlers to the worker. Writes are announced on the invalidation bus so
-// api replicas drop cached data.
-func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), error) {
+// api replicas drop cached data. Ingest enqueues the scoring of what it
+// changed (worker.ScoreTrigger), and committed verdict events wake the
+// dispatcher (worker.DispatchWaker, one of the returned background jobs).
+func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
 	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
 		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts, err := admission.RedisOptions(cfg.RedisURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	queue, err := worker.NewQueueClient(cfg.RedisURL)
+	if err != nil {
+		return nil, nil, err
 	}
 	rdb := redis.NewClient(opts)
+	closeAll := func() { _ = queue.Close(); _ = rdb.Close() }
 	bus := admission.NewBus(rdb, "", logger)
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
-	in.Register(w)
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
+	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Logger: logger}
+	trigger.Register(w)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify,
+		Changes: trigger}
+	in.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
-		_ = rdb.Close()
-		return nil, err
+		closeAll()
+		return nil, nil, err
 	}
+	var jobs []func(context.Context) error
 	if box == nil {
 		logger.Warn("webhook deliveries are off: MARKET_SECRET_KEY is not set")
 	} else {
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
+		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Queue: queue, Logger: logger, Now: time.Now}
+		jobs = append(jobs, waker.Run)
 	}
-	return func() { _ = rdb.Close() }, nil
+	return closeAll, jobs, nil
+}
+
+// analyticsWarmup lists the markets and styles of the region not scored
+// yet ("forex/swing"), for /readyz's warming_up.
+func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		scored, err := db.ScoredStyles(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var cold []string
+		for _, m := range domain.Markets {
+			if _, ok := domain.AnalyticsSource(region, m); !ok {
+				continue
+			}
+			for _, st := range analytics.ScoredStyles(m) {
+				if !slices.Contains(scored[m], st) {
+					cold = append(cold, string(m)+"/"+string(st))
+				}
+			}
+		}
+		return cold, nil
+	}
 }
 
 // webhookClient is the hardened client of webhook deliveries and test pings.

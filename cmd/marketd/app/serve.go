@@ -61,6 +61,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				checks = append(checks, c)
 			}
 			readiness := api.NewReadiness(checks...)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
 			if err != nil {
@@ -116,6 +117,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return nil
 			}, nil)})
 			readiness := api.NewReadiness(checks...)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region)
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
 			if err != nil {
@@ -134,12 +136,15 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
-			closeIngest, err := registerIngest(cfg, db, w, logger)
+			closeIngest, jobs, err := registerIngest(cfg, db, w, logger)
 			if err != nil {
 				return err
 			}
 			defer closeIngest()
 			g.Go(func() error { return w.Run(ctx) })
+			for _, job := range jobs {
+				g.Go(func() error { return job(ctx) })
+			}
 		}
 		if role != "api" {
 			// After a Redis flush, asynqmon and the queue metrics see the

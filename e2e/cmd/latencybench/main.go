@@ -1,0 +1,592 @@
+// Command latencybench measures the pipeline from a candle to a client's
+// receiver, on real `marketd all` processes with the synthetic feed, for
+// one binary or two (this branch and a baseline, e.g. main's, built from a
+// git checkout), in one run:
+//
+//  1. cold: a fresh schema and Redis database; the binary migrates them
+//     and creates an enterprise client and key with its own CLI; then
+//     `marketd all` starts (defaults, MARKET_STATS_INTERVAL=0) and the
+//     tool polls every market's analytics list (crypto in its four
+//     styles) until each answers 200: the time from the process start;
+//  2. cpu: in the same process, the CPU seconds (user + system, from
+//     /proc/<pid>/stat) the process spends per minute over -cpu-window of
+//     steady state: ingest, scoring, the scheduler and an idle api;
+//  3. latency: a second fresh process with MARKET_CANDLE_INTERVAL=15s
+//     (and -latency-score-interval, so that a tick does not race the
+//     trigger: see BENCHMARKS.md) and a webhook subscription to a local
+//     https receiver (this process, its own goroutines). Every 5 s it
+//     primes -prime crypto swing reports: the stored verdict is set to one
+//     the current score cannot hold and the report made 16 minutes old, so
+//     that the next scoring of the asset (on its next candle write, or a
+//     tick) writes a verdict event through the real path. It polls the
+//     outbox every 20 ms; for each new event it reads the stored time
+//     (updated_at) of the candle the event was scored on: candle stored →
+//     event seen; and the receiver's arrival time of the event: event seen
+//     → delivery received.
+//
+// marketd runs as its own process; the tool's Postgres polling and the
+// receiver run in this one.
+//
+//	go run ./e2e/cmd/latencybench -bin bin/marketd [-baseline /tmp/main/marketd]
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+type options struct {
+	bin, baseline         string
+	databaseURL, redisURL string
+	httpPort, opsPort     int
+	cpuWindow, latWindow  time.Duration
+	prime                 int
+	latencyScoreInterval  string
+	baselineScoreInterval string
+	skipCPU               bool
+	skipLatency           bool
+	logLevel              string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/marketd", "the marketd binary under test")
+	flag.StringVar(&o.baseline, "baseline", "", "a baseline marketd binary (e.g. main's), measured the same way first")
+	flag.StringVar(&o.databaseURL, "database-url", envOr("MARKET_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres database (a schema of its own is created per run)")
+	flag.StringVar(&o.redisURL, "redis-url", envOr("MARKET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"), "Redis; a database is leased like the tests do (redistest)")
+	flag.IntVar(&o.httpPort, "http-port", 19110, "marketd's public port")
+	flag.IntVar(&o.opsPort, "ops-port", 19111, "marketd's ops port")
+	flag.DurationVar(&o.cpuWindow, "cpu-window", 3*time.Minute, "steady-state window of the CPU measure")
+	flag.DurationVar(&o.latWindow, "latency-window", 3*time.Minute, "how long events are primed and measured")
+	flag.IntVar(&o.prime, "prime", 2, "crypto swing reports primed every 5 s")
+	flag.StringVar(&o.latencyScoreInterval, "latency-score-interval", "1h", "MARKET_SCORE_INTERVAL of the -bin latency run")
+	flag.StringVar(&o.baselineScoreInterval, "baseline-score-interval", "1m", "MARKET_SCORE_INTERVAL of the -baseline latency run (its only path)")
+	flag.BoolVar(&o.skipCPU, "skip-cpu", false, "skip the CPU window")
+	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip the latency run")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of marketd (its logs are kept in the temp directory)")
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	var results []*result
+	if o.baseline != "" {
+		r, err := measure(o, "baseline", o.baseline, o.baselineScoreInterval)
+		if err != nil {
+			log.Fatalf("baseline: %v", err)
+		}
+		results = append(results, r)
+	}
+	r, err := measure(o, "this build", o.bin, o.latencyScoreInterval)
+	if err != nil {
+		log.Fatalf("%s: %v", o.bin, err)
+	}
+	results = append(results, r)
+	report(os.Stdout, o, results)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+type result struct {
+	name, bin       string
+	cold            map[string]time.Duration
+	coldAll         time.Duration
+	cpuPerMinute    float64
+	candleToEvent   []time.Duration
+	eventToDelivery []time.Duration
+	events, lost    int
+}
+
+func measure(o options, name, bin string, latencyScoreInterval string) (*result, error) {
+	r := &result{name: name, bin: bin, cold: map[string]time.Duration{}}
+	log.Printf("%s (%s): cold start and CPU", name, bin)
+	if err := withEnv(o, bin, nil, func(e *env) error { return e.coldAndCPU(o, r) }); err != nil {
+		return nil, err
+	}
+	if o.skipLatency {
+		return r, nil
+	}
+	log.Printf("%s: latency", name)
+	vars := map[string]string{"MARKET_CANDLE_INTERVAL": "15s", "MARKET_SCORE_INTERVAL": latencyScoreInterval}
+	if err := withEnv(o, bin, vars, func(e *env) error { return e.latency(o, r) }); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// env is one fresh schema and Redis database with a running marketd.
+type env struct {
+	vars   map[string]string
+	dbURL  string
+	schema string
+	key    string
+	proc   *exec.Cmd
+	start  time.Time
+	base   string
+	ops    string
+	http   *http.Client
+	recv   *receiver
+}
+
+func withEnv(o options, bin string, extra map[string]string, fn func(*env) error) (err error) {
+	ctx := context.Background()
+	e := &env{schema: "latency_" + randomHex(6), http: &http.Client{Timeout: 10 * time.Second},
+		base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/public", o.httpPort), ops: fmt.Sprintf("http://127.0.0.1:%d", o.opsPort)}
+	if err := execSQL(ctx, o.databaseURL, "CREATE SCHEMA "+e.schema); err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, execSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE"))
+	}()
+	redisURL, release, err := leaseRedisDB(ctx, o.redisURL)
+	if err != nil {
+		return err
+	}
+	defer release()
+	u, _ := url.Parse(o.databaseURL)
+	q := u.Query()
+	q.Set("search_path", e.schema)
+	u.RawQuery = q.Encode()
+	e.dbURL = u.String()
+	e.recv = newReceiver()
+	defer e.recv.srv.Close()
+	caFile := filepath.Join(os.TempDir(), e.schema+"-ca.pem")
+	if err := os.WriteFile(caFile, e.recv.caPEM(), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(caFile)
+	e.vars = map[string]string{
+		"MARKET_DATABASE_URL": e.dbURL, "MARKET_REDIS_URL": redisURL, "MARKET_SECRET_KEY": randomHex(32),
+		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
+		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_FEEDS": "synthetic", "MARKET_STATS_INTERVAL": "0",
+		"MARKET_WEBHOOK_ALLOW_PRIVATE": "true", "MARKET_WEBHOOK_CA_FILE": caFile,
+	}
+	for k, v := range extra {
+		e.vars[k] = v
+	}
+	if _, err := e.cli(bin, "migrate"); err != nil {
+		return err
+	}
+	clientID, err := e.cli(bin, "clients", "create", "--org", "latencybench", "--tier", "enterprise", "--rate-limit", "100000")
+	if err != nil {
+		return err
+	}
+	if e.key, err = e.cli(bin, "keys", "issue", "--client", clientID); err != nil {
+		return err
+	}
+	logFile, err := os.CreateTemp("", "latencybench-*.log")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	e.proc = exec.Command(bin, "all")
+	e.proc.Env = e.environ()
+	e.proc.Stdout, e.proc.Stderr = logFile, logFile
+	e.start = time.Now()
+	if err := e.proc.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = e.proc.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = e.proc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = e.proc.Process.Kill()
+			<-done
+		}
+		log.Printf("marketd log: %s", logFile.Name())
+	}()
+	return fn(e)
+}
+
+func (e *env) environ() []string {
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range e.vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (e *env) cli(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = e.environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("marketd %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+func (e *env) get(path string) (int, []byte, error) {
+	req, _ := http.NewRequest(http.MethodGet, e.base+path, nil)
+	req.Header.Set("X-API-Key", e.key)
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, nil
+}
+
+// lists are the analytics lists a client sees: every market in the
+// default style, crypto in each style.
+var lists = []string{"crypto?style=scalp", "crypto?style=intraday", "crypto?style=swing", "crypto?style=position",
+	"forex?style=swing", "stocks?style=swing"}
+
+// warm polls every list until each answers 200 and returns when all do.
+func (e *env) warm(r *result, limit time.Duration) error {
+	deadline := e.start.Add(limit)
+	for {
+		pending := 0
+		for _, l := range lists {
+			if _, ok := r.cold[l]; ok {
+				continue
+			}
+			m, q, _ := strings.Cut(l, "?")
+			code, _, err := e.get("/analytics/" + m + "/list?" + q)
+			if err == nil && code == http.StatusOK {
+				r.cold[l] = time.Since(e.start)
+				continue
+			}
+			pending++
+		}
+		if pending == 0 {
+			for _, d := range r.cold {
+				r.coldAll = max(r.coldAll, d)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lists not 200 after %s: %d of %d", limit, pending, len(lists))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) coldAndCPU(o options, r *result) error {
+	if err := e.warm(r, 5*time.Minute); err != nil {
+		return err
+	}
+	log.Printf("every list 200 after %s", r.coldAll.Round(10*time.Millisecond))
+	if o.skipCPU {
+		return nil
+	}
+	// Steady state: the start's backlog (300 candles a series) is done.
+	time.Sleep(30 * time.Second)
+	c0, err := procCPU(e.proc.Process.Pid)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	log.Printf("CPU window from %s", t0.UTC().Format(time.RFC3339Nano))
+	time.Sleep(o.cpuWindow)
+	c1, err := procCPU(e.proc.Process.Pid)
+	if err != nil {
+		return err
+	}
+	r.cpuPerMinute = (c1 - c0).Seconds() / time.Since(t0).Minutes()
+	log.Printf("CPU %.2f s per minute", r.cpuPerMinute)
+	return nil
+}
+
+// procCPU is a process's user + system CPU time so far (/proc/<pid>/stat,
+// fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+func (e *env) latency(o options, r *result) error {
+	ctx := context.Background()
+	if err := e.warm(&result{cold: map[string]time.Duration{}}, 5*time.Minute); err != nil {
+		return err
+	}
+	body := strings.NewReader(`{"callback_url":"` + e.recv.srv.URL + `/hook"}`)
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/webhooks", body)
+	req.Header.Set("X-API-Key", e.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("subscribe: %s", resp.Status)
+	}
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var lastID int64
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM verdict_events`).Scan(&lastID); err != nil {
+		return err
+	}
+	seen := map[int64]time.Time{}
+	end := time.Now().Add(o.latWindow)
+	nextPrime := time.Now()
+	for time.Now().Before(end) {
+		if time.Now().After(nextPrime) {
+			nextPrime = nextPrime.Add(5 * time.Second)
+			if _, err := conn.Exec(ctx, `UPDATE analytics_reports SET
+					verdict = CASE WHEN overall_score >= 0 THEN 'decline' ELSE 'growth' END,
+					updated_at = updated_at - interval '16 minutes'
+				WHERE (market, style, symbol) IN (SELECT market, style, symbol FROM analytics_reports
+					WHERE market = 'crypto' AND style = 'swing' AND updated_at > now() - interval '5 minutes'
+					ORDER BY random() LIMIT $1)`, o.prime); err != nil {
+				return fmt.Errorf("prime: %w", err)
+			}
+		}
+		rows, err := conn.Query(ctx, `SELECT e.id, c.updated_at FROM verdict_events e
+			JOIN analytics_reports a ON a.market = e.market AND a.symbol = e.symbol AND a.style = 'swing'
+			JOIN candles c ON c.market = a.market AND c.exchange = a.exchange AND c.symbol = a.symbol
+				AND c.timeframe = '4h' AND c.open_time = a.candle_time
+			WHERE e.id > $1 ORDER BY e.id`, lastID)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for rows.Next() {
+			var id int64
+			var stored time.Time
+			if err := rows.Scan(&id, &stored); err != nil {
+				rows.Close()
+				return err
+			}
+			lastID = id
+			seen[id] = now
+			r.events++
+			if d := now.Sub(stored); d >= 0 {
+				r.candleToEvent = append(r.candleToEvent, d)
+			} else {
+				r.lost++ // the candle was written again after the event: no sample
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Deliveries of the events seen: wait up to a minute for stragglers.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := e.recv.arrivals()
+		missing := 0
+		for id := range seen {
+			if _, ok := got[id]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			for id, at := range seen {
+				if arr, ok := got[id]; ok {
+					r.eventToDelivery = append(r.eventToDelivery, max(arr.Sub(at), 0))
+				}
+			}
+			if missing > 0 {
+				log.Printf("%d of %d events not delivered within a minute", missing, len(seen))
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log.Printf("%d events, %d deliveries", r.events, len(r.eventToDelivery))
+	return nil
+}
+
+// receiver is the https webhook endpoint: it records when each event id
+// first arrived.
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	at  map[int64]time.Time
+}
+
+func newReceiver() *receiver {
+	r := &receiver{at: map[int64]time.Time{}}
+	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		b, _ := io.ReadAll(req.Body)
+		var body struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(b, &body) == nil {
+			if id, err := strconv.ParseInt(body.ID, 10, 64); err == nil {
+				r.mu.Lock()
+				if _, ok := r.at[id]; !ok {
+					r.at[id] = now
+				}
+				r.mu.Unlock()
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	r.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	r.srv.StartTLS()
+	return r
+}
+
+func (r *receiver) caPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
+}
+
+func (r *receiver) arrivals() map[int64]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int64]time.Time, len(r.at))
+	for k, v := range r.at {
+		out[k] = v
+	}
+	return out
+}
+
+// leaseRedisDB takes one of the databases the tests lease (redistest: a
+// SETNX lock per database in the shared one), flushes it and returns its
+// URL and the release.
+func leaseRedisDB(ctx context.Context, shared string) (string, func(), error) {
+	opts, err := redis.ParseURL(shared)
+	if err != nil {
+		return "", nil, err
+	}
+	rdb := redis.NewClient(opts)
+	token := randomHex(8)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		for n := 1; n <= 12; n++ {
+			lock := fmt.Sprintf("redistest:db-lease:%d", n)
+			ok, err := rdb.SetNX(ctx, lock, token, 30*time.Minute).Result()
+			if err != nil {
+				rdb.Close()
+				return "", nil, err
+			}
+			if !ok {
+				continue
+			}
+			o := *opts
+			o.DB = n
+			db := redis.NewClient(&o)
+			_ = db.FlushDB(ctx).Err()
+			release := func() {
+				_ = db.FlushDB(context.Background()).Err()
+				db.Close()
+				const script = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+				_ = rdb.Eval(context.Background(), script, []string{lock}, token).Err()
+				rdb.Close()
+			}
+			return fmt.Sprintf("redis://%s/%d", o.Addr, n), release, nil
+		}
+		if time.Now().After(deadline) {
+			rdb.Close()
+			return "", nil, errors.New("no Redis database free to lease (1-12)")
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func execSQL(ctx context.Context, databaseURL, sql string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func dist(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no samples"
+	}
+	r := func(d time.Duration) string {
+		if d < 10*time.Second {
+			return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+		}
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
+	}
+	return fmt.Sprintf("%s / %s / %s s (n=%d)", r(pct(ds, 0.5)), r(pct(ds, 0.95)), r(slices.Max(ds)), len(ds))
+}
+
+func report(w io.Writer, o options, rs []*result) {
+	fmt.Fprintf(w, "\n| measure | %s |\n|---|%s\n", names(rs), strings.Repeat("---|", len(rs)))
+	row := func(label string, f func(*result) string) {
+		cells := make([]string, len(rs))
+		for i, r := range rs {
+			cells[i] = f(r)
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
+	}
+	for _, l := range lists {
+		row("cold start → "+l+" list 200", func(r *result) string { return fmt.Sprintf("%.1f s", r.cold[l].Seconds()) })
+	}
+	row("cold start → every list 200", func(r *result) string { return fmt.Sprintf("**%.1f s**", r.coldAll.Seconds()) })
+	if !o.skipCPU {
+		row(fmt.Sprintf("CPU s per minute (marketd all, %s steady state)", o.cpuWindow), func(r *result) string { return fmt.Sprintf("%.2f", r.cpuPerMinute) })
+	}
+	row("candle stored → verdict event committed, p50 / p95 / max", func(r *result) string { return dist(r.candleToEvent) })
+	row("verdict event committed → delivery received, p50 / p95 / max", func(r *result) string { return dist(r.eventToDelivery) })
+	row("events (no candle sample: candle rewritten first)", func(r *result) string { return fmt.Sprintf("%d (%d)", r.events, r.lost) })
+}
+
+func names(rs []*result) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.name + " (`" + r.bin + "`)"
+	}
+	return strings.Join(out, " | ")
+}

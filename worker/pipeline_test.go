@@ -1,0 +1,371 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/redistest"
+	"github.com/marketscreener/market/scheduler"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/worker"
+)
+
+// atomicClock is a clock the test moves while workers read it.
+type atomicClock struct{ ns atomic.Int64 }
+
+func newAtomicClock(t time.Time) *atomicClock {
+	c := &atomicClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+func (c *atomicClock) now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *atomicClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// countingScores counts the records of each symbol that scoring saved.
+type countingScores struct {
+	worker.ScoreStore
+	mu    sync.Mutex
+	saved map[string]int
+}
+
+func (c *countingScores) SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error) {
+	c.mu.Lock()
+	for _, r := range recs {
+		c.saved[r.Symbol]++
+	}
+	c.mu.Unlock()
+	return c.ScoreStore.SaveAnalytics(ctx, recs, prev)
+}
+
+func (c *countingScores) count(sym string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.saved[sym]
+}
+
+// pipelineFixture is a database, a leased Redis database and a webhook
+// receiver with one subscription to crypto; workers are added with
+// startWorker.
+type pipelineFixture struct {
+	*webhookFixture
+	url    string
+	rdb    *redis.Client
+	queue  *asynq.Client
+	clk    *atomicClock
+	feeds  *feeds.Registry
+	scores *countingScores
+	recv   *receiver
+}
+
+func newPipelineFixture(t *testing.T) *pipelineFixture {
+	t.Helper()
+	recv := newReceiver(t, 0, nil)
+	f := &pipelineFixture{webhookFixture: newWebhookFixture(t, recv, true), recv: recv, url: redistest.LeaseDB(t),
+		clk: newAtomicClock(time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC))}
+	opts, err := redis.ParseURL(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rdb = redis.NewClient(opts)
+	t.Cleanup(func() { _ = f.rdb.Close() })
+	if f.queue, err = worker.NewQueueClient(f.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.queue.Close() })
+	if f.feeds, err = feeds.New(feeds.Config{Names: []string{"synthetic"}, Now: f.clk.now, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	f.scores = &countingScores{ScoreStore: f.db, saved: map[string]int{}}
+	c := f.client(t, domain.Crypto)
+	f.subscribe(t, c.ID, recv.srv.URL+"/hook", nil)
+	return f
+}
+
+// workerParts are one worker process's pipeline pieces.
+type workerParts struct {
+	in      *worker.Ingester
+	trigger *worker.ScoreTrigger
+	drops   atomic.Int64 // wake-ups the waker dropped
+}
+
+// startWorker runs a worker process (asynq lanes, trigger, dispatcher and
+// notification waker) until the test ends. dropWakeups drops every
+// scoring trigger and dispatch wake-up (the events are lost on purpose).
+func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerParts {
+	t.Helper()
+	w, err := worker.New(worker.Config{RedisURL: f.url, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &workerParts{}
+	sc := &worker.Scorer{Store: f.scores, Region: "global", Logger: discard(), Now: f.clk.now}
+	sc.Register(w)
+	p.trigger = &worker.ScoreTrigger{Redis: f.rdb, Queue: f.queue, Scorer: sc, Region: "global", Logger: discard(),
+		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }}
+	p.trigger.Register(w)
+	p.in = &worker.Ingester{Store: f.db, Feeds: f.feeds, Now: f.clk.now, Changes: p.trigger}
+	p.in.Register(w)
+	disp := f.dispatcher(f.recv, true)
+	disp.Register(w)
+	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Queue: f.queue, Logger: discard(),
+		Drop: func(int64) bool {
+			if dropWakeups {
+				p.drops.Add(1)
+			}
+			return dropWakeups
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := w.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	wg.Go(func() { _ = waker.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return p
+}
+
+// eventually polls cond every 50 ms for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (f *pipelineFixture) report(t *testing.T, sym string) (store.AnalyticsRecord, bool) {
+	t.Helper()
+	r, err := f.db.AnalyticsReport(context.Background(), domain.Crypto, sym, analytics.Swing)
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		return r, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, true
+}
+
+// flip makes the stored swing report of sym look stale and give the
+// opposite verdict, so that its next scoring writes a verdict event: the
+// stored verdict is the one the current score cannot hold (decline for a
+// score ≥ 0, growth below), its close differs from the candle's and it is
+// a day old (past the open-candle rule).
+func (f *pipelineFixture) flip(t *testing.T, sym string) {
+	t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(), `UPDATE analytics_reports SET
+		verdict = CASE WHEN overall_score >= 0 THEN 'decline' ELSE 'growth' END,
+		candle_close = candle_close + 1, updated_at = updated_at - interval '1 day'
+		WHERE market = 'crypto' AND style = 'swing' AND symbol = $1`, sym)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *pipelineFixture) events(t *testing.T) []store.VerdictEvent {
+	t.Helper()
+	evs, err := f.db.VerdictEvents(context.Background(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// deliveredIDs lists the event ids the receiver got, in order.
+func (f *pipelineFixture) deliveredIDs() []string {
+	var ids []string
+	for _, h := range f.recv.got() {
+		var body struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(h.body, &body)
+		ids = append(ids, body.ID)
+	}
+	return ids
+}
+
+// quiet waits until no task of the leased database is pending, scheduled,
+// active or retrying, so that what a test counts afterwards is final.
+func (f *pipelineFixture) quiet(t *testing.T) {
+	t.Helper()
+	opt, _ := asynq.ParseRedisURI(f.url)
+	ins := asynq.NewInspector(opt)
+	defer ins.Close()
+	eventually(t, 30*time.Second, "the queues to drain", func() bool {
+		qs, err := ins.Queues()
+		if err != nil {
+			return false
+		}
+		for _, q := range qs {
+			info, err := ins.GetQueueInfo(q)
+			if err != nil || info.Pending+info.Active+info.Scheduled+info.Retry > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+var pipelineSymbols = []string{"BTC_USDT", "ETH_USDT", "SOL_USDT"}
+
+// A candle ingested is scored at once, without a scheduler: the first
+// candles of a series are scored as soon as they are stored, a new candle
+// of one asset rescores that asset (and no other), and a verdict change
+// reaches the receiver through the notification wake-up.
+func TestIngestedCandleScoredWithoutTick(t *testing.T) {
+	t.Parallel()
+	f := newPipelineFixture(t)
+	p := f.startWorker(t, false)
+	ctx := context.Background()
+	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, pipelineSymbols); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first scoring of the ingested assets", func() bool {
+		for _, sym := range pipelineSymbols {
+			if _, ok := f.report(t, sym); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	eth, _ := f.report(t, "ETH_USDT")
+	btc, _ := f.report(t, "BTC_USDT")
+
+	// Five minutes later the open candle of BTC moved (ingested for BTC
+	// only), and its report was made to hold the opposite verdict.
+	f.flip(t, "BTC_USDT")
+	f.clk.add(5 * time.Minute)
+	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, []string{"BTC_USDT"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "BTC_USDT rescored on its changed candle", func() bool {
+		r, _ := f.report(t, "BTC_USDT")
+		return r.UpdatedAt.After(btc.UpdatedAt)
+	})
+	eventually(t, 30*time.Second, "the verdict event delivered without a dispatch tick", func() bool {
+		evs := f.events(t)
+		ids := f.deliveredIDs()
+		return len(evs) == 1 && len(ids) == 1 && ids[0] == strconv.FormatInt(evs[0].ID, 10)
+	})
+	if evs := f.events(t); evs[0].Symbol != "BTC_USDT" {
+		t.Fatalf("events = %+v, want BTC_USDT's", evs)
+	}
+	f.quiet(t)
+	if r, _ := f.report(t, "ETH_USDT"); !r.UpdatedAt.Equal(eth.UpdatedAt) {
+		t.Errorf("ETH_USDT rescored (%s → %s) though only BTC_USDT's candles changed", eth.UpdatedAt, r.UpdatedAt)
+	}
+}
+
+// With every wake-up lost on purpose (the trigger's and the
+// notification's enqueues dropped), the scheduler's ticks still score the
+// ingested assets and deliver the verdict change.
+func TestLostWakeupsCaughtByTicks(t *testing.T) {
+	t.Parallel()
+	f := newPipelineFixture(t)
+	p := f.startWorker(t, true)
+	ctx := context.Background()
+	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, pipelineSymbols); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.New(scheduler.Config{RedisURL: f.url, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run the ticks as the scheduler would, each a tick of its own (a new
+	// task id), on the real clock (the worker skips a tick past its end).
+	tick := func(entries []scheduler.Entry) {
+		for _, e := range entries {
+			s.EnqueueTick(ctx, e, time.Now().Truncate(time.Second))
+		}
+	}
+	tick(scheduler.ScoreEntries("global", time.Minute))
+	eventually(t, 30*time.Second, "the score tick to score the ingested assets", func() bool {
+		_, ok := f.report(t, "SOL_USDT")
+		return ok
+	})
+	f.flip(t, "SOL_USDT")
+	time.Sleep(time.Second) // the next tick's task id is the next second's
+	tick(scheduler.ScoreEntries("global", time.Minute))
+	eventually(t, 30*time.Second, "the verdict event of the rescored asset", func() bool { return len(f.events(t)) == 1 })
+	eventually(t, 30*time.Second, "the event's notification, dropped", func() bool { return p.drops.Load() > 0 })
+	f.quiet(t)
+	if got := f.deliveredIDs(); len(got) != 0 {
+		t.Fatalf("delivered %v with every wake-up dropped; want nothing before the dispatch tick", got)
+	}
+	tick(scheduler.WebhookEntries(5 * time.Second))
+	ev := f.events(t)[0]
+	eventually(t, 30*time.Second, "the dispatch tick to deliver the event", func() bool {
+		ids := f.deliveredIDs()
+		return len(ids) == 1 && ids[0] == strconv.FormatInt(ev.ID, 10)
+	})
+}
+
+// Two workers hear the same wake-ups (both are told of the same changed
+// candles, both listen for the same notification): the asset is scored
+// once, one verdict event is written, and it is delivered once, by one
+// dispatch wake-up task.
+func TestTwoWorkersOneWakeup(t *testing.T) {
+	t.Parallel()
+	f := newPipelineFixture(t)
+	a, b := f.startWorker(t, false), f.startWorker(t, false)
+	ctx := context.Background()
+	if _, err := a.in.IngestCandles(ctx, spot, domain.TF4h, pipelineSymbols); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first scoring", func() bool {
+		_, ok := f.report(t, "ETH_USDT")
+		return ok
+	})
+	f.quiet(t)
+	before := f.scores.count("ETH_USDT")
+	f.flip(t, "ETH_USDT")
+	changed := []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: "ETH_USDT", Timeframe: domain.TF4h}}
+	var wg sync.WaitGroup
+	wg.Go(func() { a.trigger.CandlesChanged(ctx, changed) })
+	wg.Go(func() { b.trigger.CandlesChanged(ctx, changed) })
+	wg.Wait()
+	eventually(t, 30*time.Second, "one event delivered", func() bool { return len(f.deliveredIDs()) == 1 })
+	f.quiet(t)
+	if n := f.scores.count("ETH_USDT") - before; n != 1 {
+		t.Errorf("ETH_USDT scored %d times after the shared wake-up, want 1", n)
+	}
+	evs := f.events(t)
+	if len(evs) != 1 || evs[0].Symbol != "ETH_USDT" {
+		t.Fatalf("events = %+v, want one, of ETH_USDT", evs)
+	}
+	if ids := f.deliveredIDs(); len(ids) != 1 || ids[0] != strconv.FormatInt(evs[0].ID, 10) {
+		t.Fatalf("delivered %v, want event %d once", ids, evs[0].ID)
+	}
+	opt, _ := asynq.ParseRedisURI(f.url)
+	ins := asynq.NewInspector(opt)
+	defer ins.Close()
+	done, err := ins.ListCompletedTasks(worker.QueuePipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakes := 0
+	for _, ti := range done {
+		if ti.ID == "webhooks:wake:"+strconv.FormatInt(evs[0].ID, 10) {
+			wakes++
+		}
+	}
+	if wakes != 1 {
+		t.Errorf("%d dispatch wake-up tasks ran for event %d heard by two workers, want 1", wakes, evs[0].ID)
+	}
+}

@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+)
+
+// TypeScoreAssets scores the assets of one market and style whose inputs
+// changed (a new or changed candle of the style's timeframe, new
+// fundamentals), as announced by ingest through a ScoreTrigger.
+const TypeScoreAssets = "score:assets"
+
+// ScoreAssetsPayload names the market and style whose pending assets a
+// score:assets task scores; Generation is part of the task id (see
+// ScoreTrigger).
+type ScoreAssetsPayload struct {
+	Market     domain.Market   `json:"market"`
+	Style      analytics.Style `json:"style"`
+	Generation int64           `json:"generation"`
+}
+
+// ScoreTrigger turns ingest's writes into scoring at once: ingest tells it
+// which candle series (or which assets' fundamentals) changed, and it
+// enqueues the scoring of exactly those assets in the styles that read
+// them.
+//
+// Bursts are coalesced per (market, style) in Redis: the changed symbols
+// go into a pending set, and one score:assets task is enqueued per
+// generation of that set, with the generation in its asynq task id, so a
+// burst of writes while the task waits makes one task (asynq refuses the
+// duplicate id) and one scoring. The task takes the set and moves to the
+// next generation in one atomic step, so a write that lands while the task
+// is scoring enqueues a new task rather than being lost behind the running
+// one. A symbol is marked before the generation is read, so it is either
+// in the set the waiting task takes or in the next generation's.
+//
+// The scorer's own rules still decide what is scored: an asset whose
+// candle and fundamentals were already scored is skipped, and one whose
+// still-open candle moved is rescored once per slot of rescoreEvery (the
+// open-candle rule), so a trigger never scores more often than a tick
+// would. Nothing depends on the trigger: a lost enqueue (Redis away, a
+// crash between the write and the enqueue) is caught by the scheduler's
+// score tick, which scores every asset with something new.
+type ScoreTrigger struct {
+	Redis  redis.UniversalClient
+	Queue  *asynq.Client
+	Scorer *Scorer
+	// Prefix starts every Redis key of the trigger (default "pipeline:").
+	Prefix string
+	Region string
+	Logger *slog.Logger
+	// Drop, when set, is asked before each wake-up is published; true
+	// drops it (tests prove the safety net with it).
+	Drop func(m domain.Market, style analytics.Style) bool
+}
+
+// NewQueueClient returns the asynq client the trigger and the waker
+// enqueue with (close it when done).
+func NewQueueClient(redisURL string) (*asynq.Client, error) {
+	opt, err := asynq.ParseRedisURI(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("worker: redis url: %w", err)
+	}
+	return asynq.NewClient(opt), nil
+}
+
+// markScript adds the changed symbols to the pending set and returns the
+// current generation. Keys expire a day after their last use (a set whose
+// task was lost is scored by the tick anyway).
+var markScript = redis.NewScript(`
+redis.call('SADD', KEYS[1], unpack(ARGV))
+redis.call('EXPIRE', KEYS[1], 86400)
+return tonumber(redis.call('GET', KEYS[2]) or '0')
+`)
+
+// takeScript empties the pending set and moves to the next generation, in
+// one step, and returns what was pending.
+var takeScript = redis.NewScript(`
+local m = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('INCR', KEYS[2])
+redis.call('EXPIRE', KEYS[2], 86400)
+return m
+`)
+
+func (tr *ScoreTrigger) logger() *slog.Logger {
+	if tr.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return tr.Logger
+}
+
+func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, gen string) {
+	p := tr.Prefix
+	if p == "" {
+		p = "pipeline:"
+	}
+	return fmt.Sprintf("%sscore:pending:%s:%s", p, m, style), fmt.Sprintf("%sscore:gen:%s:%s", p, m, style)
+}
+
+// Register adds the score:assets handler to a worker.
+func (tr *ScoreTrigger) Register(w *Worker) {
+	w.Handle(TypeScoreAssets, asynq.HandlerFunc(tr.HandleScoreAssets))
+}
+
+// CandlesChanged enqueues the scoring of the assets of the changed series,
+// in every style whose timeframe they are, when they are of a market's
+// analytics source. It only logs failures: the tick is the safety net.
+func (tr *ScoreTrigger) CandlesChanged(ctx context.Context, changed []store.CandleKey) {
+	type target struct {
+		m     domain.Market
+		style analytics.Style
+	}
+	symbols := map[target][]string{}
+	for _, k := range changed {
+		src, ok := domain.AnalyticsSource(tr.Region, k.Market)
+		if !ok || src.Exchange != k.Exchange {
+			continue
+		}
+		for _, st := range analytics.ScoredStyles(k.Market) {
+			if st.Timeframe() == k.Timeframe {
+				t := target{k.Market, st}
+				symbols[t] = append(symbols[t], k.Symbol)
+			}
+		}
+	}
+	for t, syms := range symbols {
+		tr.enqueue(ctx, t.m, t.style, syms)
+	}
+}
+
+// FundamentalsChanged enqueues the scoring of the given assets of a market
+// in every style it is scored in.
+func (tr *ScoreTrigger) FundamentalsChanged(ctx context.Context, m domain.Market, symbols []string) {
+	if len(symbols) == 0 {
+		return
+	}
+	for _, st := range analytics.ScoredStyles(m) {
+		tr.enqueue(ctx, m, st, symbols)
+	}
+}
+
+func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) {
+	if tr.Drop != nil && tr.Drop(m, style) {
+		return
+	}
+	pending, genKey := tr.keys(m, style)
+	var gen int64
+	for chunk := range slices.Chunk(symbols, 1000) { // Lua's unpack has a stack limit
+		args := make([]any, len(chunk))
+		for i, s := range chunk {
+			args[i] = s
+		}
+		g, err := markScript.Run(ctx, tr.Redis, []string{pending, genKey}, args...).Int64()
+		if err != nil {
+			tr.logger().Warn("score trigger: mark failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
+			return
+		}
+		gen = g
+	}
+	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
+	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)),
+		asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
+	switch {
+	case err == nil, errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
+		// A conflict: this generation's task is still waiting and takes
+		// these symbols too.
+	default:
+		tr.logger().Warn("score trigger: enqueue failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
+	}
+}
+
+// HandleScoreAssets takes the pending assets of its market and style and
+// scores them. A failure puts them back (the retry, or the next
+// generation's task, takes them again). Running it twice is harmless: the
+// second run finds nothing pending, or only newer changes.
+func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) error {
+	var p ScoreAssetsPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	_, marketOK := domain.ParseMarket(string(p.Market))
+	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
+		return fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
+	}
+	pending, genKey := tr.keys(p.Market, p.Style)
+	symbols, err := takeScript.Run(ctx, tr.Redis, []string{pending, genKey}).StringSlice()
+	if err != nil {
+		return fmt.Errorf("worker: %s: take pending: %w", t.Type(), err)
+	}
+	if len(symbols) == 0 {
+		return nil
+	}
+	scored, events, err := tr.Scorer.ScoreSymbols(ctx, p.Market, p.Style, symbols)
+	if err != nil {
+		// Back into the set, for the retry (or the next generation's task).
+		tr.enqueue(context.WithoutCancel(ctx), p.Market, p.Style, symbols)
+		return err
+	}
+	tr.logger().Debug("scored on trigger", "market", p.Market, "style", p.Style, "pending", len(symbols), "assets", scored, "verdict_events", events)
+	return nil
+}
