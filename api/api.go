@@ -17,6 +17,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
 )
 
@@ -58,6 +59,17 @@ type Config struct {
 	// Cache holds hot reads; share it with the invalidation bus so writes
 	// drop it (a private one with readcache.DefaultTTL when nil).
 	Cache *readcache.Cache
+	// Stream is this replica's event hub and StreamData what streams read
+	// (replays, screener rows); without them GET /stream is 503.
+	// StreamSlots caps concurrent streams per client (no cap when nil).
+	Stream      *stream.Hub
+	StreamData  StreamData
+	StreamSlots *stream.Slots
+	// StreamHeartbeat and StreamRecheck are the heartbeat period and how
+	// often a stream rechecks its key (DefaultStreamHeartbeat and
+	// DefaultStreamRecheck when 0).
+	StreamHeartbeat time.Duration
+	StreamRecheck   time.Duration
 }
 
 // Server is the public API.
@@ -91,6 +103,12 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	if cfg.StreamHeartbeat <= 0 {
+		cfg.StreamHeartbeat = DefaultStreamHeartbeat
+	}
+	if cfg.StreamRecheck <= 0 {
+		cfg.StreamRecheck = DefaultStreamRecheck
+	}
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
@@ -119,6 +137,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerMarketData()
 	s.registerAnalytics()
 	s.registerWebhooks()
+	s.registerStream()
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)

@@ -14,6 +14,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
 	"github.com/marketscreener/market/worker"
 )
@@ -23,6 +24,8 @@ import (
 type apiDeps struct {
 	gate    *admission.Gate
 	cache   *readcache.Cache
+	rdb     *redis.Client
+	slots   *stream.Slots
 	checks  []api.Check
 	closers []func()
 }
@@ -44,9 +47,20 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	return &apiDeps{
 		gate:    gate,
 		cache:   cache,
+		rdb:     rdb,
+		slots:   stream.NewSlots(rdb, "", 0, logger),
 		checks:  []api.Check{{Name: "redis", Probe: gate.Probe}},
 		closers: []func(){func() { _ = rdb.Close() }, gate.Close},
 	}, nil
+}
+
+// newStreamHub is the api replica's event hub: it reads the stream's log
+// from Postgres and renders events with the api (set before the hub runs).
+func newStreamHub(db *store.DB, d *apiDeps, render func() *api.Server, logger *slog.Logger) *stream.Hub {
+	return stream.NewHub(stream.HubConfig{Source: db, Redis: d.rdb, Logger: logger,
+		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
+			return render().RenderStreamEvent(ctx, e)
+		}})
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring

@@ -61,9 +61,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
+			hub := newStreamHub(db, deps, func() *api.Server { return apiServer }, logger)
 			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
-				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache},
+				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
+				Stream: hub, StreamData: db, StreamSlots: deps.slots},
 				db, deps.gate)
+			g.Go(func() error { return hub.Run(ctx) })
 			g.Go(func() error { return deps.gate.Run(ctx) })
 			extra := map[string]http.Handler{}
 			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",

@@ -1,0 +1,114 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+)
+
+// A bigserial would let a reader see id 2 while id 1 is still to commit,
+// and a reader asking "after 2" would skip 1 for ever. Stream ids are drawn
+// in commit order: the second writer waits for the first to commit.
+func TestStreamEventIDsFollowCommitOrder(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	insert := `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`
+	first, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(ctx) //nolint:errcheck
+	if _, err := first.Exec(ctx, insert, "FIRST"); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := db.Pool.Exec(ctx, insert, "SECOND")
+		second <- err
+	}()
+	// The second insert cannot commit while the first transaction is open.
+	select {
+	case err := <-second:
+		t.Fatalf("the second writer committed before the first: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if last, err := db.LastStreamEventID(ctx); err != nil || last != 0 {
+		t.Fatalf("a reader sees stream id %d (%v) before any commit", last, err)
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	events, err := db.StreamEvents(ctx, 0, 10)
+	if err != nil || len(events) != 2 {
+		t.Fatalf("events %+v (%v)", events, err)
+	}
+	if events[0].Verdict.Symbol != "FIRST" || events[1].Verdict.Symbol != "SECOND" || events[0].ID >= events[1].ID {
+		t.Fatalf("ids not in commit order: %+v %+v", events[0], events[1].Verdict)
+	}
+}
+
+func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	perp := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"}
+	now := time.Now().UTC()
+	put := func(c domain.Combination) {
+		if err := db.ReplaceTickers(ctx, c, []domain.Ticker{{Symbol: "BTC_USDT", Price: 1, Volume: 1, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(spot)
+	put(perp)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', 'A', 'neutral', 'growth', 30, now()), ('forex', 'B', 'neutral', 'decline', -30, now())`); err != nil {
+		t.Fatal(err)
+	}
+	put(spot)
+	last, _ := db.LastStreamEventID(ctx)
+	all, err := db.StreamEvents(ctx, 0, 100)
+	if err != nil || len(all) != 5 || all[4].ID != last {
+		t.Fatalf("log %+v (%v)", all, err)
+	}
+	f := store.StreamFilter{Markets: []domain.Market{domain.Crypto}, Kinds: domain.StreamEventKinds}
+	got, err := db.ReplayStreamEvents(ctx, f, 0, last, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// perp's only refresh, the crypto verdict, spot's newest refresh.
+	if len(got) != 3 || got[0].Instrument != "perpetual" || got[1].Verdict == nil || got[1].Verdict.Symbol != "A" ||
+		got[2].Instrument != "spot" || got[2].ID != last {
+		t.Fatalf("replay %+v", got)
+	}
+	// Paged: the same answer a page at a time.
+	var paged []int64
+	for after := int64(0); ; {
+		page, err := db.ReplayStreamEvents(ctx, f, after, last, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page[0].ID)
+		after = page[0].ID
+	}
+	if len(paged) != 3 || paged[0] != got[0].ID || paged[2] != got[2].ID {
+		t.Fatalf("paged replay %v, want %v", paged, got)
+	}
+	sandbox := f
+	sandbox.SandboxClientID = "5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"
+	if got, err := db.ReplayStreamEvents(ctx, sandbox, 0, last, 100); err != nil || len(got) != 0 {
+		t.Fatalf("a sandbox replay got the service's events: %+v (%v)", got, err)
+	}
+}
