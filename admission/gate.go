@@ -189,14 +189,14 @@ type Outcome struct {
 func (o Outcome) Admitted() bool { return o.Status == http.StatusOK }
 
 // charge is what one request costs against the limits. Every request costs
-// one slot of the window and one of the quota today; this is where a
-// sandbox key (never counted against the quota), a batch read (one request)
-// or a stream (one request per connection) would say otherwise.
+// one slot of the window; every request of a live key one of the quota
+// too, while a sandbox key's requests never count against the quota. (A
+// batch read and a stream connection are one request each, like any.)
 type charge struct {
 	quota bool
 }
 
-func chargeOf(*domain.APIKey) charge { return charge{quota: true} }
+func chargeOf(k *domain.APIKey) charge { return charge{quota: !k.Sandbox()} }
 
 // Admit runs the checks in the documented order: 401 key (missing,
 // malformed, unknown, revoked) → 403 client (suspended, contract expired)
@@ -207,7 +207,7 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	if r.Key == "" {
 		return g.refuseAuth(ctx, r, msgMissingKey), nil
 	}
-	if len(r.Key) != domain.KeyLen {
+	if !domain.ValidKeyLen(len(r.Key)) {
 		return g.refuseAuth(ctx, r, msgBadKeyFormat), nil
 	}
 	now := g.now()

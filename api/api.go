@@ -70,6 +70,11 @@ type Config struct {
 	// DefaultStreamRecheck when 0).
 	StreamHeartbeat time.Duration
 	StreamRecheck   time.Duration
+	// Sandbox makes this the sandbox keys' server (see SandboxRouter): it
+	// serves sandbox keys only, and the store it is given holds the
+	// sandbox's data. SandboxPusher stores POST /sandbox/verdict-change.
+	Sandbox       bool
+	SandboxPusher SandboxPusher
 }
 
 // Server is the public API.
@@ -138,6 +143,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerAnalytics()
 	s.registerWebhooks()
 	s.registerStream()
+	s.registerSandbox()
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)

@@ -42,7 +42,11 @@ func (s *Server) registerUsage() {
 		Responses:   s.jsonResponse(UsageRecord{}, "The usage record of the calling client"),
 	}, func(ctx context.Context, _ *struct{}) (*usageOutput, error) {
 		p := principalFrom(ctx)
-		body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
+		used, err := s.usedThisMonth(ctx, p)
+		if err != nil {
+			return nil, s.problem(ctx, err)
+		}
+		body, err := s.usage.body(p.Client, used, s.cfg.Now())
 		if err != nil {
 			return nil, s.problem(ctx, err)
 		}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,4 +96,40 @@ func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, afterID, u
 	}
 	out, err := pgx.CollectRows(rows, scanStreamEvent)
 	return out, translate(err, "stream events")
+}
+
+// InsertSandboxVerdictEvent stores a verdict change pushed by a client's
+// sandbox key: a verdict_events row marked with the client, which the
+// stream hands to that client's sandbox streams and the webhook fan-out
+// to that client's subscriptions only.
+func (db *DB) InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error) {
+	v := domain.VerdictChange{Symbol: symbol, OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score}
+	err := db.Pool.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id)
+		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6) RETURNING id, at`,
+		string(m), symbol, oldVerdict, newVerdict, score, clientID).Scan(&v.EventID, &v.At)
+	v.At = v.At.UTC()
+	return v, translate(err, "sandbox verdict event")
+}
+
+// EnsureSchema creates the first schema of the connection's search_path
+// when it does not exist yet (the sandbox's schema, before its first
+// migration).
+func (db *DB) EnsureSchema(ctx context.Context) error {
+	var current *string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		return translate(err, "schema")
+	}
+	if current != nil {
+		return nil
+	}
+	var path string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path); err != nil {
+		return translate(err, "schema")
+	}
+	name := strings.Trim(strings.TrimSpace(strings.Split(path, ",")[0]), `"`)
+	if name == "" || name == "$user" {
+		return fmt.Errorf("store: no schema to create in search_path %q", path)
+	}
+	_, err := db.Pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{name}.Sanitize())
+	return translate(err, "schema")
 }

@@ -112,3 +112,49 @@ func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T)
 		t.Fatalf("a sandbox replay got the service's events: %+v (%v)", got, err)
 	}
 }
+
+// A sandbox push fans out to the pushing client's subscriptions only, and
+// its deliveries say it is a sandbox event.
+func TestSandboxVerdictEventFansOutToItsClientOnly(t *testing.T) {
+	t.Parallel()
+	db, box, c := hookFixture(t)
+	ctx := context.Background()
+	other := newClient(t, db, nil)
+	mine, _, err := db.CreateWebhook(ctx, box, c.ID, "https://hooks.example.com/mine", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, _, err := db.CreateWebhook(ctx, box, other.ID, "https://hooks.example.com/theirs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.InsertSandboxVerdictEvent(ctx, c.ID, domain.Crypto, "BTC_USDT", "neutral", "growth", 35)
+	if err != nil || v.EventID == 0 {
+		t.Fatalf("push: %+v %v", v, err)
+	}
+	real := verdictEvent(t, db, "ETH_USDT")
+	if n, err := db.FanOut(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("FanOut = %d, %v", n, err)
+	}
+	got := map[string][]int64{}
+	sandbox := map[int64]bool{}
+	for range 3 {
+		ds, err := db.ClaimDeliveries(ctx, box, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			got[d.WebhookID] = append(got[d.WebhookID], d.EventID)
+			sandbox[d.EventID] = d.Event.Sandbox
+			if _, err := db.RecordDelivery(ctx, d, domain.DeliveryError{}, 200, time.Millisecond, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(got[mine.ID]) != 2 || len(got[theirs.ID]) != 1 || got[theirs.ID][0] != real {
+		t.Fatalf("deliveries %v: want both events for the pushing client, only the real one for the other", got)
+	}
+	if !sandbox[v.EventID] || sandbox[real] {
+		t.Fatalf("sandbox marks %v", sandbox)
+	}
+}

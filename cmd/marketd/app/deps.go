@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -61,6 +62,27 @@ func newStreamHub(db *store.DB, d *apiDeps, render func() *api.Server, logger *s
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
 			return render().RenderStreamEvent(ctx, e)
 		}})
+}
+
+// newSandboxServer is the server of sandbox keys when the sandbox has a
+// database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
+// configuration over the sandbox's market data, with a read cache of its
+// own, the client's webhooks and the stream's log from the service's
+// database, and the same gate (a sandbox key is rate limited, never
+// counted against the quota).
+func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (*api.Server, func(), error) {
+	if cfg.SandboxDatabaseURL == "" {
+		return nil, func() {}, nil
+	}
+	sdb, err := store.Open(ctx, cfg.SandboxDatabaseURL, store.Options{Logger: logger, MaxConns: 4})
+	if err != nil {
+		return nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	apiCfg.Sandbox, apiCfg.SandboxPusher = true, db
+	apiCfg.Logger = logger.With("sandbox", true)
+	apiCfg.Cache = readcache.New(readcache.DefaultTTL, time.Now)
+	srv := api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
+	return srv, sdb.Close, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring

@@ -62,11 +62,17 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			hub := newStreamHub(db, deps, func() *api.Server { return apiServer }, logger)
-			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
+			apiCfg := api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
-				Stream: hub, StreamData: db, StreamSlots: deps.slots},
-				db, deps.gate)
+				Stream: hub, StreamData: db, StreamSlots: deps.slots}
+			apiServer = api.New(apiCfg, db, deps.gate)
 			g.Go(func() error { return hub.Run(ctx) })
+			sandboxServer, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
+			if err != nil {
+				return err
+			}
+			defer closeSandbox()
+			publicHandler := api.SandboxRouter(apiServer, sandboxServer)
 			g.Go(func() error { return deps.gate.Run(ctx) })
 			extra := map[string]http.Handler{}
 			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
@@ -87,7 +93,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			m.setAddrs(httpLn, opsLn)
 			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
-			g.Go(func() error { return serveHTTP(ctx, httpLn, apiServer.Handler(), logger) })
+			g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
 			g.Go(func() error {
 				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, apiServer.Metrics(), extra), logger)
 			})
