@@ -188,11 +188,11 @@ func TestSandboxPushIsForSandboxKeysAndChecksItsBody(t *testing.T) {
 		t.Fatalf("live key: %d %s, want 403", status, body)
 	}
 	for body, loc := range map[string]string{
-		`{"market":"bonds","symbol":"BTC_USDT","new_verdict":"growth"}`:                          "body.market",
-		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"up"}`:                             "body.new_verdict",
-		`{"market":"crypto","symbol":"%%%","new_verdict":"growth"}`:                              "body.symbol",
-		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"growth","old_verdict":"growth"}`:  "body.old_verdict",
-		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"growth","overall_score":101}`:     "body.overall_score",
+		`{"market":"bonds","symbol":"BTC_USDT","new_verdict":"growth"}`:                         "body.market",
+		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"up"}`:                            "body.new_verdict",
+		`{"market":"crypto","symbol":"%%%","new_verdict":"growth"}`:                             "body.symbol",
+		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"growth","old_verdict":"growth"}`: "body.old_verdict",
+		`{"market":"crypto","symbol":"BTC_USDT","new_verdict":"growth","overall_score":101}`:    "body.overall_score",
 	} {
 		status, b := f.do(t, http.MethodPost, "/sandbox/verdict-change", f.sandboxKey, body)
 		if status != 400 || !bytes.Contains(b, []byte(`"location":"`+loc+`"`)) {

@@ -24,11 +24,11 @@ type Config struct {
 	DatabaseURL string
 	// SandboxDatabaseURL is the sandbox's database ("" = no sandbox).
 	SandboxDatabaseURL string
-	RedisURL    string
-	HTTPAddr    string
-	OpsAddr     string
-	Region      string
-	SecretKey   []byte // 32 bytes, for encrypting webhook secrets
+	RedisURL           string
+	HTTPAddr           string
+	OpsAddr            string
+	Region             string
+	SecretKey          []byte // 32 bytes, for encrypting webhook secrets
 	// DemoSecretKey: SecretKey is the public demo key (MARKET_SECRET_KEY=
 	// insecure-demo-key, compose's default); every role warns at start.
 	DemoSecretKey bool
