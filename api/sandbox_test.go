@@ -200,3 +200,43 @@ func TestSandboxPushIsForSandboxKeysAndChecksItsBody(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxKeysGet503WhereNoSandboxIsSetUp(t *testing.T) {
+	t.Parallel()
+	f := newMarketFixture(t)
+	key, _, err := f.db.IssueSandboxKey(context.Background(), mustClientOf(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.SandboxRouter(f.apiS, nil))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/public/usage", nil)
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("sandbox key without a sandbox: %d, want 503", resp.StatusCode)
+	}
+	// And a sandbox key sent straight to a live server is refused there.
+	req.URL, _ = req.URL.Parse(f.srv.URL + "/api/v1/public/usage")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("sandbox key on the live server: %d, want 403", resp.StatusCode)
+	}
+}
+
+func mustClientOf(t *testing.T, f *marketFixture) string {
+	t.Helper()
+	_, k, err := f.db.Authenticate(context.Background(), domain.HashKey(f.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.ClientID
+}
