@@ -222,12 +222,8 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	case err != nil:
 		return Outcome{}, err
 	}
-	switch client.EffectiveStatus(now) {
-	case domain.StatusSuspended:
-		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, nil
-	case domain.StatusExpired:
-		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
-			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, nil
+	if out, refused := refuseInactive(client, key, now); refused {
+		return out, nil
 	}
 	if policy == "" {
 		policy = policyHeader(client)
@@ -257,6 +253,19 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 	}
 	out.Status = http.StatusOK
 	return out, nil
+}
+
+// refuseInactive is the 403 of a client suspended or past its contract
+// end at now, if it is one.
+func refuseInactive(client *domain.Client, key *domain.APIKey, now time.Time) (Outcome, bool) {
+	switch client.EffectiveStatus(now) {
+	case domain.StatusSuspended:
+		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, true
+	case domain.StatusExpired:
+		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
+			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, true
+	}
+	return Outcome{}, false
 }
 
 // authenticate finds the key's client. A key in memory was issued here,

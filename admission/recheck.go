@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/marketscreener/market/domain"
 )
@@ -36,12 +35,8 @@ func (g *Gate) Recheck(ctx context.Context, keyHash string) (Outcome, error) {
 		}
 		return Outcome{}, err
 	}
-	switch client.EffectiveStatus(now) {
-	case domain.StatusSuspended:
-		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, nil
-	case domain.StatusExpired:
-		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
-			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, nil
+	if out, refused := refuseInactive(client, key, now); refused {
+		return out, nil
 	}
 	return Outcome{Status: http.StatusOK, Client: client, Key: key}, nil
 }

@@ -415,3 +415,36 @@ func TestStreamBadParametersAre400NamingTheParameter(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamOfASuspendedClientOrAShrunkTierCloses(t *testing.T) {
+	t.Parallel()
+	for name, change := range map[string]func(f *streamFixture) error{
+		"suspended": func(f *streamFixture) error {
+			_, err := f.db.SetClientStatus(context.Background(), f.clientID, domain.StatusSuspended)
+			return err
+		},
+		"tier": func(f *streamFixture) error {
+			_, err := f.db.SetClientTier(context.Background(), f.clientID, domain.Starter, []domain.Market{domain.Forex})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newStreamFixture(t, domain.Business)
+			r := f.replica(t)
+			c, resp := openStream(t, r.srv.URL, f.key, "?market=crypto", nil)
+			if c == nil {
+				t.Fatalf("open: %d", resp.StatusCode)
+			}
+			if err := change(f); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.bus.Publish(context.Background(), admission.ClientChanged(f.clientID)); err != nil {
+				t.Fatal(err)
+			}
+			if ev := c.next(t); ev.Event != "closed" || !strings.Contains(ev.Data, `"status":403`) {
+				t.Fatalf("last event %+v, want closed with 403", ev)
+			}
+		})
+	}
+}

@@ -59,7 +59,8 @@ type HubConfig struct {
 	Prefix string
 	// Poll is the polling period (DefaultPoll when 0).
 	Poll time.Duration
-	// Buffer is how many events a subscriber may fall behind (256 when 0).
+	// Buffer is how many events a subscriber may fall behind (1024 when 0:
+	// more than a page of the log, so a burst alone drops no one).
 	Buffer int
 	Logger *slog.Logger
 }
@@ -82,7 +83,7 @@ func NewHub(cfg HubConfig) *Hub {
 		cfg.Poll = DefaultPoll
 	}
 	if cfg.Buffer <= 0 {
-		cfg.Buffer = 256
+		cfg.Buffer = 1024
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

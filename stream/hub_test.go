@@ -1,0 +1,102 @@
+package stream_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/stream"
+)
+
+// memLog is an in-memory log for the hub's own logic (the Postgres log is
+// tested in store and through the api).
+type memLog struct {
+	mu     sync.Mutex
+	events []domain.StreamEvent
+}
+
+func (l *memLog) add(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for range n {
+		l.events = append(l.events, domain.StreamEvent{ID: int64(len(l.events) + 1), Kind: domain.EventScreener, Market: domain.Crypto})
+	}
+}
+
+func (l *memLog) LastStreamEventID(context.Context) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.events)), nil
+}
+
+func (l *memLog) StreamEvents(_ context.Context, after int64, limit int) ([]domain.StreamEvent, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.events[min(int(after), len(l.events)):]
+	return append([]domain.StreamEvent(nil), out[:min(limit, len(out))]...), nil
+}
+
+func TestHubHandsOutEventsInOrderAndDropsASubscriberThatFallsBehind(t *testing.T) {
+	t.Parallel()
+	log := &memLog{}
+	log.add(3) // before the hub starts: replay material, not live
+	hub := stream.NewHub(stream.HubConfig{Source: log, Poll: 10 * time.Millisecond, Buffer: 4,
+		Render: func(_ context.Context, e domain.StreamEvent) ([]byte, error) { return []byte("x"), nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hub.Run(ctx) }()
+	all := func(domain.StreamEvent) bool { return true }
+	reader, err := hub.Subscribe(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := hub.Subscribe(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reader.Start != 3 || slow.Start != 3 {
+		t.Fatalf("start %d %d, want 3", reader.Start, slow.Start)
+	}
+	log.add(3)
+	for want := int64(4); want <= 6; want++ {
+		select {
+		case e := <-reader.C:
+			if e.ID != want {
+				t.Fatalf("event %d, want %d", e.ID, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+	// One event at a time, which the reader takes and slow does not: past
+	// its buffer of 4 (it holds 3 already) slow is dropped.
+	for want := int64(7); want <= 16; want++ {
+		log.add(1)
+		select {
+		case e := <-reader.C:
+			if e.ID != want {
+				t.Fatalf("reader got %d, want %d", e.ID, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the reader stopped getting events")
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-slow.C:
+		case <-deadline:
+			t.Fatal("a subscriber 10 events behind with a buffer of 4 was not dropped")
+		}
+	}
+	if !slow.Lagged() || reader.Lagged() {
+		t.Fatalf("lagged: slow %v, reader %v", slow.Lagged(), reader.Lagged())
+	}
+	cancel()
+	<-done
+	if _, err := hub.Subscribe(context.Background(), all); err != stream.ErrStopped {
+		t.Fatalf("subscribe after stop: %v", err)
+	}
+}
