@@ -24,7 +24,8 @@ import (
 // StreamData is what the event stream reads besides the hub: the log, for
 // replays, and the screener rows an event carries.
 type StreamData interface {
-	ReplayStreamEvents(ctx context.Context, f store.StreamFilter, afterID, upToID int64, limit int) ([]domain.StreamEvent, error)
+	ReplayStreamEvents(ctx context.Context, f store.StreamFilter, after, upTo domain.StreamPos, limit int) ([]domain.StreamEvent, error)
+	StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool, error)
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 }
 
@@ -95,7 +96,7 @@ func (s *Server) registerStream() {
 	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, "closed"} {
 		schemas = append(schemas, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject,
 			Properties: map[string]*huma.Schema{
-				"id":    {Type: huma.TypeInteger, Description: "The event's position in the stream (absent on closed): send it back as Last-Event-ID"},
+				"id":    {Type: huma.TypeInteger, Description: "The event's id (absent on closed), opaque and not monotonic: send the last one received back as Last-Event-ID"},
 				"event": {Type: huma.TypeString, Description: "The event name", Extensions: map[string]any{"const": name}},
 				"data":  s.humaAPI.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(events[name]), true, name),
 			},
@@ -322,22 +323,30 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 				_ = w.write([]byte(": reconnect with Last-Event-ID\n\n"))
 				return
 			}
-			if e.ID <= sent || !slices.Contains(allowed, e.Market) {
+			if !e.Pos.After(sent) || !slices.Contains(allowed, e.Market) {
 				continue
 			}
 			if w.event(e.ID, e.Kind, e.Data) != nil {
 				return
 			}
-			sent = e.ID
+			sent = e.Pos
 		}
 	}
 }
 
 // replayStream sends the events after the client's Last-Event-ID up to
-// the subscription's start and returns the last id the client now has.
-func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamRequest, upTo int64) (int64, error) {
-	after := req.last
-	for after < upTo {
+// the subscription's start and returns the position the client now has.
+// An id the stream does not hold (pruned after its 48 hours, or never
+// one of ours) replays everything held.
+func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamRequest, upTo domain.StreamPos) (domain.StreamPos, error) {
+	after, ok, err := s.cfg.StreamData.StreamPosOf(ctx, req.last)
+	if err != nil {
+		return after, err
+	}
+	if !ok {
+		after = domain.StreamPos{}
+	}
+	for upTo.After(after) {
 		events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, req.filter, after, upTo, streamReplayPage)
 		if err != nil {
 			return after, err
@@ -350,13 +359,16 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 			if err := w.event(e.ID, e.Kind, data); err != nil {
 				return after, err
 			}
-			after = e.ID
+			after = e.Pos
 		}
 		if len(events) < streamReplayPage {
 			break
 		}
 	}
-	return max(after, upTo), nil
+	if upTo.After(after) {
+		after = upTo
+	}
+	return after, nil
 }
 
 func (s *Server) closeStream(w *sseWriter, status int, detail string) {

@@ -17,11 +17,25 @@ const (
 // StreamEventKinds lists the kinds in canonical order.
 var StreamEventKinds = []string{EventVerdictChanged, EventScreener}
 
-// StreamEvent is one row of the stream's log: its id is its position in
-// the stream, handed out in commit order (see migration 00010), so "every
-// event after id N" never misses one that committed late.
+// StreamPos is a position in the stream's log: the inserting transaction
+// and the row id. Readers take only rows of transactions that have ended
+// (migration 00010), in this order, so "every event after a position"
+// never misses one that committed late.
+type StreamPos struct {
+	XID int64
+	ID  int64
+}
+
+// After reports whether p comes after q.
+func (p StreamPos) After(q StreamPos) bool {
+	return p.XID > q.XID || p.XID == q.XID && p.ID > q.ID
+}
+
+// StreamEvent is one row of the stream's log. ID is the event's id on the
+// wire; Pos orders the events.
 type StreamEvent struct {
 	ID     int64
+	Pos    StreamPos
 	Kind   string
 	Market Market
 	// Verdict is set for EventVerdictChanged.

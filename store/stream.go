@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ type StreamFilter struct {
 	SandboxClientID string
 }
 
-const streamEventColumns = `s.id, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
+const streamEventColumns = `s.id, s.xid::text::bigint, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
 	e.id, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
@@ -32,10 +33,11 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 		symbol, oldV, newV            *string
 		eat                           *time.Time
 	)
-	if err := row.Scan(&ev.ID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
+	if err := row.Scan(&ev.ID, &ev.Pos.XID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
 		&eid, &symbol, &oldV, &newV, &score, &eat); err != nil {
 		return ev, err
 	}
+	ev.Pos.ID = ev.ID
 	ev.Market, ev.At = domain.Market(market), ev.At.UTC()
 	if exchange != nil {
 		ev.Exchange = *exchange
@@ -53,21 +55,32 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 	return ev, nil
 }
 
-// LastStreamEventID is the newest event id of the stream (0 when empty).
-// Every event with a lower id is committed: a stream that starts here and
-// reads "after id" misses nothing.
-func (db *DB) LastStreamEventID(ctx context.Context) (int64, error) {
-	var id int64
-	err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM stream_events`).Scan(&id)
-	return id, translate(err, "stream events")
+// ended is the condition of a row whose transaction has ended (committed,
+// since the row is visible): older than the oldest transaction still
+// running when the statement's snapshot was taken.
+const ended = `s.xid < pg_snapshot_xmin(pg_current_snapshot())`
+
+// LastStreamPos is the newest position of the stream that is final: every
+// event before it is committed, and every event committed later comes
+// after it. A stream that starts here and reads "after" misses nothing.
+func (db *DB) LastStreamPos(ctx context.Context) (domain.StreamPos, error) {
+	var p domain.StreamPos
+	err := db.Pool.QueryRow(ctx, `SELECT s.xid::text::bigint, s.id FROM stream_events s WHERE `+ended+`
+		ORDER BY s.xid DESC, s.id DESC LIMIT 1`).Scan(&p.XID, &p.ID)
+	if err != nil && errors.Is(err, pgx.ErrNoRows) {
+		return domain.StreamPos{}, nil
+	}
+	return p, translate(err, "stream events")
 }
 
-// StreamEvents returns up to limit events after id, every kind and every
-// client's, oldest first: what one api replica fans out to its streams.
-func (db *DB) StreamEvents(ctx context.Context, afterID int64, limit int) ([]domain.StreamEvent, error) {
+// StreamEvents returns up to limit events after a position, every kind
+// and every client's, in stream order, only of transactions that have
+// ended: what one api replica fans out to its streams.
+func (db *DB) StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+streamEventColumns+` FROM stream_events s
 		LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
-		WHERE s.id > $1 ORDER BY s.id LIMIT $2`, afterID, limit)
+		WHERE `+ended+` AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
+		ORDER BY s.xid, s.id LIMIT $3`, after.XID, after.ID, limit)
 	if err != nil {
 		return nil, translate(err, "stream events")
 	}
@@ -75,22 +88,36 @@ func (db *DB) StreamEvents(ctx context.Context, afterID int64, limit int) ([]dom
 	return out, translate(err, "stream events")
 }
 
-// ReplayStreamEvents returns up to limit events of f with afterID < id <=
-// upToID, oldest first: what a stream resumed with Last-Event-ID missed.
-// Every verdict_changed event is returned; of the screener events only the
+// StreamPosOf is the position of the event with the given wire id; false
+// when the stream does not hold it (never was, or pruned).
+func (db *DB) StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool, error) {
+	p := domain.StreamPos{ID: id}
+	err := db.Pool.QueryRow(ctx, `SELECT xid::text::bigint FROM stream_events WHERE id = $1`, id).Scan(&p.XID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.StreamPos{}, false, nil
+	}
+	return p, err == nil, translate(err, "stream events")
+}
+
+// ReplayStreamEvents returns up to limit events of f after a position, up
+// to and including upTo (a position the hub reached: final), in stream
+// order: what a stream resumed with Last-Event-ID missed. Every
+// verdict_changed event is returned; of the screener events only the
 // newest of each combination in the range, since a screener event is a
 // full snapshot that supersedes the older ones.
-func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, afterID, upToID int64, limit int) ([]domain.StreamEvent, error) {
+func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upTo domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
 	rows, err := db.Pool.Query(ctx, `WITH r AS (
-			SELECT * FROM stream_events
-			WHERE id > $1 AND id <= $2 AND market = ANY($3) AND kind = ANY($4)
-				AND sandbox_client_id IS NOT DISTINCT FROM nullif($5, '')::uuid
+			SELECT * FROM stream_events s
+			WHERE (s.xid, s.id) > ($1::bigint::text::xid8, $2) AND (s.xid, s.id) <= ($3::bigint::text::xid8, $4)
+				AND s.market = ANY($5) AND s.kind = ANY($6)
+				AND s.sandbox_client_id IS NOT DISTINCT FROM nullif($7, '')::uuid
 		)
 		SELECT `+streamEventColumns+` FROM r s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
-		WHERE s.kind <> 'screener'
-			OR s.id IN (SELECT max(id) FROM r WHERE kind = 'screener' GROUP BY market, exchange, instrument)
-		ORDER BY s.id LIMIT $6`,
-		afterID, upToID, domain.MarketNames(f.Markets), f.Kinds, f.SandboxClientID, limit)
+		WHERE s.kind <> 'screener' OR NOT EXISTS (
+			SELECT 1 FROM r n WHERE n.kind = 'screener' AND n.market = s.market AND n.exchange = s.exchange
+				AND n.instrument = s.instrument AND (n.xid, n.id) > (s.xid, s.id))
+		ORDER BY s.xid, s.id LIMIT $8`,
+		after.XID, after.ID, upTo.XID, upTo.ID, domain.MarketNames(f.Markets), f.Kinds, f.SandboxClientID, limit)
 	if err != nil {
 		return nil, translate(err, "stream events")
 	}

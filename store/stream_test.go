@@ -10,49 +10,52 @@ import (
 	"github.com/marketscreener/market/store/storetest"
 )
 
-// A bigserial would let a reader see id 2 while id 1 is still to commit,
-// and a reader asking "after 2" would skip 1 for ever. Stream ids are drawn
-// in commit order: the second writer waits for the first to commit.
-func TestStreamEventIDsFollowCommitOrder(t *testing.T) {
+// A plain "id > last seen" reader skips id 1 for ever when id 2 commits
+// first and is read before id 1 commits. The stream's readers take only
+// rows of ended transactions, in (transaction, id) order: an open writer
+// holds the stream back (it never skips it), and writers never wait for
+// each other.
+func TestStreamEventsWaitForALateCommitInsteadOfSkippingIt(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	ctx := context.Background()
 	insert := `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
 		VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`
-	first, err := db.Pool.Begin(ctx)
+	early, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Rollback(ctx) //nolint:errcheck
-	if _, err := first.Exec(ctx, insert, "FIRST"); err != nil {
+	defer early.Rollback(ctx) //nolint:errcheck
+	if _, err := early.Exec(ctx, insert, "EARLY"); err != nil {
 		t.Fatal(err)
 	}
-	second := make(chan error, 1)
-	go func() {
-		_, err := db.Pool.Exec(ctx, insert, "SECOND")
-		second <- err
-	}()
-	// The second insert cannot commit while the first transaction is open.
-	select {
-	case err := <-second:
-		t.Fatalf("the second writer committed before the first: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if last, err := db.LastStreamEventID(ctx); err != nil || last != 0 {
-		t.Fatalf("a reader sees stream id %d (%v) before any commit", last, err)
-	}
-	if err := first.Commit(ctx); err != nil {
+	if _, err := db.Pool.Exec(ctx, insert, "LATER"); err != nil { // commits at once: no waiting
 		t.Fatal(err)
 	}
-	if err := <-second; err != nil {
+	if events, err := db.StreamEvents(ctx, domain.StreamPos{}, 10); err != nil || len(events) != 0 {
+		t.Fatalf("while an earlier writer is open the stream gave %+v (%v), want nothing yet", events, err)
+	}
+	if p, err := db.LastStreamPos(ctx); err != nil || p != (domain.StreamPos{}) {
+		t.Fatalf("last position %+v (%v) while an earlier writer is open", p, err)
+	}
+	if err := early.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	events, err := db.StreamEvents(ctx, 0, 10)
+	events, err := db.StreamEvents(ctx, domain.StreamPos{}, 10)
 	if err != nil || len(events) != 2 {
 		t.Fatalf("events %+v (%v)", events, err)
 	}
-	if events[0].Verdict.Symbol != "FIRST" || events[1].Verdict.Symbol != "SECOND" || events[0].ID >= events[1].ID {
-		t.Fatalf("ids not in commit order: %+v %+v", events[0], events[1].Verdict)
+	if events[0].Verdict.Symbol != "EARLY" || events[1].Verdict.Symbol != "LATER" || !events[1].Pos.After(events[0].Pos) {
+		t.Fatalf("order: %+v then %+v", events[0].Verdict, events[1].Verdict)
+	}
+	if rest, err := db.StreamEvents(ctx, events[1].Pos, 10); err != nil || len(rest) != 0 {
+		t.Fatalf("after the last: %+v (%v)", rest, err)
+	}
+	if p, ok, err := db.StreamPosOf(ctx, events[1].ID); err != nil || !ok || p != events[1].Pos {
+		t.Fatalf("position of id %d: %+v %v %v", events[1].ID, p, ok, err)
+	}
+	if _, ok, err := db.StreamPosOf(ctx, 1<<40); err != nil || ok {
+		t.Fatalf("an id never given: %v %v", ok, err)
 	}
 }
 
@@ -75,24 +78,24 @@ func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T)
 		t.Fatal(err)
 	}
 	put(spot)
-	last, _ := db.LastStreamEventID(ctx)
-	all, err := db.StreamEvents(ctx, 0, 100)
-	if err != nil || len(all) != 5 || all[4].ID != last {
+	last, _ := db.LastStreamPos(ctx)
+	all, err := db.StreamEvents(ctx, domain.StreamPos{}, 100)
+	if err != nil || len(all) != 5 || all[4].Pos != last {
 		t.Fatalf("log %+v (%v)", all, err)
 	}
 	f := store.StreamFilter{Markets: []domain.Market{domain.Crypto}, Kinds: domain.StreamEventKinds}
-	got, err := db.ReplayStreamEvents(ctx, f, 0, last, 100)
+	got, err := db.ReplayStreamEvents(ctx, f, domain.StreamPos{}, last, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// perp's only refresh, the crypto verdict, spot's newest refresh.
 	if len(got) != 3 || got[0].Instrument != "perpetual" || got[1].Verdict == nil || got[1].Verdict.Symbol != "A" ||
-		got[2].Instrument != "spot" || got[2].ID != last {
+		got[2].Instrument != "spot" || got[2].Pos != last {
 		t.Fatalf("replay %+v", got)
 	}
 	// Paged: the same answer a page at a time.
 	var paged []int64
-	for after := int64(0); ; {
+	for after := (domain.StreamPos{}); ; {
 		page, err := db.ReplayStreamEvents(ctx, f, after, last, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -101,14 +104,14 @@ func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T)
 			break
 		}
 		paged = append(paged, page[0].ID)
-		after = page[0].ID
+		after = page[0].Pos
 	}
 	if len(paged) != 3 || paged[0] != got[0].ID || paged[2] != got[2].ID {
 		t.Fatalf("paged replay %v, want %v", paged, got)
 	}
 	sandbox := f
 	sandbox.SandboxClientID = "5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"
-	if got, err := db.ReplayStreamEvents(ctx, sandbox, 0, last, 100); err != nil || len(got) != 0 {
+	if got, err := db.ReplayStreamEvents(ctx, sandbox, domain.StreamPos{}, last, 100); err != nil || len(got) != 0 {
 		t.Fatalf("a sandbox replay got the service's events: %+v (%v)", got, err)
 	}
 }

@@ -3,12 +3,13 @@
 // many connections) and fans each event out to the subscribed connections,
 // and Slots caps how many streams a client holds open across replicas.
 //
-// Ordering and loss: event ids are handed out in commit order (migration
-// 00010), so "the events after id N" is a complete answer at any moment.
-// The hub hands out events in id order and Subscribe returns the id the
-// hub had reached when the subscription began: a connection replays
+// Ordering and loss: the log is read in (transaction, id) order, and only
+// rows of transactions that have ended (migration 00010), so "the events
+// after position P" is a complete answer at any moment. The hub hands out
+// events in that order and Subscribe returns the position the hub had
+// reached when the subscription began: a connection replays
 // (Last-Event-ID, Start] from Postgres and then takes the live events,
-// which all have ids above Start. Nothing is missed, nothing repeated.
+// which all come after Start. Nothing is missed, nothing repeated.
 // A subscriber that falls behind by more than its buffer is dropped (its
 // channel closed, Lagged true); its client reconnects with Last-Event-ID
 // and replays what it missed, so slowness never costs an event.
@@ -28,8 +29,8 @@ import (
 
 // Source is where the stream's log lives (store.DB).
 type Source interface {
-	LastStreamEventID(ctx context.Context) (int64, error)
-	StreamEvents(ctx context.Context, afterID int64, limit int) ([]domain.StreamEvent, error)
+	LastStreamPos(ctx context.Context) (domain.StreamPos, error)
+	StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error)
 }
 
 // Event is one event with its wire form (the SSE data line), rendered once
@@ -72,7 +73,7 @@ type Hub struct {
 	ready chan struct{}
 
 	mu      sync.Mutex
-	last    int64
+	last    domain.StreamPos
 	stopped bool
 	subs    map[*Subscription]struct{}
 }
@@ -119,10 +120,10 @@ type Subscription struct {
 	// C carries the live events, in id order; it is closed when the hub
 	// stops or the subscriber fell behind (Lagged).
 	C <-chan Event
-	// Start is the id the hub had reached when the subscription began:
-	// every event of C has a higher id, every event up to Start is in the
-	// log (replay them from there).
-	Start int64
+	// Start is the position the hub had reached when the subscription
+	// began: every event of C comes after it, every event up to it is in
+	// the log (replay them from there).
+	Start domain.StreamPos
 
 	ch     chan Event
 	match  func(domain.StreamEvent) bool
@@ -221,7 +222,7 @@ func (h *Hub) Run(ctx context.Context) error {
 // start finds where the log ends, retrying until Postgres answers.
 func (h *Hub) start(ctx context.Context) error {
 	for {
-		last, err := h.cfg.Source.LastStreamEventID(ctx)
+		last, err := h.cfg.Source.LastStreamPos(ctx)
 		if err == nil {
 			h.mu.Lock()
 			h.last = last
@@ -304,6 +305,6 @@ func (h *Hub) publish(events []Event) {
 				h.dropLocked(s)
 			}
 		}
-		h.last = e.ID
+		h.last = e.Pos
 	}
 }

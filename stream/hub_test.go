@@ -21,20 +21,22 @@ func (l *memLog) add(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for range n {
-		l.events = append(l.events, domain.StreamEvent{ID: int64(len(l.events) + 1), Kind: domain.EventScreener, Market: domain.Crypto})
+		id := int64(len(l.events) + 1)
+		l.events = append(l.events, domain.StreamEvent{ID: id, Pos: domain.StreamPos{XID: id, ID: id}, Kind: domain.EventScreener, Market: domain.Crypto})
 	}
 }
 
-func (l *memLog) LastStreamEventID(context.Context) (int64, error) {
+func (l *memLog) LastStreamPos(context.Context) (domain.StreamPos, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.events)), nil
+	n := int64(len(l.events))
+	return domain.StreamPos{XID: n, ID: n}, nil
 }
 
-func (l *memLog) StreamEvents(_ context.Context, after int64, limit int) ([]domain.StreamEvent, error) {
+func (l *memLog) StreamEvents(_ context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := l.events[min(int(after), len(l.events)):]
+	out := l.events[min(int(after.ID), len(l.events)):]
 	return append([]domain.StreamEvent(nil), out[:min(limit, len(out))]...), nil
 }
 
@@ -56,7 +58,7 @@ func TestHubHandsOutEventsInOrderAndDropsASubscriberThatFallsBehind(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reader.Start != 3 || slow.Start != 3 {
+	if reader.Start.ID != 3 || slow.Start.ID != 3 {
 		t.Fatalf("start %d %d, want 3", reader.Start, slow.Start)
 	}
 	log.add(3)
