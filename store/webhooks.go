@@ -274,7 +274,8 @@ func openSecrets(box *domain.SecretBox, id string, sealed, prevSealed []byte) (s
 // eligible is the condition under which delivery d of event e may go to
 // subscription w of client c: an active subscription of an active client
 // whose contract has not ended, and the event's market in the client's
-// tier (and the subscription's market, when it names one).
+// tier (and the subscription's market, when it names one); a sandbox push
+// (POST /sandbox/verdict-change) goes to its own client's subscriptions only.
 const eligible = `w.status = 'active' AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
 	AND e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
 	AND (e.sandbox_client_id IS NULL OR e.sandbox_client_id = w.client_id)`

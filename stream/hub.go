@@ -271,29 +271,53 @@ func (h *Hub) poll(ctx context.Context) error {
 		}
 		out := make([]Event, 0, len(events))
 		for _, e := range events {
-			data, err := h.cfg.Render(ctx, e)
-			if err != nil {
-				h.publish(out)
-				return err
+			var data []byte
+			if h.wanted(e) { // no one to send it to: no rendering (a screener read)
+				if data, err = h.cfg.Render(ctx, e); err != nil {
+					h.publish(out)
+					return err
+				}
 			}
 			out = append(out, Event{StreamEvent: e, Data: data})
 		}
-		h.publish(out)
+		if !h.publish(out) {
+			continue // a new subscriber wants an event left unrendered
+		}
 		if len(events) < pageSize {
 			return nil
 		}
 	}
 }
 
-// publish hands events to the subscribers and moves the position past
-// them, under one lock: a Subscribe sees either none or all of them.
-func (h *Hub) publish(events []Event) {
-	if len(events) == 0 {
-		return
+// wanted reports whether a subscription takes e now. (One that subscribes
+// after this check and wants e stops publish before e, which is then read
+// and rendered again.)
+func (h *Hub) wanted(e domain.StreamEvent) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if s.match(e) {
+			return true
+		}
 	}
+	return false
+}
+
+// publish hands events to the subscribers and moves the position past
+// them, under one lock: a Subscribe sees either none or all of them. It
+// stops before an event left unrendered that a subscription now wants,
+// and then returns false.
+func (h *Hub) publish(events []Event) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range events {
+		if e.Data == nil {
+			for s := range h.subs {
+				if s.match(e.StreamEvent) {
+					return false
+				}
+			}
+		}
 		for s := range h.subs {
 			if !s.match(e.StreamEvent) {
 				continue
@@ -307,4 +331,5 @@ func (h *Hub) publish(events []Event) {
 		}
 		h.last = e.Pos
 	}
+	return true
 }

@@ -102,3 +102,52 @@ func TestHubHandsOutEventsInOrderAndDropsASubscriberThatFallsBehind(t *testing.T
 		t.Fatalf("subscribe after stop: %v", err)
 	}
 }
+
+func TestHubRendersOnlyWhatSomeoneWants(t *testing.T) {
+	t.Parallel()
+	log := &memLog{}
+	var mu sync.Mutex
+	rendered := 0
+	hub := stream.NewHub(stream.HubConfig{Source: log, Poll: 5 * time.Millisecond,
+		Render: func(_ context.Context, e domain.StreamEvent) ([]byte, error) {
+			mu.Lock()
+			rendered++
+			mu.Unlock()
+			return []byte("x"), nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = hub.Run(ctx) }()
+	forex := func(e domain.StreamEvent) bool { return e.Market == domain.Forex }
+	sub, err := hub.Subscribe(ctx, forex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.add(5) // crypto events: nobody's
+	crypto, err := hub.Subscribe(ctx, func(e domain.StreamEvent) bool { return e.Market == domain.Crypto })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Whatever the hub had read before this subscription is replay
+	// material; everything after reaches it, rendered.
+	log.add(1)
+	for {
+		select {
+		case e := <-crypto.C:
+			if e.ID == 6 {
+				if string(e.Data) != "x" {
+					t.Fatalf("event 6 delivered unrendered: %q", e.Data)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if rendered > 6-int(crypto.Start.ID) {
+					t.Fatalf("%d renders for %d wanted events", rendered, 6-crypto.Start.ID)
+				}
+				_ = sub
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("event 6 not delivered")
+		}
+	}
+}
