@@ -223,7 +223,9 @@ func (s *Server) checkStream(ctx context.Context, p *principal, in *streamInput)
 	req.filter = store.StreamFilter{Markets: markets, Kinds: kinds}
 	if p.Key.Sandbox() {
 		req.filter.SandboxClientID = p.Client.ID
-		req.filter.Kinds = []string{domain.EventVerdictChanged}
+		// Only its client's pushes: verdict changes (screener events would
+		// be the service's live data).
+		req.filter.Kinds = slices.DeleteFunc(req.filter.Kinds, func(k string) bool { return k != domain.EventVerdictChanged })
 	}
 	return req, nil
 }
