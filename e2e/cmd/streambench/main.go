@@ -8,17 +8,20 @@
 //  1. it creates a fresh schema in the test database, migrates it with
 //     the marketd binary, creates enterprise clients (50 streams each) and
 //     their keys;
+//
 //  2. it starts -replicas api processes (marketd api, ports 19410…) and
 //     the bare broadcaster (port 19430), and opens -streams connections,
 //     spread over the replicas, and as many to the broadcaster;
+//
 //  3. every -interval it commits one verdict change (and tells the
 //     broadcaster at the same instant), -events times;
+//
 //  4. it prints the commit-to-receipt latency over every (event, stream)
 //     pair (p50, p99, max), events missing or received twice (must be 0),
 //     and the api processes' CPU per delivered event; then stops them and
 //     drops the schema.
 //
-//	go run ./e2e/cmd/streambench -marketd bin/marketd [-streams 500] [-replicas 2] [-events 40] [-interval 100ms]
+//     go run ./e2e/cmd/streambench -marketd bin/marketd [-streams 500] [-replicas 2] [-events 40] [-interval 100ms]
 package main
 
 import (
