@@ -33,6 +33,12 @@ type Source interface {
 	StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error)
 }
 
+// Listener is a Source that can say when new events commit (store.DB:
+// Postgres LISTEN), so the hub need not wait for its next poll.
+type Listener interface {
+	ListenStream(ctx context.Context, wake func()) error
+}
+
 // Event is one event with its wire form (the SSE data line), rendered once
 // per replica.
 type Event struct {
@@ -197,6 +203,9 @@ func (h *Hub) Run(ctx context.Context) error {
 	if h.cfg.Redis != nil {
 		go h.listen(ctx)
 	}
+	if l, ok := h.cfg.Source.(Listener); ok {
+		go h.listenSource(ctx, l)
+	}
 	ticker := time.NewTicker(h.cfg.Poll)
 	defer ticker.Stop()
 	failing := false
@@ -252,6 +261,20 @@ func (h *Hub) listen(ctx context.Context) {
 				return
 			}
 			h.poke()
+		}
+	}
+}
+
+// listenSource turns the log's commit notifications into polls, listening
+// again after a failure (the polls cover the gap).
+func (h *Hub) listenSource(ctx context.Context, l Listener) {
+	for ctx.Err() == nil {
+		if err := l.ListenStream(ctx, h.poke); err != nil {
+			h.cfg.Logger.Debug("stream: listening for commits failed; polling meanwhile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
 }
