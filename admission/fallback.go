@@ -10,15 +10,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// probeInterval bounds how often a degraded limiter tries Redis again, so a
-// dead Redis costs at most one failed attempt per second per replica.
+// probeInterval is how often a degraded limiter's watcher tries Redis
+// again: a dead Redis costs one failed attempt per second per replica, off
+// the request path.
 const probeInterval = time.Second
 
 // FallbackLimiter is the rate limiter the api uses: the shared Redis
 // window when Redis answers, this replica's LocalLimiter when it does not.
 // A Redis outage therefore never fails a request; it only loosens the
 // limit to N per replica until Redis is back, and Degraded reports it so
-// /readyz can say so.
+// /readyz can say so. While degraded, requests do not wait on Redis at
+// all: Watch probes it in the background and ends the degradation as soon
+// as it answers, with or without traffic.
 type FallbackLimiter struct {
 	redis  *RollingWindowLimiter
 	local  *LocalLimiter
@@ -26,9 +29,6 @@ type FallbackLimiter struct {
 	now    func() time.Time
 
 	degraded atomic.Bool
-	// nextProbe is the earliest time (unix nanoseconds) a degraded limiter
-	// asks Redis again; claiming it with a CAS lets one request probe.
-	nextProbe atomic.Int64
 }
 
 // NewFallbackLimiter combines the shared and the local limiter. Every
@@ -46,7 +46,7 @@ func (f *FallbackLimiter) Allow(ctx context.Context, clientID string, limit int)
 
 // allowAt is Allow with the clock read by the caller.
 func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit int, now time.Time) (Decision, error) {
-	if f.degraded.Load() && !f.claimProbe(now) {
+	if f.degraded.Load() {
 		return f.local.record(clientID, max(limit, 1), false, now), nil
 	}
 	d, err := f.redis.allowAt(ctx, clientID, limit, now)
@@ -62,9 +62,6 @@ func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit in
 		f.markDegraded(err)
 		return f.local.record(clientID, max(limit, 1), false, f.now()), nil
 	}
-	if f.degraded.Load() {
-		f.markRecovered()
-	}
 	if d.Allowed {
 		f.local.record(clientID, max(limit, 1), true, now)
 	}
@@ -75,14 +72,34 @@ func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit in
 // whether limits are currently per replica.
 func (f *FallbackLimiter) Degraded() bool { return f.degraded.Load() }
 
-func (f *FallbackLimiter) claimProbe(at time.Time) bool {
-	now := at.UnixNano()
-	next := f.nextProbe.Load()
-	return now >= next && f.nextProbe.CompareAndSwap(next, now+probeInterval.Nanoseconds())
+// Watch probes Redis every interval (probeInterval when 0) while the
+// limiter is degraded and ends the degradation once Redis answers. It
+// returns when ctx ends; Gate.Run runs it.
+func (f *FallbackLimiter) Watch(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = probeInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !f.degraded.Load() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := f.redis.ping(pctx)
+		cancel()
+		if err == nil {
+			f.markRecovered()
+		}
+	}
 }
 
 func (f *FallbackLimiter) markDegraded(err error) {
-	f.nextProbe.Store(f.now().Add(probeInterval).UnixNano())
 	if f.degraded.CompareAndSwap(false, true) {
 		f.logger.Warn("admission: redis unreachable, rate limiting per replica until it answers", "err", err)
 	}

@@ -149,14 +149,61 @@ func TestFallbackLimiterRecovers(t *testing.T) {
 		t.Fatalf("with Redis down: allowed %d (want 2), degraded %v", allowed, f.Degraded())
 	}
 	down.Store(false)
-	if f.Allow(ctx, "c", 5); !f.Degraded() {
-		t.Fatal("probed Redis before the probe interval passed")
-	}
+	// Requests never probe Redis: a degraded limiter stays degraded
+	// whatever the traffic, until its watcher sees Redis answer, and the
+	// watcher recovers it without any traffic.
 	clock.Advance(time.Second)
+	if f.Allow(ctx, "c", 5); !f.Degraded() {
+		t.Fatal("a request probed Redis")
+	}
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); f.Watch(wctx, 10*time.Millisecond) }()
+	t.Cleanup(func() { stop(); <-watched })
+	for deadline := time.Now().Add(10 * time.Second); f.Degraded(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher did not end the degradation after Redis came back")
+		}
+	}
 	if d, err := f.Allow(ctx, "c", 5); err != nil || f.Degraded() {
 		t.Fatalf("after Redis came back: %+v, %v, degraded %v", d, err, f.Degraded())
 	}
 	if logs.count("redis unreachable") != 1 || logs.count("redis answers again") != 1 {
 		t.Errorf("want one log line per transition, got:\n%s", logs.buf.String())
+	}
+}
+
+// TestFallbackLimiterDegradedNeverWaitsOnRedis: once Redis failed, the
+// requests of a degraded limiter are decided locally without a single
+// attempt to reach Redis (a frozen Redis would otherwise cost each of them
+// a dial or read time-out), however long the outage lasts.
+func TestFallbackLimiterDegradedNeverWaitsOnRedis(t *testing.T) {
+	t.Parallel()
+	opts, err := admission.RedisOptions(redistest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int64
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return nil, errDown
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	clock := newFakeClock()
+	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, redistest.Prefix(t), admission.Options{}),
+		admission.NewLocalLimiter(clock.Now), slog.New(slog.DiscardHandler), clock.Now)
+	if _, err := f.Allow(context.Background(), "c", 1000); err != nil || !f.Degraded() {
+		t.Fatalf("first request with Redis down: %v, degraded %v", err, f.Degraded())
+	}
+	before := dials.Load()
+	for range 50 {
+		clock.Advance(2 * time.Second) // well past any probe interval
+		if _, err := f.Allow(context.Background(), "c", 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load() - before; n != 0 {
+		t.Fatalf("a degraded limiter tried Redis %d times on the request path", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/obs"
 )
 
 // The 429 details are the contract's own words.
@@ -121,15 +122,22 @@ func New(cfg Config) *Gate {
 }
 
 // Run keeps the key cache, its directory and the data cache in step with
-// the bus until ctx ends.
+// the bus, and watches a degraded rate limiter for Redis coming back,
+// until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		g.keys.runDirectory(ctx, g.listKeys, g.logger)
 	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		g.rate.Watch(ctx, 0)
+	}()
 	err := g.bus.Run(ctx, g.keys, g.data)
 	<-done
+	<-watched
 	return err
 }
 
@@ -141,12 +149,15 @@ func (g *Gate) Close() {
 	g.keys.close()
 }
 
+// ErrRedisUnreachable is Probe's answer when Redis does not answer.
+var ErrRedisUnreachable = errors.New("redis unreachable: rate limits fall back to per-replica windows")
+
 // Probe is the gate's readiness check: Redis answers, the rate limiter is
 // not on its per-replica fallback, and the key directory has loaded (until
 // then unknown keys are looked up without throttling).
 func (g *Gate) Probe(ctx context.Context) error {
 	if err := g.rdb.Ping(ctx).Err(); err != nil {
-		return errors.New("redis unreachable: rate limits fall back to per-replica windows")
+		return ErrRedisUnreachable
 	}
 	if g.rate.Degraded() {
 		return errors.New("rate limiter recovering from a Redis outage")
@@ -204,6 +215,12 @@ func chargeOf(k *domain.APIKey) charge { return charge{quota: !k.Sandbox()} }
 // counted. An error is an outage (Postgres unreachable, ctx ended): the
 // request is neither admitted nor refused.
 func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
+	out, err := g.admit(ctx, r)
+	obs.Admission(reasonOf(out, err))
+	return out, err
+}
+
+func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	if r.Key == "" {
 		return g.refuseAuth(ctx, r, msgMissingKey), nil
 	}
@@ -242,7 +259,9 @@ func (g *Gate) Admit(ctx context.Context, r Request) (Outcome, error) {
 		out.Status = http.StatusOK
 		return out, nil
 	}
+	t0 := time.Now()
 	used, ok, err := g.quota.admitAt(ctx, client.ID, client.MonthlyQuota(), now, now)
+	obs.QuotaWait(time.Since(t0))
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -278,6 +297,7 @@ func refuseInactive(client *domain.Client, key *domain.APIKey, now time.Time) (O
 func (g *Gate) authenticate(ctx context.Context, r Request, now time.Time) (*domain.Client, *domain.APIKey, string, error) {
 	d := domain.KeyDigest(r.Key)
 	f := g.keys.find(d[:], now)
+	obs.KeyLookup(f.state == answered)
 	if f.state == answered && f.err == nil {
 		return f.client, f.key, f.policy, nil
 	}
@@ -309,6 +329,7 @@ var errBadKeyFormat = domain.Errorf(domain.EUNAUTHORIZED, msgBadKeyFormat)
 // this replica does not know (already held back).
 func (g *Gate) refuseThrottled(r Request) Outcome {
 	_, wait := g.throttle.peek(addrKey(r.RemoteAddr))
+	obs.AuthThrottled()
 	return Outcome{Status: http.StatusTooManyRequests, Detail: msgThrottled, RetryAfter: retryAfterSeconds(wait)}
 }
 

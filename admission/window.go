@@ -236,6 +236,12 @@ func (l *RollingWindowLimiter) allowAt(ctx context.Context, clientID string, lim
 	return l.eng.admit(ctx, clientID, limit, now)
 }
 
+// ping checks that Redis answers (a cheap command on the script's connection).
+func (l *RollingWindowLimiter) ping(ctx context.Context) error {
+	be := l.eng.be.(*windowScript)
+	return be.rdb.ScriptExists(ctx, be.script.Hash()).Err()
+}
+
 // Close waits for the batches in flight, stops the background work and
 // removes from the windows the lease slots not used. Allow fails afterwards.
 func (l *RollingWindowLimiter) Close() { l.eng.close() }

@@ -75,6 +75,9 @@ type Config struct {
 	// sandbox's data. SandboxPusher stores POST /sandbox/verdict-change.
 	Sandbox       bool
 	SandboxPusher SandboxPusher
+	// RequestTimeout is each request's time budget (DefaultRequestTimeout
+	// when 0; negative: none). See deadlineMiddleware.
+	RequestTimeout time.Duration
 }
 
 // Server is the public API.
@@ -137,7 +140,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	hc.Security = []map[string][]string{{securityScheme: {}}}
 	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
-	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.readinessMiddleware, s.authMiddleware)
+	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.deadlineMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()

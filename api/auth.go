@@ -40,7 +40,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
 		key = v[0]
 	}
-	out, err := s.gate.Admit(r.Context(), admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
+	out, err := s.gate.Admit(ctx.Context(), admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
 	if err != nil {
 		s.writeError(ctx, err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
 )
 
 // The two 429 texts are the contract's own words; the gate writes them.
@@ -110,6 +111,14 @@ func toProblem(logger *slog.Logger, reqID string, err error) error {
 			}
 			return p
 		}
+	}
+	if store.Unavailable(err) {
+		// A dependency broke, froze past the request's budget or refused
+		// connections: the service is unavailable, not broken.
+		logger.Warn("service unavailable", "request_id", reqID, "err", err)
+		return huma.ErrorWithHeaders(newProblem(http.StatusServiceUnavailable,
+			"the service is temporarily unavailable (a dependency did not answer in time); retry later"),
+			http.Header{"Retry-After": {"5"}})
 	}
 	logger.Error("internal error", "request_id", reqID, "err", err)
 	return newProblem(http.StatusInternalServerError, "internal error; the request id identifies it in our logs ("+reqID+")")

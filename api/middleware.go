@@ -32,6 +32,8 @@ type requestInfo struct {
 	rec         statusRecorder
 	idHeader    [1]string
 	gateHeaders [3]string
+	// budget is the request's deadline context (deadlineMiddleware).
+	budget budgetCtx
 }
 
 func infoFrom(ctx context.Context) *requestInfo {

@@ -126,6 +126,8 @@ func (s *Server) registerStream() {
 			"A sandbox key's stream carries the `verdict_changed` events its client pushed with " +
 			"`POST /sandbox/verdict-change` (marked `\"sandbox\": true`) and nothing else.",
 		Tags: []string{"Events"},
+		// A stream lasts as long as the client keeps it: no request budget.
+		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "The stream, until you close it or the service ends it. Example:\n\n```\n" + example + "```",
 			Content: map[string]*huma.MediaType{"text/event-stream": {

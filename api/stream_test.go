@@ -66,7 +66,8 @@ func (f *streamFixture) replica(t *testing.T) *streamReplica {
 	r.hub = stream.NewHub(stream.HubConfig{Source: f.db, Redis: rdb, Prefix: f.prefix,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return srv.RenderStreamEvent(ctx, e) }})
 	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: f.db,
-		StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil), StreamHeartbeat: 100 * time.Millisecond}, f.db, gate)
+		StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil), StreamHeartbeat: 100 * time.Millisecond,
+		RequestTimeout: 300 * time.Millisecond}, f.db, gate) // a stream outlives the request budget
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -254,10 +255,13 @@ func TestStreamCarriesScreenerRefreshesAndHeartbeats(t *testing.T) {
 	if c == nil {
 		t.Fatalf("open: %d", resp.StatusCode)
 	}
-	select {
-	case <-c.heartbeats:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no heartbeat")
+	// Five heartbeats, 100 ms apart: past the 300 ms request budget.
+	for range 5 {
+		select {
+		case <-c.heartbeats:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no heartbeat")
+		}
 	}
 	f.verdictEvent(t, domain.Crypto, "BTC_USDT") // not asked for
 	at := time.Now().UTC().Truncate(time.Second)

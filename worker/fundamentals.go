@@ -81,6 +81,7 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 		in.recordError(c, "fundamentals", ours(err))
 		return fmt.Errorf("worker: ingest fundamentals %s: %w", c, err)
 	}
+	observeRows(c, "fundamentals", len(rows))
 	_ = in.Store.RecordFeedSuccess(ctx, c, "fundamentals", in.Now())
 	in.logger().Debug("ingested fundamentals", "combination", c.String(), "assets", len(rows))
 	return nil

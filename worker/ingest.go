@@ -145,6 +145,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 		in.recordError(c, "tickers", err)
 		return fmt.Errorf("worker: ingest tickers %s: %w", c, err)
 	}
+	observeRows(c, "tickers", len(tickers))
 	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
 	in.notify(ctx, readcache.Tickers(c))
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
@@ -165,6 +166,7 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
 	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
 	kind := "candles:" + string(pl.Timeframe)
+	observeRows(c, kind, n)
 	if err != nil {
 		in.recordError(health, kind, err)
 		return fmt.Errorf("worker: ingest candles %s %s: %w", c, pl.Timeframe, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
@@ -167,6 +168,7 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 	if err != nil {
 		return 0, 0, err
 	}
+	obs.Scored(string(m), string(style), len(recs), len(symbols)-len(recs), events)
 	if len(recs) > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/webhook"
 )
@@ -286,6 +287,7 @@ func (d *Dispatcher) deliver(ctx context.Context, dl store.Delivery, claimedAt t
 		// failure. It goes out again after the restart.
 		return ignoreLost(d.Store.ReleaseDelivery(context.WithoutCancel(ctx), dl))
 	}
+	obs.Delivery(res.Err.Category, res.Err.Status, time.Since(e.At))
 	backoff := d.Backoff
 	if backoff == nil {
 		backoff = RetryBackoff

@@ -88,7 +88,7 @@ func New(cfg Config) (*Worker, error) {
 		// Ingest before analytics: scores are only as fresh as the data.
 		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
 	}
-	w.mux.Use(w.skipSuperseded)
+	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
 }
 

@@ -56,6 +56,8 @@ type Config struct {
 	// WebhookConcurrency bounds the webhook sends in flight per worker.
 	WebhookConcurrency int
 	MaxCandleSymbols   int
+	// RequestTimeout is the time budget of one public request.
+	RequestTimeout time.Duration
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -95,6 +97,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
+	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -218,6 +221,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.WebhookConcurrency, err = strconv.Atoi(get("MARKET_WEBHOOK_CONCURRENCY")); err != nil || c.WebhookConcurrency < 1 || c.WebhookConcurrency > 4096 {
 		return c, fmt.Errorf("MARKET_WEBHOOK_CONCURRENCY: must be an integer from 1 to 4096 (e.g. 128)")
+	}
+	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
+		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -46,7 +47,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		g, ctx := errgroup.WithContext(ctx)
 		var (
 			apiServer *api.Server
-			checks    = []api.Check{{Name: "postgres", Required: true, Probe: schemaProbe(db)}}
+			up        = obs.NewUp()
+			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schemaProbe(db), postgresDown)}}
 		)
 		if role == "api" || role == "all" {
 			deps, err := newAPIDeps(cfg, db, logger)
@@ -54,7 +56,10 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			defer deps.Close()
-			checks = append(checks, deps.checks...)
+			for _, c := range deps.checks {
+				c.Probe = upProbe(up, c.Name, c.Probe, redisDown)
+				checks = append(checks, c)
+			}
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
@@ -64,7 +69,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			hub := newStreamHub(db, deps, func() *api.Server { return apiServer }, logger)
 			apiCfg := api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
-				Stream: hub, StreamData: db, StreamSlots: deps.slots}
+				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: db, StreamSlots: deps.slots}
 			apiServer = api.New(apiCfg, db, deps.gate)
 			g.Go(func() error { return hub.Run(ctx) })
 			sandboxServer, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
@@ -94,8 +99,13 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			m.setAddrs(httpLn, opsLn)
 			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
 			g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
+			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, up)
+			if err != nil {
+				return err
+			}
+			defer closeMetrics()
 			g.Go(func() error {
-				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, apiServer.Metrics(), extra), logger)
+				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, extra), logger)
 			})
 		} else {
 			// Queues live in Redis: without it a worker or scheduler idles
@@ -106,12 +116,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			rdb := redis.NewClient(opts)
 			defer rdb.Close()
-			checks = append(checks, api.Check{Name: "redis", Probe: func(ctx context.Context) error {
+			checks = append(checks, api.Check{Name: "redis", Probe: upProbe(up, "redis", func(ctx context.Context) error {
 				if err := rdb.Ping(ctx).Err(); err != nil {
 					return errors.New("redis unreachable: queues paused until it answers")
 				}
 				return nil
-			}})
+			}, nil)})
 			readiness := api.NewReadiness(checks...)
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
@@ -119,7 +129,12 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
 			}
 			m.setAddrs(nil, opsLn)
-			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, nil, nil), logger) })
+			metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, db, nil, up)
+			if err != nil {
+				return err
+			}
+			defer closeMetrics()
+			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, nil), logger) })
 		}
 		if role == "worker" || role == "all" {
 			w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
@@ -132,6 +147,11 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			defer closeIngest()
 			g.Go(func() error { return w.Run(ctx) })
+		}
+		if role != "api" {
+			// After a Redis flush, asynqmon and the queue metrics see the
+			// queues again without a restart.
+			g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
 		}
 		if role == "scheduler" || role == "all" {
 			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
@@ -158,7 +178,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 func schemaProbe(db *store.DB) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := db.Ping(ctx); err != nil {
-			return errors.New("postgres unreachable")
+			return errPostgresUnreachable
 		}
 		cur, want, err := db.SchemaVersion(ctx)
 		if err != nil {

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/worker"
+)
+
+// opsMetrics fills the registry of a role's /metrics: the process-wide
+// series of package obs (every role's), the database-backed ones (feed
+// freshness, webhook backlog), asynq's queue collector and, with a gate,
+// the gate's counters. reg is nil for a role without the api: it gets a
+// registry of its own with the Go and process collectors. It returns the
+// handler and a function releasing the queue collector's connections.
+func opsMetrics(reg *prometheus.Registry, redisURL string, db *store.DB, gate *admission.Gate, up *obs.Up) (http.Handler, func(), error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	queues, closeQueues, err := worker.QueueCollector(redisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	obs.Register(reg)
+	reg.MustRegister(queues, obs.NewDBCollector(db.OpsSnapshot), up.Collector())
+	if gate != nil {
+		reg.MustRegister(obs.NewGateCollector(gate.Stats))
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), closeQueues, nil
+}
+
+// upProbe wraps a readiness probe so that its outcome also sets
+// marketd_dependency_up{dependency}; down tells which errors mean the
+// dependency itself did not answer (nil: any error).
+func upProbe(up *obs.Up, dependency string, probe func(context.Context) error, down func(error) bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := probe(ctx)
+		up.Set(dependency, err == nil || down != nil && !down(err))
+		return err
+	}
+}
+
+// errPostgresUnreachable is the postgres check's answer when Postgres does
+// not answer (a schema behind the binary is another failure).
+var errPostgresUnreachable = errors.New("postgres unreachable")
+
+func postgresDown(err error) bool { return errors.Is(err, errPostgresUnreachable) }
+
+func redisDown(err error) bool { return errors.Is(err, admission.ErrRedisUnreachable) }
