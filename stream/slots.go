@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,8 @@ type Slots struct {
 
 	mu    sync.Mutex
 	local map[string]int // client → streams counted here while Redis was away
+	// failing: Redis failed last time (logged once per outage).
+	failing atomic.Bool
 }
 
 // NewSlots returns the slot counter (ttl DefaultSlotTTL when 0).
@@ -74,8 +77,13 @@ func (s *Slots) Acquire(ctx context.Context, clientID string, max int) (release 
 	ttlMS := s.ttl.Milliseconds()
 	n, err := acquireScript.Run(ctx, s.rdb, []string{key}, member, max, ttlMS).Int()
 	if err != nil {
-		s.logger.Warn("stream: Redis unreachable, counting streams on this replica only", "err", err)
+		if !s.failing.Swap(true) {
+			s.logger.Warn("stream: Redis unreachable, counting streams on this replica only", "err", err)
+		}
 		return s.acquireLocal(clientID, max)
+	}
+	if s.failing.Swap(false) {
+		s.logger.Info("stream: counting streams in Redis again")
 	}
 	if n == 0 {
 		return nil, false
