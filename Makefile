@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -105,6 +105,10 @@ bench-webhooks:
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
+
+## bench-stream: the event stream: a verdict change to 500 open streams over 2 api replicas, against a bare SSE broadcaster (see BENCHMARKS.md).
+bench-stream: build
+	$(GO) run ./e2e/cmd/streambench -marketd bin/marketd
 
 clean:
 	rm -rf bin

@@ -200,14 +200,14 @@ type Outcome struct {
 func (o Outcome) Admitted() bool { return o.Status == http.StatusOK }
 
 // charge is what one request costs against the limits. Every request costs
-// one slot of the window and one of the quota today; this is where a
-// sandbox key (never counted against the quota), a batch read (one request)
-// or a stream (one request per connection) would say otherwise.
+// one slot of the window; every request of a live key one of the quota
+// too, while a sandbox key's requests never count against the quota. (A
+// batch read and a stream connection are one request each, like any.)
 type charge struct {
 	quota bool
 }
 
-func chargeOf(*domain.APIKey) charge { return charge{quota: true} }
+func chargeOf(k *domain.APIKey) charge { return charge{quota: !k.Sandbox()} }
 
 // Admit runs the checks in the documented order: 401 key (missing,
 // malformed, unknown, revoked) → 403 client (suspended, contract expired)
@@ -224,7 +224,7 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	if r.Key == "" {
 		return g.refuseAuth(ctx, r, msgMissingKey), nil
 	}
-	if len(r.Key) != domain.KeyLen {
+	if !domain.ValidKeyLen(len(r.Key)) {
 		return g.refuseAuth(ctx, r, msgBadKeyFormat), nil
 	}
 	now := g.now()
@@ -239,12 +239,8 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	case err != nil:
 		return Outcome{}, err
 	}
-	switch client.EffectiveStatus(now) {
-	case domain.StatusSuspended:
-		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, nil
-	case domain.StatusExpired:
-		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
-			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, nil
+	if out, refused := refuseInactive(client, key, now); refused {
+		return out, nil
 	}
 	if policy == "" {
 		policy = policyHeader(client)
@@ -276,6 +272,19 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	}
 	out.Status = http.StatusOK
 	return out, nil
+}
+
+// refuseInactive is the 403 of a client suspended or past its contract
+// end at now, if it is one.
+func refuseInactive(client *domain.Client, key *domain.APIKey, now time.Time) (Outcome, bool) {
+	switch client.EffectiveStatus(now) {
+	case domain.StatusSuspended:
+		return Outcome{Status: http.StatusForbidden, Detail: msgSuspended, Client: client, Key: key}, true
+	case domain.StatusExpired:
+		return Outcome{Status: http.StatusForbidden, Client: client, Key: key,
+			Detail: "contract expired at " + client.ContractExpiresAt.Format(time.RFC3339) + "; contact sales to renew"}, true
+	}
+	return Outcome{}, false
 }
 
 // authenticate finds the key's client. A key in memory was issued here,

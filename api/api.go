@@ -17,6 +17,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
 )
 
@@ -58,6 +59,22 @@ type Config struct {
 	// Cache holds hot reads; share it with the invalidation bus so writes
 	// drop it (a private one with readcache.DefaultTTL when nil).
 	Cache *readcache.Cache
+	// Stream is this replica's event hub and StreamData what streams read
+	// (replays, screener rows); without them GET /stream is 503.
+	// StreamSlots caps concurrent streams per client (no cap when nil).
+	Stream      *stream.Hub
+	StreamData  StreamData
+	StreamSlots *stream.Slots
+	// StreamHeartbeat and StreamRecheck are the heartbeat period and how
+	// often a stream rechecks its key (DefaultStreamHeartbeat and
+	// DefaultStreamRecheck when 0).
+	StreamHeartbeat time.Duration
+	StreamRecheck   time.Duration
+	// Sandbox makes this the sandbox keys' server (see SandboxRouter): it
+	// serves sandbox keys only, and the store it is given holds the
+	// sandbox's data. SandboxPusher stores POST /sandbox/verdict-change.
+	Sandbox       bool
+	SandboxPusher SandboxPusher
 	// RequestTimeout is each request's time budget (DefaultRequestTimeout
 	// when 0; negative: none). See deadlineMiddleware.
 	RequestTimeout time.Duration
@@ -99,6 +116,12 @@ func New(cfg Config, store Store, gate Gate) *Server {
 		cfg.Version = "1.0.0"
 	}
 	cfg.Refresh = cfg.Refresh.withDefaults()
+	if cfg.StreamHeartbeat <= 0 {
+		cfg.StreamHeartbeat = DefaultStreamHeartbeat
+	}
+	if cfg.StreamRecheck <= 0 {
+		cfg.StreamRecheck = DefaultStreamRecheck
+	}
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
@@ -129,6 +152,8 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerAnalytics()
 	s.registerBatch()
 	s.registerWebhooks()
+	s.registerStream()
+	s.registerSandbox()
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)

@@ -53,6 +53,10 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.humaAPI, ctx, out.Status, out.Detail)
 		return
 	}
+	if msg := s.keyKindMismatch(out.Key); msg != "" {
+		_ = huma.WriteErr(s.humaAPI, ctx, http.StatusForbidden, msg)
+		return
+	}
 	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
 	next(ctx)
 }

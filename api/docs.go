@@ -26,6 +26,15 @@ and factor breakdowns, historical statistics of those verdicts, and signed webho
 
 Every request carries the header ` + "`X-API-Key`" + ` with the key issued to your organisation.
 
+**Event stream.** ` + "`GET /stream`" + ` is a resumable Server-Sent Events stream of verdict changes and screener
+refreshes: every event has an id, and reconnecting with ` + "`Last-Event-ID`" + ` sends what you missed (kept at least
+24 hours), then live events.
+
+**Sandbox.** A sandbox key (` + "`msk_test_…`" + `, issued on request) works on the same paths with the same shapes over
+synthetic market data, never counts against the monthly quota (the rate limit applies), and may push a test
+` + "`verdict_changed`" + ` event to your own webhooks and streams with ` + "`POST /sandbox/verdict-change`" + `. Live keys never
+reach sandbox data, nor sandbox keys live data.
+
 <a id="errors"></a>
 ## Errors
 

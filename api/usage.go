@@ -50,7 +50,12 @@ func (s *Server) registerUsage() {
 
 func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
 	p := principalFrom(ctx)
-	body, err := s.usage.body(p.Client, p.Used, s.cfg.Now())
+	// A sandbox key never counts: it shows the client's live count.
+	used, err := s.usedThisMonth(ctx, p)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	body, err := s.usage.body(p.Client, used, s.cfg.Now())
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}

@@ -23,6 +23,9 @@ const (
 	// (the "prefix" shown by keys list), enough to recognise a key, far too
 	// few to guess it.
 	KeyDisplayLen = len(KeyPrefix) + 6
+	// SandboxKeyLen is the length of a sandbox key: SandboxKeyPrefix instead
+	// of KeyPrefix, the same body and checksum.
+	SandboxKeyLen = len(SandboxKeyPrefix) + keyBodyLen + keyChecksumLen
 )
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -38,23 +41,36 @@ type APIKey struct {
 }
 
 // NewKey returns a fresh random key in the documented format.
-func NewKey() (string, error) {
+func NewKey() (string, error) { return newKey(KeyPrefix) }
+
+// NewSandboxKey returns a fresh random sandbox key: "msk_test_", then the
+// body and checksum of a live key (the checksum covers the prefix too).
+func NewSandboxKey() (string, error) { return newKey(SandboxKeyPrefix) }
+
+func newKey(prefix string) (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	body := KeyPrefix + encodeBase62(new(big.Int).SetBytes(b[:]), keyBodyLen)
+	body := prefix + encodeBase62(new(big.Int).SetBytes(b[:]), keyBodyLen)
 	sum := checksum(body)
 	return body + string(sum[:]), nil
 }
 
-// CheckKeyFormat reports whether key has the documented shape and a
-// matching checksum. It runs before any lookup.
+// ValidKeyLen reports whether n is the length of a live or a sandbox key.
+func ValidKeyLen(n int) bool { return n == KeyLen || n == SandboxKeyLen }
+
+// CheckKeyFormat reports whether key has the documented shape (a live or a
+// sandbox key) and a matching checksum. It runs before any lookup.
 func CheckKeyFormat(key string) bool {
-	if len(key) != KeyLen || key[:len(KeyPrefix)] != KeyPrefix {
+	prefix := KeyPrefix
+	if len(key) == SandboxKeyLen {
+		prefix = SandboxKeyPrefix
+	}
+	if len(key) != len(prefix)+keyBodyLen+keyChecksumLen || key[:len(prefix)] != prefix {
 		return false
 	}
-	for i := len(KeyPrefix); i < len(key); i++ {
+	for i := len(prefix); i < len(key); i++ {
 		if !isBase62(key[i]) {
 			return false
 		}
@@ -68,7 +84,7 @@ func CheckKeyFormat(key string) bool {
 // runs on every request.
 func checksum(body string) [keyChecksumLen]byte {
 	var out [keyChecksumLen]byte
-	var buf [KeyLen]byte // on the stack: []byte(body) would allocate
+	var buf [SandboxKeyLen]byte // on the stack: []byte(body) would allocate
 	n := uint64(crc32.ChecksumIEEE(append(buf[:0], body...)))
 	for i := keyChecksumLen - 1; i >= 0; i-- {
 		out[i] = base62[n%62]
@@ -93,11 +109,16 @@ func KeyDigest(key string) [sha256.Size]byte {
 func KeyHashEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // KeyDisplayPrefix returns the part of a key that may be shown and stored in clear.
+// A sandbox key keeps its whole "msk_test_" prefix and 6 more.
 func KeyDisplayPrefix(key string) string {
-	if len(key) < KeyDisplayLen {
+	n := KeyDisplayLen
+	if len(key) == SandboxKeyLen && key[:len(SandboxKeyPrefix)] == SandboxKeyPrefix {
+		n = len(SandboxKeyPrefix) + 6
+	}
+	if len(key) < n {
 		return key
 	}
-	return key[:KeyDisplayLen]
+	return key[:n]
 }
 
 func isBase62(c byte) bool {

@@ -49,6 +49,8 @@ type VerdictEvent struct {
 	NewVerdict   analytics.Verdict
 	OverallScore int
 	At           time.Time
+	// Sandbox: pushed with a sandbox key (POST /sandbox/verdict-change).
+	Sandbox bool
 }
 
 const analyticsColumns = `market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline, candle_time, candle_close, updated_at`

@@ -22,10 +22,20 @@ func scanKey(row pgx.Row) (*domain.APIKey, error) {
 // IssueKey creates a new random key for a client and returns it with its
 // stored record. The key itself is returned only here; only its hash is stored.
 func (db *DB) IssueKey(ctx context.Context, clientID string) (key string, rec *domain.APIKey, err error) {
+	return db.issueKey(ctx, clientID, domain.NewKey)
+}
+
+// IssueSandboxKey is IssueKey for a sandbox key (msk_test_…); the stored
+// prefix says it is one.
+func (db *DB) IssueSandboxKey(ctx context.Context, clientID string) (key string, rec *domain.APIKey, err error) {
+	return db.issueKey(ctx, clientID, domain.NewSandboxKey)
+}
+
+func (db *DB) issueKey(ctx context.Context, clientID string, newKey func() (string, error)) (key string, rec *domain.APIKey, err error) {
 	if _, err := db.Client(ctx, clientID); err != nil {
 		return "", nil, err
 	}
-	key, err = domain.NewKey()
+	key, err = newKey()
 	if err != nil {
 		return "", nil, err
 	}

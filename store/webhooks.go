@@ -274,9 +274,11 @@ func openSecrets(box *domain.SecretBox, id string, sealed, prevSealed []byte) (s
 // eligible is the condition under which delivery d of event e may go to
 // subscription w of client c: an active subscription of an active client
 // whose contract has not ended, and the event's market in the client's
-// tier (and the subscription's market, when it names one).
+// tier (and the subscription's market, when it names one); a sandbox push
+// (POST /sandbox/verdict-change) goes to its own client's subscriptions only.
 const eligible = `w.status = 'active' AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
-	AND e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)`
+	AND e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
+	AND (e.sandbox_client_id IS NULL OR e.sandbox_client_id = w.client_id)`
 
 // FanOut turns up to limit verdict events not fanned out yet into one
 // pending delivery per eligible subscription (only subscriptions that
@@ -390,7 +392,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		)
 		SELECT s.id, s.event_id, w.id::text, w.client_id::text, w.lease_token::text, s.attempts, w.callback_url, w.secret_sealed,
 			CASE WHEN w.secret_prev_until > now() THEN w.secret_prev_sealed END,
-			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at
+			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at, e.sandbox_client_id IS NOT NULL
 		FROM sent s JOIN webhooks w ON w.id = s.webhook_id JOIN verdict_events e ON e.id = s.event_id
 		ORDER BY s.event_id`, leased)
 	if err != nil {
@@ -403,7 +405,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		var sealed, prev []byte
 		var market, oldV, newV string
 		if err := rows.Scan(&d.ID, &d.EventID, &d.WebhookID, &d.ClientID, &d.LeaseToken, &d.Attempt, &d.CallbackURL, &sealed, &prev,
-			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At); err != nil {
+			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At, &d.Event.Sandbox); err != nil {
 			rows.Close()
 			return nil, translate(err, "webhook claim")
 		}

@@ -129,6 +129,16 @@ type VerdictChanged struct {
 	NewVerdict   string `json:"new_verdict"`
 	OverallScore int    `json:"overall_score"`
 	Timestamp    string `json:"timestamp"`
+	// Sandbox marks an event pushed with a sandbox key (absent otherwise).
+	Sandbox bool `json:"sandbox,omitempty"`
+}
+
+// SandboxVerdictBody encodes the body of a sandbox push's delivery: a
+// verdict_changed body with "sandbox": true.
+func SandboxVerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time) []byte {
+	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
+		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339), Sandbox: true})
+	return b
 }
 
 // Ping is the body of a test delivery (POST /webhooks/{id}/test).

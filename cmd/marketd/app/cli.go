@@ -124,6 +124,9 @@ func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
 	} else {
 		fmt.Fprintf(m.Stdout, "applied %d migration(s); schema at version %d\n", len(applied), cur)
 	}
+	if err := m.migrateSandbox(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -408,12 +411,13 @@ func clientFromFlags(org, tierText, marketsText, expires string, rateSet bool, r
 
 func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: marketd keys issue --client ID | revoke KEY_ID | list --client ID")
+		return usagef("usage: marketd keys issue --client ID [--sandbox] | revoke KEY_ID | list --client ID")
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlagSet("keys " + sub)
 	asJSON := fs.Bool("json", false, "print JSON")
 	clientID := fs.String("client", "", "client id")
+	sandbox := fs.Bool("sandbox", false, "issue a sandbox key (msk_test_…): synthetic data, no quota")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -430,16 +434,21 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 		CreatedAt time.Time  `json:"created_at"`
 		RevokedAt *time.Time `json:"revoked_at"`
 		Key       string     `json:"key,omitempty"`
+		Sandbox   bool       `json:"sandbox"`
 	}
 	toJSON := func(k *domain.APIKey) keyJSON {
-		return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Sandbox: k.Sandbox()}
 	}
 	switch sub {
 	case "issue":
 		if *clientID == "" || len(pos) != 0 {
-			return usagef("usage: marketd keys issue --client ID")
+			return usagef("usage: marketd keys issue --client ID [--sandbox]")
 		}
-		key, rec, err := db.IssueKey(ctx, *clientID)
+		issue := db.IssueKey
+		if *sandbox {
+			issue = db.IssueSandboxKey
+		}
+		key, rec, err := issue(ctx, *clientID)
 		if err != nil {
 			return err
 		}
@@ -598,4 +607,27 @@ func (m *Main) cmdWebhooks(ctx context.Context, args []string) error {
 		return nil
 	}
 	return usagef("unknown webhooks command %q (list, enable)", sub)
+}
+
+// migrateSandbox applies the migrations to the sandbox's database too
+// (MARKET_SANDBOX_DATABASE_URL), creating its schema when it is missing.
+func (m *Main) migrateSandbox(ctx context.Context) error {
+	cfg, err := LoadConfig(m.Getenv)
+	if err != nil || cfg.SandboxDatabaseURL == "" {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.SandboxDatabaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	defer db.Close()
+	if err := db.EnsureSchema(ctx); err != nil {
+		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	fmt.Fprintf(m.Stderr, "sandbox: applied %d migration(s)\n", len(applied))
+	return nil
 }

@@ -22,11 +22,13 @@ import (
 // variables in one place and checked by Validate.
 type Config struct {
 	DatabaseURL string
-	RedisURL    string
-	HTTPAddr    string
-	OpsAddr     string
-	Region      string
-	SecretKey   []byte // 32 bytes, for encrypting webhook secrets
+	// SandboxDatabaseURL is the sandbox's database ("" = no sandbox).
+	SandboxDatabaseURL string
+	RedisURL           string
+	HTTPAddr           string
+	OpsAddr            string
+	Region             string
+	SecretKey          []byte // 32 bytes, for encrypting webhook secrets
 	// DemoSecretKey: SecretKey is the public demo key (MARKET_SECRET_KEY=
 	// insecure-demo-key, compose's default); every role warns at start.
 	DemoSecretKey bool
@@ -72,6 +74,7 @@ type envVar struct {
 // EnvVars lists every variable the process reads.
 var EnvVars = []envVar{
 	{"MARKET_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres URL (pgx format; `search_path` may be set as a query parameter)."},
+	{"MARKET_SANDBOX_DATABASE_URL", "", "Postgres URL of the sandbox's market data (its own schema, e.g. `search_path=sandbox`), filled by a worker and scheduler of its own on the `synthetic` feed; sandbox keys read it. Unset: sandbox keys get 503. `marketd migrate` migrates it too."},
 	{"MARKET_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL for queues, rate-limit windows and cache invalidation."},
 	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
 	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
@@ -116,6 +119,15 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.DatabaseURL = get("MARKET_DATABASE_URL")
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return c, fmt.Errorf("MARKET_DATABASE_URL: must be a postgres:// URL")
+	}
+	if c.SandboxDatabaseURL = get("MARKET_SANDBOX_DATABASE_URL"); c.SandboxDatabaseURL != "" {
+		u, err := url.Parse(c.SandboxDatabaseURL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return c, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: must be a postgres:// URL")
+		}
+		if c.SandboxDatabaseURL == c.DatabaseURL {
+			return c, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
+		}
 	}
 	c.RedisURL = get("MARKET_REDIS_URL")
 	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
 	"github.com/marketscreener/market/worker"
 )
@@ -25,6 +27,8 @@ import (
 type apiDeps struct {
 	gate    *admission.Gate
 	cache   *readcache.Cache
+	rdb     *redis.Client
+	slots   *stream.Slots
 	checks  []api.Check
 	closers []func()
 }
@@ -46,9 +50,41 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	return &apiDeps{
 		gate:    gate,
 		cache:   cache,
+		rdb:     rdb,
+		slots:   stream.NewSlots(rdb, "", 0, logger),
 		checks:  []api.Check{{Name: "redis", Probe: gate.Probe}},
 		closers: []func(){func() { _ = rdb.Close() }, gate.Close},
 	}, nil
+}
+
+// newStreamHub is the api replica's event hub: it reads the stream's log
+// from Postgres and renders events with the api (set before the hub runs).
+func newStreamHub(db *store.DB, d *apiDeps, render func() *api.Server, logger *slog.Logger) *stream.Hub {
+	return stream.NewHub(stream.HubConfig{Source: db, Redis: d.rdb, Logger: logger,
+		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
+			return render().RenderStreamEvent(ctx, e)
+		}})
+}
+
+// newSandboxServer is the server of sandbox keys when the sandbox has a
+// database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
+// configuration over the sandbox's market data, with a read cache of its
+// own, the client's webhooks and the stream's log from the service's
+// database, and the same gate (a sandbox key is rate limited, never
+// counted against the quota).
+func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (*api.Server, func(), error) {
+	if cfg.SandboxDatabaseURL == "" {
+		return nil, func() {}, nil
+	}
+	sdb, err := store.Open(ctx, cfg.SandboxDatabaseURL, store.Options{Logger: logger, MaxConns: 4})
+	if err != nil {
+		return nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	apiCfg.Sandbox, apiCfg.SandboxPusher = true, db
+	apiCfg.Logger = logger.With("sandbox", true)
+	apiCfg.Cache = readcache.New(readcache.DefaultTTL, time.Now)
+	srv := api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
+	return srv, sdb.Close, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring

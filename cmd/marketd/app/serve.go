@@ -67,11 +67,19 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
-			apiServer = api.New(api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
+			hub := newStreamHub(db, deps, func() *api.Server { return apiServer }, logger)
+			apiCfg := api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
-				RequestTimeout: cfg.RequestTimeout,
-				Refresh:        api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}},
-				db, deps.gate)
+				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: db, StreamSlots: deps.slots,
+				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
+			apiServer = api.New(apiCfg, db, deps.gate)
+			g.Go(func() error { return hub.Run(ctx) })
+			sandboxServer, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
+			if err != nil {
+				return err
+			}
+			defer closeSandbox()
+			publicHandler := api.SandboxRouter(apiServer, sandboxServer)
 			g.Go(func() error { return deps.gate.Run(ctx) })
 			extra := map[string]http.Handler{}
 			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
@@ -92,7 +100,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			}
 			m.setAddrs(httpLn, opsLn)
 			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
-			g.Go(func() error { return serveHTTP(ctx, httpLn, apiServer.Handler(), logger) })
+			g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
 			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, up)
 			if err != nil {
 				return err

@@ -1,0 +1,408 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/stream"
+	"github.com/marketscreener/market/webhook"
+)
+
+// StreamData is what the event stream reads besides the hub: the log, for
+// replays, and the screener rows an event carries.
+type StreamData interface {
+	ReplayStreamEvents(ctx context.Context, f store.StreamFilter, after, upTo domain.StreamPos, limit int) ([]domain.StreamEvent, error)
+	StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool, error)
+	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+}
+
+// KeyRechecker is a gate that can tell whether an admitted key may still
+// be served (admission.Gate): streams ask it for their whole life.
+type KeyRechecker interface {
+	Recheck(ctx context.Context, keyHash string) (admission.Outcome, error)
+}
+
+// Stream defaults (Config.Stream*).
+const (
+	DefaultStreamHeartbeat = 15 * time.Second
+	DefaultStreamRecheck   = 250 * time.Millisecond
+	streamReplayPage       = 500
+	streamWriteTimeout     = 10 * time.Second
+)
+
+// StreamVerdictChanged is the data of a verdict_changed event: the webhook
+// delivery's body, plus sandbox on the events of a sandbox push.
+type StreamVerdictChanged struct {
+	ID           string `json:"id" doc:"The verdict event's id: the same as the webhook delivery's id (webhook-id), so a client taking both can de-duplicate" example:"4211"`
+	Event        string `json:"event" enum:"verdict_changed" example:"verdict_changed"`
+	Market       string `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
+	Symbol       string `json:"symbol" example:"BTC_USDT"`
+	OldVerdict   string `json:"old_verdict" enum:"growth,decline,neutral" example:"neutral"`
+	NewVerdict   string `json:"new_verdict" enum:"growth,decline,neutral" example:"growth"`
+	OverallScore int    `json:"overall_score" minimum:"-100" maximum:"100" example:"34"`
+	Timestamp    string `json:"timestamp" doc:"When the verdict changed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	Sandbox      bool   `json:"sandbox,omitempty" doc:"true on an event pushed with POST /sandbox/verdict-change (absent otherwise)" example:"false"`
+}
+
+// StreamScreener is the data of a screener event: the combination's rows
+// as stored when the event is read.
+type StreamScreener struct {
+	Event      string           `json:"event" enum:"screener" example:"screener"`
+	Market     string           `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
+	Exchange   string           `json:"exchange" example:"binance"`
+	Instrument string           `json:"instrument" example:"spot"`
+	Rows       []ScreenerRecord `json:"rows" doc:"Every row of the combination, as GET /screener/{market_type}/{exchange}/{instrument} answers"`
+}
+
+// StreamClosed is the data of the last event of a stream the service ends:
+// the key was revoked (401), the client suspended or past its contract, or
+// its tier no longer covers a requested market (403).
+type StreamClosed struct {
+	Status int    `json:"status" example:"401"`
+	Detail string `json:"detail" example:"invalid API key: the key has been revoked"`
+}
+
+type streamInput struct {
+	Market      string `query:"market" maxLength:"64" doc:"Comma-separated markets (crypto, forex, stocks); omitted means every market of your tier" example:"crypto"`
+	Events      string `query:"events" maxLength:"64" doc:"Comma-separated event kinds: verdict_changed, screener; omitted means both" example:"verdict_changed,screener"`
+	LastEventID string `header:"Last-Event-ID" maxLength:"20" doc:"The id of the last event you received: the stream first sends every event after it (kept at least 24 hours), then live events. Browsers' EventSource sends it by itself when it reconnects" example:"18234"`
+	LastEventQ  string `query:"last_event_id" maxLength:"20" doc:"Same as the Last-Event-ID header, for clients that cannot set headers; the header wins" example:"18234"`
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes and
+// write deadlines of streams).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) registerStream() {
+	events := map[string]any{
+		domain.EventVerdictChanged: StreamVerdictChanged{},
+		domain.EventScreener:       StreamScreener{},
+		"closed":                   StreamClosed{},
+	}
+	var schemas []*huma.Schema
+	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, "closed"} {
+		schemas = append(schemas, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject,
+			Properties: map[string]*huma.Schema{
+				"id":    {Type: huma.TypeInteger, Description: "The event's id (absent on closed), opaque and not monotonic: send the last one received back as Last-Event-ID"},
+				"event": {Type: huma.TypeString, Description: "The event name", Extensions: map[string]any{"const": name}},
+				"data":  s.humaAPI.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(events[name]), true, name),
+			},
+			Required: []string{"event", "data"}})
+	}
+	example := "retry: 2000\n\n" +
+		"id: 18235\nevent: verdict_changed\n" +
+		`data: {"id":"4211","event":"verdict_changed","market":"crypto","symbol":"BTC_USDT","old_verdict":"neutral","new_verdict":"growth","overall_score":34,"timestamp":"2026-11-22T10:15:00Z"}` + "\n\n" +
+		": heartbeat\n\n" +
+		"id: 18236\nevent: screener\n" +
+		`data: {"event":"screener","market":"crypto","exchange":"binance","instrument":"spot","rows":[{"symbol":"BTC_USDT","price":97250.5,"change_pct":-1.85,"volume":1843000000,"updated_at":"2026-11-22T10:15:10Z"}]}` + "\n\n"
+	huma.Register(s.humaAPI, huma.Operation{
+		OperationID: "get-stream",
+		Method:      http.MethodGet,
+		Path:        "/stream",
+		Summary:     "Event stream (Server-Sent Events): verdict changes and screener refreshes, resumable",
+		Description: "A `text/event-stream` of `verdict_changed` events (the webhook payload) and `screener` events " +
+			"(the rows of a combination, after each refresh), for the markets and kinds you ask for. Every event has an " +
+			"`id`; reconnect with `Last-Event-ID` (or `last_event_id`) and you first get every event after it that you " +
+			"missed (kept at least 24 hours; of the screener events, the newest per combination, each being a full " +
+			"snapshot), then live events: nothing lost, nothing twice. A comment line (`: heartbeat`) every 15 s keeps " +
+			"proxies from closing the connection.\n\n" +
+			"Opening a stream is one request against the rate limit and the quota; it then lasts as long as you keep " +
+			"it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all " +
+			"keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a " +
+			"revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403).\n\n" +
+			"A sandbox key's stream carries the `verdict_changed` events its client pushed with " +
+			"`POST /sandbox/verdict-change` (marked `\"sandbox\": true`) and nothing else.",
+		Tags: []string{"Events"},
+		// A stream lasts as long as the client keeps it: no request budget.
+		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
+		Responses: map[string]*huma.Response{"200": {
+			Description: "The stream, until you close it or the service ends it. Example:\n\n```\n" + example + "```",
+			Content: map[string]*huma.MediaType{"text/event-stream": {
+				Schema: &huma.Schema{Title: "Server-Sent Events", Type: huma.TypeArray,
+					Items: &huma.Schema{Extensions: map[string]any{"oneOf": schemas}}},
+				Example: example,
+			}},
+		}},
+		Errors: errorResponses(http.StatusServiceUnavailable),
+	}, s.getStream)
+}
+
+// streamRequest is what getStream checked, for the connection's life.
+type streamRequest struct {
+	filter  store.StreamFilter
+	last    int64 // Last-Event-ID; -1 when none
+	keyHash string
+	client  *domain.Client
+}
+
+func (s *Server) getStream(ctx context.Context, in *streamInput) (*huma.StreamResponse, error) {
+	p := principalFrom(ctx)
+	req, err := s.checkStream(ctx, p, in)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Stream == nil || s.cfg.StreamData == nil {
+		return nil, huma.Error503ServiceUnavailable("the event stream is not available on this server")
+	}
+	release := func() {}
+	if s.cfg.StreamSlots != nil {
+		max := p.Client.Tier.MaxStreams()
+		rel, ok := s.cfg.StreamSlots.Acquire(ctx, p.Client.ID, max)
+		if !ok {
+			return nil, huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests,
+				fmt.Sprintf("at most %d event streams may be open at once on the %s tier; close one first", max, p.Client.Tier)),
+				http.Header{"Retry-After": {"5"}})
+		}
+		release = rel
+	}
+	match := func(e domain.StreamEvent) bool {
+		return e.SandboxClientID == req.filter.SandboxClientID && slices.Contains(req.filter.Kinds, e.Kind) &&
+			slices.Contains(req.filter.Markets, e.Market)
+	}
+	sub, err := s.cfg.Stream.Subscribe(ctx, match)
+	if err != nil {
+		release()
+		return nil, huma.Error503ServiceUnavailable("the event stream is not available right now; retry shortly")
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer release()
+		defer sub.Close()
+		s.serveStream(hctx, req, sub)
+	}}, nil
+}
+
+// checkStream validates the parameters (400), then the markets (403).
+func (s *Server) checkStream(ctx context.Context, p *principal, in *streamInput) (streamRequest, error) {
+	req := streamRequest{last: -1, keyHash: p.Key.Hash, client: p.Client}
+	kinds, err := domain.ParseStreamEventKinds(in.Events)
+	if err != nil {
+		return req, s.problem(ctx, err)
+	}
+	markets := slices.Clone(p.Client.Markets)
+	if strings.TrimSpace(in.Market) != "" {
+		markets, err = domain.ParseMarkets(in.Market)
+		if err != nil {
+			var de *domain.Error
+			msg := err.Error()
+			if errors.As(err, &de) {
+				msg = de.Message
+			}
+			return req, s.problem(ctx, domain.Invalid("query.market", in.Market, "%s", msg))
+		}
+		if len(markets) == 0 {
+			return req, s.problem(ctx, domain.Invalid("query.market", in.Market, "name at least one market (crypto, forex, stocks)"))
+		}
+	}
+	loc, raw := "header.Last-Event-ID", in.LastEventID
+	if raw == "" {
+		loc, raw = "query.last_event_id", in.LastEventQ
+	}
+	if raw != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+		if err != nil || n < 0 {
+			return req, s.problem(ctx, domain.Invalid(loc, raw, "must be the id of an event of this stream (a non-negative integer)"))
+		}
+		req.last = n
+	}
+	for _, m := range markets {
+		if err := requireMarket(ctx, m); err != nil {
+			return req, err
+		}
+	}
+	req.filter = store.StreamFilter{Markets: markets, Kinds: kinds}
+	if p.Key.Sandbox() {
+		req.filter.SandboxClientID = p.Client.ID
+		// Only its client's pushes: verdict changes (screener events would
+		// be the service's live data).
+		req.filter.Kinds = slices.DeleteFunc(req.filter.Kinds, func(k string) bool { return k != domain.EventVerdictChanged })
+	}
+	return req, nil
+}
+
+// sseWriter writes the stream, each write under a deadline of its own
+// (the server's WriteTimeout would otherwise cut every stream after a
+// minute), flushed at once.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (w *sseWriter) write(b []byte) error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
+func (w *sseWriter) event(id int64, name string, data []byte) error {
+	w.buf = w.buf[:0]
+	if id > 0 {
+		w.buf = append(w.buf, "id: "...)
+		w.buf = strconv.AppendInt(w.buf, id, 10)
+		w.buf = append(w.buf, '\n')
+	}
+	w.buf = append(w.buf, "event: "...)
+	w.buf = append(w.buf, name...)
+	w.buf = append(w.buf, "\ndata: "...)
+	w.buf = append(w.buf, data...)
+	w.buf = append(w.buf, "\n\n"...)
+	return w.write(w.buf)
+}
+
+func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.Subscription) {
+	ctx := hctx.Context()
+	hctx.SetHeader("Content-Type", "text/event-stream")
+	hctx.SetHeader("Cache-Control", "no-store")
+	hctx.SetHeader("X-Accel-Buffering", "no") // nginx: do not buffer
+	hctx.SetStatus(http.StatusOK)
+	bw := hctx.BodyWriter()
+	w := &sseWriter{w: bw.(http.ResponseWriter), rc: http.NewResponseController(bw.(http.ResponseWriter))}
+	// The request has no body to read: without this, the server's
+	// ReadTimeout would end the stream's context.
+	_ = w.rc.SetReadDeadline(time.Time{})
+	if err := w.write([]byte("retry: 2000\n\n")); err != nil {
+		return
+	}
+	allowed := req.filter.Markets
+	sent := sub.Start
+	if req.last >= 0 {
+		var err error
+		if sent, err = s.replayStream(ctx, w, req, sub.Start); err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("stream: replay failed", "request_id", infoFrom(ctx).ID, "err", err)
+			}
+			return
+		}
+	}
+	heartbeat := time.NewTicker(s.cfg.StreamHeartbeat)
+	defer heartbeat.Stop()
+	recheck := time.NewTicker(s.cfg.StreamRecheck)
+	defer recheck.Stop()
+	checker, _ := s.gate.(KeyRechecker)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if w.write([]byte(": heartbeat\n\n")) != nil {
+				return
+			}
+		case <-recheck.C:
+			if checker == nil {
+				continue
+			}
+			out, err := checker.Recheck(ctx, req.keyHash)
+			if err != nil {
+				continue // an outage: keep streaming, ask again
+			}
+			if !out.Admitted() {
+				s.closeStream(w, out.Status, out.Detail)
+				return
+			}
+			allowed = slices.DeleteFunc(slices.Clone(req.filter.Markets), func(m domain.Market) bool { return !out.Client.AllowsMarket(m) })
+			if len(allowed) < len(req.filter.Markets) {
+				s.closeStream(w, http.StatusForbidden, fmt.Sprintf("your tier no longer includes every market of this stream (allowed: %v)",
+					domain.MarketNames(out.Client.Markets)))
+				return
+			}
+		case e, ok := <-sub.C:
+			if !ok {
+				// The hub stopped (shutdown) or this stream fell behind: the
+				// client reconnects with Last-Event-ID and loses nothing.
+				_ = w.write([]byte(": reconnect with Last-Event-ID\n\n"))
+				return
+			}
+			if !e.Pos.After(sent) || !slices.Contains(allowed, e.Market) {
+				continue
+			}
+			if w.event(e.ID, e.Kind, e.Data) != nil {
+				return
+			}
+			sent = e.Pos
+		}
+	}
+}
+
+// replayStream sends the events after the client's Last-Event-ID up to
+// the subscription's start and returns the position the client now has.
+// An id the stream does not hold (pruned after its 48 hours, or never
+// one of ours) replays everything held.
+func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamRequest, upTo domain.StreamPos) (domain.StreamPos, error) {
+	after, ok, err := s.cfg.StreamData.StreamPosOf(ctx, req.last)
+	if err != nil {
+		return after, err
+	}
+	if !ok {
+		after = domain.StreamPos{}
+	}
+	for upTo.After(after) {
+		events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, req.filter, after, upTo, streamReplayPage)
+		if err != nil {
+			return after, err
+		}
+		for _, e := range events {
+			data, err := s.RenderStreamEvent(ctx, e)
+			if err != nil {
+				return after, err
+			}
+			if err := w.event(e.ID, e.Kind, data); err != nil {
+				return after, err
+			}
+			after = e.Pos
+		}
+		if len(events) < streamReplayPage {
+			break
+		}
+	}
+	if upTo.After(after) {
+		after = upTo
+	}
+	return after, nil
+}
+
+func (s *Server) closeStream(w *sseWriter, status int, detail string) {
+	data, _ := json.Marshal(StreamClosed{Status: status, Detail: detail})
+	_ = w.event(0, "closed", data)
+}
+
+// RenderStreamEvent is an event's data line (the hub's Renderer): the
+// webhook body for verdict_changed, the combination's rows for screener.
+func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
+	switch e.Kind {
+	case domain.EventVerdictChanged:
+		v := e.Verdict
+		if v == nil {
+			return nil, fmt.Errorf("api: stream event %d has no verdict event", e.ID)
+		}
+		return json.Marshal(StreamVerdictChanged{ID: webhook.EventID(v.EventID), Event: domain.EventVerdictChanged,
+			Market: string(e.Market), Symbol: v.Symbol, OldVerdict: v.OldVerdict, NewVerdict: v.NewVerdict,
+			OverallScore: v.OverallScore, Timestamp: v.At.UTC().Format(time.RFC3339), Sandbox: e.SandboxClientID != ""})
+	case domain.EventScreener:
+		rows, err := s.cfg.StreamData.Tickers(ctx, domain.Combination{Market: e.Market, Exchange: e.Exchange, Instrument: e.Instrument})
+		if err != nil {
+			return nil, err
+		}
+		out := StreamScreener{Event: domain.EventScreener, Market: string(e.Market), Exchange: e.Exchange,
+			Instrument: e.Instrument, Rows: make([]ScreenerRecord, len(rows))}
+		for i, t := range rows {
+			out.Rows[i] = ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt}
+		}
+		return json.Marshal(out)
+	}
+	return nil, fmt.Errorf("api: unknown stream event kind %q", e.Kind)
+}

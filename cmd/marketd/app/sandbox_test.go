@@ -1,0 +1,107 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/store/storetest"
+)
+
+// The sandbox end to end through marketd: migrate creates and migrates the
+// sandbox's schema, keys issue --sandbox prints a msk_test_ key, the api
+// serves it from the sandbox's database, and a push reaches its stream.
+func TestSandboxKeyThroughMarketd(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	sandboxSchema := storetest.NewSchemaName() // created by migrate
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), storetest.DatabaseURL())
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sandboxSchema+" CASCADE")
+	})
+	env["MARKET_SANDBOX_DATABASE_URL"] = storetest.URLWithSchema(sandboxSchema)
+	_, errs, code := run(t, env, "migrate")
+	if code != 0 || !strings.Contains(errs, "sandbox: applied") {
+		t.Fatalf("migrate: exit %d: %s", code, errs)
+	}
+	clientID := mustRun(t, env, "clients", "create", "--org", "Sandbox Co", "--tier", "business")
+	live := mustRun(t, env, "keys", "issue", "--client", clientID)
+	sandbox := mustRun(t, env, "keys", "issue", "--client", clientID, "--sandbox")
+	if !strings.HasPrefix(sandbox, "msk_test_") || strings.HasPrefix(live, "msk_test_") {
+		t.Fatalf("keys: live %q, sandbox %q", live, sandbox)
+	}
+	if out := mustRun(t, env, "keys", "list", "--client", clientID); !strings.Contains(out, "msk_test_") {
+		t.Fatalf("keys list does not show the sandbox key's prefix: %s", out)
+	}
+	srv := startServer(t, env, "api")
+	waitReady(t, srv)
+	base := "http://" + srv.HTTPAddr() + "/api/v1/public"
+
+	if r := get(t, base+"/usage", sandbox); r.status != 200 || r.body["used_this_month"] != 0.0 {
+		t.Fatalf("sandbox usage: %d %v, want 200 and nothing counted", r.status, r.body)
+	}
+	// Served by the sandbox server, over a sandbox with nothing scored yet
+	// (no sandbox worker here), not the 503 of a deployment without one.
+	if r := get(t, base+"/analytics/crypto/BTC_USDT", sandbox); r.status != http.StatusNotFound {
+		t.Fatalf("sandbox report: %d %v, want 404 (nothing scored in the sandbox)", r.status, r.body)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, base+"/stream", nil)
+	req.Header.Set("X-API-Key", sandbox)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("sandbox stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	push := func(key string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/sandbox/verdict-change",
+			strings.NewReader(`{"market":"forex","symbol":"EUR_USD","new_verdict":"growth"}`))
+		req.Header.Set("X-API-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := push(live); status != http.StatusForbidden {
+		t.Fatalf("live key push: %d, want 403", status)
+	}
+	if status := push(sandbox); status != http.StatusAccepted {
+		t.Fatalf("sandbox push: %d, want 202", status)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"symbol":"EUR_USD"`) && strings.Contains(line, `"sandbox":true`) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the push did not reach the sandbox stream within 10 s")
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package domain
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// The kinds of event of the event stream (GET /stream).
+const (
+	// EventVerdictChanged is the webhook's verdict_changed, streamed.
+	EventVerdictChanged = "verdict_changed"
+	// EventScreener is a refresh of the screener rows of one combination.
+	EventScreener = "screener"
+)
+
+// StreamEventKinds lists the kinds in canonical order.
+var StreamEventKinds = []string{EventVerdictChanged, EventScreener}
+
+// StreamPos is a position in the stream's log: the inserting transaction
+// and the row id. Readers take only rows of transactions that have ended
+// (migration 00010), in this order, so "every event after a position"
+// never misses one that committed late.
+type StreamPos struct {
+	XID int64
+	ID  int64
+}
+
+// After reports whether p comes after q.
+func (p StreamPos) After(q StreamPos) bool {
+	return p.XID > q.XID || p.XID == q.XID && p.ID > q.ID
+}
+
+// StreamEvent is one row of the stream's log. ID is the event's id on the
+// wire; Pos orders the events.
+type StreamEvent struct {
+	ID     int64
+	Pos    StreamPos
+	Kind   string
+	Market Market
+	// Verdict is set for EventVerdictChanged.
+	Verdict *VerdictChange
+	// Exchange and Instrument are set for EventScreener.
+	Exchange, Instrument string
+	// SandboxClientID is the client whose sandbox key pushed the event
+	// (POST /sandbox/verdict-change); "" for the service's own events. A
+	// sandbox event reaches that client's sandbox streams and webhooks only.
+	SandboxClientID string
+	At              time.Time
+}
+
+// VerdictChange is what a verdict_changed event says.
+type VerdictChange struct {
+	EventID      int64 // the verdict_events row (the webhook delivery's event)
+	Symbol       string
+	OldVerdict   string
+	NewVerdict   string
+	OverallScore int
+	At           time.Time
+}
+
+// ParseStreamEventKinds parses the events parameter: a comma-separated
+// list of kinds, without duplicates; empty means every kind.
+func ParseStreamEventKinds(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return slices.Clone(StreamEventKinds), nil
+	}
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !slices.Contains(StreamEventKinds, part) {
+			return nil, Invalid("query.events", s, "unknown event %q (allowed: %s)", part, strings.Join(StreamEventKinds, ", "))
+		}
+		if !slices.Contains(out, part) {
+			out = append(out, part)
+		}
+	}
+	if len(out) == 0 {
+		return nil, Invalid("query.events", s, "name at least one event (allowed: %s)", strings.Join(StreamEventKinds, ", "))
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return slices.Index(StreamEventKinds, a) - slices.Index(StreamEventKinds, b)
+	})
+	return out, nil
+}
+
+// MaxStreams is how many event streams a client of the tier may hold open
+// at once, over every key and every api replica.
+func (t Tier) MaxStreams() int {
+	switch t {
+	case Starter:
+		return 2
+	case Business:
+		return 10
+	default:
+		return 50
+	}
+}

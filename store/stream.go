@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// StreamFilter selects the events one stream receives.
+type StreamFilter struct {
+	Markets []domain.Market
+	Kinds   []string
+	// SandboxClientID selects that client's sandbox events instead of the
+	// service's own ("" = the service's own). The two never mix.
+	SandboxClientID string
+}
+
+const streamEventColumns = `s.id, s.xid::text::bigint, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
+	e.id, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at`
+
+func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
+	var (
+		ev                            domain.StreamEvent
+		market                        string
+		exchange, instrument, sandbox *string
+		eid, score                    *int64
+		symbol, oldV, newV            *string
+		eat                           *time.Time
+	)
+	if err := row.Scan(&ev.ID, &ev.Pos.XID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
+		&eid, &symbol, &oldV, &newV, &score, &eat); err != nil {
+		return ev, err
+	}
+	ev.Pos.ID = ev.ID
+	ev.Market, ev.At = domain.Market(market), ev.At.UTC()
+	if exchange != nil {
+		ev.Exchange = *exchange
+	}
+	if instrument != nil {
+		ev.Instrument = *instrument
+	}
+	if sandbox != nil {
+		ev.SandboxClientID = *sandbox
+	}
+	if eid != nil {
+		ev.Verdict = &domain.VerdictChange{EventID: *eid, Symbol: *symbol, OldVerdict: *oldV, NewVerdict: *newV,
+			OverallScore: int(*score), At: eat.UTC()}
+	}
+	return ev, nil
+}
+
+// ended is the condition of a row whose transaction has ended (committed,
+// since the row is visible): older than the oldest transaction still
+// running when the statement's snapshot was taken.
+const ended = `s.xid < pg_snapshot_xmin(pg_current_snapshot())`
+
+// LastStreamPos is the newest position of the stream that is final: every
+// event before it is committed, and every event committed later comes
+// after it. A stream that starts here and reads "after" misses nothing.
+func (db *DB) LastStreamPos(ctx context.Context) (domain.StreamPos, error) {
+	var p domain.StreamPos
+	err := db.Pool.QueryRow(ctx, `SELECT s.xid::text::bigint, s.id FROM stream_events s WHERE `+ended+`
+		ORDER BY s.xid DESC, s.id DESC LIMIT 1`).Scan(&p.XID, &p.ID)
+	if err != nil && errors.Is(err, pgx.ErrNoRows) {
+		return domain.StreamPos{}, nil
+	}
+	return p, translate(err, "stream events")
+}
+
+// StreamEvents returns up to limit events after a position, every kind
+// and every client's, in stream order, only of transactions that have
+// ended: what one api replica fans out to its streams.
+func (db *DB) StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+streamEventColumns+` FROM stream_events s
+		LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
+		WHERE `+ended+` AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
+		ORDER BY s.xid, s.id LIMIT $3`, after.XID, after.ID, limit)
+	if err != nil {
+		return nil, translate(err, "stream events")
+	}
+	out, err := pgx.CollectRows(rows, scanStreamEvent)
+	return out, translate(err, "stream events")
+}
+
+// StreamPosOf is the position of the event with the given wire id; false
+// when the stream does not hold it (never was, or pruned).
+func (db *DB) StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool, error) {
+	p := domain.StreamPos{ID: id}
+	err := db.Pool.QueryRow(ctx, `SELECT xid::text::bigint FROM stream_events WHERE id = $1`, id).Scan(&p.XID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.StreamPos{}, false, nil
+	}
+	return p, err == nil, translate(err, "stream events")
+}
+
+// ReplayStreamEvents returns up to limit events of f after a position, up
+// to and including upTo (a position the hub reached: final), in stream
+// order: what a stream resumed with Last-Event-ID missed. Every
+// verdict_changed event is returned; of the screener events only the
+// newest of each combination in the range, since a screener event is a
+// full snapshot that supersedes the older ones.
+func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upTo domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
+	rows, err := db.Pool.Query(ctx, `WITH r AS (
+			SELECT * FROM stream_events s
+			WHERE (s.xid, s.id) > ($1::bigint::text::xid8, $2) AND (s.xid, s.id) <= ($3::bigint::text::xid8, $4)
+				AND s.market = ANY($5) AND s.kind = ANY($6)
+				AND s.sandbox_client_id IS NOT DISTINCT FROM nullif($7, '')::uuid
+		)
+		SELECT `+streamEventColumns+` FROM r s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
+		WHERE s.kind <> 'screener' OR NOT EXISTS (
+			SELECT 1 FROM r n WHERE n.kind = 'screener' AND n.market = s.market AND n.exchange = s.exchange
+				AND n.instrument = s.instrument AND (n.xid, n.id) > (s.xid, s.id))
+		ORDER BY s.xid, s.id LIMIT $8`,
+		after.XID, after.ID, upTo.XID, upTo.ID, domain.MarketNames(f.Markets), f.Kinds, f.SandboxClientID, limit)
+	if err != nil {
+		return nil, translate(err, "stream events")
+	}
+	out, err := pgx.CollectRows(rows, scanStreamEvent)
+	return out, translate(err, "stream events")
+}
+
+// InsertSandboxVerdictEvent stores a verdict change pushed by a client's
+// sandbox key: a verdict_events row marked with the client, which the
+// stream hands to that client's sandbox streams and the webhook fan-out
+// to that client's subscriptions only.
+func (db *DB) InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error) {
+	v := domain.VerdictChange{Symbol: symbol, OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score}
+	err := db.Pool.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id)
+		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6) RETURNING id, at`,
+		string(m), symbol, oldVerdict, newVerdict, score, clientID).Scan(&v.EventID, &v.At)
+	v.At = v.At.UTC()
+	return v, translate(err, "sandbox verdict event")
+}
+
+// EnsureSchema creates the first schema of the connection's search_path
+// when it does not exist yet (the sandbox's schema, before its first
+// migration).
+func (db *DB) EnsureSchema(ctx context.Context) error {
+	var current *string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		return translate(err, "schema")
+	}
+	if current != nil {
+		return nil
+	}
+	var path string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path); err != nil {
+		return translate(err, "schema")
+	}
+	name := strings.Trim(strings.TrimSpace(strings.Split(path, ",")[0]), `"`)
+	if name == "" || name == "$user" {
+		return fmt.Errorf("store: no schema to create in search_path %q", path)
+	}
+	_, err := db.Pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{name}.Sanitize())
+	return translate(err, "schema")
+}
+
+// StreamChannel is the Postgres NOTIFY channel of the stream's log: every
+// transaction that wrote stream events notifies it at commit.
+const StreamChannel = "verdict_events_stream"
+
+// ListenStream calls wake each time a transaction that wrote stream
+// events commits, until ctx ends or the connection fails (its error; the
+// caller listens again, and its polls cover the gap). It holds one
+// connection of its own, outside the pool.
+func (db *DB) ListenStream(ctx context.Context, wake func()) error {
+	pc, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return translate(err, "stream listen")
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+StreamChannel); err != nil {
+		return translate(err, "stream listen")
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return translate(err, "stream listen")
+		}
+		wake()
+	}
+}

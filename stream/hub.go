@@ -1,0 +1,358 @@
+// Package stream is the event stream's engine on one api replica: a Hub
+// reads the stream's log from Postgres (one reader per replica, however
+// many connections) and fans each event out to the subscribed connections,
+// and Slots caps how many streams a client holds open across replicas.
+//
+// Ordering and loss: the log is read in (transaction, id) order, and only
+// rows of transactions that have ended (migration 00010), so "the events
+// after position P" is a complete answer at any moment. The hub hands out
+// events in that order and Subscribe returns the position the hub had
+// reached when the subscription began: a connection replays
+// (Last-Event-ID, Start] from Postgres and then takes the live events,
+// which all come after Start. Nothing is missed, nothing repeated.
+// A subscriber that falls behind by more than its buffer is dropped (its
+// channel closed, Lagged true); its client reconnects with Last-Event-ID
+// and replays what it missed, so slowness never costs an event.
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// Source is where the stream's log lives (store.DB).
+type Source interface {
+	LastStreamPos(ctx context.Context) (domain.StreamPos, error)
+	StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error)
+}
+
+// Listener is a Source that can say when new events commit (store.DB:
+// Postgres LISTEN), so the hub need not wait for its next poll.
+type Listener interface {
+	ListenStream(ctx context.Context, wake func()) error
+}
+
+// Event is one event with its wire form (the SSE data line), rendered once
+// per replica.
+type Event struct {
+	domain.StreamEvent
+	Data []byte
+}
+
+// Renderer renders an event's data. An error leaves the event (and the
+// ones after it) for the next poll.
+type Renderer func(ctx context.Context, e domain.StreamEvent) ([]byte, error)
+
+// DefaultPoll is how often a hub reads new events when no wake-up came.
+const DefaultPoll = 250 * time.Millisecond
+
+// pageSize bounds one read of the log.
+const pageSize = 500
+
+// HubConfig configures a Hub.
+type HubConfig struct {
+	Source Source
+	Render Renderer
+	// Redis carries wake-ups between replicas (nil: polling only); Prefix
+	// goes before the channel name (tests).
+	Redis  *redis.Client
+	Prefix string
+	// Poll is the polling period (DefaultPoll when 0).
+	Poll time.Duration
+	// Buffer is how many events a subscriber may fall behind (1024 when 0:
+	// more than a page of the log, so a burst alone drops no one).
+	Buffer int
+	Logger *slog.Logger
+}
+
+// Hub fans the log out to the subscriptions of one replica.
+type Hub struct {
+	cfg   HubConfig
+	wake  chan struct{}
+	ready chan struct{}
+
+	mu      sync.Mutex
+	last    domain.StreamPos
+	stopped bool
+	subs    map[*Subscription]struct{}
+}
+
+// NewHub returns a hub; Run it.
+func NewHub(cfg HubConfig) *Hub {
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{cfg: cfg, wake: make(chan struct{}, 1), ready: make(chan struct{}), subs: make(map[*Subscription]struct{})}
+}
+
+// wakeChannel is the pub/sub channel of wake-ups.
+func (h *Hub) wakeChannel() string { return h.cfg.Prefix + "marketd:stream:wake" }
+
+// Wake asks every replica's hub to read the log now (after a commit that
+// should reach streams at once, such as a sandbox push). Best effort: the
+// poll catches up anyway.
+func (h *Hub) Wake(ctx context.Context) {
+	h.poke()
+	if h.cfg.Redis != nil {
+		_ = h.cfg.Redis.Publish(ctx, h.wakeChannel(), "1").Err()
+	}
+}
+
+func (h *Hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ErrStopped: the hub is not running (shutting down).
+var ErrStopped = errors.New("stream: hub stopped")
+
+// Subscription is one connection's feed of live events.
+type Subscription struct {
+	// C carries the live events, in id order; it is closed when the hub
+	// stops or the subscriber fell behind (Lagged).
+	C <-chan Event
+	// Start is the position the hub had reached when the subscription
+	// began: every event of C comes after it, every event up to it is in
+	// the log (replay them from there).
+	Start domain.StreamPos
+
+	ch     chan Event
+	match  func(domain.StreamEvent) bool
+	hub    *Hub
+	lagged bool
+	closed bool
+}
+
+// Lagged reports whether the subscription was dropped for falling behind.
+func (s *Subscription) Lagged() bool {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.lagged
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.dropLocked(s)
+}
+
+// Subscribe starts a feed of the live events match accepts. It waits for
+// the hub's first read of the log.
+func (h *Hub) Subscribe(ctx context.Context, match func(domain.StreamEvent) bool) (*Subscription, error) {
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return nil, ErrStopped
+	}
+	ch := make(chan Event, h.cfg.Buffer)
+	s := &Subscription{C: ch, Start: h.last, ch: ch, match: match, hub: h}
+	h.subs[s] = struct{}{}
+	return s, nil
+}
+
+// Subscribers is how many subscriptions are open, for metrics.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+func (h *Hub) dropLocked(s *Subscription) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	delete(h.subs, s)
+	close(s.ch)
+}
+
+// Run reads the log until ctx ends, then closes every subscription.
+func (h *Hub) Run(ctx context.Context) error {
+	defer func() {
+		h.mu.Lock()
+		h.stopped = true
+		for s := range h.subs {
+			h.dropLocked(s)
+		}
+		h.mu.Unlock()
+	}()
+	if err := h.start(ctx); err != nil {
+		return nil // ctx ended
+	}
+	if h.cfg.Redis != nil {
+		go h.listen(ctx)
+	}
+	if l, ok := h.cfg.Source.(Listener); ok {
+		go h.listenSource(ctx, l)
+	}
+	ticker := time.NewTicker(h.cfg.Poll)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-h.wake:
+		}
+		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
+			if !failing {
+				h.cfg.Logger.Warn("stream: reading the event log failed; streams wait", "err", err)
+				failing = true
+			}
+		} else if failing {
+			h.cfg.Logger.Info("stream: reading the event log again")
+			failing = false
+		}
+	}
+}
+
+// start finds where the log ends, retrying until Postgres answers.
+func (h *Hub) start(ctx context.Context) error {
+	for {
+		last, err := h.cfg.Source.LastStreamPos(ctx)
+		if err == nil {
+			h.mu.Lock()
+			h.last = last
+			h.mu.Unlock()
+			close(h.ready)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(h.cfg.Poll * 4):
+		}
+	}
+}
+
+// listen turns wake-ups from other replicas into polls.
+func (h *Hub) listen(ctx context.Context) {
+	sub := h.cfg.Redis.Subscribe(ctx, h.wakeChannel())
+	defer sub.Close()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			h.poke()
+		}
+	}
+}
+
+// listenSource turns the log's commit notifications into polls, listening
+// again after a failure (the polls cover the gap).
+func (h *Hub) listenSource(ctx context.Context, l Listener) {
+	for ctx.Err() == nil {
+		if err := l.ListenStream(ctx, h.poke); err != nil {
+			h.cfg.Logger.Debug("stream: listening for commits failed; polling meanwhile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// poll reads and fans out every event after the hub's position.
+func (h *Hub) poll(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		after := h.last
+		h.mu.Unlock()
+		events, err := h.cfg.Source.StreamEvents(ctx, after, pageSize)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		out := make([]Event, 0, len(events))
+		for _, e := range events {
+			var data []byte
+			if h.wanted(e) { // no one to send it to: no rendering (a screener read)
+				if data, err = h.cfg.Render(ctx, e); err != nil {
+					h.publish(out)
+					return err
+				}
+			}
+			out = append(out, Event{StreamEvent: e, Data: data})
+		}
+		if !h.publish(out) {
+			continue // a new subscriber wants an event left unrendered
+		}
+		if len(events) < pageSize {
+			return nil
+		}
+	}
+}
+
+// wanted reports whether a subscription takes e now. (One that subscribes
+// after this check and wants e stops publish before e, which is then read
+// and rendered again.)
+func (h *Hub) wanted(e domain.StreamEvent) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if s.match(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// publish hands events to the subscribers and moves the position past
+// them, under one lock: a Subscribe sees either none or all of them. It
+// stops before an event left unrendered that a subscription now wants,
+// and then returns false.
+func (h *Hub) publish(events []Event) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range events {
+		if e.Data == nil {
+			for s := range h.subs {
+				if s.match(e.StreamEvent) {
+					return false
+				}
+			}
+		}
+		for s := range h.subs {
+			if !s.match(e.StreamEvent) {
+				continue
+			}
+			select {
+			case s.ch <- e:
+			default:
+				s.lagged = true
+				h.dropLocked(s)
+			}
+		}
+		h.last = e.Pos
+	}
+	return true
+}
