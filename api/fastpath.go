@@ -76,7 +76,9 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 		ctx = b
 	}
 	out, err := s.admit(ctx, r)
-	if err != nil || !out.Admitted() {
+	// A refusal, and a key of the other kind (sandbox on live, live on the
+	// sandbox: a 403), are huma's to answer, with the gate's answer reused.
+	if err != nil || !out.Admitted() || s.keyKindMismatch(out.Key) != "" {
 		ri.gated, ri.gateOut, ri.gateErr = true, out, err
 		s.fast.fellBack.Add(1)
 		return false
