@@ -15,7 +15,7 @@
 -- statement that writes screener rows (tickers: one event per
 -- combination), through triggers. The api only reads this table. Events
 -- are kept at least 24 h: a writer prunes rows older than 48 h now and then.
--- Every writing transaction notifies channel verdict_events_stream at
+-- Every writing transaction notifies channel <schema>.stream_events at
 -- commit, so readers that LISTEN need not wait for their next poll.
 --
 -- Sandbox pushes (POST /sandbox/verdict-change) are verdict_events rows
@@ -39,10 +39,13 @@ CREATE INDEX stream_events_at ON stream_events (at);
 CREATE INDEX stream_events_pos ON stream_events (xid, id);
 
 -- +goose StatementBegin
-CREATE FUNCTION stream_written() RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION stream_written(schema_name text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     -- Delivered at commit, once per transaction (same channel and payload).
-    PERFORM pg_notify('verdict_events_stream', '');
+    -- The schema is in the channel's name ("<schema>.stream_events"): channels
+    -- are database-wide, and schemas sharing a database (the sandbox's, tests')
+    -- must not wake each other.
+    PERFORM pg_notify(schema_name || '.stream_events', '');
     IF random() < 0.001 THEN
         DELETE FROM stream_events WHERE at < now() - interval '48 hours';
     END IF;
@@ -52,7 +55,7 @@ END $$;
 -- +goose StatementBegin
 CREATE FUNCTION stream_verdict_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM stream_written();
+    PERFORM stream_written(TG_TABLE_SCHEMA);
     INSERT INTO stream_events (kind, market, verdict_event_id, sandbox_client_id)
         VALUES ('verdict_changed', NEW.market, NEW.id, NEW.sandbox_client_id);
     RETURN NULL;
@@ -67,7 +70,7 @@ CREATE FUNCTION stream_screener_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r record;
 BEGIN
-    PERFORM stream_written();
+    PERFORM stream_written(TG_TABLE_SCHEMA);
     FOR r IN SELECT market, exchange, instrument FROM new_tickers GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
         INSERT INTO stream_events (kind, market, exchange, instrument)
             VALUES ('screener', r.market, r.exchange, r.instrument);
@@ -89,7 +92,7 @@ DROP TRIGGER stream_screener_insert ON tickers;
 DROP FUNCTION stream_screener_event();
 DROP TRIGGER stream_verdict_event ON verdict_events;
 DROP FUNCTION stream_verdict_event();
-DROP FUNCTION stream_written();
+DROP FUNCTION stream_written(text);
 DROP TABLE stream_events;
 DROP SEQUENCE stream_event_ids;
 ALTER TABLE verdict_events DROP COLUMN sandbox_client_id;

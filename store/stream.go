@@ -160,32 +160,3 @@ func (db *DB) EnsureSchema(ctx context.Context) error {
 	_, err := db.Pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{name}.Sanitize())
 	return translate(err, "schema")
 }
-
-// StreamChannel is the Postgres NOTIFY channel of the stream's log: every
-// transaction that wrote stream events notifies it at commit.
-const StreamChannel = "verdict_events_stream"
-
-// ListenStream calls wake each time a transaction that wrote stream
-// events commits, until ctx ends or the connection fails (its error; the
-// caller listens again, and its polls cover the gap). It holds one
-// connection of its own, outside the pool.
-func (db *DB) ListenStream(ctx context.Context, wake func()) error {
-	pc, err := db.Pool.Acquire(ctx)
-	if err != nil {
-		return translate(err, "stream listen")
-	}
-	conn := pc.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+StreamChannel); err != nil {
-		return translate(err, "stream listen")
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return translate(err, "stream listen")
-		}
-		wake()
-	}
-}

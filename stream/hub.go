@@ -268,15 +268,9 @@ func (h *Hub) listen(ctx context.Context) {
 // listenSource turns the log's commit notifications into polls, listening
 // again after a failure (the polls cover the gap).
 func (h *Hub) listenSource(ctx context.Context, l Listener) {
-	for ctx.Err() == nil {
-		if err := l.ListenStream(ctx, h.poke); err != nil {
-			h.cfg.Logger.Debug("stream: listening for commits failed; polling meanwhile", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	// It reconnects by itself and returns when ctx ends; the polls cover
+	// any gap.
+	_ = l.ListenStream(ctx, h.poke)
 }
 
 // poll reads and fans out every event after the hub's position.
