@@ -152,12 +152,11 @@ func (tr *ScoreTrigger) FundamentalsChanged(ctx context.Context, m domain.Market
 	}
 }
 
-func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) {
-	if tr.Drop != nil && tr.Drop(m, style) {
-		return
-	}
+// mark adds symbols to the pending set of (m, style) and returns the
+// generation whose task will take them; ok is false when Redis failed
+// (logged: the next score tick scores them).
+func (tr *ScoreTrigger) mark(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) (gen int64, ok bool) {
 	pending, genKey := tr.keys(m, style)
-	var gen int64
 	for chunk := range slices.Chunk(symbols, 1000) { // Lua's unpack has a stack limit
 		args := make([]any, len(chunk))
 		for i, s := range chunk {
@@ -166,9 +165,20 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 		g, err := markScript.Run(ctx, tr.Redis, []string{pending, genKey}, args...).Int64()
 		if err != nil {
 			tr.logger().Warn("score trigger: mark failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
-			return
+			return 0, false
 		}
 		gen = g
+	}
+	return gen, true
+}
+
+func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) {
+	if tr.Drop != nil && tr.Drop(m, style) {
+		return
+	}
+	gen, ok := tr.mark(ctx, m, style, symbols)
+	if !ok {
+		return
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)),
@@ -205,8 +215,10 @@ func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) er
 	}
 	scored, events, err := tr.Scorer.ScoreSymbols(ctx, p.Market, p.Style, symbols)
 	if err != nil {
-		// Back into the set, for the retry (or the next generation's task).
-		tr.enqueue(context.WithoutCancel(ctx), p.Market, p.Style, symbols)
+		// Back into the set only: asynq's retry (with its backoff) takes
+		// them again, or the next generation's task does. A new task here
+		// would run at once and, while Postgres is down, fail in a loop.
+		tr.mark(context.WithoutCancel(ctx), p.Market, p.Style, symbols)
 		return err
 	}
 	tr.logger().Debug("scored on trigger", "market", p.Market, "style", p.Style, "pending", len(symbols), "assets", scored, "verdict_events", events)
