@@ -30,10 +30,12 @@ type SandboxStore struct {
 	WebhookData
 }
 
-// SandboxPusher is the service's database as a sandbox server uses it
-// (store.DB): it stores sandbox pushes (the webhook fan-out and the stream
-// read them there) and reads the client's monthly count for GET /usage (a
-// sandbox request is not counted, so the gate does not know it).
+// SandboxPusher is what a sandbox server writes (store.SandboxPusher): it
+// stores sandbox pushes (in the service's database for the webhook
+// fan-out, in the sandbox's stream log for the sandbox's streams; that
+// commit wakes every replica's sandbox hub, Postgres NOTIFY) and reads the
+// client's monthly count for GET /usage (a sandbox request is not counted,
+// so the gate does not know it).
 type SandboxPusher interface {
 	InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error)
 	UsedThisMonth(ctx context.Context, clientID string, now time.Time) (int64, error)
@@ -166,11 +168,6 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 	v, err := s.cfg.SandboxPusher.InsertSandboxVerdictEvent(ctx, p.Client.ID, m, sym, string(oldV), string(newV), score)
 	if err != nil {
 		return nil, s.problem(ctx, err)
-	}
-	if s.cfg.Stream != nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		s.cfg.Stream.Wake(wctx)
-		cancel()
 	}
 	return &sandboxPushOutput{Status: http.StatusAccepted, Body: StreamVerdictChanged{ID: webhook.EventID(v.EventID),
 		Event: domain.EventVerdictChanged, Market: string(m), Symbol: sym, OldVerdict: string(oldV), NewVerdict: string(newV),

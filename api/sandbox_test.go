@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,18 +45,23 @@ func newSandboxFixture(t *testing.T, rate int) *sandboxFixture {
 	f.sandboxKey = key
 	rdb := redistest.Client(t)
 	gate := admission.New(admission.Config{Redis: rdb, Prefix: f.prefix, Keys: f.db, Usage: f.db})
-	var live *api.Server
-	hub := stream.NewHub(stream.HubConfig{Source: f.db, Redis: rdb, Prefix: f.prefix,
+	// As marketd api: each server a hub of its own over its own log.
+	var live, sandbox *api.Server
+	hub := stream.NewHub(stream.HubConfig{Source: f.db,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return live.RenderStreamEvent(ctx, e) }})
+	sandboxHub := stream.NewHub(stream.HubConfig{Source: f.sandboxDB,
+		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return sandbox.RenderStreamEvent(ctx, e) }})
 	cfg := api.Config{Region: "global", Stream: hub, StreamData: f.db, StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil)}
 	live = api.New(cfg, f.db, gate)
-	cfg.Sandbox, cfg.SandboxPusher = true, f.db
-	sandbox := api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db}, gate)
+	cfg.Sandbox, cfg.SandboxPusher = true, store.SandboxPusher{Live: f.db, Sandbox: f.sandboxDB}
+	cfg.Stream, cfg.StreamData = sandboxHub, f.sandboxDB
+	sandbox = api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db}, gate)
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = gate.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = hub.Run(runCtx) }()
+	go func() { defer wg.Done(); _ = sandboxHub.Run(runCtx) }()
 	srv := httptest.NewServer(api.SandboxRouter(live, sandbox))
 	f.url = srv.URL
 	t.Cleanup(func() {
@@ -239,4 +245,130 @@ func mustClientOf(t *testing.T, f *marketFixture) string {
 		t.Fatal(err)
 	}
 	return k.ClientID
+}
+
+// A sandbox key's stream is the sandbox's log: its synthetic verdict
+// changes and screener refreshes (the sandbox's rows) and its own client's
+// pushes, in one id space, so a resume with Last-Event-ID across both
+// kinds loses nothing and repeats nothing. Another client's sandbox stream
+// never sees the first one's pushes, and a live stream sees none of it.
+func TestSandboxStreamCarriesSyntheticEventsAndItsOwnPushesResumably(t *testing.T) {
+	t.Parallel()
+	f := newSandboxFixture(t, 1000)
+	ctx := context.Background()
+	c2 := &domain.Client{OrgName: "Other", Tier: domain.Business, Markets: domain.Markets}
+	if err := f.db.CreateClient(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	key2, _, err := f.db.IssueSandboxKey(ctx, c2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Events are told apart by symbol: SYN* are the sandbox scorer's
+	// verdict changes, the others pushes.
+	synthetic := func(symbol string) {
+		t.Helper()
+		if _, err := f.sandboxDB.Pool.Exec(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+			VALUES ('crypto', $1, 'neutral', 'growth', 25, clock_timestamp())`, symbol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pushed := map[string]string{} // symbol → the push's event id
+	push := func(key, symbol string) {
+		t.Helper()
+		status, body := f.do(t, http.MethodPost, "/sandbox/verdict-change", key,
+			`{"market":"crypto","symbol":"`+symbol+`","new_verdict":"decline"}`)
+		var v api.StreamVerdictChanged
+		_ = json.Unmarshal(body, &v)
+		if status != http.StatusAccepted || v.ID == "" {
+			t.Fatalf("push %s: %d %s", symbol, status, body)
+		}
+		pushed[symbol] = v.ID
+	}
+	// want reads the next events of c, one per expected symbol (or
+	// "screener": the sandbox's screener rows), with increasing ids, and
+	// returns the last id.
+	want := func(c *sseConn, what string, expected ...string) string {
+		t.Helper()
+		var last int64 = -1
+		var lastID string
+		for _, w := range expected {
+			ev := c.next(t)
+			id, err := strconv.ParseInt(ev.ID, 10, 64)
+			if err != nil || id <= last {
+				t.Fatalf("%s: event id %q after %d, want increasing ids", what, ev.ID, last)
+			}
+			last, lastID = id, ev.ID
+			if w == "screener" {
+				var sc api.StreamScreener
+				if ev.Event != "screener" || json.Unmarshal([]byte(ev.Data), &sc) != nil || len(sc.Rows) != 1 || sc.Rows[0].Price != 555 {
+					t.Fatalf("%s: %+v, want the sandbox's screener rows (price 555)", what, ev)
+				}
+				continue
+			}
+			v := verdictOf(t, ev)
+			isPush := !strings.HasPrefix(w, "SYN")
+			if ev.Event != "verdict_changed" || v.Symbol != w || v.Sandbox != isPush || (isPush && v.ID != pushed[w]) {
+				t.Fatalf("%s: %+v, want the verdict event of %s (push: %v)", what, ev, w, isPush)
+			}
+		}
+		return lastID
+	}
+
+	first, resp := openStream(t, f.url, f.sandboxKey, "", nil)
+	if first == nil {
+		t.Fatalf("sandbox stream: %d", resp.StatusCode)
+	}
+	other, resp := openStream(t, f.url, key2, "", nil)
+	if other == nil {
+		t.Fatalf("other client's sandbox stream: %d", resp.StatusCode)
+	}
+	live, resp := openStream(t, f.url, f.key, "", nil)
+	if live == nil {
+		t.Fatalf("live stream: %d", resp.StatusCode)
+	}
+
+	synthetic("SYN1")
+	push(f.sandboxKey, "BTC_USDT")
+	lastSeen := want(first, "first sandbox stream", "SYN1", "BTC_USDT")
+	first.closeFn()
+
+	// While the first stream is away: a synthetic screener refresh, a push
+	// of its own, another client's push, a synthetic verdict change.
+	now := time.Now().UTC()
+	if err := f.sandboxDB.ReplaceTickers(ctx, binanceSpot, []domain.Ticker{{Symbol: "BTC_USDT", Price: 555, Volume: 1, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	push(f.sandboxKey, "ETH_USDT")
+	push(key2, "SOL_USDT")
+	synthetic("SYN2")
+	// The other client: the synthetic events and its own push, in order,
+	// never the first client's. Once it has SYN2, the hub is past every
+	// event of the gap: the resume below replays them all from the log.
+	want(other, "other client's sandbox stream", "SYN1", "screener", "SOL_USDT", "SYN2")
+
+	resumed, resp := openStream(t, f.url, f.sandboxKey, "", http.Header{"Last-Event-Id": {lastSeen}})
+	if resumed == nil {
+		t.Fatalf("resumed stream: %d", resp.StatusCode)
+	}
+	want(resumed, "resumed after the push", "screener", "ETH_USDT", "SYN2")
+	push(f.sandboxKey, "XRP_USDT")
+	synthetic("SYN3")
+	// Then live events: the replayed ones not again, nothing lost.
+	want(resumed, "live after the resume", "XRP_USDT", "SYN3")
+
+	// Not XRP_USDT either: SYN3 comes right after SYN2.
+	want(other, "other client's sandbox stream, later", "SYN3")
+
+	// The live stream: none of it (live events are its first).
+	if err := f.db.ReplaceTickers(ctx, binanceSpot, []domain.Ticker{{Symbol: "BTC_USDT", Price: 100, Volume: 1, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := live.next(t); ev.Event != "screener" || strings.Contains(ev.Data, "555") {
+		t.Fatalf("live stream's first event %+v, want the live screener refresh", ev)
+	}
+	real := webhookID(f.verdictEvent(t, domain.Crypto, "LIVE1"))
+	if ev := live.next(t); ev.Event != "verdict_changed" || verdictOf(t, ev).ID != real || verdictOf(t, ev).Symbol != "LIVE1" {
+		t.Fatalf("live stream's second event %+v, want the live verdict event %s", ev, real)
+	}
 }

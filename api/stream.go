@@ -123,8 +123,10 @@ func (s *Server) registerStream() {
 			"it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all " +
 			"keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a " +
 			"revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403).\n\n" +
-			"A sandbox key's stream carries the `verdict_changed` events its client pushed with " +
-			"`POST /sandbox/verdict-change` (marked `\"sandbox\": true`) and nothing else.",
+			"A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the " +
+			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
+			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
+			"nor another client's pushes.",
 		Tags: []string{"Events"},
 		// A stream lasts as long as the client keeps it: no request budget.
 		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
@@ -169,7 +171,9 @@ func (s *Server) getStream(ctx context.Context, in *streamInput) (*huma.StreamRe
 		release = rel
 	}
 	match := func(e domain.StreamEvent) bool {
-		return e.SandboxClientID == req.filter.SandboxClientID && slices.Contains(req.filter.Kinds, e.Kind) &&
+		// A push is its client's only (a live stream has no client here:
+		// "" takes none, and the service's log holds none anyway).
+		return (e.SandboxClientID == "" || e.SandboxClientID == req.filter.SandboxClientID) && slices.Contains(req.filter.Kinds, e.Kind) &&
 			slices.Contains(req.filter.Markets, e.Market)
 	}
 	sub, err := s.cfg.Stream.Subscribe(ctx, match)
@@ -224,10 +228,9 @@ func (s *Server) checkStream(ctx context.Context, p *principal, in *streamInput)
 	}
 	req.filter = store.StreamFilter{Markets: markets, Kinds: kinds}
 	if p.Key.Sandbox() {
+		// The sandbox server's log (the sandbox's schema): its synthetic
+		// events and this client's pushes.
 		req.filter.SandboxClientID = p.Client.ID
-		// Only its client's pushes: verdict changes (screener events would
-		// be the service's live data).
-		req.filter.Kinds = slices.DeleteFunc(req.filter.Kinds, func(k string) bool { return k != domain.EventVerdictChanged })
 	}
 	return req, nil
 }

@@ -16,13 +16,18 @@ import (
 type StreamFilter struct {
 	Markets []domain.Market
 	Kinds   []string
-	// SandboxClientID selects that client's sandbox events instead of the
-	// service's own ("" = the service's own). The two never mix.
+	// SandboxClientID adds that client's sandbox pushes to the log's
+	// own events ("" = the log's own events only). A sandbox's log holds
+	// pushes (client-scoped rows); the service's never does.
 	SandboxClientID string
 }
 
+// streamEventColumns: a verdict_changed row carries its event in
+// verdict_events (e), or in its push_* columns when it is a sandbox push
+// (migration 00012).
 const streamEventColumns = `s.id, s.xid::text::bigint, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
-	e.id, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at`
+	coalesce(e.id, s.push_event_id), coalesce(e.symbol, s.push_symbol), coalesce(e.old_verdict, s.push_old_verdict),
+	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at)`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 	var (
@@ -110,7 +115,7 @@ func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upT
 			SELECT * FROM stream_events s
 			WHERE (s.xid, s.id) > ($1::bigint::text::xid8, $2) AND (s.xid, s.id) <= ($3::bigint::text::xid8, $4)
 				AND s.market = ANY($5) AND s.kind = ANY($6)
-				AND s.sandbox_client_id IS NOT DISTINCT FROM nullif($7, '')::uuid
+				AND (s.sandbox_client_id IS NULL OR s.sandbox_client_id = nullif($7, '')::uuid)
 		)
 		SELECT `+streamEventColumns+` FROM r s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
 		WHERE s.kind <> 'screener' OR NOT EXISTS (
@@ -125,17 +130,53 @@ func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upT
 	return out, translate(err, "stream events")
 }
 
+// SandboxPusher stores the pushes of POST /sandbox/verdict-change: Live
+// is the service's database, Sandbox the sandbox's (the sandbox server's
+// streams read its log).
+type SandboxPusher struct {
+	Live, Sandbox *DB
+}
+
 // InsertSandboxVerdictEvent stores a verdict change pushed by a client's
-// sandbox key: a verdict_events row marked with the client, which the
-// stream hands to that client's sandbox streams and the webhook fan-out
-// to that client's subscriptions only.
-func (db *DB) InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error) {
+// sandbox key, in both databases: a verdict_events row marked with the
+// client in the service's (the live worker fans it out to that client's
+// webhooks only; its id is the event's id), and a stream_events row
+// scoped to the client in the sandbox's, carrying the event (that
+// client's sandbox streams only; its commit notifies the sandbox's hubs).
+//
+// The two commits are as close to one as two databases allow: the
+// sandbox's row commits while the service's transaction is open, and that
+// one commits next. A failure before the sandbox's commit leaves nothing;
+// a failure of the last commit alone leaves the event on the client's
+// sandbox streams without its webhook deliveries (and an error answer).
+func (p SandboxPusher) InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error) {
 	v := domain.VerdictChange{Symbol: symbol, OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score}
-	err := db.Pool.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id)
+	tx, err := p.Live.Pool.Begin(ctx)
+	if err != nil {
+		return v, translate(err, "sandbox verdict event")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: a no-op
+	if err := tx.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id)
 		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6) RETURNING id, at`,
-		string(m), symbol, oldVerdict, newVerdict, score, clientID).Scan(&v.EventID, &v.At)
+		string(m), symbol, oldVerdict, newVerdict, score, clientID).Scan(&v.EventID, &v.At); err != nil {
+		return v, translate(err, "sandbox verdict event")
+	}
 	v.At = v.At.UTC()
-	return v, translate(err, "sandbox verdict event")
+	// stream_written notifies the sandbox's channel at commit (and prunes
+	// now and then), as the log's triggers do.
+	if _, err := p.Sandbox.Pool.Exec(ctx, `INSERT INTO stream_events (kind, market, sandbox_client_id,
+			push_event_id, push_symbol, push_old_verdict, push_new_verdict, push_overall_score, push_at)
+		SELECT 'verdict_changed', $1, $2, $3, $4, $5, $6, $7, $8 FROM (SELECT stream_written(current_schema())) w`,
+		string(m), clientID, v.EventID, symbol, oldVerdict, newVerdict, score, v.At); err != nil {
+		return v, translate(err, "sandbox stream event")
+	}
+	return v, translate(tx.Commit(ctx), "sandbox verdict event")
+}
+
+// UsedThisMonth is the client's monthly count, from the service's
+// database (GET /usage of a sandbox key).
+func (p SandboxPusher) UsedThisMonth(ctx context.Context, clientID string, now time.Time) (int64, error) {
+	return p.Live.UsedThisMonth(ctx, clientID, now)
 }
 
 // EnsureSchema creates the first schema of the connection's search_path

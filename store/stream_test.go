@@ -109,11 +109,6 @@ func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T)
 	if len(paged) != 3 || paged[0] != got[0].ID || paged[2] != got[2].ID {
 		t.Fatalf("paged replay %v, want %v", paged, got)
 	}
-	sandbox := f
-	sandbox.SandboxClientID = "5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"
-	if got, err := db.ReplayStreamEvents(ctx, sandbox, domain.StreamPos{}, last, 100); err != nil || len(got) != 0 {
-		t.Fatalf("a sandbox replay got the service's events: %+v (%v)", got, err)
-	}
 }
 
 // A sandbox push fans out to the pushing client's subscriptions only, and
@@ -131,7 +126,8 @@ func TestSandboxVerdictEventFansOutToItsClientOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := db.InsertSandboxVerdictEvent(ctx, c.ID, domain.Crypto, "BTC_USDT", "neutral", "growth", 35)
+	push := store.SandboxPusher{Live: db, Sandbox: storetest.New(t)}
+	v, err := push.InsertSandboxVerdictEvent(ctx, c.ID, domain.Crypto, "BTC_USDT", "neutral", "growth", 35)
 	if err != nil || v.EventID == 0 {
 		t.Fatalf("push: %+v %v", v, err)
 	}
@@ -159,6 +155,65 @@ func TestSandboxVerdictEventFansOutToItsClientOnly(t *testing.T) {
 	}
 	if !sandbox[v.EventID] || sandbox[real] {
 		t.Fatalf("sandbox marks %v", sandbox)
+	}
+}
+
+// A sandbox push goes into the sandbox's log (scoped to its client, the
+// event in the row, the service's event id) and not the service's; the
+// sandbox's synthetic events and the push share one order; a replay of a
+// client takes the log's own events and its own pushes, never another
+// client's.
+func TestSandboxPushGoesIntoTheSandboxsLogForItsClientOnly(t *testing.T) {
+	t.Parallel()
+	live, sandbox := storetest.New(t), storetest.New(t)
+	ctx := context.Background()
+	mine, theirs := newClient(t, live, nil), newClient(t, live, nil)
+	push := store.SandboxPusher{Live: live, Sandbox: sandbox}
+	synthetic := func(symbol string) {
+		if _, err := sandbox.Pool.Exec(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+			VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`, symbol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synthetic("SYN1")
+	v, err := push.InsertSandboxVerdictEvent(ctx, mine.ID, domain.Crypto, "BTC_USDT", "growth", "decline", -35)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := push.InsertSandboxVerdictEvent(ctx, theirs.ID, domain.Crypto, "ETH_USDT", "neutral", "growth", 35); err != nil {
+		t.Fatal(err)
+	}
+	synthetic("SYN2")
+	all := eventually(t, sandbox, 4)
+	p := all[1]
+	if p.SandboxClientID != mine.ID || p.Kind != domain.EventVerdictChanged || p.Verdict == nil ||
+		*p.Verdict != (domain.VerdictChange{EventID: v.EventID, Symbol: "BTC_USDT", OldVerdict: "growth", NewVerdict: "decline", OverallScore: -35, At: v.At}) {
+		t.Fatalf("the push in the sandbox's log: %+v (verdict %+v), want the event %+v of client %s", p, p.Verdict, v, mine.ID)
+	}
+	if all[0].SandboxClientID != "" || all[0].Verdict.Symbol != "SYN1" || all[3].Verdict.Symbol != "SYN2" {
+		t.Fatalf("log %+v", all)
+	}
+	// The service's log: the pushes are in its outbox (webhooks), not in
+	// its stream.
+	if events, err := live.StreamEvents(ctx, domain.StreamPos{}, 100); err != nil || len(events) != 0 {
+		t.Fatalf("the service's log holds %+v (%v), want no pushes", events, err)
+	}
+	var outbox int
+	if err := live.Pool.QueryRow(ctx, `SELECT count(*) FROM verdict_events WHERE sandbox_client_id IS NOT NULL`).Scan(&outbox); err != nil || outbox != 2 {
+		t.Fatalf("the service's outbox holds %d pushes (%v), want 2", outbox, err)
+	}
+	f := store.StreamFilter{Markets: domain.Markets, Kinds: domain.StreamEventKinds, SandboxClientID: mine.ID}
+	got, err := sandbox.ReplayStreamEvents(ctx, f, domain.StreamPos{}, all[3].Pos, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].ID != all[0].ID || got[1].ID != all[1].ID || got[2].ID != all[3].ID {
+		t.Fatalf("replay of the pushing client %+v, want ids %d %d %d", got, all[0].ID, all[1].ID, all[3].ID)
+	}
+	f.SandboxClientID = ""
+	if got, err := sandbox.ReplayStreamEvents(ctx, f, domain.StreamPos{}, all[3].Pos, 100); err != nil || len(got) != 2 ||
+		got[0].SandboxClientID != "" || got[1].SandboxClientID != "" {
+		t.Fatalf("replay without a client %+v (%v), want the synthetic events only", got, err)
 	}
 }
 

@@ -69,22 +69,27 @@ func newStreamHub(db *store.DB, d *apiDeps, render func() *api.Server, logger *s
 // newSandboxServer is the server of sandbox keys when the sandbox has a
 // database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
 // configuration over the sandbox's market data, with a read cache of its
-// own, the client's webhooks and the stream's log from the service's
-// database, and the same gate (a sandbox key is rate limited, never
-// counted against the quota).
-func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (*api.Server, func(), error) {
+// own, a stream hub of its own over the sandbox's stream log (its
+// synthetic events and the clients' pushes; Run it), the client's webhooks
+// from the service's database, and the same gate (a sandbox key is rate
+// limited, never counted against the quota).
+func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (*api.Server, *stream.Hub, func(), error) {
 	if cfg.SandboxDatabaseURL == "" {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	sdb, err := store.Open(ctx, cfg.SandboxDatabaseURL, store.Options{Logger: logger, MaxConns: 4})
 	if err != nil {
-		return nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
-	apiCfg.Sandbox, apiCfg.SandboxPusher = true, db
-	apiCfg.Logger = logger.With("sandbox", true)
+	logger = logger.With("sandbox", true)
+	var srv *api.Server
+	hub := newStreamHub(sdb, d, func() *api.Server { return srv }, logger)
+	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
+	apiCfg.Stream, apiCfg.StreamData = hub, sdb
+	apiCfg.Logger = logger
 	apiCfg.Cache = readcache.New(readcache.DefaultTTL, time.Now)
-	srv := api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
-	return srv, sdb.Close, nil
+	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
+	return srv, hub, sdb.Close, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring

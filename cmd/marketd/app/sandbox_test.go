@@ -15,7 +15,8 @@ import (
 
 // The sandbox end to end through marketd: migrate creates and migrates the
 // sandbox's schema, keys issue --sandbox prints a msk_test_ key, the api
-// serves it from the sandbox's database, and a push reaches its stream.
+// serves it from the sandbox's database, and a push and the sandbox's own
+// events reach its stream.
 func TestSandboxKeyThroughMarketd(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
@@ -90,18 +91,38 @@ func TestSandboxKeyThroughMarketd(t *testing.T) {
 	if status := push(sandbox); status != http.StatusAccepted {
 		t.Fatalf("sandbox push: %d, want 202", status)
 	}
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatal("the stream ended")
+	await := func(what string, match func(line string) bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatal("the stream ended")
+				}
+				if strings.HasPrefix(line, "data: ") && match(line) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("%s did not reach the sandbox stream within 10 s", what)
 			}
-			if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"symbol":"EUR_USD"`) && strings.Contains(line, `"sandbox":true`) {
-				return
-			}
-		case <-timeout:
-			t.Fatal("the push did not reach the sandbox stream within 10 s")
 		}
 	}
+	await("the push", func(line string) bool {
+		return strings.Contains(line, `"symbol":"EUR_USD"`) && strings.Contains(line, `"sandbox":true`)
+	})
+	// A verdict change of the sandbox's own scorer (its schema's log) reaches
+	// the sandbox key's stream too: the api runs a hub over the sandbox.
+	conn, err := pgx.Connect(ctx, storetest.URLWithSchema(sandboxSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('forex', 'GBP_USD', 'neutral', 'decline', -30, clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	await("the sandbox's synthetic verdict change", func(line string) bool {
+		return strings.Contains(line, `"symbol":"GBP_USD"`) && !strings.Contains(line, `"sandbox":true`)
+	})
 }
