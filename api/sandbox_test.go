@@ -50,7 +50,9 @@ func newSandboxFixture(t *testing.T, rate int) *sandboxFixture {
 	hub := stream.NewHub(stream.HubConfig{Source: f.db,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return live.RenderStreamEvent(ctx, e) }})
 	sandboxHub := stream.NewHub(stream.HubConfig{Source: f.sandboxDB,
-		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return sandbox.RenderStreamEvent(ctx, e) }})
+		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
+			return sandbox.RenderStreamEvent(ctx, e)
+		}})
 	cfg := api.Config{Region: "global", Stream: hub, StreamData: f.db, StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil)}
 	live = api.New(cfg, f.db, gate)
 	cfg.Sandbox, cfg.SandboxPusher = true, store.SandboxPusher{Live: f.db, Sandbox: f.sandboxDB}
