@@ -31,7 +31,7 @@ refreshes: every event has an id, and reconnecting with ` + "`Last-Event-ID`" + 
 24 hours), then live events.
 
 **Sandbox.** A sandbox key (` + "`msk_test_…`" + `, issued on request) works on the same paths with the same shapes over
-synthetic market data, never counts against the monthly quota (the rate limit applies), and may push a test
+synthetic market data (its event stream carries the synthetic events), never counts against the monthly quota (the rate limit applies), and may push a test
 ` + "`verdict_changed`" + ` event to your own webhooks and streams with ` + "`POST /sandbox/verdict-change`" + `. Live keys never
 reach sandbox data, nor sandbox keys live data.
 
