@@ -63,7 +63,7 @@ func (f *streamFixture) replica(t *testing.T) *streamReplica {
 	gate := admission.New(admission.Config{Redis: rdb, Prefix: f.prefix, Keys: f.db, Usage: f.db})
 	r := &streamReplica{gate: gate}
 	var srv *api.Server
-	r.hub = stream.NewHub(stream.HubConfig{Source: f.db, Redis: rdb, Prefix: f.prefix,
+	r.hub = stream.NewHub(stream.HubConfig{Source: f.db,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return srv.RenderStreamEvent(ctx, e) }})
 	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: f.db,
 		StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil), StreamHeartbeat: 100 * time.Millisecond,

@@ -22,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/marketscreener/market/domain"
 )
 
@@ -60,10 +58,6 @@ const pageSize = 500
 type HubConfig struct {
 	Source Source
 	Render Renderer
-	// Redis carries wake-ups between replicas (nil: polling only); Prefix
-	// goes before the channel name (tests).
-	Redis  *redis.Client
-	Prefix string
 	// Poll is the polling period (DefaultPoll when 0).
 	Poll time.Duration
 	// Buffer is how many events a subscriber may fall behind (1024 when 0:
@@ -96,19 +90,6 @@ func NewHub(cfg HubConfig) *Hub {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Hub{cfg: cfg, wake: make(chan struct{}, 1), ready: make(chan struct{}), subs: make(map[*Subscription]struct{})}
-}
-
-// wakeChannel is the pub/sub channel of wake-ups.
-func (h *Hub) wakeChannel() string { return h.cfg.Prefix + "marketd:stream:wake" }
-
-// Wake asks every replica's hub to read the log now (after a commit that
-// should reach streams at once, such as a sandbox push). Best effort: the
-// poll catches up anyway.
-func (h *Hub) Wake(ctx context.Context) {
-	h.poke()
-	if h.cfg.Redis != nil {
-		_ = h.cfg.Redis.Publish(ctx, h.wakeChannel(), "1").Err()
-	}
 }
 
 func (h *Hub) poke() {
@@ -200,9 +181,6 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err := h.start(ctx); err != nil {
 		return nil // ctx ended
 	}
-	if h.cfg.Redis != nil {
-		go h.listen(ctx)
-	}
 	if l, ok := h.cfg.Source.(Listener); ok {
 		go h.listenSource(ctx, l)
 	}
@@ -243,24 +221,6 @@ func (h *Hub) start(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(h.cfg.Poll * 4):
-		}
-	}
-}
-
-// listen turns wake-ups from other replicas into polls.
-func (h *Hub) listen(ctx context.Context) {
-	sub := h.cfg.Redis.Subscribe(ctx, h.wakeChannel())
-	defer sub.Close()
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-			h.poke()
 		}
 	}
 }

@@ -59,8 +59,8 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 
 // newStreamHub is the api replica's event hub: it reads the stream's log
 // from Postgres and renders events with the api (set before the hub runs).
-func newStreamHub(db *store.DB, d *apiDeps, render func() *api.Server, logger *slog.Logger) *stream.Hub {
-	return stream.NewHub(stream.HubConfig{Source: db, Redis: d.rdb, Logger: logger,
+func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) *stream.Hub {
+	return stream.NewHub(stream.HubConfig{Source: db, Logger: logger,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
 			return render().RenderStreamEvent(ctx, e)
 		}})
@@ -83,7 +83,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	}
 	logger = logger.With("sandbox", true)
 	var srv *api.Server
-	hub := newStreamHub(sdb, d, func() *api.Server { return srv }, logger)
+	hub := newStreamHub(sdb, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
 	apiCfg.Stream, apiCfg.StreamData = hub, sdb
 	apiCfg.Logger = logger

@@ -67,7 +67,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
-			hub := newStreamHub(db, deps, func() *api.Server { return apiServer }, logger)
+			hub := newStreamHub(db, func() *api.Server { return apiServer }, logger)
 			apiCfg := api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: db, StreamSlots: deps.slots,
