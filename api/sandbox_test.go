@@ -310,7 +310,8 @@ func TestSandboxStreamCarriesSyntheticEventsAndItsOwnPushesResumably(t *testing.
 			}
 			v := verdictOf(t, ev)
 			isPush := !strings.HasPrefix(w, "SYN")
-			if ev.Event != "verdict_changed" || v.Symbol != w || v.Sandbox != isPush || (isPush && v.ID != pushed[w]) {
+			if ev.Event != "verdict_changed" || v.Symbol != w || v.Sandbox != isPush || (isPush && v.ID != pushed[w]) ||
+				(!isPush && !strings.HasPrefix(v.ID, api.SandboxSyntheticIDPrefix)) {
 				t.Fatalf("%s: %+v, want the verdict event of %s (push: %v)", what, ev, w, isPush)
 			}
 		}

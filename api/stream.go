@@ -46,7 +46,7 @@ const (
 // StreamVerdictChanged is the data of a verdict_changed event: the webhook
 // delivery's body, plus sandbox on the events of a sandbox push.
 type StreamVerdictChanged struct {
-	ID           string `json:"id" doc:"The verdict event's id: the same as the webhook delivery's id (webhook-id), so a client taking both can de-duplicate" example:"4211"`
+	ID           string `json:"id" doc:"The verdict event's id: the same as the webhook delivery's id (webhook-id), so a client taking both can de-duplicate. On a sandbox key's stream, the synthetic feed's own events (never sent as webhooks) carry sbx_<number>, apart from the pushes' ids" example:"4211"`
 	Event        string `json:"event" enum:"verdict_changed" example:"verdict_changed"`
 	Market       string `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
 	Symbol       string `json:"symbol" example:"BTC_USDT"`
@@ -383,6 +383,10 @@ func (s *Server) closeStream(w *sseWriter, status int, detail string) {
 	_ = w.event(0, "closed", data)
 }
 
+// SandboxSyntheticIDPrefix starts the data id of a sandbox stream's synthetic
+// verdict_changed events (never sent as webhooks): "sbx_4211".
+const SandboxSyntheticIDPrefix = "sbx_"
+
 // RenderStreamEvent is an event's data line (the hub's Renderer): the
 // webhook body for verdict_changed, the combination's rows for screener.
 func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([]byte, error) {
@@ -392,7 +396,14 @@ func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([
 		if v == nil {
 			return nil, fmt.Errorf("api: stream event %d has no verdict event", e.ID)
 		}
-		return json.Marshal(StreamVerdictChanged{ID: webhook.EventID(v.EventID), Event: domain.EventVerdictChanged,
+		id := webhook.EventID(v.EventID)
+		if s.cfg.Sandbox && e.SandboxClientID == "" {
+			// The sandbox's own synthetic events number their verdict events
+			// apart from the live ones a push carries (its webhook-id): a
+			// prefix keeps the two from colliding in a client's de-duplication.
+			id = SandboxSyntheticIDPrefix + id
+		}
+		return json.Marshal(StreamVerdictChanged{ID: id, Event: domain.EventVerdictChanged,
 			Market: string(e.Market), Symbol: v.Symbol, OldVerdict: v.OldVerdict, NewVerdict: v.NewVerdict,
 			OverallScore: v.OverallScore, Timestamp: v.At.UTC().Format(time.RFC3339), Sandbox: e.SandboxClientID != ""})
 	case domain.EventScreener:
