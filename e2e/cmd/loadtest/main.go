@@ -24,6 +24,11 @@
 // each target gets one whole core, and the generator's own CPU is taken
 // from neither. Postgres and Redis are not pinned.
 //
+// -bare-headers adds a second baseline, measured in every run: the bare
+// handler replaying the api's whole captured answer (every header but Date
+// and Content-Length, which net/http writes itself), so that both sides
+// put the same bytes on the wire; the table gives the api's ratio to both.
+//
 // -conditional adds a measurement of the api answering 304: the same request
 // with If-None-Match set to the ETag it captured (paths with an ETag only).
 //
@@ -33,6 +38,7 @@
 //	go run ./e2e/cmd/loadtest -api-bin /tmp/marketd-before     # the same measurement of another build
 //	go run ./e2e/cmd/loadtest -paths usage -cpuprofile api.pprof
 //	go run ./e2e/cmd/loadtest -conditional -paths screener,ohlcv,report,list   # 304 vs 200
+//	go run ./e2e/cmd/loadtest -bare-headers -before-bin /tmp/marketd-main     # both baselines, before/after
 //	go run ./e2e/cmd/loadtest -flood
 package main
 
