@@ -291,7 +291,7 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		return nil, s.problem(ctx, err)
 	}
 	if wanted == nil {
-		return s.respond(&in.ConditionalParams, body, freshScores), nil
+		return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
 	}
 	recs, err := s.analyticsList(ctx, m, st)
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 	// Not cached: the tag covers this body and the unknown symbols. The
 	// modification time is the whole list's, which only grows.
 	unknown := found.unknown()
-	out := s.respond(&in.ConditionalParams, readcache.NewBodyTagged(b, body.Modified, b, []byte(unknown)), freshScores)
+	out := s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(b, body.Modified, b, []byte(unknown)), freshScores)
 	out.Unknown = unknown
 	return out, nil
 }
@@ -380,7 +380,7 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshScores), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // notScored is the 404 of an asset without analytics, naming some that have them.
@@ -422,7 +422,7 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshScores), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // reportBody is the cached report of one asset (ENOTFOUND when it has not
@@ -504,7 +504,7 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*da
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshScores), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {
@@ -546,7 +546,7 @@ func (s *Server) getStats(ctx context.Context, in *statsInput) (*dataOutput, err
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshStats), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshStats), nil
 }
 
 func (s *Server) getFactorStats(ctx context.Context, in *factorStatsInput) (*dataOutput, error) {
@@ -579,7 +579,7 @@ func (s *Server) getFactorStats(ctx context.Context, in *factorStatsInput) (*dat
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshStats), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshStats), nil
 }
 
 // verdictStats converts records, keeping one verdict's ("" for all).

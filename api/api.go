@@ -97,6 +97,11 @@ type Server struct {
 	cache     *readcache.Cache
 	usage     *usageBodies
 	fast      *fastPath
+	// realClock: cfg.Now is time.Now (not a test's clock), so a request's
+	// arrival time serves as its clock reading everywhere (Server.now).
+	realClock bool
+	// cacheControls formats the data responses' Cache-Control values.
+	cacheControls cacheControls
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 }
@@ -106,7 +111,8 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
+	realClock := cfg.Now == nil
+	if realClock {
 		cfg.Now = time.Now
 	}
 	if cfg.Ready == nil {
@@ -127,7 +133,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
-		fast: &fastPath{}}
+		fast: &fastPath{}, realClock: realClock}
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
 	}

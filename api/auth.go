@@ -67,7 +67,11 @@ func (s *Server) admit(ctx context.Context, r *http.Request) (admission.Outcome,
 	if v := r.Header["X-Api-Key"]; len(v) > 0 { // the server canonicalised it: no Get
 		key = v[0]
 	}
-	return s.gate.Admit(ctx, admission.Request{Key: key, RemoteAddr: r.RemoteAddr})
+	req := admission.Request{Key: key, RemoteAddr: r.RemoteAddr}
+	if s.realClock {
+		req.Now = s.now(ctx)
+	}
+	return s.gate.Admit(ctx, req)
 }
 
 // setGateHeaders writes the gate's headers under their canonical names,

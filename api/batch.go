@@ -241,7 +241,7 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 	for _, r := range reports {
 		tagged = append(tagged, []byte(r.ETag))
 	}
-	return s.respond(&in.ConditionalParams, readcache.NewBodyTagged(body, modified, tagged...), freshScores), nil
+	return s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(body, modified, tagged...), freshScores), nil
 }
 
 // encodeBatch writes the BatchReports envelope around the cached report

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -100,20 +102,47 @@ func (ri RefreshIntervals) of(f freshness) time.Duration {
 // (scheduler ticks fall on multiples of it): private, for the seconds left
 // until the next tick, rounded up. Without a schedule a client must
 // revalidate every time (cheap with the ETag).
+// cacheControls remembers the last Cache-Control value of each freshness:
+// within a second every response of a kind carries the same one, so it is
+// formatted once a second, not once a request.
+type cacheControls [freshStats + 1]atomic.Pointer[cacheControlValue]
+
+type cacheControlValue struct {
+	interval time.Duration
+	secs     int64
+	text     string
+}
+
+func (c *cacheControls) value(now time.Time, interval time.Duration, f freshness) string {
+	if interval <= 0 || f < 0 || int(f) >= len(c) {
+		return cacheControl(now, interval)
+	}
+	secs := maxAgeSeconds(now, interval)
+	if v := c[f].Load(); v != nil && v.interval == interval && v.secs == secs {
+		return v.text
+	}
+	text := cacheControl(now, interval)
+	c[f].Store(&cacheControlValue{interval: interval, secs: secs, text: text})
+	return text
+}
+
+func maxAgeSeconds(now time.Time, interval time.Duration) int64 {
+	left := now.Truncate(interval).Add(interval).Sub(now)
+	return int64((left + time.Second - 1) / time.Second)
+}
+
 func cacheControl(now time.Time, interval time.Duration) string {
 	if interval <= 0 {
 		return "private, no-cache"
 	}
-	left := now.Truncate(interval).Add(interval).Sub(now)
-	secs := int64((left + time.Second - 1) / time.Second)
-	return "private, max-age=" + strconv.FormatInt(secs, 10)
+	return "private, max-age=" + strconv.FormatInt(maxAgeSeconds(now, interval), 10)
 }
 
 // respond is the answer of a data GET whose body is b: 304 when the
 // client's validators match, else 200 with the body.
-func (s *Server) respond(cond *ConditionalParams, b readcache.Body, f freshness) *dataOutput {
+func (s *Server) respond(ctx context.Context, cond *ConditionalParams, b readcache.Body, f freshness) *dataOutput {
 	out := &dataOutput{Status: http.StatusOK, ETag: b.ETag,
-		CacheControl: cacheControl(s.cfg.Now(), s.cfg.Refresh.of(f))}
+		CacheControl: s.cacheControls.value(s.now(ctx), s.cfg.Refresh.of(f), f)}
 	if notModified(cond, b) {
 		out.Status = http.StatusNotModified
 		return out

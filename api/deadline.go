@@ -99,7 +99,7 @@ func (c *budgetCtx) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(c.deadline) {
+	if time.Until(c.deadline) <= 0 { // the monotonic clock only
 		return context.DeadlineExceeded
 	}
 	return nil

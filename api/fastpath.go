@@ -95,13 +95,13 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 	)
 	switch rt.op {
 	case fastUsage:
-		res, err := s.getUsage(ctx, nil)
+		body, err := s.usageBody(ctx)
 		if err == nil {
 			h := w.Header()
 			h["Content-Type"] = jsonContentTypeValue
 			h["Cache-Control"] = noStoreValue
 			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(res.Body)
+			_, _ = w.Write(body)
 			status, answered = http.StatusOK, true
 		}
 	case fastScreener:
@@ -131,7 +131,7 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 		return false
 	}
 	s.fast.served.Add(1)
-	s.metrics.observe(fastOpIDs[rt.op], status, time.Since(ri.Start))
+	s.metrics.observeFast(rt.op, status, time.Since(ri.Start))
 	return true
 }
 

@@ -185,7 +185,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored data is stale; retry later", combo))
 	}
 	if !in.VolumeMin.IsSet && !in.VolumeMax.IsSet && !in.ChangeMin.IsSet && !in.ChangeMax.IsSet && wanted == nil {
-		return s.respond(&in.ConditionalParams, snap.body, freshTickers), nil
+		return s.respond(ctx, &in.ConditionalParams, snap.body, freshTickers), nil
 	}
 	filter := store.TickerFilter{VolumeMin: in.VolumeMin.Ptr(), VolumeMax: in.VolumeMax.Ptr(),
 		ChangeMin: in.ChangeMin.Ptr(), ChangeMax: in.ChangeMax.Ptr()}
@@ -207,7 +207,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 	// Filtered bodies are not cached: their tag covers the body and the
 	// unknown symbols, computed for this request.
 	unknown := found.unknown()
-	out := s.respond(&in.ConditionalParams, readcache.NewBodyTagged(body, snap.newest, body, []byte(unknown)), freshTickers)
+	out := s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(body, snap.newest, body, []byte(unknown)), freshTickers)
 	out.Unknown = unknown
 	return out, nil
 }
@@ -338,7 +338,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(&in.ConditionalParams, body, freshCandles), nil
+	return s.respond(ctx, &in.ConditionalParams, body, freshCandles), nil
 }
 
 func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {

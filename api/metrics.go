@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -22,6 +23,7 @@ type metrics struct {
 	// series up by its label values hashes them on every request.
 	counters  sync.Map // opStatus → prometheus.Counter
 	observers sync.Map // operation id → prometheus.Observer
+	fast      [len(fastOpIDs)]fastSeries
 }
 
 type opStatus struct {
@@ -61,16 +63,63 @@ func (s *Server) metricsMiddleware(ctx huma.Context, next func(huma.Context)) {
 	s.metrics.observe(ctx.Operation().OperationID, ctx.Status(), time.Since(start))
 }
 
-func (m *metrics) observe(op string, status int, d time.Duration) {
+// fastSeries are the series of one fast-path operation, each resolved on
+// its first use (as observe's), then read without a map lookup.
+type fastSeries struct {
+	ok, notModified atomic.Pointer[counterRef]
+	duration        atomic.Pointer[observerRef]
+}
+
+type (
+	counterRef  struct{ prometheus.Counter }
+	observerRef struct{ prometheus.Observer }
+)
+
+// observeFast is observe for the fast path's operation op (a 200 or a 304).
+func (m *metrics) observeFast(op fastOp, status int, d time.Duration) {
+	fs := &m.fast[op]
+	var p *atomic.Pointer[counterRef]
+	switch status {
+	case http.StatusOK:
+		p = &fs.ok
+	case http.StatusNotModified:
+		p = &fs.notModified
+	default:
+		m.observe(fastOpIDs[op], status, d)
+		return
+	}
+	c := p.Load()
+	if c == nil {
+		c = &counterRef{m.counter(fastOpIDs[op], status)}
+		p.Store(c)
+	}
+	c.Inc()
+	o := fs.duration.Load()
+	if o == nil {
+		o = &observerRef{m.observer(fastOpIDs[op])}
+		fs.duration.Store(o)
+	}
+	o.Observe(d.Seconds())
+}
+
+func (m *metrics) counter(op string, status int) prometheus.Counter {
 	k := opStatus{op, status}
 	c, ok := m.counters.Load(k)
 	if !ok {
 		c, _ = m.counters.LoadOrStore(k, m.requests.WithLabelValues(op, strconv.Itoa(status)))
 	}
-	c.(prometheus.Counter).Inc()
+	return c.(prometheus.Counter)
+}
+
+func (m *metrics) observer(op string) prometheus.Observer {
 	o, ok := m.observers.Load(op)
 	if !ok {
 		o, _ = m.observers.LoadOrStore(op, m.duration.WithLabelValues(op))
 	}
-	o.(prometheus.Observer).Observe(d.Seconds())
+	return o.(prometheus.Observer)
+}
+
+func (m *metrics) observe(op string, status int, d time.Duration) {
+	m.counter(op, status).Inc()
+	m.observer(op).Observe(d.Seconds())
 }

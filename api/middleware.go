@@ -22,11 +22,14 @@ const requestInfoKey ctxKey = iota
 // requestInfo is shared by the outer HTTP middleware and the huma
 // middlewares of one request (filled in as the request goes through auth):
 // one allocation per request carries the id, the start time and the
-// admitted caller.
+// admitted caller. It is also the request's context (the server's, with
+// itself as the value of requestInfoKey), so no context.WithValue is
+// allocated per request.
 type requestInfo struct {
-	ID       string
-	ClientID string
-	Start    time.Time
+	context.Context // the request's context from net/http
+	ID              string
+	ClientID        string
+	Start           time.Time
 	// caller is set once the gate admitted the request.
 	caller principal
 	// rec wraps the response writer, and the arrays back the values of the
@@ -47,11 +50,38 @@ type requestInfo struct {
 	gateErr error
 }
 
+// Value is the request's requestInfo for requestInfoKey, else the parent's value.
+func (ri *requestInfo) Value(k any) any {
+	if k, ok := k.(ctxKey); ok && k == requestInfoKey {
+		return ri
+	}
+	return ri.Context.Value(k)
+}
+
 func infoFrom(ctx context.Context) *requestInfo {
+	if ri, ok := ctx.(*requestInfo); ok {
+		return ri
+	}
 	if ri, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
 		return ri
 	}
 	return &requestInfo{}
+}
+
+// now is the time of the request of ctx: the arrival the request
+// middleware read, when the server runs on the real clock (one clock read
+// serves the gate, the operation and the metrics), else the configured
+// clock's reading.
+func (s *Server) now(ctx context.Context) time.Time {
+	if s.realClock {
+		if ri, ok := ctx.(*requestInfo); ok {
+			return ri.Start
+		}
+		if ri, ok := ctx.Value(requestInfoKey).(*requestInfo); ok && !ri.Start.IsZero() {
+			return ri.Start
+		}
+	}
+	return s.cfg.Now()
 }
 
 // newRequestID is 16 hex digits from the runtime's per-thread ChaCha8
@@ -99,7 +129,7 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 		if len(id) == 0 || len(id) > 64 || !printableASCII(id) {
 			id = newRequestID()
 		}
-		ri := &requestInfo{ID: id, Start: start}
+		ri := &requestInfo{Context: r.Context(), ID: id, Start: start}
 		ri.idHeader[0] = id
 		w.Header()["X-Request-Id"] = ri.idHeader[:] // canonical already: no Set
 		rec := &ri.rec
@@ -120,11 +150,10 @@ func (s *Server) requestMiddleware(next http.Handler) http.Handler {
 					slog.Duration("duration", time.Since(start)))
 			}
 		}()
-		ctx := context.WithValue(r.Context(), requestInfoKey, ri)
-		if s.fast != nil && s.serveFast(ctx, rec, r, ri) {
+		if s.fast != nil && s.serveFast(ri, rec, r, ri) {
 			return
 		}
-		next.ServeHTTP(rec, r.WithContext(ctx))
+		next.ServeHTTP(rec, r.WithContext(ri))
 	})
 }
 

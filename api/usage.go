@@ -49,17 +49,26 @@ func (s *Server) registerUsage() {
 }
 
 func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
+	body, err := s.usageBody(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
+}
+
+// usageBody is the body getUsage answers (the fast path writes it as is).
+func (s *Server) usageBody(ctx context.Context) ([]byte, error) {
 	p := principalFrom(ctx)
 	// A sandbox key never counts: it shows the client's live count.
 	used, err := s.usedThisMonth(ctx, p)
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	body, err := s.usage.body(p.Client, used, s.cfg.Now())
+	body, err := s.usage.body(p.Client, used, s.now(ctx))
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
+	return body, nil
 }
 
 func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {

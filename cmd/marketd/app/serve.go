@@ -50,6 +50,9 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			up        = obs.NewUp()
 			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schemaProbe(db), postgresDown)}}
 		)
+		if role == "api" {
+			tuneAPIGC(m.Getenv, logger)
+		}
 		if role == "api" || role == "all" {
 			deps, err := newAPIDeps(cfg, db, logger)
 			if err != nil {

@@ -172,7 +172,7 @@ func runFlood(ctx context.Context, o options, out io.Writer) (err error) {
 // child that answers 204 to a well-formed key and 400 otherwise, so a bug in
 // the Lua checksum cannot pass for a flood of unknown keys.
 func checkMintedKeys(ctx context.Context, o options) error {
-	bare, err := startBare(ctx, o, map[string]capturedBody{})
+	bare, err := startBare(ctx, o, map[string]capturedBody{}, false)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@
 // each target gets one whole core, and the generator's own CPU is taken
 // from neither. Postgres and Redis are not pinned.
 //
+// -bare-headers adds a second baseline, measured in every run: the bare
+// handler replaying the api's whole captured answer (every header but Date
+// and Content-Length, which net/http writes itself), so that both sides
+// put the same bytes on the wire; the table gives the api's ratio to both.
+//
 // -conditional adds a measurement of the api answering 304: the same request
 // with If-None-Match set to the ETag it captured (paths with an ETag only).
 //
@@ -33,6 +38,7 @@
 //	go run ./e2e/cmd/loadtest -api-bin /tmp/marketd-before     # the same measurement of another build
 //	go run ./e2e/cmd/loadtest -paths usage -cpuprofile api.pprof
 //	go run ./e2e/cmd/loadtest -conditional -paths screener,ohlcv,report,list   # 304 vs 200
+//	go run ./e2e/cmd/loadtest -bare-headers -before-bin /tmp/marketd-main     # both baselines, before/after
 //	go run ./e2e/cmd/loadtest -flood
 package main
 
@@ -81,6 +87,7 @@ type options struct {
 	floodConns  int
 	payConns    int
 	conditional bool
+	bareHeaders bool
 }
 
 func main() {
@@ -107,6 +114,7 @@ func main() {
 	flag.IntVar(&o.floodConns, "flood-conns", 32, "-flood: attacker connections")
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
 	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
+	flag.BoolVar(&o.bareHeaders, "bare-headers", false, "also measure, in every run, a second bare server replaying the api's whole captured answer (every header but Date and Content-Length, which net/http writes), and report the api's ratio to both baselines")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")
@@ -180,11 +188,18 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			}
 		}
 	}
-	bare, err := startBare(ctx, o, bodies)
+	bare, err := startBare(ctx, o, bodies, false)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, bare.stop()) }()
+	var bareFull *server
+	if o.bareHeaders {
+		if bareFull, err = startBare(ctx, o, bodies, true); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, bareFull.stop()) }()
+	}
 
 	printHeader(out, o, env, bodies)
 	var rows []row
@@ -196,6 +211,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 				return err
 			}
 			rw := row{path: p, run: r, bare: b}
+			if bareFull != nil {
+				bf, err := measure(ctx, o, bareFull, p, env.key)
+				if err != nil {
+					return err
+				}
+				rw.bareHeaders = &bf
+			}
 			if before != nil {
 				bf, err := measure(ctx, o, before, p, env.key)
 				if err != nil {

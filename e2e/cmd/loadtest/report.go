@@ -26,6 +26,8 @@ type row struct {
 	before    *wrkResult // -before-bin, when given
 	// notModified is the api answering 304 (-conditional).
 	notModified *wrkResult
+	// bareHeaders is the bare server replaying the api's headers too (-bare-headers).
+	bareHeaders *wrkResult
 }
 
 func (r row) ratio() float64 {
@@ -58,9 +60,13 @@ func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]captur
 	}
 	fmt.Fprintf(out, "- generator: %s -t1 -c%d, %s warm-up + %s measured per target, keep-alive, one request in flight per connection\n",
 		wrkVersion(o), o.conns, o.warmup, o.duration)
-	fmt.Fprintf(out, "- bare: net/http handler writing the captured body with the same Content-Type; bodies:")
+	fmt.Fprintf(out, "- bare: net/http handler writing the captured body with the same Content-Type")
+	if o.bareHeaders {
+		fmt.Fprintf(out, "; bare-headers (-bare-headers): the same, sending every header of the api's captured answer instead (all but Date and Content-Length, which net/http writes)")
+	}
+	fmt.Fprintf(out, "; bodies:")
 	for _, p := range o.paths {
-		fmt.Fprintf(out, " %s %d B;", strings.TrimPrefix(p, basePath), len(bodies[p].Body))
+		fmt.Fprintf(out, " %s %d B and %d headers;", strings.TrimPrefix(p, basePath), len(bodies[p].Body), len(bodies[p].Header))
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out)
@@ -73,6 +79,9 @@ func printTable(out io.Writer, o options, rows []row) error {
 	if o.conditional {
 		printConditional(out, rows)
 	}
+	if o.bareHeaders {
+		printBaselines(out, o, rows)
+	}
 	fmt.Fprintln(out, "| path | run | bare req/s | api req/s | ratio | bare p99 | api p50 | api p99 | api p99.9 | non-2xx / socket errors | wrk cpu bare/api | server cores bare/api | server µs/req bare/api (ratio) |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var errs []error
@@ -81,6 +90,10 @@ func printTable(out io.Writer, o options, rows []row) error {
 		if r.notModified != nil && !r.notModified.valid() {
 			errs = append(errs, fmt.Errorf("%s run %d: api 304 run had %d errors / %d socket errors: the run is invalid",
 				r.path, r.run, r.notModified.Status, r.notModified.socketErrors()))
+		}
+		if r.bareHeaders != nil && !r.bareHeaders.valid() {
+			errs = append(errs, fmt.Errorf("%s run %d: the bare server with the api's headers had %d non-2xx / %d socket errors: the run is invalid",
+				r.path, r.run, r.bareHeaders.Status, r.bareHeaders.socketErrors()))
 		}
 		if !r.bare.valid() || !r.api.valid() {
 			bad = " **INVALID**"
@@ -135,6 +148,44 @@ func printPairs(out io.Writer, rows []row) {
 			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(b.rps()), b.rps()/max(r.bare.rps(), 1),
 			thousands(r.api.rps()), r.ratio(), us(b.P99), us(r.api.P99), b.Status+b.socketErrors(), r.api.Status+r.api.socketErrors(),
 			micros(r.bare.serverPerReq), micros(b.serverPerReq), micros(r.api.serverPerReq))
+	}
+	fmt.Fprintln(out)
+}
+
+// printBaselines is the table of -bare-headers: the api against both
+// baselines, the bare handler sending the body with its Content-Type and
+// the one replaying the api's whole answer (every header).
+func printBaselines(out io.Writer, o options, rows []row) {
+	fmt.Fprintln(out, "| path | run | bare req/s (Content-Type only) | bare req/s (api's headers) | api req/s | ratio to bare | ratio to bare with headers | api p99 | non-2xx / socket errors bare-headers | server µs/req bare / bare-headers / api |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		h := *r.bareHeaders
+		fmt.Fprintf(out, "| `%s` | %d | %s | %s | %s | %.2f | **%.2f** | %s | %d / %d | %.1f / %.1f / %.1f |\n",
+			strings.TrimPrefix(r.path, basePath), r.run, thousands(r.bare.rps()), thousands(h.rps()), thousands(r.api.rps()),
+			r.ratio(), r.api.rps()/max(h.rps(), 1), us(r.api.P99), h.Status, h.socketErrors(),
+			micros(r.bare.serverPerReq), micros(h.serverPerReq), micros(r.api.serverPerReq))
+	}
+	fmt.Fprintln(out)
+	for _, p := range o.paths {
+		var a, b, c []float64
+		for _, r := range rows {
+			if r.path == p {
+				a = append(a, r.ratio())
+				b = append(b, r.api.rps()/max(r.bareHeaders.rps(), 1))
+				if r.api.serverPerReq > 0 {
+					c = append(c, float64(r.bareHeaders.serverPerReq)/float64(r.api.serverPerReq))
+				}
+			}
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		slices.Sort(c)
+		mc := 0.0
+		if len(c) > 0 {
+			mc = c[len(c)/2]
+		}
+		fmt.Fprintf(out, "- `%s`: median ratio to the bare handler **%.2f**, to the bare handler with the api's headers **%.2f** (goal ≥ %.2f: %s); median CPU-per-request ratio to the latter %.2f\n",
+			strings.TrimPrefix(p, basePath), a[len(a)/2], b[len(b)/2], goalRatio, verdict(b[len(b)/2] >= goalRatio), mc)
 	}
 	fmt.Fprintln(out)
 }

@@ -90,10 +90,15 @@ type capturedBody struct {
 	ContentType string `json:"content_type"`
 	Body        []byte `json:"body"`
 	ETag        string `json:"etag"` // the api's; the bare server does not send it
+	// Header is every header of the api's answer but those net/http writes
+	// itself (Date, Content-Length): what the bare server replays with
+	// -bare-headers.
+	Header http.Header `json:"header"`
 }
 
-// startBare starts the bare handler serving bodies (by request URI).
-func startBare(ctx context.Context, o options, bodies map[string]capturedBody) (*server, error) {
+// startBare starts the bare handler serving bodies (by request URI); with
+// replay it sends the api's whole header set, not only its Content-Type.
+func startBare(ctx context.Context, o options, bodies map[string]capturedBody, replay bool) (*server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -113,10 +118,15 @@ func startBare(ctx context.Context, o options, bodies map[string]capturedBody) (
 		return nil, err
 	}
 	argv := []string{self, "child-bare", "-addr", addr, "-bodies", f.Name()}
-	if o.cpuProfile != "" {
-		argv = append(argv, "-cpuprofile", o.cpuProfile+".bare")
+	name := "bare"
+	if replay {
+		argv = append(argv, "-replay-headers")
+		name = "bare-headers"
 	}
-	s, err := startChild(ctx, "bare", pinned(o, serverCore(), argv...), os.Environ(), "http://"+addr)
+	if o.cpuProfile != "" {
+		argv = append(argv, "-cpuprofile", o.cpuProfile+"."+name)
+	}
+	s, err := startChild(ctx, name, pinned(o, serverCore(), argv...), os.Environ(), "http://"+addr)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +242,10 @@ func capture(ctx context.Context, url, key string) (capturedBody, error) {
 		return capturedBody{}, fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows, 1h candles and crypto swing analytics only)",
 			req.URL.RequestURI(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body, ETag: resp.Header.Get("ETag")}, nil
+	h := resp.Header.Clone()
+	h.Del("Date")
+	h.Del("Content-Length")
+	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body, ETag: resp.Header.Get("ETag"), Header: h}, nil
 }
 
 // checkNotModified makes sure the api answers url with 304 to etag (-conditional).
@@ -261,6 +274,7 @@ func child(mode string, args []string) int {
 	addr := fs.String("addr", "127.0.0.1:0", "child-bare: listen address")
 	bodiesFile := fs.String("bodies", "", "child-bare: the captured bodies (JSON)")
 	cpuProfile := fs.String("cpuprofile", "", "CPU profile of the whole run")
+	replay := fs.Bool("replay-headers", false, "child-bare: send the api's whole captured header set, not only its Content-Type")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -282,14 +296,17 @@ func child(mode string, args []string) int {
 		m := &app.Main{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr}
 		return m.Run(ctx, []string{"api"})
 	case "child-bare":
-		return serveBare(ctx, *addr, *bodiesFile)
+		return serveBare(ctx, *addr, *bodiesFile, *replay)
 	}
 	fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 	return 2
 }
 
-// serveBare is the baseline: net/http writing the captured bytes.
-func serveBare(ctx context.Context, addr, bodiesFile string) int {
+// serveBare is the baseline: net/http writing the captured bytes (with
+// replay, the captured headers too: every response header of the api's
+// answer, so the bytes on the wire are the api's but for Date and the
+// values that change per request).
+func serveBare(ctx context.Context, addr, bodiesFile string, replay bool) int {
 	b, err := os.ReadFile(bodiesFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -314,7 +331,14 @@ func serveBare(ctx context.Context, addr, bodiesFile string) int {
 			w.WriteHeader(http.StatusNoContent) // /ready, and anything not captured
 			return
 		}
-		w.Header().Set("Content-Type", c.ContentType)
+		if replay {
+			h := w.Header()
+			for k, v := range c.Header {
+				h[k] = v
+			}
+		} else {
+			w.Header().Set("Content-Type", c.ContentType)
+		}
 		_, _ = w.Write(c.Body)
 	})}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
