@@ -29,11 +29,14 @@ type ConditionalParams struct {
 // dataOutput is a data GET's answer: an encoded body with its validators
 // and how long a client may keep it.
 type dataOutput struct {
-	Status       int
-	ContentType  string `header:"Content-Type"`
-	ETag         string `header:"ETag" doc:"Strong entity tag of the body; send it back in If-None-Match" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
-	LastModified string `header:"Last-Modified" doc:"When the data last changed (HTTP-date); send it back in If-Modified-Since" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
-	CacheControl string `header:"Cache-Control" doc:"private, max-age=<seconds until the data's next scheduled refresh>" example:"private, max-age=42"`
+	Status      int
+	ContentType string `header:"Content-Type"`
+	// ContentLength is sent on a 200: the body is written whole, so the
+	// client knows its size up front (no chunked framing).
+	ContentLength string `header:"Content-Length"`
+	ETag          string `header:"ETag" doc:"Strong entity tag of the body; send it back in If-None-Match" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
+	LastModified  string `header:"Last-Modified" doc:"When the data last changed (HTTP-date); send it back in If-Modified-Since" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
+	CacheControl  string `header:"Cache-Control" doc:"private, max-age=<seconds until the data's next scheduled refresh>" example:"private, max-age=42"`
 	// Unknown lists the requested symbols that are not in the answer
 	// (screener and analytics list with symbols=).
 	Unknown string `header:"X-Unknown-Symbols" doc:"With symbols=: the requested symbols that are not in this market (screener: not instruments of the combination; list: not scored), comma-separated; absent when every one was found" example:"FOO_USDT,BAR_USDT"`
@@ -150,6 +153,10 @@ func (s *Server) respond(ctx context.Context, cond *ConditionalParams, b readcac
 	out.ContentType = jsonContentType
 	out.LastModified = b.LastModified
 	out.Body = b.Bytes
+	out.ContentLength = b.Length
+	if out.ContentLength == "" {
+		out.ContentLength = strconv.Itoa(len(b.Bytes))
+	}
 	return out
 }
 

@@ -144,9 +144,9 @@ var (
 // writeData writes a dataOutput as huma does (a header per non-empty
 // field, under its canonical name, the status, the body) and returns the
 // status. vals backs the header values (one allocation for all).
-func writeData(w http.ResponseWriter, d *dataOutput, vals *[4]string) int {
+func writeData(w http.ResponseWriter, d *dataOutput, vals *[5]string) int {
 	h := w.Header()
-	*vals = [4]string{d.ETag, d.LastModified, d.CacheControl, d.Unknown}
+	*vals = [5]string{d.ETag, d.LastModified, d.CacheControl, d.Unknown, d.ContentLength}
 	v := vals[:]
 	if d.ContentType != "" {
 		h["Content-Type"] = jsonContentTypeValue
@@ -162,6 +162,9 @@ func writeData(w http.ResponseWriter, d *dataOutput, vals *[4]string) int {
 	}
 	if d.Unknown != "" {
 		h["X-Unknown-Symbols"] = v[3:4:4]
+	}
+	if d.ContentLength != "" {
+		h["Content-Length"] = v[4:5:5]
 	}
 	w.WriteHeader(d.Status)
 	_, _ = w.Write(d.Body)

@@ -41,7 +41,7 @@ type requestInfo struct {
 	// fastBudget the fast path's (the same deadline, a context of its own).
 	budget      budgetCtx
 	fastBudget  budgetCtx
-	dataHeaders [4]string // the fast path's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols
+	dataHeaders [5]string // the fast path's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols, Content-Length
 	// gated is set when the fast path (fastpath.go) asked the gate and then
 	// handed the request to huma: authMiddleware uses gateOut and gateErr
 	// instead of asking again (a request is admitted and counted once).
