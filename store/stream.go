@@ -30,6 +30,11 @@ const streamEventColumns = `s.id, s.xid::text::bigint, s.kind, s.market, s.excha
 	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at)`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
+	return scanStreamEventAnd(row)
+}
+
+// scanStreamEventAnd scans an event's columns and then extra ones.
+func scanStreamEventAnd(row pgx.CollectableRow, extra ...any) (domain.StreamEvent, error) {
 	var (
 		ev                            domain.StreamEvent
 		market                        string
@@ -38,8 +43,8 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 		symbol, oldV, newV            *string
 		eat                           *time.Time
 	)
-	if err := row.Scan(&ev.ID, &ev.Pos.XID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
-		&eid, &symbol, &oldV, &newV, &score, &eat); err != nil {
+	if err := row.Scan(append([]any{&ev.ID, &ev.Pos.XID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
+		&eid, &symbol, &oldV, &newV, &score, &eat}, extra...)...); err != nil {
 		return ev, err
 	}
 	ev.Pos.ID = ev.ID
@@ -91,6 +96,41 @@ func (db *DB) StreamEvents(ctx context.Context, after domain.StreamPos, limit in
 	}
 	out, err := pgx.CollectRows(rows, scanStreamEvent)
 	return out, translate(err, "stream events")
+}
+
+// StreamEventsHeld is StreamEvents, and whether, in the same snapshot,
+// committed events after the position are held back: their transaction is
+// newer than one still running, so they become readable when that one
+// ends (the hub then reads again shortly instead of at its safety poll).
+func (db *DB) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, bool, error) {
+	// One row at least: the events (none: one row of NULLs, id 0) with the
+	// flag beside each. Every part of one statement shares its snapshot.
+	rows, err := db.Pool.Query(ctx, `WITH x AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
+		ev AS (SELECT s.id, s.xid, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id, s.at,
+				e.id AS eid, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at AS eat
+			FROM stream_events s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
+			WHERE s.xid < (SELECT xmin FROM x) AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
+			ORDER BY s.xid, s.id LIMIT $3)
+		SELECT coalesce(s.id, 0), coalesce(s.xid::text::bigint, 0), coalesce(s.kind, ''), coalesce(s.market, ''),
+			s.exchange, s.instrument, s.sandbox_client_id::text, coalesce(s.at, 'epoch'),
+			s.eid, s.symbol, s.old_verdict, s.new_verdict, s.overall_score, s.eat, h.held
+		FROM ev s RIGHT JOIN (SELECT EXISTS (SELECT 1 FROM stream_events h
+			WHERE h.xid >= (SELECT xmin FROM x) AND (h.xid, h.id) > ($1::bigint::text::xid8, $2)) AS held) h ON true
+		ORDER BY s.xid, s.id`, after.XID, after.ID, limit)
+	if err != nil {
+		return nil, false, translate(err, "stream events")
+	}
+	var held bool
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.StreamEvent, error) {
+		return scanStreamEventAnd(row, &held)
+	})
+	if err != nil {
+		return nil, false, translate(err, "stream events")
+	}
+	if len(out) == 1 && out[0].ID == 0 {
+		out = out[:0]
+	}
+	return out, held, nil
 }
 
 // StreamPosOf is the position of the event with the given wire id; false

@@ -38,6 +38,11 @@ func TestStreamEventsWaitForALateCommitInsteadOfSkippingIt(t *testing.T) {
 	if p, err := db.LastStreamPos(ctx); err != nil || p != (domain.StreamPos{}) {
 		t.Fatalf("last position %+v (%v) while an earlier writer is open", p, err)
 	}
+	// LATER is committed but held back: the hub is told so, and reads
+	// again until it is readable.
+	if events, held, err := db.StreamEventsHeld(ctx, domain.StreamPos{}, 10); err != nil || len(events) != 0 || !held {
+		t.Fatalf("while an earlier writer is open: %+v held %v (%v), want nothing, held", events, held, err)
+	}
 	if err := early.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +54,13 @@ func TestStreamEventsWaitForALateCommitInsteadOfSkippingIt(t *testing.T) {
 	}
 	if rest, err := db.StreamEvents(ctx, events[1].Pos, 10); err != nil || len(rest) != 0 {
 		t.Fatalf("after the last: %+v (%v)", rest, err)
+	}
+	if got, held, err := db.StreamEventsHeld(ctx, domain.StreamPos{}, 10); err != nil || held || len(got) != 2 || got[0].Pos != events[0].Pos || got[1].Pos != events[1].Pos ||
+		got[1].Verdict == nil || got[1].Verdict.Symbol != "LATER" {
+		t.Fatalf("with the flag: %+v held %v (%v), want %+v, not held", got, held, err, events)
+	}
+	if rest, held, err := db.StreamEventsHeld(ctx, events[1].Pos, 10); err != nil || held || len(rest) != 0 {
+		t.Fatalf("with the flag, after the last: %+v held %v (%v)", rest, held, err)
 	}
 	if p, ok, err := db.StreamPosOf(ctx, events[1].ID); err != nil || !ok || p != events[1].Pos {
 		t.Fatalf("position of id %d: %+v %v %v", events[1].ID, p, ok, err)

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -37,6 +38,15 @@ type Listener interface {
 	ListenStream(ctx context.Context, wake func()) error
 }
 
+// HoldSource is a Source that also says, in the same snapshot, whether
+// committed events after the position are held back (their transaction is
+// newer than one still running: they become readable when it ends). The
+// hub then reads again shortly, with a backoff, instead of waiting for its
+// safety poll. store.DB is one.
+type HoldSource interface {
+	StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) (events []domain.StreamEvent, held bool, err error)
+}
+
 // Event is one event with its wire form (the SSE data line), rendered once
 // per replica.
 type Event struct {
@@ -48,8 +58,19 @@ type Event struct {
 // ones after it) for the next poll.
 type Renderer func(ctx context.Context, e domain.StreamEvent) ([]byte, error)
 
-// DefaultPoll is how often a hub reads new events when no wake-up came.
-const DefaultPoll = 250 * time.Millisecond
+// DefaultPoll is how often a hub with subscribers reads the log when no
+// wake-up came: a safety net only. Commits wake the hub (Postgres NOTIFY,
+// Redis wake-ups), and events a wake-up found held back are read again
+// after HeldRetry, doubling up to HeldRetryMax, until they are readable.
+// A hub without subscribers reads nothing at all.
+const DefaultPoll = 5 * time.Second
+
+// HeldRetry and HeldRetryMax bound the backoff of the reads that wait for
+// held-back events (see HoldSource).
+const (
+	HeldRetry    = 20 * time.Millisecond
+	HeldRetryMax = time.Second
+)
 
 // pageSize bounds one read of the log.
 const pageSize = 500
@@ -58,7 +79,8 @@ const pageSize = 500
 type HubConfig struct {
 	Source Source
 	Render Renderer
-	// Poll is the polling period (DefaultPoll when 0).
+	// Poll is the safety poll's period while the hub has subscribers
+	// (DefaultPoll when 0).
 	Poll time.Duration
 	// Buffer is how many events a subscriber may fall behind (1024 when 0:
 	// more than a page of the log, so a burst alone drops no one).
@@ -66,14 +88,22 @@ type HubConfig struct {
 	Logger *slog.Logger
 }
 
-// Hub fans the log out to the subscriptions of one replica.
+// Hub fans the log out to the subscriptions of one replica. It reads the
+// log only while it has subscribers: the first subscription after an idle
+// spell (or the first at all) finds where the log ends (catching up, as
+// the hub did at start before), and the last one to leave stops the reads.
 type Hub struct {
-	cfg   HubConfig
-	wake  chan struct{}
-	ready chan struct{}
+	cfg     HubConfig
+	wake    chan struct{}
+	running chan struct{}
+
+	// reads counts the hub's queries of the log, turns its loop's rounds
+	// (tests).
+	reads, turns atomic.Int64
 
 	mu      sync.Mutex
 	last    domain.StreamPos
+	live    bool // last is current: set by the first subscriber, cleared with the last
 	stopped bool
 	subs    map[*Subscription]struct{}
 }
@@ -89,7 +119,7 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{cfg: cfg, wake: make(chan struct{}, 1), ready: make(chan struct{}), subs: make(map[*Subscription]struct{})}
+	return &Hub{cfg: cfg, wake: make(chan struct{}, 1), running: make(chan struct{}), subs: make(map[*Subscription]struct{})}
 }
 
 func (h *Hub) poke() {
@@ -134,23 +164,50 @@ func (s *Subscription) Close() {
 }
 
 // Subscribe starts a feed of the live events match accepts. It waits for
-// the hub's first read of the log.
+// the hub to run. The first subscription of an idle hub finds where the
+// log ends (one query; an error when Postgres does not answer).
 func (h *Hub) Subscribe(ctx context.Context, match func(domain.StreamEvent) bool) (*Subscription, error) {
 	select {
-	case <-h.ready:
+	case <-h.running:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	h.mu.Lock()
+	live, stopped := h.live, h.stopped
+	h.mu.Unlock()
+	if stopped {
+		return nil, ErrStopped
+	}
+	var end domain.StreamPos
+	if !live {
+		h.reads.Add(1)
+		p, err := h.cfg.Source.LastStreamPos(ctx)
+		if err != nil {
+			return nil, err
+		}
+		end = p
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return nil, ErrStopped
 	}
+	if !h.live {
+		// Idle until now: nothing read since the last subscriber left. The
+		// events up to the log's end are replay material; the reads go on
+		// from there.
+		if end.After(h.last) {
+			h.last = end
+		}
+		h.live = true
+		h.poke()
+	}
 	ch := make(chan Event, h.cfg.Buffer)
 	s := &Subscription{C: ch, Start: h.last, ch: ch, match: match, hub: h}
 	h.subs[s] = struct{}{}
 	return s, nil
 }
+
 
 // Subscribers is how many subscriptions are open, for metrics.
 func (h *Hub) Subscribers() int {
@@ -166,9 +223,16 @@ func (h *Hub) dropLocked(s *Subscription) {
 	s.closed = true
 	delete(h.subs, s)
 	close(s.ch)
+	if len(h.subs) == 0 {
+		h.live = false // no one to read for: the hub stops reading
+	}
 }
 
-// Run reads the log until ctx ends, then closes every subscription.
+// Run reads the log until ctx ends, then closes every subscription. It
+// reads only while there are subscribers: on a wake-up (a commit's
+// notification), every Poll as a safety net, and,
+// while committed events are held back behind an older transaction, again
+// after a short backoff until they are readable.
 func (h *Hub) Run(ctx context.Context) error {
 	defer func() {
 		h.mu.Lock()
@@ -178,50 +242,56 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 	}()
-	if err := h.start(ctx); err != nil {
-		return nil // ctx ended
-	}
 	if l, ok := h.cfg.Source.(Listener); ok {
 		go h.listenSource(ctx, l)
 	}
-	ticker := time.NewTicker(h.cfg.Poll)
-	defer ticker.Stop()
+	close(h.running)
+	timer := time.NewTimer(h.cfg.Poll)
+	defer timer.Stop()
 	failing := false
+	retry := time.Duration(0) // the held-back backoff; 0 when nothing is held
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-timer.C:
 		case <-h.wake:
 		}
-		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
+		h.mu.Lock()
+		live := h.live
+		h.mu.Unlock()
+		if !live {
+			// No subscribers: no reads, no timer. A subscription pokes.
+			retry = 0
+			h.turns.Add(1)
+			continue
+		}
+		held, err := h.poll(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			if !failing {
 				h.cfg.Logger.Warn("stream: reading the event log failed; streams wait", "err", err)
 				failing = true
 			}
-		} else if failing {
+		case err == nil && failing:
 			h.cfg.Logger.Info("stream: reading the event log again")
 			failing = false
 		}
-	}
-}
-
-// start finds where the log ends, retrying until Postgres answers.
-func (h *Hub) start(ctx context.Context) error {
-	for {
-		last, err := h.cfg.Source.LastStreamPos(ctx)
-		if err == nil {
-			h.mu.Lock()
-			h.last = last
-			h.mu.Unlock()
-			close(h.ready)
-			return nil
+		next := h.cfg.Poll
+		if held && err == nil {
+			retry = min(max(retry*2, HeldRetry), HeldRetryMax)
+			next = min(retry, h.cfg.Poll)
+		} else {
+			retry = 0
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(h.cfg.Poll * 4):
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
+		timer.Reset(next)
+		h.turns.Add(1)
 	}
 }
 
@@ -233,18 +303,31 @@ func (h *Hub) listenSource(ctx context.Context, l Listener) {
 	_ = l.ListenStream(ctx, h.poke)
 }
 
-// poll reads and fans out every event after the hub's position.
-func (h *Hub) poll(ctx context.Context) error {
+// read is one query of the log: the events after a position and whether
+// committed events after them are held back (false when the source cannot
+// tell: the safety poll then takes them).
+func (h *Hub) read(ctx context.Context, after domain.StreamPos) ([]domain.StreamEvent, bool, error) {
+	h.reads.Add(1)
+	if hs, ok := h.cfg.Source.(HoldSource); ok {
+		return hs.StreamEventsHeld(ctx, after, pageSize)
+	}
+	events, err := h.cfg.Source.StreamEvents(ctx, after, pageSize)
+	return events, false, err
+}
+
+// poll reads and fans out every event after the hub's position; held
+// reports events held back behind an older transaction.
+func (h *Hub) poll(ctx context.Context) (held bool, err error) {
 	for {
 		h.mu.Lock()
 		after := h.last
 		h.mu.Unlock()
-		events, err := h.cfg.Source.StreamEvents(ctx, after, pageSize)
+		events, held, err := h.read(ctx, after)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(events) == 0 {
-			return nil
+			return held, nil
 		}
 		out := make([]Event, 0, len(events))
 		for _, e := range events {
@@ -252,7 +335,7 @@ func (h *Hub) poll(ctx context.Context) error {
 			if h.wanted(e) { // no one to send it to: no rendering (a screener read)
 				if data, err = h.cfg.Render(ctx, e); err != nil {
 					h.publish(out)
-					return err
+					return false, err
 				}
 			}
 			out = append(out, Event{StreamEvent: e, Data: data})
@@ -261,7 +344,7 @@ func (h *Hub) poll(ctx context.Context) error {
 			continue // a new subscriber wants an event left unrendered
 		}
 		if len(events) < pageSize {
-			return nil
+			return held, nil
 		}
 	}
 }
@@ -288,6 +371,9 @@ func (h *Hub) publish(events []Event) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range events {
+		if !e.Pos.After(h.last) {
+			continue // read before a first subscriber moved the position past it
+		}
 		if e.Data == nil {
 			for s := range h.subs {
 				if s.match(e.StreamEvent) {

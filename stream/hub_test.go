@@ -151,3 +151,151 @@ func TestHubRendersOnlyWhatSomeoneWants(t *testing.T) {
 		}
 	}
 }
+
+// heldLog is a memLog whose newest events can be held back, as Postgres
+// holds back rows of a transaction newer than one still running.
+type heldLog struct {
+	memLog
+	held int // how many of the newest events are held back
+}
+
+func (l *heldLog) hold(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = n
+}
+
+func (l *heldLog) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	readable := l.events[:len(l.events)-l.held]
+	out := readable[min(int(after.ID), len(readable)):]
+	return append([]domain.StreamEvent(nil), out[:min(limit, len(out))]...), l.held > 0, nil
+}
+
+func (l *heldLog) LastStreamPos(context.Context) (domain.StreamPos, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := int64(len(l.events) - l.held)
+	return domain.StreamPos{XID: n, ID: n}, nil
+}
+
+func runHub(t *testing.T, cfg stream.HubConfig) *stream.Hub {
+	t.Helper()
+	if cfg.Render == nil {
+		cfg.Render = func(context.Context, domain.StreamEvent) ([]byte, error) { return []byte("x"), nil }
+	}
+	hub := stream.NewHub(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return hub
+}
+
+// waitTurns wakes the hub and waits until its loop has gone round for it.
+func waitTurns(t *testing.T, hub *stream.Hub, n int) {
+	t.Helper()
+	for range n {
+		before := hub.Turns()
+		hub.Wake()
+		deadline := time.Now().Add(10 * time.Second)
+		for hub.Turns() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the hub's loop did not turn on a wake-up")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func next(t *testing.T, sub *stream.Subscription) stream.Event {
+	t.Helper()
+	select {
+	case e, ok := <-sub.C:
+		if !ok {
+			t.Fatal("subscription closed")
+		}
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	panic("unreachable")
+}
+
+// A hub without subscribers reads nothing, whatever wakes it; the first
+// subscriber finds where the log ends (what came meanwhile is replay
+// material, not live), and the hub reads again until the last one leaves.
+func TestHubReadsOnlyWhileItHasSubscribers(t *testing.T) {
+	t.Parallel()
+	log := &memLog{}
+	hub := runHub(t, stream.HubConfig{Source: log, Poll: time.Millisecond})
+	log.add(2)
+	waitTurns(t, hub, 5)
+	if n := hub.Reads(); n != 0 {
+		t.Fatalf("an idle hub read the log %d times", n)
+	}
+	all := func(domain.StreamEvent) bool { return true }
+	sub, err := hub.Subscribe(context.Background(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Start.ID != 2 {
+		t.Fatalf("first subscriber starts at %d, want the log's end 2", sub.Start.ID)
+	}
+	log.add(1)
+	if e := next(t, sub); e.ID != 3 {
+		t.Fatalf("live event %d, want 3", e.ID)
+	}
+	sub.Close()
+	waitTurns(t, hub, 1) // a round that may have begun before the close
+	idle := hub.Reads()
+	log.add(2) // ids 4 and 5, while idle
+	waitTurns(t, hub, 5)
+	if n := hub.Reads(); n != idle {
+		t.Fatalf("the hub read the log %d times after its last subscriber left", n-idle)
+	}
+	again, err := hub.Subscribe(context.Background(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Start.ID != 5 {
+		t.Fatalf("subscriber after an idle spell starts at %d, want 5", again.Start.ID)
+	}
+	log.add(1)
+	if e := next(t, again); e.ID != 6 {
+		t.Fatalf("live event %d after an idle spell, want 6 (4 and 5 are replay material)", e.ID)
+	}
+}
+
+// A wake-up that finds events held back behind an older transaction reads
+// again, with a backoff, until they are readable: they arrive without a
+// second wake-up and long before the safety poll.
+func TestHubRetriesHeldBackEventsUntilReadable(t *testing.T) {
+	t.Parallel()
+	log := &heldLog{}
+	hub := runHub(t, stream.HubConfig{Source: log, Poll: time.Hour})
+	sub, err := hub.Subscribe(context.Background(), func(domain.StreamEvent) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.hold(1)
+	log.add(1)
+	waitTurns(t, hub, 1) // the commit's notification: the event is held back
+	select {
+	case e := <-sub.C:
+		t.Fatalf("a held-back event was delivered: %d", e.ID)
+	default:
+	}
+	log.hold(0) // the older transaction ended; no notification follows
+	if e := next(t, sub); e.ID != 1 {
+		t.Fatalf("event %d, want 1", e.ID)
+	}
+	// Nothing held: the hub goes back to waiting for wake-ups.
+	reads := hub.Reads()
+	log.add(1)
+	waitTurns(t, hub, 1)
+	if e := next(t, sub); e.ID != 2 || hub.Reads() != reads+1 {
+		t.Fatalf("event %d after %d reads, want 2 after one", e.ID, hub.Reads()-reads)
+	}
+}
