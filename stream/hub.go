@@ -208,7 +208,6 @@ func (h *Hub) Subscribe(ctx context.Context, match func(domain.StreamEvent) bool
 	return s, nil
 }
 
-
 // Subscribers is how many subscriptions are open, for metrics.
 func (h *Hub) Subscribers() int {
 	h.mu.Lock()
