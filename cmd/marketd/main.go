@@ -15,6 +15,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	startPprof()
 	m := &app.Main{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr}
 	os.Exit(m.Run(ctx, os.Args[1:]))
 }
