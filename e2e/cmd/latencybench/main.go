@@ -69,6 +69,9 @@ type options struct {
 	skipCPU               bool
 	skipLatency           bool
 	logLevel              string
+	repeat                int
+	pprofDir              string
+	pprofPort             int
 }
 
 func main() {
@@ -87,21 +90,30 @@ func main() {
 	flag.BoolVar(&o.skipCPU, "skip-cpu", false, "skip the CPU window")
 	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip the latency run")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of marketd (its logs are kept in the temp directory)")
+	flag.IntVar(&o.repeat, "repeat", 1, "measure (baseline, this build) this many times, back to back")
+	flag.StringVar(&o.pprofDir, "pprof", "", "a directory: a CPU profile of each CPU window is saved there (marketd's MARKET_PPROF_ADDR; the binaries must serve it)")
+	flag.IntVar(&o.pprofPort, "pprof-port", 19112, "loopback port of marketd's pprof listener (-pprof)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 	var results []*result
-	if o.baseline != "" {
-		r, err := measure(o, "baseline", o.baseline, o.baselineScoreInterval)
+	for i := range max(o.repeat, 1) {
+		suffix := ""
+		if o.repeat > 1 {
+			suffix = fmt.Sprintf(" #%d", i+1)
+		}
+		if o.baseline != "" {
+			r, err := measure(o, "baseline"+suffix, o.baseline, o.baselineScoreInterval)
+			if err != nil {
+				log.Fatalf("baseline: %v", err)
+			}
+			results = append(results, r)
+		}
+		r, err := measure(o, "this build"+suffix, o.bin, o.latencyScoreInterval)
 		if err != nil {
-			log.Fatalf("baseline: %v", err)
+			log.Fatalf("%s: %v", o.bin, err)
 		}
 		results = append(results, r)
 	}
-	r, err := measure(o, "this build", o.bin, o.latencyScoreInterval)
-	if err != nil {
-		log.Fatalf("%s: %v", o.bin, err)
-	}
-	results = append(results, r)
 	report(os.Stdout, o, results)
 }
 
@@ -185,6 +197,9 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
 		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_FEEDS": "synthetic", "MARKET_STATS_INTERVAL": "0",
 		"MARKET_WEBHOOK_ALLOW_PRIVATE": "true", "MARKET_WEBHOOK_CA_FILE": caFile,
+	}
+	if o.pprofDir != "" {
+		e.vars["MARKET_PPROF_ADDR"] = fmt.Sprintf("127.0.0.1:%d", o.pprofPort)
 	}
 	for k, v := range extra {
 		e.vars[k] = v
@@ -308,7 +323,17 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	}
 	t0 := time.Now()
 	log.Printf("CPU window from %s", t0.UTC().Format(time.RFC3339Nano))
+	profiled := make(chan struct{})
+	if o.pprofDir != "" {
+		go func() {
+			defer close(profiled)
+			e.profile(o, r, int(o.cpuWindow.Seconds())-1)
+		}()
+	} else {
+		close(profiled)
+	}
 	time.Sleep(o.cpuWindow)
+	<-profiled
 	c1, err := procCPU(e.proc.Process.Pid)
 	if err != nil {
 		return err
@@ -316,6 +341,30 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	r.cpuPerMinute = (c1 - c0).Seconds() / time.Since(t0).Minutes()
 	log.Printf("CPU %.2f s per minute", r.cpuPerMinute)
 	return nil
+}
+
+// profile saves a CPU profile of the next seconds of marketd in
+// o.pprofDir (named after the run and the time).
+func (e *env) profile(o options, r *result, seconds int) {
+	c := &http.Client{Timeout: time.Duration(seconds+30) * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", o.pprofPort, seconds))
+	if err != nil {
+		log.Printf("pprof: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		log.Printf("pprof: status %d: %v", resp.StatusCode, err)
+		return
+	}
+	name := strings.NewReplacer(" ", "-", "#", "").Replace(r.name) + "-" + time.Now().UTC().Format("150405") + ".pprof"
+	path := filepath.Join(o.pprofDir, name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		log.Printf("pprof: %v", err)
+		return
+	}
+	log.Printf("CPU profile: %s", path)
 }
 
 // procCPU is a process's user + system CPU time so far (/proc/<pid>/stat,
