@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,15 +109,32 @@ func (db *DB) Migrate(ctx context.Context) (applied []int64, err error) {
 	return applied, nil
 }
 
+// latestMigration is the newest migration this binary has.
+var latestMigration struct {
+	once    sync.Once
+	version int64
+	err     error
+}
+
 // SchemaVersion returns the applied version and the version the binary expects.
 func (db *DB) SchemaVersion(ctx context.Context) (current, want int64, err error) {
-	sources, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(db.Pool), migrations.FS)
-	if err != nil {
-		return 0, 0, fmt.Errorf("store: migrator: %w", err)
+	// The binary's newest migration is a constant: found once (parsing
+	// the migrations on every readiness probe, every 2 s, was most of the
+	// probe's CPU).
+	latestMigration.once.Do(func() {
+		sources, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(db.Pool), migrations.FS)
+		if err != nil {
+			latestMigration.err = fmt.Errorf("store: migrator: %w", err)
+			return
+		}
+		for _, s := range sources.ListSources() {
+			latestMigration.version = max(latestMigration.version, s.Version)
+		}
+	})
+	if latestMigration.err != nil {
+		return 0, 0, latestMigration.err
 	}
-	for _, s := range sources.ListSources() {
-		want = max(want, s.Version)
-	}
+	want = latestMigration.version
 	// Read the version table directly: goose's GetDBVersion creates the
 	// table when it is missing, and a read-only readiness probe must not write.
 	var exists bool
