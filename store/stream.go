@@ -107,7 +107,9 @@ func (db *DB) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limi
 	// flag beside each. Every part of one statement shares its snapshot.
 	rows, err := db.Pool.Query(ctx, `WITH x AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
 		ev AS (SELECT s.id, s.xid, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id, s.at,
-				e.id AS eid, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at AS eat
+				coalesce(e.id, s.push_event_id) AS eid, coalesce(e.symbol, s.push_symbol) AS symbol,
+				coalesce(e.old_verdict, s.push_old_verdict) AS old_verdict, coalesce(e.new_verdict, s.push_new_verdict) AS new_verdict,
+				coalesce(e.overall_score, s.push_overall_score) AS overall_score, coalesce(e.at, s.push_at) AS eat
 			FROM stream_events s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
 			WHERE s.xid < (SELECT xmin FROM x) AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
 			ORDER BY s.xid, s.id LIMIT $3)

@@ -205,6 +205,11 @@ func TestSandboxPushGoesIntoTheSandboxsLogForItsClientOnly(t *testing.T) {
 	if all[0].SandboxClientID != "" || all[0].Verdict.Symbol != "SYN1" || all[3].Verdict.Symbol != "SYN2" {
 		t.Fatalf("log %+v", all)
 	}
+	// The hub's read (with the held-back flag) carries the push's event too.
+	held, _, err := sandbox.StreamEventsHeld(ctx, domain.StreamPos{}, 100)
+	if err != nil || len(held) != 4 || held[1].Verdict == nil || *held[1].Verdict != *p.Verdict {
+		t.Fatalf("the hub's read of the sandbox's log: %+v (%v), want the push's event %+v second", held, err, p.Verdict)
+	}
 	// The service's log: the pushes are in its outbox (webhooks), not in
 	// its stream.
 	if events, err := live.StreamEvents(ctx, domain.StreamPos{}, 100); err != nil || len(events) != 0 {
