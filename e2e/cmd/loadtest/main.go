@@ -25,8 +25,8 @@
 // from neither. Postgres and Redis are not pinned.
 //
 // -bare-headers adds a second baseline, measured in every run: the bare
-// handler replaying the api's whole captured answer (every header but Date
-// and Content-Length, which net/http writes itself), so that both sides
+// handler replaying the api's whole captured answer (every header but Date,
+// which net/http writes itself; Content-Length too), so that both sides
 // put the same bytes on the wire; the table gives the api's ratio to both.
 //
 // -conditional adds a measurement of the api answering 304: the same request
@@ -114,7 +114,7 @@ func main() {
 	flag.IntVar(&o.floodConns, "flood-conns", 32, "-flood: attacker connections")
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
 	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
-	flag.BoolVar(&o.bareHeaders, "bare-headers", false, "also measure, in every run, a second bare server replaying the api's whole captured answer (every header but Date and Content-Length, which net/http writes), and report the api's ratio to both baselines")
+	flag.BoolVar(&o.bareHeaders, "bare-headers", false, "also measure, in every run, a second bare server replaying the api's whole captured answer (every header but Date, which net/http writes; Content-Length included), and report the api's ratio to both baselines")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")

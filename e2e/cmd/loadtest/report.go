@@ -62,7 +62,7 @@ func printHeader(out io.Writer, o options, e *benchEnv, bodies map[string]captur
 		wrkVersion(o), o.conns, o.warmup, o.duration)
 	fmt.Fprintf(out, "- bare: net/http handler writing the captured body with the same Content-Type")
 	if o.bareHeaders {
-		fmt.Fprintf(out, "; bare-headers (-bare-headers): the same, sending every header of the api's captured answer instead (all but Date and Content-Length, which net/http writes)")
+		fmt.Fprintf(out, "; bare-headers (-bare-headers): the same, sending every header of the api's captured answer instead (all but Date, which net/http writes; Content-Length included)")
 	}
 	fmt.Fprintf(out, "; bodies:")
 	for _, p := range o.paths {

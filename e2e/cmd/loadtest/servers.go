@@ -90,9 +90,8 @@ type capturedBody struct {
 	ContentType string `json:"content_type"`
 	Body        []byte `json:"body"`
 	ETag        string `json:"etag"` // the api's; the bare server does not send it
-	// Header is every header of the api's answer but those net/http writes
-	// itself (Date, Content-Length): what the bare server replays with
-	// -bare-headers.
+	// Header is every header of the api's answer but Date (which net/http
+	// writes itself): what the bare server replays with -bare-headers.
 	Header http.Header `json:"header"`
 }
 
@@ -243,8 +242,9 @@ func capture(ctx context.Context, url, key string) (capturedBody, error) {
 			req.URL.RequestURI(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	h := resp.Header.Clone()
-	h.Del("Date")
-	h.Del("Content-Length")
+	h.Del("Date") // net/http writes its own
+	// Content-Length stays: the api sets it on every data 200 (net/http
+	// would otherwise chunk a body over 2 KB), so the replay does too.
 	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body, ETag: resp.Header.Get("ETag"), Header: h}, nil
 }
 
