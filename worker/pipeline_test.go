@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -67,13 +68,24 @@ type pipelineFixture struct {
 	feeds  *feeds.Registry
 	scores *countingScores
 	recv   *receiver
+	// lanePoll is the workers' pipeline lane poll (0: the default).
+	lanePoll time.Duration
+
+	mu     sync.Mutex
+	ranNow map[string]int // task ids the workers ran at once (RunNow)
+}
+
+func (f *pipelineFixture) ranNowCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ranNow[id]
 }
 
 func newPipelineFixture(t *testing.T) *pipelineFixture {
 	t.Helper()
 	recv := newReceiver(t, 0, nil)
 	f := &pipelineFixture{webhookFixture: newWebhookFixture(t, recv, true), recv: recv, url: redistest.LeaseDB(t),
-		clk: newAtomicClock(time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC))}
+		ranNow: map[string]int{}, clk: newAtomicClock(time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC))}
 	opts, err := redis.ParseURL(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +107,7 @@ func newPipelineFixture(t *testing.T) *pipelineFixture {
 
 // workerParts are one worker process's pipeline pieces.
 type workerParts struct {
+	w       *worker.Worker
 	in      *worker.Ingester
 	trigger *worker.ScoreTrigger
 	drops   atomic.Int64 // wake-ups the waker dropped
@@ -105,21 +118,26 @@ type workerParts struct {
 // scoring trigger and dispatch wake-up (the events are lost on purpose).
 func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerParts {
 	t.Helper()
-	w, err := worker.New(worker.Config{RedisURL: f.url, Logger: discard()})
+	w, err := worker.New(worker.Config{RedisURL: f.url, Logger: discard(), TaskCheckInterval: f.lanePoll})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &workerParts{}
+	w.OnRunNow(func(id string) {
+		f.mu.Lock()
+		f.ranNow[id]++
+		f.mu.Unlock()
+	})
+	p := &workerParts{w: w}
 	sc := &worker.Scorer{Store: f.scores, Region: "global", Logger: discard(), Now: f.clk.now}
 	sc.Register(w)
 	p.trigger = &worker.ScoreTrigger{Redis: f.rdb, Queue: f.queue, Scorer: sc, Region: "global", Logger: discard(),
-		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }}
+		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }, RunNow: w.RunNow}
 	p.trigger.Register(w)
 	p.in = &worker.Ingester{Store: f.db, Feeds: f.feeds, Now: f.clk.now, Changes: p.trigger}
 	p.in.Register(w)
 	disp := f.dispatcher(f.recv, true)
 	disp.Register(w)
-	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Queue: f.queue, Logger: discard(),
+	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Queue: f.queue, Logger: discard(), RunNow: w.RunNow,
 		Drop: func(int64) bool {
 			if dropWakeups {
 				p.drops.Add(1)
@@ -352,20 +370,89 @@ func TestTwoWorkersOneWakeup(t *testing.T) {
 	if ids := f.deliveredIDs(); len(ids) != 1 || ids[0] != strconv.FormatInt(evs[0].ID, 10) {
 		t.Fatalf("delivered %v, want event %d once", ids, evs[0].ID)
 	}
-	opt, _ := asynq.ParseRedisURI(f.url)
-	ins := asynq.NewInspector(opt)
-	defer ins.Close()
-	done, err := ins.ListCompletedTasks(worker.QueuePipeline)
+	// One wake-up task was enqueued (the other worker's enqueue met its
+	// id), and its worker ran it at once.
+	if n := f.ranNowCount("webhooks:wake:" + strconv.FormatInt(evs[0].ID, 10)); n != 1 {
+		t.Errorf("%d dispatch wake-ups ran for event %d heard by two workers, want 1", n, evs[0].ID)
+	}
+}
+
+// The pipeline's hops do not wait for the lane's poll: with the lane
+// polling once an hour, an ingested candle is scored and its verdict event
+// delivered, each by the task its enqueuer ran at once, and the queued
+// copies are deleted after their success.
+func TestPipelineRunsAtOnceWithoutTheLane(t *testing.T) {
+	t.Parallel()
+	f := newPipelineFixture(t)
+	f.lanePoll = 10 * time.Second // polls at start, then after 5..15 s
+	p := f.startWorker(t, false)
+	ctx := context.Background()
+	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, pipelineSymbols); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the scoring of the ingested assets", func() bool {
+		_, ok := f.report(t, "SOL_USDT")
+		return ok
+	})
+	f.flip(t, "SOL_USDT")
+	f.clk.add(5 * time.Minute)
+	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, []string{"SOL_USDT"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the verdict event delivered", func() bool { return len(f.deliveredIDs()) == 1 })
+	f.quiet(t) // every copy deleted: nothing pending for the lane
+	ran, deleted := p.w.RunNowCounts()
+	if ran < 3 || deleted != ran {
+		t.Fatalf("ran %d tasks at once and deleted %d queued copies; want ≥ 3 (2 scorings, 1 dispatch), all deleted", ran, deleted)
+	}
+}
+
+// A task that fails when run at once leaves its queued copy for the lane
+// (and asynq's retries).
+func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	w, err := worker.New(worker.Config{RedisURL: url, Logger: discard(), TaskCheckInterval: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wakes := 0
-	for _, ti := range done {
-		if ti.ID == "webhooks:wake:"+strconv.FormatInt(evs[0].ID, 10) {
-			wakes++
-		}
+	var calls atomic.Int64
+	w.Handle("test:fail", asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		calls.Add(1)
+		return errors.New("down")
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	queue, err := worker.NewQueueClient(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if wakes != 1 {
-		t.Errorf("%d dispatch wake-up tasks ran for event %d heard by two workers, want 1", wakes, evs[0].ID)
+	defer queue.Close()
+	opt, _ := asynq.ParseRedisURI(url)
+	ins := asynq.NewInspector(opt)
+	defer ins.Close()
+	task := asynq.NewTask("test:fail", nil)
+	var id string
+	// RunNow takes tasks once Run started (before, it leaves them to the
+	// lane: the copies enqueued meanwhile fail on the lane later, harmlessly).
+	eventually(t, 10*time.Second, "RunNow to take a task", func() bool {
+		id = "fail:" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueuePipeline)); err != nil {
+			t.Fatal(err)
+		}
+		return w.RunNow(task, id)
+	})
+	eventually(t, 10*time.Second, "the task's run", func() bool { ran, _ := w.RunNowCounts(); return ran == 1 && calls.Load() > 0 })
+	// The copy is still there: pending, or already taken by the lane (and
+	// failed again there, so retrying).
+	if info, err := ins.GetTaskInfo(worker.QueuePipeline, id); err != nil ||
+		(info.State != asynq.TaskStatePending && info.State != asynq.TaskStateActive && info.State != asynq.TaskStateRetry) {
+		t.Fatalf("the queued copy of a task that failed at once: %+v (%v), want it kept", info, err)
+	}
+	// Give the delete a chance it must not take: the run failed.
+	if _, deleted := w.RunNowCounts(); deleted != 0 {
+		t.Fatalf("deleted %d copies of a failed task", deleted)
 	}
 }

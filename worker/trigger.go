@@ -64,6 +64,10 @@ type ScoreTrigger struct {
 	// Drop, when set, is asked before each wake-up is published; true
 	// drops it (tests prove the safety net with it).
 	Drop func(m domain.Market, style analytics.Style) bool
+	// RunNow, when set (Worker.RunNow), runs each task this trigger
+	// enqueued in this process at once, so that the scoring does not wait
+	// for the pipeline lane's poll.
+	RunNow func(t *asynq.Task, taskID string) bool
 }
 
 // NewQueueClient returns the asynq client the trigger and the waker
@@ -181,10 +185,15 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 		return
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
-	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)),
+	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
+	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(id),
 		asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
 	switch {
-	case err == nil, errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
+	case err == nil:
+		if tr.RunNow != nil {
+			tr.RunNow(task, id)
+		}
+	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
 		// A conflict: this generation's task is still waiting and takes
 		// these symbols too.
 	default:

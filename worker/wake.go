@@ -32,6 +32,11 @@ type DispatchWaker struct {
 	// Drop, when set, is asked before each wake-up is enqueued; true drops
 	// it (tests prove the safety net with it).
 	Drop func(eventID int64) bool
+	// RunNow, when set (Worker.RunNow), runs the dispatch pass of each
+	// wake-up this waker enqueued (the process whose enqueue won the task
+	// id) in this process at once, without waiting for the pipeline lane's
+	// poll.
+	RunNow func(t *asynq.Task, taskID string) bool
 }
 
 // Run listens and enqueues until ctx ends.
@@ -83,8 +88,12 @@ func (w *DispatchWaker) enqueue(ctx context.Context, logger *slog.Logger, id str
 	if w.Drop != nil && w.Drop(eventID) {
 		return
 	}
-	_, err := w.Queue.EnqueueContext(ctx, NewWebhookDispatchTask(time.Time{}), asynq.TaskID(id), asynq.Queue(QueuePipeline),
+	task := NewWebhookDispatchTask(time.Time{})
+	_, err := w.Queue.EnqueueContext(ctx, task, asynq.TaskID(id), asynq.Queue(QueuePipeline),
 		asynq.MaxRetry(1), asynq.Timeout(5*time.Minute), asynq.Retention(time.Minute))
+	if err == nil && w.RunNow != nil {
+		w.RunNow(task, id)
+	}
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) && ctx.Err() == nil {
 		logger.Warn("dispatch wake-up not enqueued; the next dispatch tick sends the event", "task_id", id, "err", err)
 	}

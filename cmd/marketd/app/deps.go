@@ -117,7 +117,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
-	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Logger: logger}
+	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Logger: logger, RunNow: w.RunNow}
 	trigger.Register(w)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify,
 		Changes: trigger}
@@ -136,7 +136,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
-		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Queue: queue, Logger: logger, Now: time.Now}
+		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Queue: queue, Logger: logger, Now: time.Now, RunNow: w.RunNow}
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil
