@@ -91,6 +91,18 @@ func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytic
 	return out, translate(err, "analytics")
 }
 
+// AnalyticsOf is AnalyticsList restricted to the given symbols (a
+// triggered scoring reads only the assets it scores).
+func (db *DB) AnalyticsOf(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]AnalyticsRecord, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
+		WHERE market = $1 AND style = $2 AND symbol = ANY($3) ORDER BY symbol`, string(m), string(style), symbols)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, false) })
+	return out, translate(err, "analytics")
+}
+
 // AnalyticsReport returns the latest analytics of one asset with its full
 // result; domain.ENOTFOUND when it was never scored.
 func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {

@@ -58,8 +58,27 @@ type FundamentalRow struct {
 // Fundamentals returns the fundamental inputs of a market's assets that are
 // at most a week old, by symbol.
 func (db *DB) Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]FundamentalRow, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT symbol, inputs, updated_at FROM fundamentals WHERE market = $1 AND updated_at > $2`,
-		string(m), now.Add(-fundamentalsMaxAge).UTC())
+	return db.fundamentals(ctx, m, now, nil)
+}
+
+// FundamentalsOf is Fundamentals restricted to the given symbols (a
+// triggered scoring reads only the assets it scores).
+func (db *DB) FundamentalsOf(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
+	if symbols == nil {
+		symbols = []string{}
+	}
+	return db.fundamentals(ctx, m, now, symbols)
+}
+
+// fundamentals reads the fresh fundamentals of a market, of the given
+// symbols only unless symbols is nil.
+func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
+	q, args := `SELECT symbol, inputs, updated_at FROM fundamentals WHERE market = $1 AND updated_at > $2`,
+		[]any{string(m), now.Add(-fundamentalsMaxAge).UTC()}
+	if symbols != nil {
+		q, args = q+` AND symbol = ANY($3)`, append(args, symbols)
+	}
+	rows, err := db.Pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, translate(err, "fundamentals")
 	}

@@ -50,6 +50,11 @@ type ScoreStore interface {
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
 	Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]store.FundamentalRow, error)
+	// The same three, of the given symbols only: a triggered scoring reads
+	// only the assets it scores, not the whole market.
+	TickersOf(ctx context.Context, c domain.Combination, symbols []string) ([]domain.Ticker, error)
+	AnalyticsOf(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]store.AnalyticsRecord, error)
+	FundamentalsOf(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]store.FundamentalRow, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -130,27 +135,32 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	unlock := s.lock(m, style)
 	defer unlock()
 	tf := style.Timeframe()
-	symbols, tickers, err := sourceSymbols(ctx, s.Store, src, tf)
+	symbols, tickers, err := scoredSymbols(ctx, s.Store, src, tf, only)
 	if err != nil {
 		return 0, 0, err
-	}
-	if only != nil {
-		want := make(map[string]bool, len(only))
-		for _, sym := range only {
-			want[sym] = true
-		}
-		symbols = slices.DeleteFunc(symbols, func(sym string) bool { return !want[sym] })
 	}
 	latest, err := s.Store.LatestCandles(ctx, m, src.Exchange, tf, symbols)
 	if err != nil {
 		return 0, 0, err
 	}
-	prevList, err := s.Store.AnalyticsList(ctx, m, style)
+	now := s.Now().UTC()
+	var (
+		prevList     []store.AnalyticsRecord
+		fundamentals map[string]store.FundamentalRow
+	)
+	if only == nil {
+		prevList, err = s.Store.AnalyticsList(ctx, m, style)
+	} else {
+		prevList, err = s.Store.AnalyticsOf(ctx, m, style, symbols)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
-	now := s.Now().UTC()
-	fundamentals, err := s.Store.Fundamentals(ctx, m, now)
+	if only == nil {
+		fundamentals, err = s.Store.Fundamentals(ctx, m, now)
+	} else {
+		fundamentals, err = s.Store.FundamentalsOf(ctx, m, now, symbols)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
@@ -243,6 +253,39 @@ func rescoreEvery(tf domain.Timeframe) time.Duration {
 func sameRescoreSlot(now, scored time.Time, tf domain.Timeframe) bool {
 	every := rescoreEvery(tf)
 	return now.Truncate(every).Equal(scored.Truncate(every))
+}
+
+// scoredSymbols is sourceSymbols restricted to only (nil: every symbol),
+// reading only those screener rows when the source has them.
+func scoredSymbols(ctx context.Context, st ScoreStore, src domain.Combination, tf domain.Timeframe, only []string) ([]string, map[string]domain.Ticker, error) {
+	if only == nil {
+		return sourceSymbols(ctx, st, src, tf)
+	}
+	ts, err := st.TickersOf(ctx, src, only)
+	if err != nil {
+		return nil, nil, err
+	}
+	var symbols []string
+	tickers := make(map[string]domain.Ticker, len(ts))
+	if len(ts) > 0 {
+		for _, t := range ts {
+			tickers[t.Symbol] = t
+			symbols = append(symbols, t.Symbol)
+		}
+		return symbols, tickers, nil
+	}
+	// None of them has a screener row: either the source has none yet
+	// (its symbols are those with candles) or these are not its symbols.
+	// The whole answer decides, as for a full run (rare: at start).
+	symbols, tickers, err = sourceSymbols(ctx, st, src, tf)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := make(map[string]bool, len(only))
+	for _, sym := range only {
+		want[sym] = true
+	}
+	return slices.DeleteFunc(symbols, func(sym string) bool { return !want[sym] }), tickers, nil
 }
 
 // sourceSymbols lists the symbols of a source combination (its screener

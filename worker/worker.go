@@ -39,8 +39,13 @@ type Config struct {
 	// enqueuers run the task in-process at once (RunNow), and the lane
 	// takes what that did not (a full process, a failure, a crash).
 	TaskCheckInterval time.Duration
-	// PipelineConcurrency is the pipeline lane's slots (default 4).
+	// PipelineConcurrency is the pipeline lane's slots (default 4), and
+	// RunNow's.
 	PipelineConcurrency int
+	// RunNowDelay is how long RunNow waits before it runs a task
+	// (DefaultRunNowDelay when 0): what other writes, in this process or
+	// another, add to the same task meanwhile is coalesced into it.
+	RunNowDelay time.Duration
 	Logger              *slog.Logger
 	Now                 func() time.Time
 }
@@ -78,6 +83,11 @@ type Worker struct {
 // and the lane polls at asynq's default as the safety net.
 const DefaultTaskCheckInterval = time.Second
 
+// DefaultRunNowDelay is RunNow's coalescing delay: about what the
+// pipeline lane's 100 ms poll gave before (a burst of candle writes, from
+// one worker or several, makes one scoring run).
+const DefaultRunNowDelay = 100 * time.Millisecond
+
 // HeaderNotAfter is the task header carrying the time after which a
 // periodic task must not start (RFC 3339): the scheduler sets it to the end
 // of the task's tick, because by then the next tick's task supersedes it.
@@ -103,6 +113,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.PipelineConcurrency <= 0 {
 		cfg.PipelineConcurrency = 4
+	}
+	if cfg.RunNowDelay <= 0 {
+		cfg.RunNowDelay = DefaultRunNowDelay
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -148,10 +161,10 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 	})
 }
 
-// RunNow runs a task of the pipeline queue in this process at once, in a
-// goroutine, besides its copy enqueued under taskID: the enqueuer calls it
-// after its enqueue succeeded, so that the hop does not wait for the
-// lane's poll. On success the queued copy is deleted (when a lane took it
+// RunNow runs a task of the pipeline queue in this process at once (after
+// RunNowDelay, which coalesces bursts), in a goroutine, besides its copy
+// enqueued under taskID: the enqueuer calls it after its enqueue
+// succeeded, so that the hop does not wait for the lane's poll. On success the queued copy is deleted (when a lane took it
 // meanwhile, it runs too: pipeline tasks are idempotent); on failure, or
 // when every slot (PipelineConcurrency) is busy, or before Run, the copy
 // stays and the lane runs it, with asynq's retries. A process that dies
@@ -175,6 +188,11 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	go func() {
 		defer w.nowWG.Done()
 		defer func() { <-w.nowSem }()
+		select {
+		case <-time.After(w.cfg.RunNowDelay):
+		case <-ctx.Done():
+			return // shutting down: the copy stays
+		}
 		w.nowRuns.Add(1)
 		if err := w.mux.ProcessTask(ctx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
