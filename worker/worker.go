@@ -46,8 +46,8 @@ type Config struct {
 	// (DefaultRunNowDelay when 0): what other writes, in this process or
 	// another, add to the same task meanwhile is coalesced into it.
 	RunNowDelay time.Duration
-	Logger              *slog.Logger
-	Now                 func() time.Time
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Worker runs the service's handlers on two asynq servers, the lanes: a
