@@ -33,14 +33,14 @@ type Config struct {
 	// LiveConcurrency slots of its own.
 	Concurrency     int
 	LiveConcurrency int
-	// TaskCheckInterval is how often the idle pipeline lane looks for a
-	// task (asynq polls; default DefaultTaskCheckInterval, asynq's 1 s like
-	// the other lanes). The pipeline's hops do not wait for it: their
-	// enqueuers run the task in-process at once (RunNow), and the lane
-	// takes what that did not (a full process, a failure, a crash).
+	// TaskCheckInterval is how often the idle bulk lane, which holds the
+	// pipeline's queue, looks for a task (asynq polls; default
+	// DefaultTaskCheckInterval, asynq's 1 s like the live lane). The
+	// pipeline's hops do not wait for it: their enqueuers run the task
+	// in-process at once (RunNow), and the lane takes what that did not
+	// (every slot busy, a failure, a crash).
 	TaskCheckInterval time.Duration
-	// PipelineConcurrency is the pipeline lane's slots (default 4), and
-	// RunNow's.
+	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
 	PipelineConcurrency int
 	// RunNowDelay is how long RunNow waits before it runs a task
 	// (DefaultRunNowDelay when 0): what other writes, in this process or
@@ -53,7 +53,8 @@ type Config struct {
 // Worker runs the service's handlers on two asynq servers, the lanes: a
 // live lane for the small, frequent tasks clients notice at once (screener
 // snapshots, webhook dispatch) and a bulk lane for the long ones (candle
-// pages, scoring, statistics). Queue weights alone do not protect the live
+// pages, scoring, statistics) and for the pipeline's queue, whose tasks
+// normally run at once in the process that enqueued them (RunNow). Queue weights alone do not protect the live
 // tasks: weights pick among waiting tasks, but a process whose every slot
 // holds a minutes-long scoring run has no slot to pick for, and under load
 // screener snapshots then missed tick after tick.
@@ -76,11 +77,11 @@ type Worker struct {
 	onRunNow            func(taskID string)
 }
 
-// DefaultTaskCheckInterval is the idle pipeline lane's polling interval.
+// DefaultTaskCheckInterval is the idle bulk lane's polling interval.
 // Polling costs CPU (measured: two lanes of two queues at 100 ms took
-// 0.48 s of CPU a minute, at 1 s 0.07; the one-queue pipeline lane at
+// 0.48 s of CPU a minute, at 1 s 0.07; a third, one-queue pipeline lane at
 // 100 ms ≈ 0.19): the pipeline's tasks run at once through RunNow instead,
-// and the lane polls at asynq's default as the safety net.
+// and the bulk lane takes their queue at asynq's default as the safety net.
 const DefaultTaskCheckInterval = time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
@@ -137,9 +138,10 @@ func New(cfg Config) (*Worker, error) {
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}, 0),
 		// Ingest before analytics: scores are only as fresh as the data.
-		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}, 0),
-		// The pipeline's wake-ups: short tasks that someone waits for.
-		lane(cfg.PipelineConcurrency, map[string]int{QueuePipeline: 1}, cfg.TaskCheckInterval),
+		// The pipeline's queue is here too, as the safety net of RunNow
+		// (which runs its tasks at once): a lane of its own is an asynq
+		// server of its own, polling and beating for what is rarely there.
+		lane(cfg.Concurrency, map[string]int{QueuePipeline: 3, QueueIngest: 3, QueueDefault: 2}, cfg.TaskCheckInterval),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
