@@ -38,7 +38,7 @@ type Config struct {
 	// DefaultTaskCheckInterval, asynq's 1 s like the live lane). The
 	// pipeline's hops do not wait for it: their enqueuers run the task
 	// in-process at once (RunNow), and the lane takes what that did not
-	// (every slot busy, a failure, a crash).
+	// (a failure, a crash).
 	TaskCheckInterval time.Duration
 	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
 	PipelineConcurrency int
@@ -168,8 +168,9 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 // enqueued under taskID: the enqueuer calls it after its enqueue
 // succeeded, so that the hop does not wait for the lane's poll. On success the queued copy is deleted (when a lane took it
 // meanwhile, it runs too: pipeline tasks are idempotent); on failure, or
-// when every slot (PipelineConcurrency) is busy, or before Run, the copy
-// stays and the lane runs it, with asynq's retries. A process that dies
+// or before Run, the copy stays and the lane runs it, with asynq's
+// retries. At most PipelineConcurrency run at once; the others wait for a
+// slot. A process that dies
 // mid-run leaves the copy too. It reports whether it took the task.
 func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	w.nowMu.Lock()
@@ -178,23 +179,25 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	if ctx == nil {
 		return false
 	}
-	select {
-	case w.nowSem <- struct{}{}:
-	default:
-		return false // busy: the lane takes the copy
-	}
 	if w.onRunNow != nil {
 		w.onRunNow(taskID)
 	}
 	w.nowWG.Add(1)
 	go func() {
 		defer w.nowWG.Done()
-		defer func() { <-w.nowSem }()
 		select {
 		case <-time.After(w.cfg.RunNowDelay):
 		case <-ctx.Done():
 			return // shutting down: the copy stays
 		}
+		// Wait for a slot rather than leave the task to the bulk lane,
+		// which is busy with candle pages when bursts come.
+		select {
+		case w.nowSem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-w.nowSem }()
 		w.nowRuns.Add(1)
 		if err := w.mux.ProcessTask(ctx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
