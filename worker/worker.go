@@ -33,14 +33,14 @@ type Config struct {
 	// LiveConcurrency slots of its own.
 	Concurrency     int
 	LiveConcurrency int
-	// TaskCheckInterval is how often the idle bulk lane, which holds the
-	// pipeline's queue, looks for a task (asynq polls; default
-	// DefaultTaskCheckInterval, asynq's 1 s like the live lane). The
-	// pipeline's hops do not wait for it: their enqueuers run the task
-	// in-process at once (RunNow), and the lane takes what that did not
-	// (a failure, a crash).
+	// TaskCheckInterval is how often the idle pipeline lane looks for a
+	// task (asynq polls; default DefaultTaskCheckInterval, asynq's 1 s like
+	// the other lanes). The pipeline's hops do not wait for it: their
+	// enqueuers run the task in-process at once (RunNow), and the lane
+	// takes what that did not (a failure, a stop, a crash).
 	TaskCheckInterval time.Duration
-	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
+	// PipelineConcurrency is how many tasks RunNow runs at once, and the
+	// pipeline lane's slots (default 4).
 	PipelineConcurrency int
 	// RunNowDelay is how long RunNow waits before it runs a task
 	// (DefaultRunNowDelay when 0): what other writes, in this process or
@@ -50,11 +50,12 @@ type Config struct {
 	Now         func() time.Time
 }
 
-// Worker runs the service's handlers on two asynq servers, the lanes: a
+// Worker runs the service's handlers on three asynq servers, the lanes: a
 // live lane for the small, frequent tasks clients notice at once (screener
-// snapshots, webhook dispatch) and a bulk lane for the long ones (candle
-// pages, scoring, statistics) and for the pipeline's queue, whose tasks
-// normally run at once in the process that enqueued them (RunNow). Queue weights alone do not protect the live
+// snapshots, webhook dispatch), a bulk lane for the long ones (candle
+// pages, scoring, statistics) and a pipeline lane, the safety net of the
+// pipeline's tasks, which normally run at once in the process that
+// enqueued them (RunNow). Queue weights alone do not protect the live
 // tasks: weights pick among waiting tasks, but a process whose every slot
 // holds a minutes-long scoring run has no slot to pick for, and under load
 // screener snapshots then missed tick after tick.
@@ -77,11 +78,13 @@ type Worker struct {
 	onRunNow            func(taskID string)
 }
 
-// DefaultTaskCheckInterval is the idle bulk lane's polling interval.
+// DefaultTaskCheckInterval is the idle pipeline lane's polling interval.
 // Polling costs CPU (measured: two lanes of two queues at 100 ms took
-// 0.48 s of CPU a minute, at 1 s 0.07; a third, one-queue pipeline lane at
-// 100 ms ≈ 0.19): the pipeline's tasks run at once through RunNow instead,
-// and the bulk lane takes their queue at asynq's default as the safety net.
+// 0.48 s of CPU a minute, at 1 s 0.07; the one-queue pipeline lane at
+// 100 ms ≈ 0.19, a quarter of main's CPU by a profile): the pipeline's
+// tasks run at once through RunNow instead, and their lane polls at
+// asynq's default as the safety net. Not the bulk lane: with the queue
+// there, beside the candle pages, candle → event p95 measured 8.8 s.
 const DefaultTaskCheckInterval = time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
@@ -138,10 +141,12 @@ func New(cfg Config) (*Worker, error) {
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}, 0),
 		// Ingest before analytics: scores are only as fresh as the data.
-		// The pipeline's queue is here too, as the safety net of RunNow
-		// (which runs its tasks at once): a lane of its own is an asynq
-		// server of its own, polling and beating for what is rarely there.
-		lane(cfg.Concurrency, map[string]int{QueuePipeline: 3, QueueIngest: 3, QueueDefault: 2}, cfg.TaskCheckInterval),
+		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}, 0),
+		// The pipeline's queue has a lane of its own, polling at asynq's
+		// 1 s: its tasks normally run at once in the process that enqueued
+		// them (RunNow); the lane takes what that did not (a failure, a
+		// stop, a crash) without waiting behind candle pages.
+		lane(cfg.PipelineConcurrency, map[string]int{QueuePipeline: 1}, cfg.TaskCheckInterval),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
@@ -190,8 +195,7 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		case <-ctx.Done():
 			return // shutting down: the copy stays
 		}
-		// Wait for a slot rather than leave the task to the bulk lane,
-		// which is busy with candle pages when bursts come.
+		// Wait for a slot rather than leave the task to the lane's poll.
 		select {
 		case w.nowSem <- struct{}{}:
 		case <-ctx.Done():
@@ -199,7 +203,11 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		}
 		defer func() { <-w.nowSem }()
 		w.nowRuns.Add(1)
-		if err := w.mux.ProcessTask(ctx, t); err != nil {
+		// The queued copy's time-out (5 min) bounds this run too: a hung
+		// run must not hold a slot for ever.
+		runCtx, cancel := context.WithTimeout(ctx, runNowTimeout)
+		defer cancel()
+		if err := w.mux.ProcessTask(runCtx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
 			return
 		}
@@ -209,6 +217,9 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	}()
 	return true
 }
+
+// runNowTimeout bounds a RunNow run, as asynq.Timeout bounds the copy's.
+const runNowTimeout = 5 * time.Minute
 
 // Handle registers a handler for a task type.
 func (w *Worker) Handle(taskType string, h asynq.Handler) { w.mux.Handle(taskType, h) }
