@@ -97,6 +97,7 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 	case fastUsage:
 		body, err := s.usageBody(ctx)
 		if err == nil {
+			s.fast.served.Add(1)
 			h := w.Header()
 			h["Content-Type"] = jsonContentTypeValue
 			h["Cache-Control"] = noStoreValue
@@ -108,18 +109,21 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 		res, err := s.getScreener(ctx, &screenerInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Instrument: rt.params[2], ConditionalParams: cond})
 		if err == nil {
+			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastOHLCV:
 		res, err := s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
 			Symbol: rt.params[2], Timeframe: rt.params[3], Limit: rt.limit, ConditionalParams: cond})
 		if err == nil {
+			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastReport:
 		res, err := s.getAnalyticsReport(ctx, &reportInput{AnalyticsMarketParam: AnalyticsMarketParam{Market: rt.params[0]},
 			Symbol: rt.params[1], StyleParam: StyleParam{Style: rt.style}, Lang: rt.lang, ConditionalParams: cond})
 		if err == nil {
+			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	}
@@ -130,7 +134,6 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 		s.fast.fellBack.Add(1)
 		return false
 	}
-	s.fast.served.Add(1)
 	s.metrics.observeFast(rt.op, status, time.Since(ri.Start))
 	return true
 }
