@@ -106,15 +106,13 @@ func (db *DB) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limi
 	// One row at least: the events (none: one row of NULLs, id 0) with the
 	// flag beside each. Every part of one statement shares its snapshot.
 	rows, err := db.Pool.Query(ctx, `WITH x AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
-		ev AS (SELECT s.id, s.xid, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id, s.at,
-				coalesce(e.id, s.push_event_id) AS eid, coalesce(e.symbol, s.push_symbol) AS symbol,
-				coalesce(e.old_verdict, s.push_old_verdict) AS old_verdict, coalesce(e.new_verdict, s.push_new_verdict) AS new_verdict,
-				coalesce(e.overall_score, s.push_overall_score) AS overall_score, coalesce(e.at, s.push_at) AS eat
+		ev (id, xid, kind, market, exchange, instrument, sandbox, at, eid, symbol, old_verdict, new_verdict, overall_score, eat) AS (
+			SELECT `+streamEventColumns+`
 			FROM stream_events s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
 			WHERE s.xid < (SELECT xmin FROM x) AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
 			ORDER BY s.xid, s.id LIMIT $3)
-		SELECT coalesce(s.id, 0), coalesce(s.xid::text::bigint, 0), coalesce(s.kind, ''), coalesce(s.market, ''),
-			s.exchange, s.instrument, s.sandbox_client_id::text, coalesce(s.at, 'epoch'),
+		SELECT coalesce(s.id, 0), coalesce(s.xid, 0), coalesce(s.kind, ''), coalesce(s.market, ''),
+			s.exchange, s.instrument, s.sandbox, coalesce(s.at, 'epoch'),
 			s.eid, s.symbol, s.old_verdict, s.new_verdict, s.overall_score, s.eat, h.held
 		FROM ev s RIGHT JOIN (SELECT EXISTS (SELECT 1 FROM stream_events h
 			WHERE h.xid >= (SELECT xmin FROM x) AND (h.xid, h.id) > ($1::bigint::text::xid8, $2)) AS held) h ON true
