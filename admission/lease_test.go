@@ -97,6 +97,19 @@ func TestRollingWindowLeaseSustainedLoad(t *testing.T) {
 		}
 	}
 	waitWindow(t, rdb, logKey(prefix, "busy"), len(got))
+	// A lease is one member of the client's leases, whatever its size: the
+	// leased requests are not one member each.
+	singles, err := rdb.ZCard(context.Background(), logKey(prefix, "busy")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := rdb.ZCard(context.Background(), logKey(prefix, "busy")+":leases").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if singles+leases > int64(len(got))-l.LeaseStats()/2 {
+		t.Errorf("%d single entries and %d leases in Redis for %d requests, %d of them leased", singles, leases, len(got), l.LeaseStats())
+	}
 	t.Logf("%d requests, %d slots leased", len(got), l.LeaseStats())
 }
 
@@ -155,16 +168,13 @@ func TestRollingWindowLeaseLoweredLimit(t *testing.T) {
 	waitWindow(t, rdb, logKey(prefix, "downgraded"), len(got))
 }
 
-// waitWindow waits until the log at key holds exactly want entries: unused
-// lease slots are given back within the lease's lifetime.
+// waitWindow waits until the window at key counts exactly want entries:
+// unused lease slots are given back within the lease's lifetime.
 func waitWindow(t *testing.T, rdb *redis.Client, key string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n, err := rdb.ZCard(context.Background(), key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := windowCount(t, rdb, key)
 		if n == int64(want) {
 			return
 		}

@@ -39,46 +39,96 @@ import (
 // lowered below what the window already holds). The i-th admitted request
 // of a run saw count before+i; every refused one saw before+a.
 //
-// Leases. Before the runs, the script removes the unused members of the
-// replica's earlier leases (ARGV[5] how many leases; per lease three
-// arguments: the prefix of its members and the first and last unused
-// number), so they count no more. After the runs, when
-// ARGV[3] > 0 and the last run's limit is still at least leaseMinHeadroom
-// away, it adds a lease: g = min(ARGV[3], headroom/64) members stamped
-// now + ARGV[4], a time in the future. The replica admits up to g requests
-// from memory until (its own clock) the moment it SENT this call plus
-// ARGV[4]; every such request happens at or before its member's stamp. The
-// window stays exact: for any two admitted requests less than a window
-// apart, the one decided (or leased) later saw the other's member, whose
-// stamp is at or after that request and so still in the window. Unused
-// slots only make the window count high (never low) until they are given
-// back or age out. The reply's second element is g.
+// Leases. A lease is ONE member of its own sorted set, KEYS[2], stamped
+// now + ARGV[4] (a time in the future) and weighing g requests (its
+// weight is in the hash KEYS[3], by member): the window's count is
+// ZCARD(KEYS[1]) plus the weights of the leases in the window. A lease used
+// to be g members of the log itself; at tens of thousands of requests a
+// second from one client that made every lease call a ZADD of thousands of
+// members into a sorted set of millions, which held Redis for milliseconds
+// at a time (every other client's call waited behind it). Now a lease
+// costs Redis one member, whatever its size.
 //
-// KEYS[1] the client's sorted set; ARGV[1] window in microseconds;
-// ARGV[2] a member prefix unique to this batch; ARGV[3] lease wanted;
-// ARGV[4] lease lifetime in microseconds; ARGV[5] G, the number of leases
-// to give back, and 3G arguments naming them; then the runs as limit, k
-// pairs.
+// Before the runs, the script gives back the unused slots of the replica's
+// earlier leases (ARGV[5] how many; per lease three arguments: its member
+// and the first and last unused slot, 1-based): the lease's weight becomes
+// at most first-1, the slots it used (a lease that used none leaves). A
+// give-back sets the weight, it does not subtract, so one that is sent
+// again after a lost reply changes nothing. After the runs, when ARGV[3] >
+// 0 and the last run's limit is still at least leaseMinHeadroom away, it
+// adds a lease: g = min(ARGV[3], headroom/64) slots stamped now + ARGV[4].
+// The replica admits up to g requests from memory until (its own clock)
+// the moment it SENT this call plus ARGV[4]; every such request happens at
+// or before its slot's stamp. The window stays exact: for any two admitted
+// requests less than a window apart, the one decided (or leased) later saw
+// the other's slot, whose stamp is at or after that request and so still
+// in the window. Unused slots only make the window count high (never low)
+// until they are given back or age out. The reply's second element is g.
+//
+// Order. "Oldest" and "blocker" are positions in the window's entries in
+// time order, where a lease stands for weight entries at its stamp: the
+// blocker, the entry at position count-limit, is found by walking the
+// leases (few: one per lease call in the last minute) and counting the
+// single entries before each with ZCOUNT.
+//
+// KEYS[1] the client's log of single entries, KEYS[2] its leases, KEYS[3]
+// their weights; ARGV[1] window in microseconds; ARGV[2] a member prefix
+// unique to this batch; ARGV[3] lease wanted; ARGV[4] lease lifetime in
+// microseconds; ARGV[5] G, the number of leases to give back, and 3G
+// arguments naming them; then the runs as limit, k pairs.
 const slidingLogScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = tonumber(ARGV[1])
 local prefix = ARGV[2]
-local key = KEYS[1]
+local key, lkey, wkey = KEYS[1], KEYS[2], KEYS[3]
 local gives = tonumber(ARGV[5])
 for j = 0, gives - 1 do
-  local p, from, to = ARGV[6 + 3 * j], tonumber(ARGV[7 + 3 * j]), tonumber(ARGV[8 + 3 * j])
-  while from <= to do
-    local args = {}
-    for m = from, math.min(to, from + 99) do
-      args[#args + 1] = p .. m
+  local m, from = ARGV[6 + 3 * j], tonumber(ARGV[7 + 3 * j])
+  local w = tonumber(redis.call('HGET', wkey, m))
+  if w then
+    local nw = math.min(w, from - 1)
+    if nw <= 0 then
+      redis.call('ZREM', lkey, m)
+      redis.call('HDEL', wkey, m)
+    elseif nw < w then
+      redis.call('HSET', wkey, m, nw)
     end
-    redis.call('ZREM', key, unpack(args))
-    from = from + 100
   end
 end
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
+local cutoff = now - window
+redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+local gone = redis.call('ZRANGEBYSCORE', lkey, '-inf', cutoff)
+if #gone > 0 then
+  redis.call('ZREMRANGEBYSCORE', lkey, '-inf', cutoff)
+  redis.call('HDEL', wkey, unpack(gone))
+end
+local leased = 0
+local weights = redis.call('HVALS', wkey)
+for i = 1, #weights do
+  leased = leased + tonumber(weights[i])
+end
+local count = redis.call('ZCARD', key) + leased
+-- at(p) is the stamp of the entry at position p (0-based, time order).
+local function at(p)
+  local before = 0
+  if leased > 0 then
+    local ls = redis.call('ZRANGE', lkey, 0, -1, 'WITHSCORES')
+    for i = 1, #ls, 2 do
+      local stamp = tonumber(ls[i + 1])
+      local u = redis.call('ZCOUNT', key, '-inf', '(' .. ls[i + 1])
+      if p < u + before then
+        break
+      end
+      local w = tonumber(redis.call('HGET', wkey, ls[i])) or 0
+      if p < u + before + w then
+        return stamp
+      end
+      before = before + w
+    end
+  end
+  return tonumber(redis.call('ZRANGE', key, p - before, p - before, 'WITHSCORES')[2])
+end
 local out = {now, 0}
 local seq = 0
 local last = 0
@@ -107,10 +157,10 @@ for i = 6 + 3 * gives, #ARGV, 2 do
   local oldest = now
   local blocker = now
   if count > 0 then
-    oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    oldest = at(0)
     blocker = oldest
     if count >= limit then
-      blocker = tonumber(redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')[2])
+      blocker = at(count - limit)
     end
   end
   out[#out + 1] = before
@@ -121,22 +171,18 @@ end
 local want = tonumber(ARGV[3])
 if want > 0 and last - count >= LEASE_MIN_HEADROOM then
   local g = math.min(want, math.floor((last - count) / 64))
-  local stamp = now + tonumber(ARGV[4])
-  local done = 0
-  while done < g do
-    local args = {}
-    for m = done + 1, math.min(g, done + 100) do
-      args[#args + 1] = stamp
-      args[#args + 1] = prefix .. 'L' .. m
-    end
-    redis.call('ZADD', key, unpack(args))
-    done = math.min(g, done + 100)
-  end
+  redis.call('ZADD', lkey, now + tonumber(ARGV[4]), prefix .. 'L')
+  redis.call('HSET', wkey, prefix .. 'L', g)
   out[2] = g
   seq = seq + g
 end
 if seq > 0 then
-  redis.call('PEXPIRE', key, math.ceil(window / 1000) + math.ceil(tonumber(ARGV[4]) / 1000))
+  local ttl = math.ceil(window / 1000) + math.ceil(tonumber(ARGV[4]) / 1000)
+  redis.call('PEXPIRE', key, ttl)
+  if leased > 0 or out[2] > 0 then
+    redis.call('PEXPIRE', lkey, ttl)
+    redis.call('PEXPIRE', wkey, ttl)
+  end
 end
 return out
 `
@@ -154,8 +200,10 @@ const batchTimeout = 5 * time.Second
 // 60-second window, across every api replica sharing one Redis. It keeps a
 // sliding log (a sorted set of admission times per client), so unlike a
 // token bucket or GCRA it never admits more than N in a window, while
-// still letting a client burst up to N at once. Memory is O(N) per active
-// client and a request costs O(log N) in Redis.
+// still letting a client burst up to N at once. Memory is one entry per
+// request decided in Redis and one per lease (a lease stands for up to
+// leaseMax requests), and a call costs O(log N) in Redis per request it
+// decides, O(1) per lease.
 //
 // Concurrent Allow calls of one client are batched by the engine (see
 // engine.go): one script call decides a whole batch in arrival order, and
@@ -189,7 +237,8 @@ func (o Options) withDefaults() Options {
 }
 
 // NewRollingWindowLimiter returns a limiter keeping its logs under
-// prefix+"ratelimit:{<client id>}". Build rdb with RedisOptions so a dead
+// prefix+"ratelimit:{<client id>}" (and the client's leases under that
+// key + ":leases" and ":weights"). Build rdb with RedisOptions so a dead
 // Redis fails fast instead of stalling requests. Close it to give back
 // what its leases did not use.
 func NewRollingWindowLimiter(rdb redis.Scripter, prefix string, opts Options) *RollingWindowLimiter {
@@ -266,7 +315,8 @@ type windowScript struct {
 	now      func() time.Time
 }
 
-// memberRange names the unused members prefix+n, n in from..to, of a lease.
+// memberRange names the unused slots from..to (1-based) of the lease
+// whose member (in the client's set of leases) is prefix.
 type memberRange struct {
 	prefix   string
 	from, to int
@@ -274,8 +324,9 @@ type memberRange struct {
 
 func (m memberRange) slots() int64 { return int64(m.to - m.from + 1) }
 
-// windowLease is a lease of g members, prefix+"L"+1..g, added when the
-// window held count-g entries, whose oldest leaves at oldest.
+// windowLease is a lease of g slots, the member prefix+"L" of the
+// client's leases, added when the window held count-g entries, whose
+// oldest leaves at oldest.
 type windowLease struct {
 	limit  int
 	prefix string
@@ -294,9 +345,11 @@ func (l *windowLease) unused(from, n int) memberRange {
 	return memberRange{prefix: l.prefix + "L", from: from + 1, to: n}
 }
 
-func (w *windowScript) key(clientID string) string {
-	// The hash tag keeps a client's log on one slot should Redis be a cluster.
-	return w.prefix + "ratelimit:{" + clientID + "}"
+// keys are the client's log of single entries, its leases and their
+// weights. The hash tag keeps them on one slot should Redis be a cluster.
+func (w *windowScript) keys(clientID string) []string {
+	k := w.prefix + "ratelimit:{" + clientID + "}"
+	return []string{k, k + ":leases", k + ":weights"}
 }
 
 // call runs the script once for the runs (limit, n), the lease wanted and
@@ -311,7 +364,7 @@ func (w *windowScript) call(ctx context.Context, clientID string, runs []run[int
 	for _, r := range runs {
 		args = append(args, r.param, r.n)
 	}
-	res, err := w.script.Run(ctx, w.rdb, []string{w.key(clientID)}, args...).Int64Slice()
+	res, err := w.script.Run(ctx, w.rdb, w.keys(clientID), args...).Int64Slice()
 	if err == nil && len(res) != 2+4*len(runs) {
 		err = errors.New("malformed script reply")
 	}
@@ -343,8 +396,9 @@ func (w *windowScript) call(ctx context.Context, clientID string, runs []run[int
 	return out, nil
 }
 
-// giveBack removes unused lease members from the window. On failure they
-// stay until they age out: the count is then high, never low.
+// giveBack lowers the leases' weights to the slots they used. On failure
+// the unused slots stay until they age out: the count is then high, never
+// low.
 func (w *windowScript) giveBack(ctx context.Context, clientID string, gbs []memberRange) error {
 	_, err := w.call(ctx, clientID, nil, 0, gbs)
 	return err

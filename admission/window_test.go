@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +135,93 @@ func seedLog(t *testing.T, rdb *redis.Client, key string, offsets []time.Duratio
 		t.Fatal(err)
 	}
 	rdb.Expire(context.Background(), key, time.Minute)
+}
+
+// seedLease adds a lease of weight entries stamped at offset from the
+// Redis clock's now, as the script stores one.
+func seedLease(t *testing.T, rdb *redis.Client, key string, offset time.Duration, weight int) {
+	t.Helper()
+	ctx := context.Background()
+	stamp := float64(redisNow(t, rdb).Add(offset).UnixMicro())
+	if err := rdb.ZAdd(ctx, key+":leases", redis.Z{Score: stamp, Member: "seedL"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key+":weights", "seedL", weight).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Expire(ctx, key+":leases", time.Minute)
+	rdb.Expire(ctx, key+":weights", time.Minute)
+}
+
+// windowCount is what the window at key counts: its single entries and the
+// weights of its leases.
+func windowCount(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	n, err := rdb.ZCard(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := rdb.HVals(ctx, key+":weights").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		v, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += v
+	}
+	return n
+}
+
+// A lease stands for its weight in entries at its stamp: the entry whose
+// departure frees a slot may be inside a lease, or a single entry before
+// or after it, counted in time order across both.
+func TestRollingWindowBlockerAcrossLeases(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	l := admission.NewRollingWindowLimiter(rdb, prefix, admission.Options{})
+	// Five entries 50..46 s ago, a lease of 20 stamped 45 s ago, fifteen
+	// entries 44..30 s ago, and one lease 61 s old that no longer counts:
+	// 40 in the window. The oldest leaves in 10 s.
+	for _, c := range []struct {
+		limit int
+		wait  time.Duration // until the entry at position 40-limit leaves
+	}{
+		{limit: 38, wait: 12 * time.Second}, // position 2: the third single entry
+		{limit: 30, wait: 15 * time.Second}, // position 10: inside the lease
+		{limit: 16, wait: 15 * time.Second}, // position 24: the lease's last entry
+		{limit: 15, wait: 16 * time.Second}, // position 25: the first entry after the lease
+		{limit: 1, wait: 30 * time.Second},  // position 39: the newest
+	} {
+		client := fmt.Sprintf("c%d", c.limit)
+		key := logKey(prefix, client)
+		offsets := make([]time.Duration, 0, 20)
+		for s := 50; s >= 46; s-- {
+			offsets = append(offsets, -time.Duration(s)*time.Second)
+		}
+		for s := 44; s >= 30; s-- {
+			offsets = append(offsets, -time.Duration(s)*time.Second)
+		}
+		seedLog(t, rdb, key, offsets)
+		seedLease(t, rdb, key, -45*time.Second, 20)
+		old := float64(redisNow(t, rdb).Add(-61 * time.Second).UnixMicro())
+		rdb.ZAdd(context.Background(), key+":leases", redis.Z{Score: old, Member: "oldL"})
+		rdb.HSet(context.Background(), key+":weights", "oldL", 500)
+		d, err := l.Allow(context.Background(), client, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := admission.Decision{Allowed: false, Limit: c.limit, Remaining: 0, RetryAfter: c.wait, Reset: 10 * time.Second}
+		if d != want {
+			t.Errorf("limit %d: decision %+v, want %+v", c.limit, d, want)
+		}
+		if n := windowCount(t, rdb, key); n != 40 {
+			t.Errorf("limit %d: the window counts %d, want 40 (the 61 s old lease left)", c.limit, n)
+		}
+	}
 }
 
 func TestRollingWindowRetryAfterFreesASlot(t *testing.T) {

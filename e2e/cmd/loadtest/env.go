@@ -163,7 +163,8 @@ func forgetWindow(redisURL, clientID string) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = rdb.Del(ctx, "ratelimit:{"+clientID+"}").Err()
+	k := "ratelimit:{" + clientID + "}"
+	_ = rdb.Del(ctx, k, k+":leases", k+":weights").Err()
 }
 
 func randomHex(n int) string {
