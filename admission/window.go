@@ -109,7 +109,16 @@ for i = 1, #weights do
   leased = leased + tonumber(weights[i])
 end
 local count = redis.call('ZCARD', key) + leased
--- at(p) is the stamp of the entry at position p (0-based, time order).
+-- oldest() is the stamp of the oldest entry, at(p) of the entry at
+-- position p (0-based, time order; only asked on a refusal).
+local function oldest()
+  local s = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
+  local l = redis.call('ZRANGE', lkey, 0, 0, 'WITHSCORES')[2]
+  if s and l then
+    return math.min(tonumber(s), tonumber(l))
+  end
+  return tonumber(s or l)
+end
 local function at(p)
   local before = 0
   if leased > 0 then
@@ -154,18 +163,18 @@ for i = 6 + 3 * gives, #ARGV, 2 do
     done = done + n
   end
   count = count + a
-  local oldest = now
+  local first = now
   local blocker = now
   if count > 0 then
-    oldest = at(0)
-    blocker = oldest
+    first = oldest()
+    blocker = first
     if count >= limit then
       blocker = at(count - limit)
     end
   end
   out[#out + 1] = before
   out[#out + 1] = a
-  out[#out + 1] = oldest
+  out[#out + 1] = first
   out[#out + 1] = blocker
 end
 local want = tonumber(ARGV[3])
