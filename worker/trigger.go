@@ -65,9 +65,10 @@ type ScoreTrigger struct {
 	// drops it (tests prove the safety net with it).
 	Drop func(m domain.Market, style analytics.Style) bool
 	// RunNow, when set (Worker.RunNow), runs each task this trigger
-	// enqueued in this process at once, so that the scoring does not wait
-	// for the pipeline lane's poll.
-	RunNow func(t *asynq.Task, taskID string) bool
+	// enqueued in this process at once; the queued copy, the safety net,
+	// is then held back for CopyDelay (0: DefaultCopyDelay).
+	RunNow    func(t *asynq.Task, taskID string) bool
+	CopyDelay time.Duration
 }
 
 // NewQueueClient returns the asynq client the trigger and the waker
@@ -186,8 +187,11 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(id),
-		asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
+	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5 * time.Minute)}
+	if tr.RunNow != nil {
+		opts = append(opts, asynq.ProcessIn(copyDelay(tr.CopyDelay)))
+	}
+	_, err := tr.Queue.EnqueueContext(ctx, task, opts...)
 	switch {
 	case err == nil:
 		if tr.RunNow != nil {
