@@ -441,14 +441,14 @@ func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
 	// harmlessly). Held back a minute, as the enqueuers hold theirs.
 	eventually(t, 10*time.Second, "RunNow to take a task", func() bool {
 		id = "fail:" + strconv.FormatInt(time.Now().UnixNano(), 10)
-		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueuePipeline), asynq.ProcessIn(time.Minute)); err != nil {
+		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueueDefault), asynq.ProcessIn(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		return w.RunNow(task, id)
 	})
 	eventually(t, 10*time.Second, "the task's run", func() bool { ran, _ := w.RunNowCounts(); return ran == 1 && calls.Load() > 0 })
 	// The copy is still there, waiting for its time.
-	if info, err := ins.GetTaskInfo(worker.QueuePipeline, id); err != nil || info.State != asynq.TaskStateScheduled {
+	if info, err := ins.GetTaskInfo(worker.QueueDefault, id); err != nil || info.State != asynq.TaskStateScheduled {
 		t.Fatalf("the queued copy of a task that failed at once: %+v (%v), want it kept", info, err)
 	}
 	// Give the delete a chance it must not take: the run failed.
@@ -459,7 +459,7 @@ func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
 
 // When RunNow does not take a task (its process stopping), the queued
 // copy is the safety net: held back for CopyDelay, then run by the bulk
-// lane, whose queues include the pipeline's.
+// lane (the copies wait in the default queue).
 func TestQueuedCopyRunsWhenRunNowDoesNot(t *testing.T) {
 	t.Parallel()
 	f := newPipelineFixture(t)

@@ -187,7 +187,7 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5 * time.Minute)}
+	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault), asynq.MaxRetry(3), asynq.Timeout(5 * time.Minute)}
 	if tr.RunNow != nil {
 		opts = append(opts, asynq.ProcessIn(copyDelay(tr.CopyDelay)))
 	}

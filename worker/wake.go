@@ -90,7 +90,7 @@ func (w *DispatchWaker) enqueue(ctx context.Context, logger *slog.Logger, id str
 		return
 	}
 	task := NewWebhookDispatchTask(time.Time{})
-	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueuePipeline),
+	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault),
 		asynq.MaxRetry(1), asynq.Timeout(5 * time.Minute), asynq.Retention(time.Minute)}
 	if w.RunNow != nil {
 		opts = append(opts, asynq.ProcessIn(copyDelay(w.CopyDelay)))

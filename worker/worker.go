@@ -22,7 +22,6 @@ const (
 	QueueDefault  = "default"  // scoring, statistics
 	QueueLive     = "live"     // screener snapshots: small, frequent, what clients see first
 	QueueIngest   = "ingest"   // candles
-	QueuePipeline = "pipeline" // what ingest and the outbox wake: triggered scoring, dispatch wake-ups
 )
 
 // Config configures a Worker.
@@ -52,13 +51,14 @@ type Config struct {
 // screener snapshots then missed tick after tick.
 //
 // The pipeline's tasks (triggered scoring, dispatch wake-ups) normally run
-// at once in the process that enqueued them (RunNow); their queued copies
-// are the safety net, held back for CopyDelay (the enqueuers' ProcessIn)
-// and then taken by the bulk lane, whose queues include the pipeline's.
-// They had a lane of their own, polling every second: an asynq server
-// costs CPU whether or not it finds work (its poll, heartbeat, forwarder,
-// janitor; BENCHMARKS.md, issue 10), and a copy that only becomes visible
-// when RunNow did not delete it needs no poll of its own.
+// at once in the process that enqueued them (RunNow); their queued copies,
+// the safety net, wait in the default queue, held back for CopyDelay (the
+// enqueuers' ProcessIn), and the bulk lane takes those RunNow did not
+// delete. They had a queue and a lane of their own, polling every second:
+// an asynq server costs CPU whether or not it finds work (its poll,
+// heartbeat, forwarder, janitor), and each queue a lane serves adds a
+// Redis script to every poll that finds nothing (BENCHMARKS.md, issue 10);
+// a copy that only becomes due when RunNow did not delete it needs neither.
 type Worker struct {
 	cfg       Config
 	lanes     []*asynq.Server
@@ -79,8 +79,8 @@ type Worker struct {
 }
 
 // DefaultCopyDelay is how long the queued copy of a task that RunNow takes
-// is held back (asynq.ProcessIn, set by the enqueuers) before a lane may
-// run it: longer than a RunNow run normally takes (it deletes the copy
+// is held back (asynq.ProcessIn, set by the enqueuers) before the bulk
+// lane may run it: longer than a RunNow run normally takes (it deletes the copy
 // when it succeeds), so that no lane has to look for the copies and none
 // runs a task a second time while RunNow runs it. A copy becomes due only
 // when RunNow failed, or its process stopped or died first; then the bulk
@@ -88,15 +88,14 @@ type Worker struct {
 // (the scheduler's ticks stay the last safety net: scoring every
 // MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
 //
-// Before, the copies were pending at once on a lane of their own, polling
-// every second (asynq's TaskCheckInterval; at 100 ms that poll was a
-// quarter of the process's CPU by a profile). Not pending at once on the
-// bulk lane: there, busy with candle pages, candle → event p95 measured
-// 8.8 s.
+// Before, the copies were pending at once in a queue of their own, on a
+// lane of its own polling every second (at 100 ms that poll was a quarter
+// of the process's CPU by a profile). Never pending at once on the bulk
+// lane: there, busy with candle pages, candle → event p95 measured 8.8 s.
 const DefaultCopyDelay = 15 * time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
-// pipeline lane's 100 ms poll gave before (a burst of candle writes, from
+// old pipeline lane's 100 ms poll gave (a burst of candle writes, from
 // one worker or several, makes one scoring run).
 const DefaultRunNowDelay = 100 * time.Millisecond
 
@@ -145,10 +144,9 @@ func New(cfg Config) (*Worker, error) {
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
-		// The pipeline's queue holds only the copies RunNow did not
-		// delete (a failure, a stop, a crash), each due CopyDelay after
-		// its enqueue: the safety net, not the path.
-		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2, QueuePipeline: 2}),
+		// The default queue also holds the pipeline's queued copies, due
+		// CopyDelay after their enqueue: the safety net, not the path.
+		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
@@ -170,9 +168,10 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 	})
 }
 
-// RunNow runs a task of the pipeline queue in this process at once (after
+// RunNow runs a pipeline task in this process at once (after
 // RunNowDelay, which coalesces bursts), in a goroutine, besides its copy
-// enqueued under taskID (held back for CopyDelay: see DefaultCopyDelay):
+// enqueued in the default queue under taskID (held back for CopyDelay:
+// see DefaultCopyDelay):
 // the enqueuer calls it after its enqueue succeeded. On success the queued
 // copy is deleted (when a lane took it meanwhile, it runs too: pipeline
 // tasks are idempotent); on failure, or before Run, the copy stays and the
@@ -214,7 +213,7 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
 			return
 		}
-		if err := w.inspector.DeleteTask(QueuePipeline, taskID); err == nil {
+		if err := w.inspector.DeleteTask(QueueDefault, taskID); err == nil {
 			w.nowDeleted.Add(1)
 		} // else a lane took it already (it runs again, harmlessly) or Redis failed (the same)
 	}()
