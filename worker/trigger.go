@@ -120,6 +120,22 @@ func (tr *ScoreTrigger) Register(w *Worker) {
 	w.Handle(TypeScoreAssets, asynq.HandlerFunc(tr.HandleScoreAssets))
 }
 
+// WantsCandles reports whether series of the market, exchange and
+// timeframe are scored: of the market's analytics source, in a timeframe a
+// style of the market scores.
+func (tr *ScoreTrigger) WantsCandles(m domain.Market, exchange string, tf domain.Timeframe) bool {
+	src, ok := domain.AnalyticsSource(tr.Region, m)
+	if !ok || src.Exchange != exchange {
+		return false
+	}
+	for _, st := range analytics.ScoredStyles(m) {
+		if st.Timeframe() == tf {
+			return true
+		}
+	}
+	return false
+}
+
 // CandlesChanged enqueues the scoring of the assets of the changed series,
 // in every style whose timeframe they are, when they are of a market's
 // analytics source. It only logs failures: the tick is the safety net.
