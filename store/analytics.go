@@ -91,15 +91,30 @@ func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytic
 	return out, translate(err, "analytics")
 }
 
-// AnalyticsOf is AnalyticsList restricted to the given symbols (a
-// triggered scoring reads only the assets it scores).
-func (db *DB) AnalyticsOf(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]AnalyticsRecord, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
-		WHERE market = $1 AND style = $2 AND symbol = ANY($3) ORDER BY symbol`, string(m), string(style), symbols)
+// ScoredState returns what scoring compares and keeps of the stored reports
+// of a market in a style (of the given symbols only, unless symbols is
+// nil): symbol, overall score, verdict, candle time and close, updated_at.
+// The rest (price, sparkline, result) is left zero: scoring reads every
+// report of its assets on each run, and rescores few of them.
+func (db *DB) ScoredState(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]AnalyticsRecord, error) {
+	q, args := `SELECT symbol, overall_score, verdict, candle_time, candle_close, updated_at FROM analytics_reports
+		WHERE market = $1 AND style = $2`, []any{string(m), string(style)}
+	if symbols != nil {
+		q, args = q+` AND symbol = ANY($3)`, append(args, symbols)
+	}
+	rows, err := db.Pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, translate(err, "analytics")
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, false) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) {
+		r := AnalyticsRecord{Market: m, Style: style}
+		var verdict string
+		if err := row.Scan(&r.Symbol, &r.OverallScore, &verdict, &r.CandleTime, &r.CandleClose, &r.UpdatedAt); err != nil {
+			return r, err
+		}
+		r.Verdict, r.CandleTime, r.UpdatedAt = analytics.Verdict(verdict), r.CandleTime.UTC(), r.UpdatedAt.UTC()
+		return r, nil
+	})
 	return out, translate(err, "analytics")
 }
 

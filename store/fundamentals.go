@@ -53,26 +53,41 @@ func (db *DB) UpsertFundamentals(ctx context.Context, m domain.Market, rows map[
 type FundamentalRow struct {
 	Inputs    map[string]float64
 	UpdatedAt time.Time
+	// raw is the stored inputs (JSON) of a row read by FundamentalsRaw,
+	// whose Inputs are nil until Decoded.
+	raw []byte
+}
+
+// Decoded returns the row's inputs, decoding them if the read left them
+// raw (FundamentalsRaw).
+func (r FundamentalRow) Decoded() (map[string]float64, error) {
+	if r.Inputs != nil || r.raw == nil {
+		return r.Inputs, nil
+	}
+	var in map[string]float64
+	if err := json.Unmarshal(r.raw, &in); err != nil {
+		return nil, fmt.Errorf("store: fundamentals: %w", err)
+	}
+	return in, nil
 }
 
 // Fundamentals returns the fundamental inputs of a market's assets that are
 // at most a week old, by symbol.
 func (db *DB) Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]FundamentalRow, error) {
-	return db.fundamentals(ctx, m, now, nil)
+	return db.fundamentals(ctx, m, now, nil, false)
 }
 
-// FundamentalsOf is Fundamentals restricted to the given symbols (a
-// triggered scoring reads only the assets it scores).
-func (db *DB) FundamentalsOf(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
-	if symbols == nil {
-		symbols = []string{}
-	}
-	return db.fundamentals(ctx, m, now, symbols)
+// FundamentalsRaw is Fundamentals (of the given symbols only, unless
+// symbols is nil) without decoding the inputs: scoring compares every
+// asset's UpdatedAt with its report's and decodes the inputs (Decoded) of
+// the few assets it scores again.
+func (db *DB) FundamentalsRaw(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
+	return db.fundamentals(ctx, m, now, symbols, true)
 }
 
 // fundamentals reads the fresh fundamentals of a market, of the given
-// symbols only unless symbols is nil.
-func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
+// symbols only unless symbols is nil; raw leaves the inputs undecoded.
+func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, symbols []string, raw bool) (map[string]FundamentalRow, error) {
 	q, args := `SELECT symbol, inputs, updated_at FROM fundamentals WHERE market = $1 AND updated_at > $2`,
 		[]any{string(m), now.Add(-fundamentalsMaxAge).UTC()}
 	if symbols != nil {
@@ -86,12 +101,14 @@ func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, 
 	out := map[string]FundamentalRow{}
 	for rows.Next() {
 		var sym string
-		var raw []byte
+		var b []byte
 		var r FundamentalRow
-		if err := rows.Scan(&sym, &raw, &r.UpdatedAt); err != nil {
+		if err := rows.Scan(&sym, &b, &r.UpdatedAt); err != nil {
 			return nil, translate(err, "fundamentals")
 		}
-		if err := json.Unmarshal(raw, &r.Inputs); err != nil {
+		if raw {
+			r.raw = b
+		} else if err := json.Unmarshal(b, &r.Inputs); err != nil {
 			return nil, fmt.Errorf("store: fundamentals of %s: %w", sym, err)
 		}
 		r.UpdatedAt = r.UpdatedAt.UTC()

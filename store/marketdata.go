@@ -109,7 +109,7 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 // UpsertCandleSeries stores several series in one transaction (COPY into a
 // temporary table, then one INSERT ... ON CONFLICT).
 func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]domain.Candle) error {
-	_, err := db.UpsertChangedCandles(ctx, series)
+	_, err := db.upsertCandles(ctx, series, false)
 	return err
 }
 
@@ -117,6 +117,12 @@ func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]dom
 // candle was added or one of its values differs from the stored one (what
 // makes scoring worth running again), each key once, in no order.
 func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]domain.Candle) ([]CandleKey, error) {
+	return db.upsertCandles(ctx, series, true)
+}
+
+// upsertCandles is UpsertChangedCandles, or UpsertCandleSeries (nothing
+// returned, nothing to read back) when returning is false.
+func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.Candle, returning bool) ([]CandleKey, error) {
 	total := 0
 	for k, cs := range series {
 		if err := domain.ValidateCandles(cs); err != nil {
@@ -149,14 +155,21 @@ func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]d
 	}
 	// IS DISTINCT FROM keeps re-ingesting identical candles from writing
 	// (no dead tuples, updated_at unchanged).
-	changedRows, err := tx.Query(ctx, `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+	upsert := `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
 		SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
 			market, exchange, symbol, timeframe, open_time, open, high, low, close, volume FROM candles_in
 		ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
 		SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
 			volume = excluded.volume, updated_at = now()
 		WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
-			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)
+			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`
+	if !returning {
+		if _, err := tx.Exec(ctx, upsert); err != nil {
+			return nil, translate(err, "candles")
+		}
+		return nil, translate(tx.Commit(ctx), "candles")
+	}
+	changedRows, err := tx.Query(ctx, upsert+`
 		RETURNING market, exchange, symbol, timeframe`)
 	if err != nil {
 		return nil, translate(err, "candles")

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +14,10 @@ import (
 )
 
 // A triggered scoring reads only the assets it scores: TickersOf,
-// AnalyticsOf and FundamentalsOf answer for the given symbols only, and
-// for none when given none (never for the whole market).
+// ScoredState and FundamentalsRaw answer for the given symbols only, and
+// for none when given none (never for the whole market); given nil,
+// ScoredState and FundamentalsRaw answer for every asset. ScoredState
+// carries what scoring compares; FundamentalsRaw decodes on demand.
 func TestReadsOfGivenSymbolsOnly(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -40,18 +44,36 @@ func TestReadsOfGivenSymbolsOnly(t *testing.T) {
 	if err != nil || len(ts) != 2 || ts[0].Symbol != "BTC_USDT" || ts[1].Symbol != "SOL_USDT" || ts[1].Price != 3 {
 		t.Fatalf("tickers of %v: %+v (%v)", some, ts, err)
 	}
-	as, err := db.AnalyticsOf(ctx, domain.Crypto, recs[0].Style, some)
+	as, err := db.ScoredState(ctx, domain.Crypto, recs[0].Style, some)
+	slices.SortFunc(as, func(a, b store.AnalyticsRecord) int { return strings.Compare(a.Symbol, b.Symbol) })
 	if err != nil || len(as) != 2 || as[0].Symbol != "BTC_USDT" || as[1].Symbol != "SOL_USDT" {
-		t.Fatalf("analytics of %v: %+v (%v)", some, as, err)
+		t.Fatalf("scored state of %v: %+v (%v)", some, as, err)
 	}
-	fs, err := db.FundamentalsOf(ctx, domain.Crypto, now, some)
-	if err != nil || len(fs) != 2 || fs["SOL_USDT"].Inputs["x"] != 3 || fs["BTC_USDT"].Inputs == nil {
-		t.Fatalf("fundamentals of %v: %+v (%v)", some, fs, err)
+	want := recs[0]
+	if got := as[0]; got.OverallScore != want.OverallScore || got.Verdict != want.Verdict || !got.CandleTime.Equal(want.CandleTime) ||
+		got.CandleClose != want.CandleClose || !got.UpdatedAt.Equal(want.UpdatedAt) || got.Market != domain.Crypto || got.Style != want.Style {
+		t.Fatalf("scored state of BTC_USDT: %+v, want the stored report's %+v", got, want)
+	}
+	fs, err := db.FundamentalsRaw(ctx, domain.Crypto, now, some)
+	if err != nil || len(fs) != 2 || fs["SOL_USDT"].Inputs != nil || !fs["BTC_USDT"].UpdatedAt.Equal(now) {
+		t.Fatalf("fundamentals of %v: %+v (%v), want two, undecoded", some, fs, err)
+	}
+	if in, err := fs["SOL_USDT"].Decoded(); err != nil || in["x"] != 3 {
+		t.Fatalf("SOL_USDT's fundamentals decoded: %v (%v), want x = 3", in, err)
+	}
+	if as, err := db.ScoredState(ctx, domain.Crypto, recs[0].Style, []string{}); err != nil || len(as) != 0 {
+		t.Fatalf("scored state of no symbols: %+v (%v)", as, err)
+	}
+	if as, err := db.ScoredState(ctx, domain.Crypto, recs[0].Style, nil); err != nil || len(as) != 3 {
+		t.Fatalf("scored state of every asset: %+v (%v)", as, err)
+	}
+	if fs, err := db.FundamentalsRaw(ctx, domain.Crypto, now, nil); err != nil || len(fs) != 3 {
+		t.Fatalf("fundamentals of every asset: %+v (%v)", fs, err)
 	}
 	if ts, err := db.TickersOf(ctx, spot, nil); err != nil || len(ts) != 0 {
 		t.Fatalf("tickers of no symbols: %+v (%v)", ts, err)
 	}
-	if fs, err := db.FundamentalsOf(ctx, domain.Crypto, now, nil); err != nil || len(fs) != 0 {
+	if fs, err := db.FundamentalsRaw(ctx, domain.Crypto, now, []string{}); err != nil || len(fs) != 0 {
 		t.Fatalf("fundamentals of no symbols: %+v (%v)", fs, err)
 	}
 	if all, err := db.Tickers(ctx, spot); err != nil || len(all) != 3 {

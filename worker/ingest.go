@@ -66,6 +66,7 @@ func newTask(typ string, payload any) *asynq.Task {
 type IngestStore interface {
 	ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
+	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
 	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error)
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
@@ -107,6 +108,10 @@ type Ingester struct {
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
 type ChangeSink interface {
+	// WantsCandles reports whether changes of the series of a market,
+	// exchange and timeframe matter to it: only those are looked for
+	// (the upsert's RETURNING) and announced.
+	WantsCandles(m domain.Market, exchange string, tf domain.Timeframe) bool
 	CandlesChanged(ctx context.Context, changed []store.CandleKey)
 	FundamentalsChanged(ctx context.Context, m domain.Market, symbols []string)
 }
@@ -222,6 +227,9 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	var lastErr error
 	// What changed is announced once, when the task ends (also when it
 	// fails part-way): one scoring per task and style, not one per batch.
+	// Only series the sink wants are looked for: most timeframes are
+	// display-only, and their upserts need not return what they changed.
+	want := in.Changes != nil && in.Changes.WantsCandles(c.Market, c.Exchange, tf)
 	var changed []store.CandleKey
 	defer func() {
 		if len(changed) > 0 && in.Changes != nil {
@@ -231,6 +239,11 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
+		}
+		if !want {
+			err := in.Store.UpsertCandleSeries(ctx, batch)
+			clear(batch)
+			return ours(err)
 		}
 		keys, err := in.Store.UpsertChangedCandles(ctx, batch)
 		clear(batch)

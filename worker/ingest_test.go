@@ -179,3 +179,72 @@ func TestIngestStoreFailureIsNotAFeedError(t *testing.T) {
 		t.Fatalf("feed health %+v: a database failure was recorded as the feed's", h)
 	}
 }
+
+// recordingSink is a ChangeSink wanting the series of one timeframe.
+type recordingSink struct {
+	tf      domain.Timeframe
+	changed []store.CandleKey
+}
+
+func (s *recordingSink) WantsCandles(_ domain.Market, _ string, tf domain.Timeframe) bool {
+	return tf == s.tf
+}
+func (s *recordingSink) CandlesChanged(_ context.Context, changed []store.CandleKey) {
+	s.changed = append(s.changed, changed...)
+}
+func (s *recordingSink) FundamentalsChanged(context.Context, domain.Market, []string) {}
+
+// Ingest announces the changed series of the timeframes its sink wants,
+// and stores the others without looking for what changed.
+func TestIngestAnnouncesOnlyWantedSeries(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	sink := &recordingSink{tf: domain.TF4h}
+	in.Changes = sink
+	ctx := context.Background()
+	syms := []string{"BTC_USDT", "ETH_USDT"}
+	if _, err := in.IngestCandles(ctx, spot, domain.TF1h, syms); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.changed) != 0 {
+		t.Fatalf("1h series announced %v; the sink wants 4h only", sink.changed)
+	}
+	if c, _ := dump(t, db); len(c) < 2*worker.InitialCandles {
+		t.Fatalf("stored %d candles of the unwanted timeframe, want ≥ %d", len(c), 2*worker.InitialCandles)
+	}
+	if _, err := in.IngestCandles(ctx, spot, domain.TF4h, syms); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.changed) != 2 {
+		t.Fatalf("4h series announced %v, want both", sink.changed)
+	}
+}
+
+// The trigger wants the series scoring reads: the analytics source's, in
+// a timeframe of a style the market is scored in.
+func TestScoreTriggerWantsScoredSeries(t *testing.T) {
+	tr := &worker.ScoreTrigger{Region: "global"}
+	fx, ok := domain.AnalyticsSource("global", domain.Forex)
+	if !ok {
+		t.Fatal("no forex source")
+	}
+	for _, c := range []struct {
+		m    domain.Market
+		ex   string
+		tf   domain.Timeframe
+		want bool
+	}{
+		{domain.Crypto, "binance", domain.TF15m, true},
+		{domain.Crypto, "binance", domain.TF4h, true},
+		{domain.Crypto, "binance", domain.TF5m, false},
+		{domain.Crypto, "some-other-exchange", domain.TF4h, false},
+		{domain.Forex, fx.Exchange, domain.TF4h, true},
+		{domain.Forex, fx.Exchange, domain.TF15m, false}, // forex is scored in swing only
+	} {
+		if got := tr.WantsCandles(c.m, c.ex, c.tf); got != c.want {
+			t.Errorf("WantsCandles(%s, %s, %s) = %v, want %v", c.m, c.ex, c.tf, got, c.want)
+		}
+	}
+}

@@ -68,8 +68,9 @@ type pipelineFixture struct {
 	feeds  *feeds.Registry
 	scores *countingScores
 	recv   *receiver
-	// lanePoll is the workers' pipeline lane poll (0: the default).
-	lanePoll time.Duration
+	// copyDelay is how long the queued copies of the tasks RunNow takes
+	// are held back (0: worker.DefaultCopyDelay); newPipelineFixture sets 1 s.
+	copyDelay time.Duration
 
 	mu     sync.Mutex
 	ranNow map[string]int // task ids the workers ran at once (RunNow)
@@ -85,7 +86,7 @@ func newPipelineFixture(t *testing.T) *pipelineFixture {
 	t.Helper()
 	recv := newReceiver(t, 0, nil)
 	f := &pipelineFixture{webhookFixture: newWebhookFixture(t, recv, true), recv: recv, url: redistest.LeaseDB(t),
-		ranNow: map[string]int{}, clk: newAtomicClock(time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC))}
+		ranNow: map[string]int{}, copyDelay: time.Second, clk: newAtomicClock(time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC))}
 	opts, err := redis.ParseURL(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ type workerParts struct {
 // scoring trigger and dispatch wake-up (the events are lost on purpose).
 func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerParts {
 	t.Helper()
-	w, err := worker.New(worker.Config{RedisURL: f.url, Logger: discard(), TaskCheckInterval: f.lanePoll})
+	w, err := worker.New(worker.Config{RedisURL: f.url, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,14 +132,14 @@ func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerPar
 	sc := &worker.Scorer{Store: f.scores, Region: "global", Logger: discard(), Now: f.clk.now}
 	sc.Register(w)
 	p.trigger = &worker.ScoreTrigger{Redis: f.rdb, Queue: f.queue, Scorer: sc, Region: "global", Logger: discard(),
-		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }, RunNow: w.RunNow}
+		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }, RunNow: w.RunNow, CopyDelay: f.copyDelay}
 	p.trigger.Register(w)
 	p.in = &worker.Ingester{Store: f.db, Feeds: f.feeds, Now: f.clk.now, Changes: p.trigger}
 	p.in.Register(w)
 	disp := f.dispatcher(f.recv, true)
 	disp.Register(w)
 	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Queue: f.queue, Logger: discard(), RunNow: w.RunNow,
-		Drop: func(int64) bool {
+		CopyDelay: f.copyDelay, Drop: func(int64) bool {
 			if dropWakeups {
 				p.drops.Add(1)
 			}
@@ -377,14 +378,14 @@ func TestTwoWorkersOneWakeup(t *testing.T) {
 	}
 }
 
-// The pipeline's hops do not wait for the lane's poll: with the lane
-// polling once an hour, an ingested candle is scored and its verdict event
-// delivered, each by the task its enqueuer ran at once, and the queued
-// copies are deleted after their success.
+// The pipeline's hops do not wait for a lane: with the queued copies held
+// back for the default CopyDelay (15 s), an ingested candle is scored and
+// its verdict event delivered, each by the task its enqueuer ran at once,
+// and the queued copies are deleted after their success.
 func TestPipelineRunsAtOnceWithoutTheLane(t *testing.T) {
 	t.Parallel()
 	f := newPipelineFixture(t)
-	f.lanePoll = 10 * time.Second // polls at start, then after 5..15 s
+	f.copyDelay = 0 // worker.DefaultCopyDelay
 	p := f.startWorker(t, false)
 	ctx := context.Background()
 	if _, err := p.in.IngestCandles(ctx, spot, domain.TF4h, pipelineSymbols); err != nil {
@@ -412,7 +413,7 @@ func TestPipelineRunsAtOnceWithoutTheLane(t *testing.T) {
 func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
-	w, err := worker.New(worker.Config{RedisURL: url, Logger: discard(), TaskCheckInterval: 10 * time.Second})
+	w, err := worker.New(worker.Config{RedisURL: url, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,23 +437,43 @@ func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
 	task := asynq.NewTask("test:fail", nil)
 	var id string
 	// RunNow takes tasks once Run started (before, it leaves them to the
-	// lane: the copies enqueued meanwhile fail on the lane later, harmlessly).
+	// lane: the copies enqueued meanwhile fail on the lane later,
+	// harmlessly). Held back a minute, as the enqueuers hold theirs.
 	eventually(t, 10*time.Second, "RunNow to take a task", func() bool {
 		id = "fail:" + strconv.FormatInt(time.Now().UnixNano(), 10)
-		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueuePipeline)); err != nil {
+		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueueDefault), asynq.ProcessIn(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		return w.RunNow(task, id)
 	})
 	eventually(t, 10*time.Second, "the task's run", func() bool { ran, _ := w.RunNowCounts(); return ran == 1 && calls.Load() > 0 })
-	// The copy is still there: pending, or already taken by the lane (and
-	// failed again there, so retrying).
-	if info, err := ins.GetTaskInfo(worker.QueuePipeline, id); err != nil ||
-		(info.State != asynq.TaskStatePending && info.State != asynq.TaskStateActive && info.State != asynq.TaskStateRetry) {
+	// The copy is still there, waiting for its time.
+	if info, err := ins.GetTaskInfo(worker.QueueDefault, id); err != nil || info.State != asynq.TaskStateScheduled {
 		t.Fatalf("the queued copy of a task that failed at once: %+v (%v), want it kept", info, err)
 	}
 	// Give the delete a chance it must not take: the run failed.
 	if _, deleted := w.RunNowCounts(); deleted != 0 {
 		t.Fatalf("deleted %d copies of a failed task", deleted)
+	}
+}
+
+// When RunNow does not take a task (its process stopping), the queued
+// copy is the safety net: held back for CopyDelay, then run by the bulk
+// lane (the copies wait in the default queue).
+func TestQueuedCopyRunsWhenRunNowDoesNot(t *testing.T) {
+	t.Parallel()
+	f := newPipelineFixture(t)
+	p := f.startWorker(t, false)
+	var asked atomic.Int64
+	p.trigger.RunNow = func(*asynq.Task, string) bool { asked.Add(1); return false }
+	if _, err := p.in.IngestCandles(context.Background(), spot, domain.TF4h, pipelineSymbols); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the queued copy to score the ingested assets", func() bool {
+		_, ok := f.report(t, "SOL_USDT")
+		return ok
+	})
+	if asked.Load() == 0 {
+		t.Fatal("the trigger never offered its task to RunNow")
 	}
 }

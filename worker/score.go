@@ -48,13 +48,14 @@ type ScoreStore interface {
 	LatestCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]domain.Candle, error)
 	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
-	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
-	Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]store.FundamentalRow, error)
-	// The same three, of the given symbols only: a triggered scoring reads
-	// only the assets it scores, not the whole market.
+	// TickersOf is Tickers of the given symbols only: a triggered scoring
+	// reads only the assets it scores, not the whole market.
 	TickersOf(ctx context.Context, c domain.Combination, symbols []string) ([]domain.Ticker, error)
-	AnalyticsOf(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]store.AnalyticsRecord, error)
-	FundamentalsOf(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]store.FundamentalRow, error)
+	// ScoredState and FundamentalsRaw read what deciding to rescore an
+	// asset takes (every asset, or the given symbols), cheaply: no
+	// sparklines, fundamentals decoded only for the assets rescored.
+	ScoredState(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]store.AnalyticsRecord, error)
+	FundamentalsRaw(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]store.FundamentalRow, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -144,23 +145,18 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		return 0, 0, err
 	}
 	now := s.Now().UTC()
-	var (
-		prevList     []store.AnalyticsRecord
-		fundamentals map[string]store.FundamentalRow
-	)
-	if only == nil {
-		prevList, err = s.Store.AnalyticsList(ctx, m, style)
-	} else {
-		prevList, err = s.Store.AnalyticsOf(ctx, m, style, symbols)
+	var of []string // nil: the whole market
+	if only != nil {
+		of = symbols
+		if of == nil {
+			of = []string{}
+		}
 	}
+	prevList, err := s.Store.ScoredState(ctx, m, style, of)
 	if err != nil {
 		return 0, 0, err
 	}
-	if only == nil {
-		fundamentals, err = s.Store.Fundamentals(ctx, m, now)
-	} else {
-		fundamentals, err = s.Store.FundamentalsOf(ctx, m, now, symbols)
-	}
+	fundamentals, err := s.Store.FundamentalsRaw(ctx, m, now, of)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -190,8 +186,12 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		}
 		last := candles[len(candles)-1]
 		p := prev[sym]
+		inputs, err := fundamentals[sym].Decoded()
+		if err != nil {
+			s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
+		}
 		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
-			Fundamentals: analyticsFundamentals(fundamentals[sym].Inputs)})
+			Fundamentals: analyticsFundamentals(inputs)})
 		if err != nil {
 			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
 			continue

@@ -65,9 +65,10 @@ type ScoreTrigger struct {
 	// drops it (tests prove the safety net with it).
 	Drop func(m domain.Market, style analytics.Style) bool
 	// RunNow, when set (Worker.RunNow), runs each task this trigger
-	// enqueued in this process at once, so that the scoring does not wait
-	// for the pipeline lane's poll.
-	RunNow func(t *asynq.Task, taskID string) bool
+	// enqueued in this process at once; the queued copy, the safety net,
+	// is then held back for CopyDelay (0: DefaultCopyDelay).
+	RunNow    func(t *asynq.Task, taskID string) bool
+	CopyDelay time.Duration
 }
 
 // NewQueueClient returns the asynq client the trigger and the waker
@@ -117,6 +118,22 @@ func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, g
 // Register adds the score:assets handler to a worker.
 func (tr *ScoreTrigger) Register(w *Worker) {
 	w.Handle(TypeScoreAssets, asynq.HandlerFunc(tr.HandleScoreAssets))
+}
+
+// WantsCandles reports whether series of the market, exchange and
+// timeframe are scored: of the market's analytics source, in a timeframe a
+// style of the market scores.
+func (tr *ScoreTrigger) WantsCandles(m domain.Market, exchange string, tf domain.Timeframe) bool {
+	src, ok := domain.AnalyticsSource(tr.Region, m)
+	if !ok || src.Exchange != exchange {
+		return false
+	}
+	for _, st := range analytics.ScoredStyles(m) {
+		if st.Timeframe() == tf {
+			return true
+		}
+	}
+	return false
 }
 
 // CandlesChanged enqueues the scoring of the assets of the changed series,
@@ -186,8 +203,11 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	_, err := tr.Queue.EnqueueContext(ctx, task, asynq.TaskID(id),
-		asynq.Queue(QueuePipeline), asynq.MaxRetry(3), asynq.Timeout(5*time.Minute))
+	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault), asynq.MaxRetry(3), asynq.Timeout(5 * time.Minute)}
+	if tr.RunNow != nil {
+		opts = append(opts, asynq.ProcessIn(copyDelay(tr.CopyDelay)))
+	}
+	_, err := tr.Queue.EnqueueContext(ctx, task, opts...)
 	switch {
 	case err == nil:
 		if tr.RunNow != nil {

@@ -34,9 +34,10 @@ type DispatchWaker struct {
 	Drop func(eventID int64) bool
 	// RunNow, when set (Worker.RunNow), runs the dispatch pass of each
 	// wake-up this waker enqueued (the process whose enqueue won the task
-	// id) in this process at once, without waiting for the pipeline lane's
-	// poll.
-	RunNow func(t *asynq.Task, taskID string) bool
+	// id) in this process at once; the queued copy, the safety net, is
+	// then held back for CopyDelay (0: DefaultCopyDelay).
+	RunNow    func(t *asynq.Task, taskID string) bool
+	CopyDelay time.Duration
 }
 
 // Run listens and enqueues until ctx ends.
@@ -89,12 +90,24 @@ func (w *DispatchWaker) enqueue(ctx context.Context, logger *slog.Logger, id str
 		return
 	}
 	task := NewWebhookDispatchTask(time.Time{})
-	_, err := w.Queue.EnqueueContext(ctx, task, asynq.TaskID(id), asynq.Queue(QueuePipeline),
-		asynq.MaxRetry(1), asynq.Timeout(5*time.Minute), asynq.Retention(time.Minute))
+	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault),
+		asynq.MaxRetry(1), asynq.Timeout(5 * time.Minute), asynq.Retention(time.Minute)}
+	if w.RunNow != nil {
+		opts = append(opts, asynq.ProcessIn(copyDelay(w.CopyDelay)))
+	}
+	_, err := w.Queue.EnqueueContext(ctx, task, opts...)
 	if err == nil && w.RunNow != nil {
 		w.RunNow(task, id)
 	}
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) && ctx.Err() == nil {
 		logger.Warn("dispatch wake-up not enqueued; the next dispatch tick sends the event", "task_id", id, "err", err)
 	}
+}
+
+// copyDelay is d, or DefaultCopyDelay when d is 0.
+func copyDelay(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultCopyDelay
+	}
+	return d
 }

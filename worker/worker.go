@@ -22,7 +22,6 @@ const (
 	QueueDefault  = "default"  // scoring, statistics
 	QueueLive     = "live"     // screener snapshots: small, frequent, what clients see first
 	QueueIngest   = "ingest"   // candles
-	QueuePipeline = "pipeline" // what ingest and the outbox wake: triggered scoring, dispatch wake-ups
 )
 
 // Config configures a Worker.
@@ -33,14 +32,7 @@ type Config struct {
 	// LiveConcurrency slots of its own.
 	Concurrency     int
 	LiveConcurrency int
-	// TaskCheckInterval is how often the idle pipeline lane looks for a
-	// task (asynq polls; default DefaultTaskCheckInterval, asynq's 1 s like
-	// the other lanes). The pipeline's hops do not wait for it: their
-	// enqueuers run the task in-process at once (RunNow), and the lane
-	// takes what that did not (a failure, a stop, a crash).
-	TaskCheckInterval time.Duration
-	// PipelineConcurrency is how many tasks RunNow runs at once, and the
-	// pipeline lane's slots (default 4).
+	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
 	PipelineConcurrency int
 	// RunNowDelay is how long RunNow waits before it runs a task
 	// (DefaultRunNowDelay when 0): what other writes, in this process or
@@ -50,15 +42,23 @@ type Config struct {
 	Now         func() time.Time
 }
 
-// Worker runs the service's handlers on three asynq servers, the lanes: a
+// Worker runs the service's handlers on two asynq servers, the lanes: a
 // live lane for the small, frequent tasks clients notice at once (screener
-// snapshots, webhook dispatch), a bulk lane for the long ones (candle
-// pages, scoring, statistics) and a pipeline lane, the safety net of the
-// pipeline's tasks, which normally run at once in the process that
-// enqueued them (RunNow). Queue weights alone do not protect the live
+// snapshots, webhook dispatch) and a bulk lane for the long ones (candle
+// pages, scoring, statistics). Queue weights alone do not protect the live
 // tasks: weights pick among waiting tasks, but a process whose every slot
 // holds a minutes-long scoring run has no slot to pick for, and under load
 // screener snapshots then missed tick after tick.
+//
+// The pipeline's tasks (triggered scoring, dispatch wake-ups) normally run
+// at once in the process that enqueued them (RunNow); their queued copies,
+// the safety net, wait in the default queue, held back for CopyDelay (the
+// enqueuers' ProcessIn), and the bulk lane takes those RunNow did not
+// delete. They had a queue and a lane of their own, polling every second:
+// an asynq server costs CPU whether or not it finds work (its poll,
+// heartbeat, forwarder, janitor), and each queue a lane serves adds a
+// Redis script to every poll that finds nothing (BENCHMARKS.md, issue 10);
+// a copy that only becomes due when RunNow did not delete it needs neither.
 type Worker struct {
 	cfg       Config
 	lanes     []*asynq.Server
@@ -78,17 +78,24 @@ type Worker struct {
 	onRunNow            func(taskID string)
 }
 
-// DefaultTaskCheckInterval is the idle pipeline lane's polling interval.
-// Polling costs CPU (measured: two lanes of two queues at 100 ms took
-// 0.48 s of CPU a minute, at 1 s 0.07; the one-queue pipeline lane at
-// 100 ms ≈ 0.19, a quarter of main's CPU by a profile): the pipeline's
-// tasks run at once through RunNow instead, and their lane polls at
-// asynq's default as the safety net. Not the bulk lane: with the queue
-// there, beside the candle pages, candle → event p95 measured 8.8 s.
-const DefaultTaskCheckInterval = time.Second
+// DefaultCopyDelay is how long the queued copy of a task that RunNow takes
+// is held back (asynq.ProcessIn, set by the enqueuers) before the bulk
+// lane may run it: longer than a RunNow run normally takes (it deletes the copy
+// when it succeeds), so that no lane has to look for the copies and none
+// runs a task a second time while RunNow runs it. A copy becomes due only
+// when RunNow failed, or its process stopped or died first; then the bulk
+// lane runs it within about CopyDelay plus asynq's 5 s forwarding check
+// (the scheduler's ticks stay the last safety net: scoring every
+// MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
+//
+// Before, the copies were pending at once in a queue of their own, on a
+// lane of its own polling every second (at 100 ms that poll was a quarter
+// of the process's CPU by a profile). Never pending at once on the bulk
+// lane: there, busy with candle pages, candle → event p95 measured 8.8 s.
+const DefaultCopyDelay = 15 * time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
-// pipeline lane's 100 ms poll gave before (a burst of candle writes, from
+// old pipeline lane's 100 ms poll gave (a burst of candle writes, from
 // one worker or several, makes one scoring run).
 const DefaultRunNowDelay = 100 * time.Millisecond
 
@@ -112,9 +119,6 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.TaskCheckInterval <= 0 {
-		cfg.TaskCheckInterval = DefaultTaskCheckInterval
-	}
 	if cfg.PipelineConcurrency <= 0 {
 		cfg.PipelineConcurrency = 4
 	}
@@ -124,13 +128,12 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	lane := func(concurrency int, queues map[string]int, poll time.Duration) *asynq.Server {
+	lane := func(concurrency int, queues map[string]int) *asynq.Server {
 		return asynq.NewServer(opt, asynq.Config{
-			Concurrency:       concurrency,
-			Queues:            queues,
-			TaskCheckInterval: poll,
-			Logger:            NewAsynqLogger(cfg.Logger),
-			ShutdownTimeout:   20 * time.Second,
+			Concurrency:     concurrency,
+			Queues:          queues,
+			Logger:          NewAsynqLogger(cfg.Logger),
+			ShutdownTimeout: 20 * time.Second,
 			ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
 				cfg.Logger.Warn("task failed", "type", t.Type(), "err", err)
 			}),
@@ -139,14 +142,11 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), inspector: asynq.NewInspector(opt),
 		nowSem: make(chan struct{}, cfg.PipelineConcurrency)}
 	w.lanes = []*asynq.Server{
-		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}, 0),
+		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
-		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}, 0),
-		// The pipeline's queue has a lane of its own, polling at asynq's
-		// 1 s: its tasks normally run at once in the process that enqueued
-		// them (RunNow); the lane takes what that did not (a failure, a
-		// stop, a crash) without waiting behind candle pages.
-		lane(cfg.PipelineConcurrency, map[string]int{QueuePipeline: 1}, cfg.TaskCheckInterval),
+		// The default queue also holds the pipeline's queued copies, due
+		// CopyDelay after their enqueue: the safety net, not the path.
+		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
@@ -168,15 +168,17 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 	})
 }
 
-// RunNow runs a task of the pipeline queue in this process at once (after
+// RunNow runs a pipeline task in this process at once (after
 // RunNowDelay, which coalesces bursts), in a goroutine, besides its copy
-// enqueued under taskID: the enqueuer calls it after its enqueue
-// succeeded, so that the hop does not wait for the lane's poll. On success the queued copy is deleted (when a lane took it
-// meanwhile, it runs too: pipeline tasks are idempotent); on failure, or
-// or before Run, the copy stays and the lane runs it, with asynq's
-// retries. At most PipelineConcurrency run at once; the others wait for a
-// slot. A process that dies
-// mid-run leaves the copy too. It reports whether it took the task.
+// enqueued in the default queue under taskID (held back for CopyDelay:
+// see DefaultCopyDelay):
+// the enqueuer calls it after its enqueue succeeded. On success the queued
+// copy is deleted (when a lane took it meanwhile, it runs too: pipeline
+// tasks are idempotent); on failure, or before Run, the copy stays and the
+// bulk lane runs it when it is due, with asynq's retries. At most
+// PipelineConcurrency run at once; the others wait for a slot. A process
+// that dies mid-run leaves the copy too. It reports whether it took the
+// task.
 func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	w.nowMu.Lock()
 	defer w.nowMu.Unlock()
@@ -211,7 +213,7 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
 			return
 		}
-		if err := w.inspector.DeleteTask(QueuePipeline, taskID); err == nil {
+		if err := w.inspector.DeleteTask(QueueDefault, taskID); err == nil {
 			w.nowDeleted.Add(1)
 		} // else a lane took it already (it runs again, harmlessly) or Redis failed (the same)
 	}()

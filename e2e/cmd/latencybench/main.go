@@ -72,6 +72,11 @@ type options struct {
 	repeat                int
 	pprofDir              string
 	pprofPort             int
+	together              bool
+	// barrier, when set, is called when the CPU window is about to start
+	// and returns when it starts (-together: both processes' windows
+	// start at the same instant).
+	barrier func()
 }
 
 func main() {
@@ -93,13 +98,29 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 1, "measure (baseline, this build) this many times, back to back")
 	flag.StringVar(&o.pprofDir, "pprof", "", "a directory: a CPU profile of each CPU window is saved there (marketd's MARKET_PPROF_ADDR; the binaries must serve it)")
 	flag.IntVar(&o.pprofPort, "pprof-port", 19112, "loopback port of marketd's pprof listener (-pprof)")
+	flag.BoolVar(&o.together, "together", false, "run -baseline and -bin at the same time (this build on the ports +10), "+
+		"their CPU windows starting at the same instant: the same clock phase (candle closes, ticks) and the same machine load for both (implies -skip-latency)")
 	flag.Parse()
+	if o.together {
+		if o.baseline == "" {
+			log.Fatal("-together needs -baseline")
+		}
+		o.skipLatency = true
+	}
 	log.SetFlags(log.Ltime)
 	var results []*result
 	for i := range max(o.repeat, 1) {
 		suffix := ""
 		if o.repeat > 1 {
 			suffix = fmt.Sprintf(" #%d", i+1)
+		}
+		if o.together {
+			rb, rt, err := measureTogether(o, suffix)
+			if err != nil {
+				log.Fatal(err)
+			}
+			results = append(results, rb, rt)
+			continue
 		}
 		if o.baseline != "" {
 			r, err := measure(o, "baseline"+suffix, o.baseline, o.baselineScoreInterval)
@@ -149,6 +170,43 @@ func measure(o options, name, bin string, latencyScoreInterval string) (*result,
 		return nil, err
 	}
 	return r, nil
+}
+
+// measureTogether runs the baseline and this build at once (this build on
+// the ports +10), and starts their CPU windows at the same instant, once
+// both are warm and 30 s past it.
+func measureTogether(o options, suffix string) (rb, rt *result, err error) {
+	// Each side arrives at its window, or when it ends (a side that
+	// failed first lets the other start alone).
+	arrived := make(chan struct{}, 4)
+	start := make(chan struct{})
+	barrier := func() {
+		arrived <- struct{}{}
+		<-start
+	}
+	go func() {
+		<-arrived
+		<-arrived
+		close(start)
+	}()
+	ob, ot := o, o
+	ob.barrier, ot.barrier = barrier, barrier
+	ot.httpPort, ot.opsPort, ot.pprofPort = o.httpPort+10, o.opsPort+10, o.pprofPort+10
+	var wg sync.WaitGroup
+	var errB, errT error
+	wg.Go(func() {
+		defer func() { arrived <- struct{}{} }()
+		rb, errB = measure(ob, "baseline"+suffix, o.baseline, o.baselineScoreInterval)
+	})
+	wg.Go(func() {
+		defer func() { arrived <- struct{}{} }()
+		rt, errT = measure(ot, "this build"+suffix, o.bin, o.latencyScoreInterval)
+	})
+	wg.Wait()
+	if errB != nil || errT != nil {
+		return nil, nil, errors.Join(errB, errT)
+	}
+	return rb, rt, nil
 }
 
 // env is one fresh schema and Redis database with a running marketd.
@@ -317,6 +375,9 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	}
 	// Steady state: the start's backlog (300 candles a series) is done.
 	time.Sleep(30 * time.Second)
+	if o.barrier != nil {
+		o.barrier()
+	}
 	c0, err := procCPU(e.proc.Process.Pid)
 	if err != nil {
 		return err
