@@ -59,8 +59,8 @@ type Event struct {
 type Renderer func(ctx context.Context, e domain.StreamEvent) ([]byte, error)
 
 // DefaultPoll is how often a hub with subscribers reads the log when no
-// wake-up came: a safety net only. Commits wake the hub (Postgres NOTIFY,
-// Redis wake-ups), and events a wake-up found held back are read again
+// wake-up came: a safety net only. Commits wake the hub (Postgres
+// NOTIFY), and events a wake-up found held back are read again
 // after HeldRetry, doubling up to HeldRetryMax, until they are readable.
 // A hub without subscribers reads nothing at all.
 const DefaultPoll = 5 * time.Second

@@ -203,16 +203,9 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault), asynq.MaxRetry(3), asynq.Timeout(5 * time.Minute)}
-	if tr.RunNow != nil {
-		opts = append(opts, asynq.ProcessIn(copyDelay(tr.CopyDelay)))
-	}
-	_, err := tr.Queue.EnqueueContext(ctx, task, opts...)
+	err := enqueuePipeline(ctx, tr.Queue, task, id, tr.RunNow, tr.CopyDelay, asynq.MaxRetry(3))
 	switch {
 	case err == nil:
-		if tr.RunNow != nil {
-			tr.RunNow(task, id)
-		}
 	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
 		// A conflict: this generation's task is still waiting and takes
 		// these symbols too.

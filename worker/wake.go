@@ -89,25 +89,33 @@ func (w *DispatchWaker) enqueue(ctx context.Context, logger *slog.Logger, id str
 	if w.Drop != nil && w.Drop(eventID) {
 		return
 	}
-	task := NewWebhookDispatchTask(time.Time{})
-	opts := []asynq.Option{asynq.TaskID(id), asynq.Queue(QueueDefault),
-		asynq.MaxRetry(1), asynq.Timeout(5 * time.Minute), asynq.Retention(time.Minute)}
-	if w.RunNow != nil {
-		opts = append(opts, asynq.ProcessIn(copyDelay(w.CopyDelay)))
-	}
-	_, err := w.Queue.EnqueueContext(ctx, task, opts...)
-	if err == nil && w.RunNow != nil {
-		w.RunNow(task, id)
-	}
+	err := enqueuePipeline(ctx, w.Queue, NewWebhookDispatchTask(time.Time{}), id, w.RunNow, w.CopyDelay,
+		asynq.MaxRetry(1), asynq.Retention(time.Minute))
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) && ctx.Err() == nil {
 		logger.Warn("dispatch wake-up not enqueued; the next dispatch tick sends the event", "task_id", id, "err", err)
 	}
 }
 
-// copyDelay is d, or DefaultCopyDelay when d is 0.
-func copyDelay(d time.Duration) time.Duration {
-	if d <= 0 {
-		return DefaultCopyDelay
+// enqueuePipeline enqueues a pipeline task (a triggered scoring, a
+// dispatch wake-up) under id in the default queue and, when runNow is set
+// (Worker.RunNow), runs it at once in this process, its queued copy held
+// back for copyDelay (0: DefaultCopyDelay) as the safety net. The copy's
+// time-out is the run's (runNowTimeout). An enqueue that fails, or meets
+// the id already waiting (asynq.ErrTaskIDConflict), runs nothing.
+func enqueuePipeline(ctx context.Context, q *asynq.Client, task *asynq.Task, id string,
+	runNow func(*asynq.Task, string) bool, copyDelay time.Duration, opts ...asynq.Option) error {
+	opts = append(opts, asynq.TaskID(id), asynq.Queue(QueueDefault), asynq.Timeout(runNowTimeout))
+	if runNow != nil {
+		if copyDelay <= 0 {
+			copyDelay = DefaultCopyDelay
+		}
+		opts = append(opts, asynq.ProcessIn(copyDelay))
 	}
-	return d
+	if _, err := q.EnqueueContext(ctx, task, opts...); err != nil {
+		return err
+	}
+	if runNow != nil {
+		runNow(task, id)
+	}
+	return nil
 }

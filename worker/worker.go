@@ -220,7 +220,8 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 	return true
 }
 
-// runNowTimeout bounds a RunNow run, as asynq.Timeout bounds the copy's.
+// runNowTimeout bounds a RunNow run and, as asynq.Timeout, its queued
+// copy's (enqueuePipeline).
 const runNowTimeout = 5 * time.Minute
 
 // Handle registers a handler for a task type.
