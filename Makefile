@@ -78,8 +78,9 @@ run: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./domain/... ./store/... ./admission/... ./readcache/... ./api/... ./feeds/...
 
-## bench-api: wrk (its own process, pinned apart) against a bare net/http handler and the real api,
-## three runs of /usage, the screener, OHLCV and the analytics report; prints a Markdown table
+## bench-api: wrk (its own process, pinned apart) against two bare net/http handlers (one serving the
+## api's exact bytes, headers included; one sending the body with its Content-Type only) and the real
+## api, three runs of /usage, the screener, OHLCV and the analytics report; prints a Markdown table
 ## (see BENCHMARKS.md). BENCH_ARGS passes flags, e.g. BENCH_ARGS="-runs 1 -paths usage".
 bench-api: bench-deps
 	$(GO) run ./e2e/cmd/loadtest $(BENCH_ARGS)
