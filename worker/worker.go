@@ -5,6 +5,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -60,10 +61,11 @@ type Config struct {
 // Redis script to every poll that finds nothing (BENCHMARKS.md, issue 10);
 // a copy that only becomes due when RunNow did not delete it needs neither.
 type Worker struct {
-	cfg       Config
-	lanes     []*asynq.Server
-	mux       *asynq.ServeMux
-	inspector *asynq.Inspector
+	cfg   Config
+	lanes []*asynq.Server
+	mux   *asynq.ServeMux
+	// client enqueues the queued copy of a task RunNow could not run.
+	client *asynq.Client
 
 	// RunNow's state: the context of Run (nil before and after), its
 	// slots, and the runs in flight (Run waits for them).
@@ -71,11 +73,11 @@ type Worker struct {
 	nowCtx context.Context
 	nowSem chan struct{}
 	nowWG  sync.WaitGroup
-	// nowRuns counts the tasks RunNow ran, nowDeleted the queued copies
-	// it deleted after a success (tests); onRunNow sees each task id
-	// RunNow took (tests).
-	nowRuns, nowDeleted atomic.Int64
-	onRunNow            func(taskID string)
+	// nowRuns counts the tasks RunNow ran, nowCopies the queued copies
+	// it enqueued because a run failed or did not start (tests); onRunNow
+	// sees each task id RunNow took (tests).
+	nowRuns, nowCopies atomic.Int64
+	onRunNow           func(taskID string)
 }
 
 // DefaultCopyDelay is how long the queued copy of a task that RunNow takes
@@ -139,7 +141,7 @@ func New(cfg Config) (*Worker, error) {
 			}),
 		})
 	}
-	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), inspector: asynq.NewInspector(opt),
+	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), client: asynq.NewClient(opt),
 		nowSem: make(chan struct{}, cfg.PipelineConcurrency)}
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
@@ -169,17 +171,23 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 }
 
 // RunNow runs a pipeline task in this process at once (after
-// RunNowDelay, which coalesces bursts), in a goroutine, besides its copy
-// enqueued in the default queue under taskID (held back for CopyDelay:
-// see DefaultCopyDelay):
-// the enqueuer calls it after its enqueue succeeded. On success the queued
-// copy is deleted (when a lane took it meanwhile, it runs too: pipeline
-// tasks are idempotent); on failure, or before Run, the copy stays and the
-// bulk lane runs it when it is due, with asynq's retries. At most
-// PipelineConcurrency run at once; the others wait for a slot. A process
-// that dies mid-run leaves the copy too. It reports whether it took the
-// task.
-func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
+// RunNowDelay, which coalesces bursts), in a goroutine; the enqueuer calls
+// it after it claimed taskID (see ScoreTrigger, DispatchWaker). Only a
+// task that fails, or does not start because Run is ending, is enqueued
+// in the default queue under taskID with copyOpts (the enqueuer's options,
+// held back CopyDelay: see DefaultCopyDelay), and the bulk lane runs it
+// then, with asynq's retries. At most PipelineConcurrency run at once;
+// the others wait for a slot. It reports whether it took the task: when
+// it did not (before or after Run), the enqueuer enqueues the task itself.
+//
+// A task that succeeds costs no Redis round trip here. Before, every task
+// was enqueued first (its copy held back as the safety net) and the copy
+// deleted after the run: two asynq scripts per triggered scoring or
+// dispatch wake-up, most of a triggered run's cost when, as usual, it
+// found nothing to score. A process that dies mid-run leaves no copy now:
+// the scheduler's ticks are the safety net (scoring every
+// MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
+func (w *Worker) RunNow(t *asynq.Task, taskID string, copyOpts ...asynq.Option) bool {
 	w.nowMu.Lock()
 	defer w.nowMu.Unlock()
 	ctx := w.nowCtx
@@ -195,12 +203,14 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		select {
 		case <-time.After(w.cfg.RunNowDelay):
 		case <-ctx.Done():
-			return // shutting down: the copy stays
+			w.enqueueCopy(t, taskID, copyOpts) // shutting down
+			return
 		}
 		// Wait for a slot rather than leave the task to the lane's poll.
 		select {
 		case w.nowSem <- struct{}{}:
 		case <-ctx.Done():
+			w.enqueueCopy(t, taskID, copyOpts)
 			return
 		}
 		defer func() { <-w.nowSem }()
@@ -211,13 +221,26 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		defer cancel()
 		if err := w.mux.ProcessTask(runCtx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
-			return
+			w.enqueueCopy(t, taskID, copyOpts)
 		}
-		if err := w.inspector.DeleteTask(QueueDefault, taskID); err == nil {
-			w.nowDeleted.Add(1)
-		} // else a lane took it already (it runs again, harmlessly) or Redis failed (the same)
 	}()
 	return true
+}
+
+// enqueueCopy enqueues the queued copy of a task RunNow took but did not
+// run to success. An id already waiting (asynq.ErrTaskIDConflict) is the
+// same task: nothing is lost.
+func (w *Worker) enqueueCopy(t *asynq.Task, taskID string, copyOpts []asynq.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := w.client.EnqueueContext(ctx, t, copyOpts...)
+	switch {
+	case err == nil:
+		w.nowCopies.Add(1)
+	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
+	default:
+		w.cfg.Logger.Warn("queued copy not enqueued; the next tick catches up", "type", t.Type(), "task_id", taskID, "err", err)
+	}
 }
 
 // runNowTimeout bounds a RunNow run and, as asynq.Timeout, its queued
@@ -247,7 +270,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.nowCtx = nil
 	w.nowMu.Unlock()
 	w.nowWG.Wait()
-	_ = w.inspector.Close()
+	_ = w.client.Close()
 	var wg sync.WaitGroup
 	for _, srv := range w.lanes {
 		wg.Go(srv.Shutdown)
