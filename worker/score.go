@@ -202,17 +202,18 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 const saveEvery = 16
 
 // rescoreEvery is how often an asset is scored again while only its
-// still-open candle moves: a sixteenth of the timeframe, at least two
-// minutes (scalp 2 min, intraday 3.75 min, swing 15 min, position 1.5 h).
-// A new candle is always scored at once.
+// still-open candle moves: a sixteenth of the timeframe rounded up to a
+// whole minute, at least two minutes (scalp 2 min, intraday 4 min, swing
+// 15 min, position 1.5 h). A new candle is always scored at once.
 //
-// The floor is what scalp got in practice when only a 1-minute tick
-// scored against a 1-minute rule (a report scored a moment after a tick
-// was a moment short of a minute old at the next one, so it waited two);
-// event-driven scoring hits a 1-minute rule every minute, which doubles
-// scalp's cost for a still-open 15-minute candle.
+// That is what the 1-minute tick delivered before the trigger (its rule
+// was "older than a sixteenth, at least a minute", checked on the minute):
+// scalp's 1-minute rule aliased to about two minutes, intraday's 3.75 to
+// four. With slots aligned to the clock and candles written every minute,
+// a 3.75-minute slot made intraday rescore every 3 or 4 minutes (16 an
+// hour instead of 15), and a 1-minute one would have doubled scalp's cost.
 func rescoreEvery(tf domain.Timeframe) time.Duration {
-	return max(tf.Duration()/16, 2*time.Minute)
+	return max((tf.Duration()/16+time.Minute-1)/time.Minute*time.Minute, 2*time.Minute)
 }
 
 // rescoreSlot is the current slot of rescoreEvery, [start, end), aligned

@@ -52,14 +52,13 @@ type Config struct {
 // screener snapshots then missed tick after tick.
 //
 // The pipeline's tasks (triggered scoring, dispatch wake-ups) normally run
-// at once in the process that enqueued them (RunNow); their queued copies,
-// the safety net, wait in the default queue, held back for CopyDelay (the
-// enqueuers' ProcessIn), and the bulk lane takes those RunNow did not
-// delete. They had a queue and a lane of their own, polling every second:
-// an asynq server costs CPU whether or not it finds work (its poll,
-// heartbeat, forwarder, janitor), and each queue a lane serves adds a
-// Redis script to every poll that finds nothing (BENCHMARKS.md, issue 10);
-// a copy that only becomes due when RunNow did not delete it needs neither.
+// at once in the process that claimed them (RunNow), without asynq; only a
+// run that fails or does not start is enqueued in the default queue, held
+// back for CopyDelay, for the bulk lane. They had a queue and a lane of
+// their own, polling every second: an asynq server costs CPU whether or
+// not it finds work (its poll, heartbeat, forwarder, janitor), and each
+// queue a lane serves adds a Redis script to every poll that finds nothing
+// (BENCHMARKS.md, issue 10).
 type Worker struct {
 	cfg   Config
 	lanes []*asynq.Server
@@ -80,20 +79,19 @@ type Worker struct {
 	onRunNow           func(taskID string)
 }
 
-// DefaultCopyDelay is how long the queued copy of a task that RunNow takes
-// is held back (asynq.ProcessIn, set by the enqueuers) before the bulk
-// lane may run it: longer than a RunNow run normally takes (it deletes the copy
-// when it succeeds), so that no lane has to look for the copies and none
-// runs a task a second time while RunNow runs it. A copy becomes due only
-// when RunNow failed, or its process stopped or died first; then the bulk
-// lane runs it within about CopyDelay plus asynq's 5 s forwarding check
-// (the scheduler's ticks stay the last safety net: scoring every
+// DefaultCopyDelay is how long the queued copy of a task that RunNow took
+// but did not run to success (it failed, or Run ended first) is held back
+// (asynq.ProcessIn) before the bulk lane runs it, with asynq's retries: a
+// first back-off. A process that dies mid-run leaves no copy; the
+// scheduler's ticks are the safety net (scoring every
 // MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
 //
-// Before, the copies were pending at once in a queue of their own, on a
-// lane of its own polling every second (at 100 ms that poll was a quarter
-// of the process's CPU by a profile). Never pending at once on the bulk
-// lane: there, busy with candle pages, candle → event p95 measured 8.8 s.
+// Before, every task RunNow took had its copy enqueued first and deleted
+// after a success; before that, the copies were pending at once in a queue
+// of their own, on a lane of its own polling every second (at 100 ms that
+// poll was a quarter of the process's CPU by a profile). Never pending at
+// once on the bulk lane: there, busy with candle pages, candle → event p95
+// measured 8.8 s.
 const DefaultCopyDelay = 15 * time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
