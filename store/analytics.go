@@ -91,33 +91,6 @@ func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytic
 	return out, translate(err, "analytics")
 }
 
-// ScoredState returns what scoring compares and keeps of the stored reports
-// of a market in a style (of the given symbols only, unless symbols is
-// nil): symbol, overall score, verdict, candle time and close, updated_at.
-// The rest (price, sparkline, result) is left zero: scoring reads every
-// report of its assets on each run, and rescores few of them.
-func (db *DB) ScoredState(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]AnalyticsRecord, error) {
-	q, args := `SELECT symbol, overall_score, verdict, candle_time, candle_close, updated_at FROM analytics_reports
-		WHERE market = $1 AND style = $2`, []any{string(m), string(style)}
-	if symbols != nil {
-		q, args = q+` AND symbol = ANY($3)`, append(args, symbols)
-	}
-	rows, err := db.Pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err, "analytics")
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) {
-		r := AnalyticsRecord{Market: m, Style: style}
-		var verdict string
-		if err := row.Scan(&r.Symbol, &r.OverallScore, &verdict, &r.CandleTime, &r.CandleClose, &r.UpdatedAt); err != nil {
-			return r, err
-		}
-		r.Verdict, r.CandleTime, r.UpdatedAt = analytics.Verdict(verdict), r.CandleTime.UTC(), r.UpdatedAt.UTC()
-		return r, nil
-	})
-	return out, translate(err, "analytics")
-}
-
 // AnalyticsReport returns the latest analytics of one asset with its full
 // result; domain.ENOTFOUND when it was never scored.
 func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {
@@ -282,4 +255,118 @@ func (db *DB) ScoredStyles(ctx context.Context) (map[domain.Market][]analytics.S
 		out[domain.Market(m)] = append(out[domain.Market(m)], analytics.Style(st))
 	}
 	return out, translate(rows.Err(), "analytics")
+}
+
+// RescoreQuery names the assets a scoring run decides on: the market's
+// analytics source, the style and its timeframe, the symbols (nil: every
+// asset of the source) and the open-candle slot [SlotStart, SlotEnd) in
+// which a report is fresh enough for a still-open candle that moved.
+type RescoreQuery struct {
+	Source    domain.Combination
+	Style     analytics.Style
+	Timeframe domain.Timeframe
+	Symbols   []string
+	// Now bounds the fundamentals' age (as Fundamentals' now does).
+	Now                time.Time
+	SlotStart, SlotEnd time.Time
+}
+
+// RescoreCandidate is an asset a scoring run must score: its stored report
+// (Prev, when HadPrev), its fresh fundamentals (Fundamentals, undecoded:
+// FundamentalRow.Decoded) and its screener price and change (when
+// HasTicker).
+type RescoreCandidate struct {
+	Symbol       string
+	Prev         AnalyticsRecord
+	HadPrev      bool
+	Fundamentals FundamentalRow
+	Price        float64
+	ChangePct    float64
+	HasTicker    bool
+}
+
+// RescoreCandidates decides, in one statement, which assets of a source
+// must be scored (again), and returns only those, ordered by symbol, with
+// what scoring them keeps; considered is how many assets were decided on.
+//
+// The assets are the source's screener rows (of q.Symbols when given) or,
+// when the source has none yet, the symbols with candles of the timeframe;
+// one without a candle is not a candidate. An asset is a candidate when it
+// has no report, or its newest candle is not the one scored (a new candle),
+// or its fundamentals are newer than the report, or the still-open candle's
+// close moved and the report was made before the current open-candle slot.
+//
+// Each run used to read the screener rows, newest candles, reports and
+// fundamentals of every asset decided on and compare them in Go; most runs
+// rescore few assets or none, so nearly all of those rows were read for
+// nothing (ingest triggers a run per candle task and style, the tick one
+// per minute).
+func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
+	var only any // NULL: every asset
+	if q.Symbols != nil {
+		only = q.Symbols
+	}
+	m := q.Source.Market
+	rows, err := db.Pool.Query(ctx, `WITH src AS (
+			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
+		), syms AS (
+			SELECT symbol, true AS has_ticker, price, change_pct FROM src
+			WHERE $5::text[] IS NULL OR symbol = ANY($5::text[])
+			UNION ALL
+			SELECT DISTINCT symbol, false, 0::float8, 0::float8 FROM candles
+			WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND NOT EXISTS (SELECT 1 FROM src)
+				AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))
+		), cand AS (
+			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
+				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at
+			FROM syms s
+			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
+				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
+				ORDER BY open_time DESC LIMIT 1) l
+			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
+			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
+			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time OR coalesce(f.updated_at > a.updated_at, false)
+				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
+		)
+		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
+			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
+		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
+		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
+		q.Now.Add(-fundamentalsMaxAge).UTC(), q.SlotStart.UTC(), q.SlotEnd.UTC())
+	if err != nil {
+		return nil, 0, translate(err, "analytics")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n          int
+			sym        *string
+			hasTicker  *bool
+			price, chg *float64
+			had        *bool
+			score      *int
+			verdict    *string
+			ctime, at  *time.Time
+			cclose     *float64
+			inputs     []byte
+			fAt        *time.Time
+		)
+		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt); err != nil {
+			return nil, 0, translate(err, "analytics")
+		}
+		considered = n
+		if sym == nil {
+			continue // no candidate: the one row only counts
+		}
+		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had}
+		if c.HadPrev {
+			c.Prev = AnalyticsRecord{Market: m, Style: q.Style, Symbol: c.Symbol, OverallScore: *score,
+				Verdict: analytics.Verdict(*verdict), CandleTime: ctime.UTC(), CandleClose: *cclose, UpdatedAt: at.UTC()}
+		}
+		if fAt != nil {
+			c.Fundamentals = FundamentalRow{UpdatedAt: fAt.UTC(), raw: inputs}
+		}
+		cands = append(cands, c)
+	}
+	return cands, considered, translate(rows.Err(), "analytics")
 }

@@ -53,13 +53,13 @@ func (db *DB) UpsertFundamentals(ctx context.Context, m domain.Market, rows map[
 type FundamentalRow struct {
 	Inputs    map[string]float64
 	UpdatedAt time.Time
-	// raw is the stored inputs (JSON) of a row read by FundamentalsRaw,
+	// raw is the stored inputs (JSON) of a row read by RescoreCandidates,
 	// whose Inputs are nil until Decoded.
 	raw []byte
 }
 
 // Decoded returns the row's inputs, decoding them if the read left them
-// raw (FundamentalsRaw).
+// raw (RescoreCandidates).
 func (r FundamentalRow) Decoded() (map[string]float64, error) {
 	if r.Inputs != nil || r.raw == nil {
 		return r.Inputs, nil
@@ -74,26 +74,8 @@ func (r FundamentalRow) Decoded() (map[string]float64, error) {
 // Fundamentals returns the fundamental inputs of a market's assets that are
 // at most a week old, by symbol.
 func (db *DB) Fundamentals(ctx context.Context, m domain.Market, now time.Time) (map[string]FundamentalRow, error) {
-	return db.fundamentals(ctx, m, now, nil, false)
-}
-
-// FundamentalsRaw is Fundamentals (of the given symbols only, unless
-// symbols is nil) without decoding the inputs: scoring compares every
-// asset's UpdatedAt with its report's and decodes the inputs (Decoded) of
-// the few assets it scores again.
-func (db *DB) FundamentalsRaw(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]FundamentalRow, error) {
-	return db.fundamentals(ctx, m, now, symbols, true)
-}
-
-// fundamentals reads the fresh fundamentals of a market, of the given
-// symbols only unless symbols is nil; raw leaves the inputs undecoded.
-func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, symbols []string, raw bool) (map[string]FundamentalRow, error) {
-	q, args := `SELECT symbol, inputs, updated_at FROM fundamentals WHERE market = $1 AND updated_at > $2`,
-		[]any{string(m), now.Add(-fundamentalsMaxAge).UTC()}
-	if symbols != nil {
-		q, args = q+` AND symbol = ANY($3)`, append(args, symbols)
-	}
-	rows, err := db.Pool.Query(ctx, q, args...)
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, inputs, updated_at FROM fundamentals WHERE market = $1 AND updated_at > $2`,
+		string(m), now.Add(-fundamentalsMaxAge).UTC())
 	if err != nil {
 		return nil, translate(err, "fundamentals")
 	}
@@ -106,9 +88,7 @@ func (db *DB) fundamentals(ctx context.Context, m domain.Market, now time.Time, 
 		if err := rows.Scan(&sym, &b, &r.UpdatedAt); err != nil {
 			return nil, translate(err, "fundamentals")
 		}
-		if raw {
-			r.raw = b
-		} else if err := json.Unmarshal(b, &r.Inputs); err != nil {
+		if err := json.Unmarshal(b, &r.Inputs); err != nil {
 			return nil, fmt.Errorf("store: fundamentals of %s: %w", sym, err)
 		}
 		r.UpdatedAt = r.UpdatedAt.UTC()

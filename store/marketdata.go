@@ -53,27 +53,8 @@ func (f TickerFilter) Match(t domain.Ticker) bool {
 
 // Tickers returns the screener rows of a combination ordered by symbol.
 func (db *DB) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
-	return db.tickers(ctx, c, nil)
-}
-
-// TickersOf is Tickers restricted to the given symbols (a triggered
-// scoring reads only the assets it scores).
-func (db *DB) TickersOf(ctx context.Context, c domain.Combination, symbols []string) ([]domain.Ticker, error) {
-	if symbols == nil {
-		symbols = []string{}
-	}
-	return db.tickers(ctx, c, symbols)
-}
-
-// tickers reads a combination's screener rows, of the given symbols only
-// unless symbols is nil.
-func (db *DB) tickers(ctx context.Context, c domain.Combination, symbols []string) ([]domain.Ticker, error) {
-	q, args := `SELECT symbol, price, change_pct, volume, updated_at FROM tickers
-		WHERE market = $1 AND exchange = $2 AND instrument = $3`, []any{string(c.Market), c.Exchange, c.Instrument}
-	if symbols != nil {
-		q, args = q+` AND symbol = ANY($4)`, append(args, symbols)
-	}
-	rows, err := db.Pool.Query(ctx, q+` ORDER BY symbol`, args...)
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, price, change_pct, volume, updated_at FROM tickers
+		WHERE market = $1 AND exchange = $2 AND instrument = $3 ORDER BY symbol`, string(c.Market), c.Exchange, c.Instrument)
 	if err != nil {
 		return nil, translate(err, "tickers")
 	}

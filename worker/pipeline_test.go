@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,7 @@ func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerPar
 	p.in.Register(w)
 	disp := f.dispatcher(f.recv, true)
 	disp.Register(w)
-	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Queue: f.queue, Logger: discard(), RunNow: w.RunNow,
+	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Redis: f.rdb, Queue: f.queue, Logger: discard(), RunNow: w.RunNow,
 		CopyDelay: f.copyDelay, Drop: func(int64) bool {
 			if dropWakeups {
 				p.drops.Add(1)
@@ -371,8 +372,8 @@ func TestTwoWorkersOneWakeup(t *testing.T) {
 	if ids := f.deliveredIDs(); len(ids) != 1 || ids[0] != strconv.FormatInt(evs[0].ID, 10) {
 		t.Fatalf("delivered %v, want event %d once", ids, evs[0].ID)
 	}
-	// One wake-up task was enqueued (the other worker's enqueue met its
-	// id), and its worker ran it at once.
+	// One wake-up task ran (the other worker's claim of its id failed),
+	// at once, in the worker that claimed it.
 	if n := f.ranNowCount("webhooks:wake:" + strconv.FormatInt(evs[0].ID, 10)); n != 1 {
 		t.Errorf("%d dispatch wake-ups ran for event %d heard by two workers, want 1", n, evs[0].ID)
 	}
@@ -381,7 +382,8 @@ func TestTwoWorkersOneWakeup(t *testing.T) {
 // The pipeline's hops do not wait for a lane: with the queued copies held
 // back for the default CopyDelay (15 s), an ingested candle is scored and
 // its verdict event delivered, each by the task its enqueuer ran at once,
-// and the queued copies are deleted after their success.
+// and no task goes through asynq (a copy is enqueued only for a run that
+// failed or did not start).
 func TestPipelineRunsAtOnceWithoutTheLane(t *testing.T) {
 	t.Parallel()
 	f := newPipelineFixture(t)
@@ -401,16 +403,26 @@ func TestPipelineRunsAtOnceWithoutTheLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the verdict event delivered", func() bool { return len(f.deliveredIDs()) == 1 })
-	f.quiet(t) // every copy deleted: nothing pending for the lane
-	ran, deleted := p.w.RunNowCounts()
-	if ran < 3 || deleted != ran {
-		t.Fatalf("ran %d tasks at once and deleted %d queued copies; want ≥ 3 (2 scorings, 1 dispatch), all deleted", ran, deleted)
+	f.quiet(t) // nothing pending for the lane
+	ran, copies := p.w.RunNowCounts()
+	if ran < 3 || copies != 0 {
+		t.Fatalf("ran %d tasks at once and enqueued %d queued copies; want ≥ 3 (2 scorings, 1 dispatch) and none", ran, copies)
+	}
+	opt, _ := asynq.ParseRedisURI(f.url)
+	ins := asynq.NewInspector(opt)
+	defer ins.Close()
+	if qs, err := ins.Queues(); err == nil {
+		for _, q := range qs {
+			if info, err := ins.GetQueueInfo(q); err == nil && info.Processed > 0 {
+				t.Errorf("queue %s processed %d tasks; want every pipeline task run at once, none through asynq", q, info.Processed)
+			}
+		}
 	}
 }
 
-// A task that fails when run at once leaves its queued copy for the lane
-// (and asynq's retries).
-func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
+// A task that fails when run at once is enqueued for the lane (and
+// asynq's retries) with its enqueuer's options: held back, under its id.
+func TestRunNowFailureEnqueuesTheQueuedCopy(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
 	w, err := worker.New(worker.Config{RedisURL: url, Logger: discard()})
@@ -426,34 +438,22 @@ func TestRunNowFailureLeavesTheQueuedCopy(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	queue, err := worker.NewQueueClient(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer queue.Close()
 	opt, _ := asynq.ParseRedisURI(url)
 	ins := asynq.NewInspector(opt)
 	defer ins.Close()
 	task := asynq.NewTask("test:fail", nil)
-	var id string
-	// RunNow takes tasks once Run started (before, it leaves them to the
-	// lane: the copies enqueued meanwhile fail on the lane later,
-	// harmlessly). Held back a minute, as the enqueuers hold theirs.
+	id := "fail:1"
+	// RunNow takes tasks once Run started. Held back a minute, as the
+	// enqueuers hold theirs.
 	eventually(t, 10*time.Second, "RunNow to take a task", func() bool {
-		id = "fail:" + strconv.FormatInt(time.Now().UnixNano(), 10)
-		if _, err := queue.Enqueue(task, asynq.TaskID(id), asynq.Queue(worker.QueueDefault), asynq.ProcessIn(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		return w.RunNow(task, id)
+		return w.RunNow(task, id, asynq.TaskID(id), asynq.Queue(worker.QueueDefault), asynq.ProcessIn(time.Minute))
 	})
-	eventually(t, 10*time.Second, "the task's run", func() bool { ran, _ := w.RunNowCounts(); return ran == 1 && calls.Load() > 0 })
-	// The copy is still there, waiting for its time.
-	if info, err := ins.GetTaskInfo(worker.QueueDefault, id); err != nil || info.State != asynq.TaskStateScheduled {
-		t.Fatalf("the queued copy of a task that failed at once: %+v (%v), want it kept", info, err)
+	eventually(t, 10*time.Second, "the failed run's queued copy", func() bool { _, copies := w.RunNowCounts(); return copies == 1 })
+	if ran, _ := w.RunNowCounts(); ran != 1 || calls.Load() != 1 {
+		t.Fatalf("ran %d at once, %d calls; want 1", ran, calls.Load())
 	}
-	// Give the delete a chance it must not take: the run failed.
-	if _, deleted := w.RunNowCounts(); deleted != 0 {
-		t.Fatalf("deleted %d copies of a failed task", deleted)
+	if info, err := ins.GetTaskInfo(worker.QueueDefault, id); err != nil || info.State != asynq.TaskStateScheduled {
+		t.Fatalf("the queued copy of a task that failed at once: %+v (%v), want it held back", info, err)
 	}
 }
 
@@ -465,7 +465,7 @@ func TestQueuedCopyRunsWhenRunNowDoesNot(t *testing.T) {
 	f := newPipelineFixture(t)
 	p := f.startWorker(t, false)
 	var asked atomic.Int64
-	p.trigger.RunNow = func(*asynq.Task, string) bool { asked.Add(1); return false }
+	p.trigger.RunNow = func(*asynq.Task, string, ...asynq.Option) bool { asked.Add(1); return false }
 	if _, err := p.in.IngestCandles(context.Background(), spot, domain.TF4h, pipelineSymbols); err != nil {
 		t.Fatal(err)
 	}
@@ -475,5 +475,70 @@ func TestQueuedCopyRunsWhenRunNowDoesNot(t *testing.T) {
 	})
 	if asked.Load() == 0 {
 		t.Fatal("the trigger never offered its task to RunNow")
+	}
+}
+
+// noCandidates is a scoring store in which nothing is to be scored.
+type noCandidates struct{ worker.ScoreStore }
+
+func (noCandidates) RescoreCandidates(context.Context, store.RescoreQuery) ([]store.RescoreCandidate, int, error) {
+	return nil, 0, nil
+}
+
+func (noCandidates) SaveAnalytics(context.Context, []store.AnalyticsRecord, map[string]store.AnalyticsRecord) (int, error) {
+	return 0, nil
+}
+
+// A burst of changes to one market and style runs one task per generation
+// of its pending set: the first write claims the generation and runs the
+// task, later writes before the task takes the set only add to it; once
+// taken, the next write runs the next generation's task. Nothing is
+// enqueued in asynq on the way.
+func TestTriggerClaimsOneTaskPerGeneration(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	queue, err := worker.NewQueueClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queue.Close()
+	var ran []*asynq.Task
+	var ids []string
+	tr := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Region: "global", Logger: discard(),
+		Scorer: &worker.Scorer{Store: noCandidates{}, Region: "global", Logger: discard(), Now: time.Now},
+		RunNow: func(t *asynq.Task, id string, _ ...asynq.Option) bool {
+			ran, ids = append(ran, t), append(ids, id)
+			return true
+		}}
+	ctx := context.Background()
+	key := func(sym string) []store.CandleKey {
+		return []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF4h}}
+	}
+	tr.CandlesChanged(ctx, key("BTC_USDT"))
+	tr.CandlesChanged(ctx, key("ETH_USDT"))
+	if want := []string{"score:assets:crypto:swing:g0"}; !slices.Equal(ids, want) {
+		t.Fatalf("tasks run for two writes of one generation: %v, want %v", ids, want)
+	}
+	if err := tr.HandleScoreAssets(ctx, ran[0]); err != nil { // takes both
+		t.Fatal(err)
+	}
+	if n, err := rdb.Exists(ctx, "pipeline:score:pending:crypto:swing").Result(); err != nil || n != 0 {
+		t.Fatalf("pending set after the take: %d (%v), want gone", n, err)
+	}
+	tr.CandlesChanged(ctx, key("SOL_USDT"))
+	if want := []string{"score:assets:crypto:swing:g0", "score:assets:crypto:swing:g1"}; !slices.Equal(ids, want) {
+		t.Fatalf("tasks run: %v, want %v", ids, want)
+	}
+	opt, _ := asynq.ParseRedisURI(url)
+	ins := asynq.NewInspector(opt)
+	defer ins.Close()
+	if qs, err := ins.Queues(); err != nil || len(qs) != 0 {
+		t.Fatalf("asynq queues %v (%v); want none: every task ran at once", qs, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -44,18 +43,10 @@ func NewScoreTask(m domain.Market, style analytics.Style, tick time.Time) *asynq
 
 // ScoreStore is what scoring reads and writes.
 type ScoreStore interface {
-	CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error)
-	LatestCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]domain.Candle, error)
+	// RescoreCandidates decides which assets must be scored (again) and
+	// reads only those: most runs rescore few assets or none.
+	RescoreCandidates(ctx context.Context, q store.RescoreQuery) ([]store.RescoreCandidate, int, error)
 	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
-	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
-	// TickersOf is Tickers of the given symbols only: a triggered scoring
-	// reads only the assets it scores, not the whole market.
-	TickersOf(ctx context.Context, c domain.Combination, symbols []string) ([]domain.Ticker, error)
-	// ScoredState and FundamentalsRaw read what deciding to rescore an
-	// asset takes (every asset, or the given symbols), cheaply: no
-	// sparklines, fundamentals decoded only for the assets rescored.
-	ScoredState(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) ([]store.AnalyticsRecord, error)
-	FundamentalsRaw(ctx context.Context, m domain.Market, now time.Time, symbols []string) (map[string]store.FundamentalRow, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -136,47 +127,25 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	unlock := s.lock(m, style)
 	defer unlock()
 	tf := style.Timeframe()
-	symbols, tickers, err := scoredSymbols(ctx, s.Store, src, tf, only)
-	if err != nil {
-		return 0, 0, err
-	}
-	latest, err := s.Store.LatestCandles(ctx, m, src.Exchange, tf, symbols)
-	if err != nil {
-		return 0, 0, err
-	}
 	now := s.Now().UTC()
-	var of []string // nil: the whole market
-	if only != nil {
-		of = symbols
-		if of == nil {
-			of = []string{}
+	slotStart, slotEnd := rescoreSlot(now, tf)
+	// The rules (what was already scored is skipped; a still-open candle
+	// that moved is rescored once per slot of rescoreEvery) are applied by
+	// the store, which returns only the assets to score.
+	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
+		Symbols: only, Now: now, SlotStart: slotStart, SlotEnd: slotEnd})
+	if err != nil {
+		return 0, 0, err
+	}
+	prev := make(map[string]store.AnalyticsRecord, len(cands))
+	for _, c := range cands {
+		if c.HadPrev {
+			prev[c.Symbol] = c.Prev
 		}
-	}
-	prevList, err := s.Store.ScoredState(ctx, m, style, of)
-	if err != nil {
-		return 0, 0, err
-	}
-	fundamentals, err := s.Store.FundamentalsRaw(ctx, m, now, of)
-	if err != nil {
-		return 0, 0, err
-	}
-	prev := make(map[string]store.AnalyticsRecord, len(prevList))
-	for _, r := range prevList {
-		prev[r.Symbol] = r
 	}
 	var recs []store.AnalyticsRecord
-	for _, sym := range symbols {
-		newest, ok := latest[sym]
-		if !ok {
-			continue
-		}
-		if p, had := prev[sym]; had && p.CandleTime.Equal(newest.Time) && !fundamentals[sym].UpdatedAt.After(p.UpdatedAt) &&
-			(p.CandleClose == newest.Close || sameRescoreSlot(now, p.UpdatedAt, tf)) {
-			// Nothing new since the last scoring (candles or fundamentals),
-			// or only the still-open candle moved and the report is recent
-			// enough.
-			continue
-		}
+	for _, c := range cands {
+		sym := c.Symbol
 		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
 		if err != nil {
 			return 0, 0, err
@@ -185,8 +154,8 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			continue // not enough history yet: no report rather than a poor one
 		}
 		last := candles[len(candles)-1]
-		p := prev[sym]
-		inputs, err := fundamentals[sym].Decoded()
+		p := c.Prev
+		inputs, err := c.Fundamentals.Decoded()
 		if err != nil {
 			s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
 		}
@@ -200,8 +169,8 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
 			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
 			CandleClose: last.Close, UpdatedAt: now}
-		if t, ok := tickers[sym]; ok {
-			rec.Price, rec.ChangePct = t.Price, t.ChangePct
+		if c.HasTicker {
+			rec.Price, rec.ChangePct = c.Price, c.ChangePct
 		}
 		recs = append(recs, rec)
 		if len(recs) == saveEvery {
@@ -217,7 +186,7 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		return scored, events, err
 	}
 	scored, events = scored+len(recs), events+n
-	obs.Scored(string(m), string(style), scored, len(symbols)-scored, events)
+	obs.Scored(string(m), string(style), scored, considered-scored, events)
 	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).
@@ -233,59 +202,28 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 const saveEvery = 16
 
 // rescoreEvery is how often an asset is scored again while only its
-// still-open candle moves: a sixteenth of the timeframe, at least two
-// minutes (scalp 2 min, intraday 3.75 min, swing 15 min, position 1.5 h).
-// A new candle is always scored at once.
+// still-open candle moves: a sixteenth of the timeframe rounded up to a
+// whole minute, at least two minutes (scalp 2 min, intraday 4 min, swing
+// 15 min, position 1.5 h). A new candle is always scored at once.
 //
-// The floor is what scalp got in practice when only a 1-minute tick
-// scored against a 1-minute rule (a report scored a moment after a tick
-// was a moment short of a minute old at the next one, so it waited two);
-// event-driven scoring hits a 1-minute rule every minute, which doubles
-// scalp's cost for a still-open 15-minute candle.
+// That is what the 1-minute tick delivered before the trigger (its rule
+// was "older than a sixteenth, at least a minute", checked on the minute):
+// scalp's 1-minute rule aliased to about two minutes, intraday's 3.75 to
+// four. With slots aligned to the clock and candles written every minute,
+// a 3.75-minute slot made intraday rescore every 3 or 4 minutes (16 an
+// hour instead of 15), and a 1-minute one would have doubled scalp's cost.
 func rescoreEvery(tf domain.Timeframe) time.Duration {
-	return max(tf.Duration()/16, 2*time.Minute)
+	return max((tf.Duration()/16+time.Minute-1)/time.Minute*time.Minute, 2*time.Minute)
 }
 
-// sameRescoreSlot reports whether a report made at scored is still in the
-// current slot of rescoreEvery (slots are aligned to the clock): the
-// still-open candle is scored again once per slot, however many triggers
-// and ticks arrive, and whatever their jitter.
-func sameRescoreSlot(now, scored time.Time, tf domain.Timeframe) bool {
+// rescoreSlot is the current slot of rescoreEvery, [start, end), aligned
+// to the clock: a report made in it is not rescored for a still-open
+// candle that moved, so that candle is scored again once per slot, however
+// many triggers and ticks arrive, and whatever their jitter.
+func rescoreSlot(now time.Time, tf domain.Timeframe) (start, end time.Time) {
 	every := rescoreEvery(tf)
-	return now.Truncate(every).Equal(scored.Truncate(every))
-}
-
-// scoredSymbols is sourceSymbols restricted to only (nil: every symbol),
-// reading only those screener rows when the source has them.
-func scoredSymbols(ctx context.Context, st ScoreStore, src domain.Combination, tf domain.Timeframe, only []string) ([]string, map[string]domain.Ticker, error) {
-	if only == nil {
-		return sourceSymbols(ctx, st, src, tf)
-	}
-	ts, err := st.TickersOf(ctx, src, only)
-	if err != nil {
-		return nil, nil, err
-	}
-	var symbols []string
-	tickers := make(map[string]domain.Ticker, len(ts))
-	if len(ts) > 0 {
-		for _, t := range ts {
-			tickers[t.Symbol] = t
-			symbols = append(symbols, t.Symbol)
-		}
-		return symbols, tickers, nil
-	}
-	// None of them has a screener row: either the source has none yet
-	// (its symbols are those with candles) or these are not its symbols.
-	// The whole answer decides, as for a full run (rare: at start).
-	symbols, tickers, err = sourceSymbols(ctx, st, src, tf)
-	if err != nil {
-		return nil, nil, err
-	}
-	want := make(map[string]bool, len(only))
-	for _, sym := range only {
-		want[sym] = true
-	}
-	return slices.DeleteFunc(symbols, func(sym string) bool { return !want[sym] }), tickers, nil
+	start = now.Truncate(every)
+	return start, start.Add(every)
 }
 
 // sourceSymbols lists the symbols of a source combination (its screener

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -37,14 +38,24 @@ type ScoreAssetsPayload struct {
 // them.
 //
 // Bursts are coalesced per (market, style) in Redis: the changed symbols
-// go into a pending set, and one score:assets task is enqueued per
-// generation of that set, with the generation in its asynq task id, so a
-// burst of writes while the task waits makes one task (asynq refuses the
-// duplicate id) and one scoring. The task takes the set and moves to the
+// go into a pending set, and one score:assets task runs per generation of
+// that set: the write that marks the first symbols of a generation also
+// claims it (in the same script), and only the claimer runs the task, so
+// a burst of writes while the task waits makes one task and one scoring,
+// however many workers wrote. The task takes the set and moves to the
 // next generation in one atomic step, so a write that lands while the task
-// is scoring enqueues a new task rather than being lost behind the running
-// one. A symbol is marked before the generation is read, so it is either
-// in the set the waiting task takes or in the next generation's.
+// is scoring claims the next generation and runs a new task rather than
+// being lost behind the running one. A symbol is marked before the
+// generation is read, so it is either in the set the waiting task takes or
+// in the next generation's.
+//
+// Before, each generation's task was enqueued in asynq under an id naming
+// the generation (the duplicate id was the coalescing), held back as the
+// safety net of RunNow and deleted after its run: two asynq scripts per
+// run, on top of the mark and the take, for runs that mostly find nothing
+// to score. A claim lasts claimTTL: a process that dies between its claim
+// and its take leaves the generation to the next write after that (and to
+// the tick meanwhile).
 //
 // The scorer's own rules still decide what is scored: an asset whose
 // candle and fundamentals were already scored is skipped, and one whose
@@ -65,9 +76,9 @@ type ScoreTrigger struct {
 	// drops it (tests prove the safety net with it).
 	Drop func(m domain.Market, style analytics.Style) bool
 	// RunNow, when set (Worker.RunNow), runs each task this trigger
-	// enqueued in this process at once; the queued copy, the safety net,
-	// is then held back for CopyDelay (0: DefaultCopyDelay).
-	RunNow    func(t *asynq.Task, taskID string) bool
+	// claimed in this process at once (enqueued, held back CopyDelay, only
+	// when that run fails; 0: DefaultCopyDelay); unset, tasks are enqueued.
+	RunNow    func(t *asynq.Task, taskID string, copyOpts ...asynq.Option) bool
 	CopyDelay time.Duration
 }
 
@@ -81,14 +92,24 @@ func NewQueueClient(redisURL string) (*asynq.Client, error) {
 	return asynq.NewClient(opt), nil
 }
 
-// markScript adds the changed symbols to the pending set and returns the
-// current generation. Keys expire a day after their last use (a set whose
-// task was lost is scored by the tick anyway).
+// markScript adds the changed symbols (ARGV[2:]) to the pending set and
+// returns the current generation and, when ARGV[1] (a claim's time to
+// live in ms) is not 0, whether this call claimed the generation (1) or
+// it was claimed already (0). Keys expire a day after their last use (a
+// set whose task was lost is scored by the tick anyway).
 var markScript = redis.NewScript(`
-redis.call('SADD', KEYS[1], unpack(ARGV))
+redis.call('SADD', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], 86400)
-return tonumber(redis.call('GET', KEYS[2]) or '0')
+local g = tonumber(redis.call('GET', KEYS[2]) or '0')
+if ARGV[1] == '0' or redis.call('GET', KEYS[3]) == tostring(g) then
+  return {g, 0}
+end
+redis.call('SET', KEYS[3], tostring(g), 'PX', ARGV[1])
+return {g, 1}
 `)
+
+// claimTTL is how long a generation's claim lasts (see ScoreTrigger).
+const claimTTL = time.Minute
 
 // takeScript empties the pending set and moves to the next generation, in
 // one step, and returns what was pending.
@@ -107,12 +128,13 @@ func (tr *ScoreTrigger) logger() *slog.Logger {
 	return tr.Logger
 }
 
-func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, gen string) {
+func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, gen, claim string) {
 	p := tr.Prefix
 	if p == "" {
 		p = "pipeline:"
 	}
-	return fmt.Sprintf("%sscore:pending:%s:%s", p, m, style), fmt.Sprintf("%sscore:gen:%s:%s", p, m, style)
+	return fmt.Sprintf("%sscore:pending:%s:%s", p, m, style), fmt.Sprintf("%sscore:gen:%s:%s", p, m, style),
+		fmt.Sprintf("%sscore:claim:%s:%s", p, m, style)
 }
 
 // Register adds the score:assets handler to a worker.
@@ -174,41 +196,48 @@ func (tr *ScoreTrigger) FundamentalsChanged(ctx context.Context, m domain.Market
 }
 
 // mark adds symbols to the pending set of (m, style) and returns the
-// generation whose task will take them; ok is false when Redis failed
-// (logged: the next score tick scores them).
-func (tr *ScoreTrigger) mark(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) (gen int64, ok bool) {
-	pending, genKey := tr.keys(m, style)
-	for chunk := range slices.Chunk(symbols, 1000) { // Lua's unpack has a stack limit
-		args := make([]any, len(chunk))
-		for i, s := range chunk {
-			args[i] = s
+// generation whose task will take them and, when claim is set, whether
+// this call claimed that generation (its caller runs the task); ok is
+// false when Redis failed (logged: the next score tick scores them).
+func (tr *ScoreTrigger) mark(ctx context.Context, m domain.Market, style analytics.Style, symbols []string, claim bool) (gen int64, claimed, ok bool) {
+	pending, genKey, claimKey := tr.keys(m, style)
+	chunks := slices.Collect(slices.Chunk(symbols, 1000)) // Lua's unpack has a stack limit
+	for i, chunk := range chunks {
+		ttl := "0"
+		if claim && i == len(chunks)-1 { // the generation the last symbols went into
+			ttl = strconv.FormatInt(claimTTL.Milliseconds(), 10)
 		}
-		g, err := markScript.Run(ctx, tr.Redis, []string{pending, genKey}, args...).Int64()
-		if err != nil {
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, ttl)
+		for _, s := range chunk {
+			args = append(args, s)
+		}
+		res, err := markScript.Run(ctx, tr.Redis, []string{pending, genKey, claimKey}, args...).Int64Slice()
+		if err != nil || len(res) != 2 {
 			tr.logger().Warn("score trigger: mark failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
-			return 0, false
+			return 0, false, false
 		}
-		gen = g
+		gen, claimed = res[0], res[1] == 1
 	}
-	return gen, true
+	return gen, claimed, true
 }
 
 func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) {
 	if tr.Drop != nil && tr.Drop(m, style) {
 		return
 	}
-	gen, ok := tr.mark(ctx, m, style, symbols)
-	if !ok {
-		return
+	gen, claimed, ok := tr.mark(ctx, m, style, symbols, true)
+	if !ok || !claimed {
+		return // not claimed: this generation's task is waiting and takes these symbols too
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	err := enqueuePipeline(ctx, tr.Queue, task, id, tr.RunNow, tr.CopyDelay, asynq.MaxRetry(3))
+	err := runPipeline(ctx, tr.Queue, task, id, tr.RunNow, tr.CopyDelay, asynq.MaxRetry(3))
 	switch {
 	case err == nil:
 	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
-		// A conflict: this generation's task is still waiting and takes
-		// these symbols too.
+		// This generation's task is queued already (its claim ran out) and
+		// takes these symbols too.
 	default:
 		tr.logger().Warn("score trigger: enqueue failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
 	}
@@ -227,7 +256,7 @@ func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) er
 	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
 		return fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
 	}
-	pending, genKey := tr.keys(p.Market, p.Style)
+	pending, genKey, _ := tr.keys(p.Market, p.Style)
 	symbols, err := takeScript.Run(ctx, tr.Redis, []string{pending, genKey}).StringSlice()
 	if err != nil {
 		return fmt.Errorf("worker: %s: take pending: %w", t.Type(), err)
@@ -240,7 +269,7 @@ func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) er
 		// Back into the set only: asynq's retry (with its backoff) takes
 		// them again, or the next generation's task does. A new task here
 		// would run at once and, while Postgres is down, fail in a loop.
-		tr.mark(context.WithoutCancel(ctx), p.Market, p.Style, symbols)
+		tr.mark(context.WithoutCancel(ctx), p.Market, p.Style, symbols, false)
 		return err
 	}
 	tr.logger().Debug("scored on trigger", "market", p.Market, "style", p.Style, "pending", len(symbols), "assets", scored, "verdict_events", events)

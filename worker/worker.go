@@ -5,6 +5,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,19 +52,19 @@ type Config struct {
 // screener snapshots then missed tick after tick.
 //
 // The pipeline's tasks (triggered scoring, dispatch wake-ups) normally run
-// at once in the process that enqueued them (RunNow); their queued copies,
-// the safety net, wait in the default queue, held back for CopyDelay (the
-// enqueuers' ProcessIn), and the bulk lane takes those RunNow did not
-// delete. They had a queue and a lane of their own, polling every second:
-// an asynq server costs CPU whether or not it finds work (its poll,
-// heartbeat, forwarder, janitor), and each queue a lane serves adds a
-// Redis script to every poll that finds nothing (BENCHMARKS.md, issue 10);
-// a copy that only becomes due when RunNow did not delete it needs neither.
+// at once in the process that claimed them (RunNow), without asynq; only a
+// run that fails or does not start is enqueued in the default queue, held
+// back for CopyDelay, for the bulk lane. They had a queue and a lane of
+// their own, polling every second: an asynq server costs CPU whether or
+// not it finds work (its poll, heartbeat, forwarder, janitor), and each
+// queue a lane serves adds a Redis script to every poll that finds nothing
+// (BENCHMARKS.md, issue 10).
 type Worker struct {
-	cfg       Config
-	lanes     []*asynq.Server
-	mux       *asynq.ServeMux
-	inspector *asynq.Inspector
+	cfg   Config
+	lanes []*asynq.Server
+	mux   *asynq.ServeMux
+	// client enqueues the queued copy of a task RunNow could not run.
+	client *asynq.Client
 
 	// RunNow's state: the context of Run (nil before and after), its
 	// slots, and the runs in flight (Run waits for them).
@@ -71,27 +72,26 @@ type Worker struct {
 	nowCtx context.Context
 	nowSem chan struct{}
 	nowWG  sync.WaitGroup
-	// nowRuns counts the tasks RunNow ran, nowDeleted the queued copies
-	// it deleted after a success (tests); onRunNow sees each task id
-	// RunNow took (tests).
-	nowRuns, nowDeleted atomic.Int64
-	onRunNow            func(taskID string)
+	// nowRuns counts the tasks RunNow ran, nowCopies the queued copies
+	// it enqueued because a run failed or did not start (tests); onRunNow
+	// sees each task id RunNow took (tests).
+	nowRuns, nowCopies atomic.Int64
+	onRunNow           func(taskID string)
 }
 
-// DefaultCopyDelay is how long the queued copy of a task that RunNow takes
-// is held back (asynq.ProcessIn, set by the enqueuers) before the bulk
-// lane may run it: longer than a RunNow run normally takes (it deletes the copy
-// when it succeeds), so that no lane has to look for the copies and none
-// runs a task a second time while RunNow runs it. A copy becomes due only
-// when RunNow failed, or its process stopped or died first; then the bulk
-// lane runs it within about CopyDelay plus asynq's 5 s forwarding check
-// (the scheduler's ticks stay the last safety net: scoring every
+// DefaultCopyDelay is how long the queued copy of a task that RunNow took
+// but did not run to success (it failed, or Run ended first) is held back
+// (asynq.ProcessIn) before the bulk lane runs it, with asynq's retries: a
+// first back-off. A process that dies mid-run leaves no copy; the
+// scheduler's ticks are the safety net (scoring every
 // MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
 //
-// Before, the copies were pending at once in a queue of their own, on a
-// lane of its own polling every second (at 100 ms that poll was a quarter
-// of the process's CPU by a profile). Never pending at once on the bulk
-// lane: there, busy with candle pages, candle → event p95 measured 8.8 s.
+// Before, every task RunNow took had its copy enqueued first and deleted
+// after a success; before that, the copies were pending at once in a queue
+// of their own, on a lane of its own polling every second (at 100 ms that
+// poll was a quarter of the process's CPU by a profile). Never pending at
+// once on the bulk lane: there, busy with candle pages, candle → event p95
+// measured 8.8 s.
 const DefaultCopyDelay = 15 * time.Second
 
 // DefaultRunNowDelay is RunNow's coalescing delay: about what the
@@ -139,7 +139,7 @@ func New(cfg Config) (*Worker, error) {
 			}),
 		})
 	}
-	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), inspector: asynq.NewInspector(opt),
+	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), client: asynq.NewClient(opt),
 		nowSem: make(chan struct{}, cfg.PipelineConcurrency)}
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
@@ -169,17 +169,23 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 }
 
 // RunNow runs a pipeline task in this process at once (after
-// RunNowDelay, which coalesces bursts), in a goroutine, besides its copy
-// enqueued in the default queue under taskID (held back for CopyDelay:
-// see DefaultCopyDelay):
-// the enqueuer calls it after its enqueue succeeded. On success the queued
-// copy is deleted (when a lane took it meanwhile, it runs too: pipeline
-// tasks are idempotent); on failure, or before Run, the copy stays and the
-// bulk lane runs it when it is due, with asynq's retries. At most
-// PipelineConcurrency run at once; the others wait for a slot. A process
-// that dies mid-run leaves the copy too. It reports whether it took the
-// task.
-func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
+// RunNowDelay, which coalesces bursts), in a goroutine; the enqueuer calls
+// it after it claimed taskID (see ScoreTrigger, DispatchWaker). Only a
+// task that fails, or does not start because Run is ending, is enqueued
+// in the default queue under taskID with copyOpts (the enqueuer's options,
+// held back CopyDelay: see DefaultCopyDelay), and the bulk lane runs it
+// then, with asynq's retries. At most PipelineConcurrency run at once;
+// the others wait for a slot. It reports whether it took the task: when
+// it did not (before or after Run), the enqueuer enqueues the task itself.
+//
+// A task that succeeds costs no Redis round trip here. Before, every task
+// was enqueued first (its copy held back as the safety net) and the copy
+// deleted after the run: two asynq scripts per triggered scoring or
+// dispatch wake-up, most of a triggered run's cost when, as usual, it
+// found nothing to score. A process that dies mid-run leaves no copy now:
+// the scheduler's ticks are the safety net (scoring every
+// MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
+func (w *Worker) RunNow(t *asynq.Task, taskID string, copyOpts ...asynq.Option) bool {
 	w.nowMu.Lock()
 	defer w.nowMu.Unlock()
 	ctx := w.nowCtx
@@ -195,12 +201,14 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		select {
 		case <-time.After(w.cfg.RunNowDelay):
 		case <-ctx.Done():
-			return // shutting down: the copy stays
+			w.enqueueCopy(t, taskID, copyOpts) // shutting down
+			return
 		}
 		// Wait for a slot rather than leave the task to the lane's poll.
 		select {
 		case w.nowSem <- struct{}{}:
 		case <-ctx.Done():
+			w.enqueueCopy(t, taskID, copyOpts)
 			return
 		}
 		defer func() { <-w.nowSem }()
@@ -211,13 +219,26 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string) bool {
 		defer cancel()
 		if err := w.mux.ProcessTask(runCtx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
-			return
+			w.enqueueCopy(t, taskID, copyOpts)
 		}
-		if err := w.inspector.DeleteTask(QueueDefault, taskID); err == nil {
-			w.nowDeleted.Add(1)
-		} // else a lane took it already (it runs again, harmlessly) or Redis failed (the same)
 	}()
 	return true
+}
+
+// enqueueCopy enqueues the queued copy of a task RunNow took but did not
+// run to success. An id already waiting (asynq.ErrTaskIDConflict) is the
+// same task: nothing is lost.
+func (w *Worker) enqueueCopy(t *asynq.Task, taskID string, copyOpts []asynq.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := w.client.EnqueueContext(ctx, t, copyOpts...)
+	switch {
+	case err == nil:
+		w.nowCopies.Add(1)
+	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
+	default:
+		w.cfg.Logger.Warn("queued copy not enqueued; the next tick catches up", "type", t.Type(), "task_id", taskID, "err", err)
+	}
 }
 
 // runNowTimeout bounds a RunNow run and, as asynq.Timeout, its queued
@@ -247,7 +268,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.nowCtx = nil
 	w.nowMu.Unlock()
 	w.nowWG.Wait()
-	_ = w.inspector.Close()
+	_ = w.client.Close()
 	var wg sync.WaitGroup
 	for _, srv := range w.lanes {
 		wg.Go(srv.Shutdown)

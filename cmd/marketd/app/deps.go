@@ -136,7 +136,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
-		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Queue: queue, Logger: logger, Now: time.Now, RunNow: w.RunNow}
+		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Redis: rdb, Queue: queue, Logger: logger, Now: time.Now, RunNow: w.RunNow}
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil

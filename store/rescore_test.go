@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+)
+
+// RescoreCandidates returns exactly the assets scoring must score (again),
+// with what scoring keeps of them: no report yet; a new candle; fresher
+// fundamentals; a still-open candle that moved since a report made before
+// the current slot. It skips a report of the same candle, and one of the
+// same still-open candle made in the slot; it decides on the given
+// symbols only when given them (none when given none).
+func TestRescoreCandidates(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
+	slotStart, slotEnd := now.Truncate(15*time.Minute), now.Truncate(15*time.Minute).Add(15*time.Minute)
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	open := now.Truncate(4 * time.Hour)
+	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "UNSCORED", "NO_CANDLE"}
+	var tickers []domain.Ticker
+	for i, sym := range syms {
+		tickers = append(tickers, domain.Ticker{Symbol: sym, Price: float64(i + 1), ChangePct: 2, Volume: 1, UpdatedAt: now})
+		if sym == "NO_CANDLE" {
+			continue
+		}
+		close := 100.0
+		if sym == "MOVED_IN_SLOT" || sym == "MOVED_BEFORE" {
+			close = 101
+		}
+		cs := []domain.Candle{{Time: open, Open: 100, High: 102, Low: 99, Close: close, Volume: 5}}
+		if sym == "NEW_CANDLE" {
+			cs = append(cs, domain.Candle{Time: open.Add(4 * time.Hour), Open: 100, High: 102, Low: 99, Close: 100, Volume: 5})
+		}
+		if err := db.UpsertCandles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF4h}, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.ReplaceTickers(ctx, spot, tickers); err != nil {
+		t.Fatal(err)
+	}
+	var recs []store.AnalyticsRecord
+	for _, sym := range syms[:5] {
+		at := now.Add(-10 * time.Second) // in the slot
+		if sym == "MOVED_BEFORE" {
+			at = slotStart.Add(-time.Second)
+		}
+		recs = append(recs, analyticsRecord(sym, 15, analytics.VerdictNeutral, at)) // candle open, close 100
+	}
+	if _, err := db.SaveAnalytics(ctx, recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}, "FRESH": {"x": 1}},
+		now.Add(-2*time.Minute)); err != nil { // FRESH's are older than its report
+		t.Fatal(err)
+	}
+	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}}, now); err != nil {
+		t.Fatal(err)
+	}
+	q := store.RescoreQuery{Source: spot, Style: analytics.Swing, Timeframe: domain.TF4h, Now: now, SlotStart: slotStart, SlotEnd: slotEnd}
+	cands, considered, err := db.RescoreCandidates(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cands {
+		got = append(got, c.Symbol)
+	}
+	if want := []string{"FUNDAMENTALS", "MOVED_BEFORE", "NEW_CANDLE", "UNSCORED"}; !cmp.Equal(got, want) || considered != len(syms) {
+		t.Fatalf("candidates %v of %d assets, want %v of %d", got, considered, want, len(syms))
+	}
+	byName := map[string]store.RescoreCandidate{}
+	for _, c := range cands {
+		byName[c.Symbol] = c
+	}
+	f := byName["FUNDAMENTALS"]
+	if in, err := f.Fundamentals.Decoded(); err != nil || in["x"] != 3 || !f.Fundamentals.UpdatedAt.Equal(now) {
+		t.Errorf("FUNDAMENTALS' fundamentals: %+v → %v (%v), want x = 3 of %s", f.Fundamentals, in, err, now)
+	}
+	if p := f.Prev; !f.HadPrev || p.OverallScore != 15 || p.Verdict != analytics.VerdictNeutral || !p.CandleTime.Equal(open) ||
+		p.CandleClose != 100 || !p.UpdatedAt.Equal(now.Add(-10*time.Second)) || !f.HasTicker || f.Price != 5 || f.ChangePct != 2 {
+		t.Errorf("FUNDAMENTALS: %+v, want its stored report, and its screener price 5 and change 2", f)
+	}
+	if u := byName["UNSCORED"]; u.HadPrev || u.Fundamentals.UpdatedAt != (time.Time{}) {
+		t.Errorf("UNSCORED: %+v, want no report and no fundamentals", u)
+	}
+
+	// Given symbols: only those (and none when given none).
+	q.Symbols = []string{"FRESH", "NEW_CANDLE", "ELSEWHERE"}
+	if cands, considered, err := db.RescoreCandidates(ctx, q); err != nil || len(cands) != 1 || cands[0].Symbol != "NEW_CANDLE" || considered != 2 {
+		t.Fatalf("candidates of %v: %+v of %d (%v), want NEW_CANDLE of 2", q.Symbols, cands, considered, err)
+	}
+	q.Symbols = []string{}
+	if cands, considered, err := db.RescoreCandidates(ctx, q); err != nil || len(cands) != 0 || considered != 0 {
+		t.Fatalf("candidates of no symbols: %+v of %d (%v)", cands, considered, err)
+	}
+
+	// Next slot: the moved still-open candle is due too.
+	q.Symbols, q.SlotStart, q.SlotEnd = nil, slotEnd, slotEnd.Add(15*time.Minute)
+	if cands, _, err := db.RescoreCandidates(ctx, q); err != nil || !slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool {
+		return c.Symbol == "MOVED_IN_SLOT"
+	}) || slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool { return c.Symbol == "FRESH" }) {
+		t.Fatalf("candidates in the next slot: %+v (%v), want MOVED_IN_SLOT and not FRESH", cands, err)
+	}
+}
+
+// A source without screener rows yet decides on the symbols with candles
+// of the timeframe (of the given ones, when given).
+func TestRescoreCandidatesWithoutScreenerRows(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
+	for _, sym := range []string{"A_USDT", "B_USDT"} {
+		if err := db.UpsertCandles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF4h},
+			[]domain.Candle{{Time: now.Truncate(4 * time.Hour), Open: 1, High: 1, Low: 1, Close: 1, Volume: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := store.RescoreQuery{Source: domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"},
+		Style: analytics.Swing, Timeframe: domain.TF4h, Now: now, SlotStart: now.Truncate(time.Hour), SlotEnd: now.Truncate(time.Hour).Add(time.Hour)}
+	cands, considered, err := db.RescoreCandidates(ctx, q)
+	if err != nil || len(cands) != 2 || cands[0].Symbol != "A_USDT" || cands[0].HasTicker || considered != 2 {
+		t.Fatalf("candidates: %+v of %d (%v), want A_USDT and B_USDT, without screener rows", cands, considered, err)
+	}
+	q.Symbols = []string{"B_USDT"}
+	if cands, _, err := db.RescoreCandidates(ctx, q); err != nil || len(cands) != 1 || cands[0].Symbol != "B_USDT" {
+		t.Fatalf("candidates of B_USDT: %+v (%v)", cands, err)
+	}
+}
