@@ -225,32 +225,6 @@ func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange s
 	return out, translate(rows.Err(), "candles")
 }
 
-// LatestCandles returns the newest stored candle of each of the given
-// symbols of an exchange and timeframe; symbols without candles are
-// absent. One index lookup per symbol.
-func (db *DB) LatestCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]domain.Candle, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT sym, c.open_time, c.open, c.high, c.low, c.close, c.volume
-		FROM unnest($4::text[]) AS sym
-		CROSS JOIN LATERAL (SELECT open_time, open, high, low, close, volume FROM candles
-			WHERE market = $1 AND exchange = $2 AND symbol = sym AND timeframe = $3
-			ORDER BY open_time DESC LIMIT 1) c`, string(m), exchange, string(tf), symbols)
-	if err != nil {
-		return nil, translate(err, "candles")
-	}
-	defer rows.Close()
-	out := make(map[string]domain.Candle, len(symbols))
-	for rows.Next() {
-		var s string
-		var c domain.Candle
-		if err := rows.Scan(&s, &c.Time, &c.Open, &c.High, &c.Low, &c.Close, &c.Volume); err != nil {
-			return nil, translate(err, "candles")
-		}
-		c.Time = c.Time.UTC()
-		out[s] = c
-	}
-	return out, translate(rows.Err(), "candles")
-}
-
 // CandleSymbols lists the symbols with stored candles of an exchange (for 404 details).
 func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT symbol FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3 ORDER BY symbol`,
