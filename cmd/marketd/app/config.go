@@ -39,13 +39,16 @@ type Config struct {
 	LogLevel         slog.Level
 	Feeds            []string
 
-	OandaToken           string
-	AlpacaKeyID          string
-	AlpacaSecret         string
-	SyntheticSeed        int64
-	TickerInterval       time.Duration
-	CandleInterval       time.Duration
-	ScoreInterval        time.Duration
+	OandaToken     string
+	AlpacaKeyID    string
+	AlpacaSecret   string
+	SyntheticSeed  int64
+	TickerInterval time.Duration
+	CandleInterval time.Duration
+	ScoreInterval  time.Duration
+	// ScoreTrigger: ingest has what it changed scored at once (the tick
+	// is the safety net); false leaves scoring to the tick alone.
+	ScoreTrigger         bool
 	StatsInterval        time.Duration
 	FundamentalsInterval time.Duration
 	WebhookInterval      time.Duration
@@ -91,6 +94,7 @@ var EnvVars = []envVar{
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "Safety-net period of analytics scoring per market and trading style: ingest already enqueues the scoring of what it changed at once; the tick scores whatever that missed (assets with nothing new are skipped)."},
+	{"MARKET_SCORE_TRIGGER", "true", "true: ingest has the assets it changed scored at once (seconds from candle to verdict). false: scoring waits for the MARKET_SCORE_INTERVAL tick alone (an operator's switch, and the baseline of the CPU benchmark in BENCHMARKS.md)."},
 	{"MARKET_FUNDAMENTALS_INTERVAL", "15m", "How often the scheduler refreshes the fundamental inputs (funding, open interest, P/E, rate differentials) of each market's assets."},
 	{"MARKET_STATS_INTERVAL", "15m", "How often the scheduler enqueues the verdict/factor statistics of each market (backtest over daily candles, and live); 0 disables them."},
 	{"MARKET_WEBHOOK_INTERVAL", "5s", "Safety-net period of the webhook dispatcher (fan-out of verdict changes, due deliveries and retries); a committed verdict event wakes it at once."},
@@ -201,6 +205,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ScoreInterval, err = time.ParseDuration(get("MARKET_SCORE_INTERVAL")); err != nil || c.ScoreInterval < time.Second {
 		return c, fmt.Errorf("MARKET_SCORE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
+	}
+	if c.ScoreTrigger, err = strconv.ParseBool(get("MARKET_SCORE_TRIGGER")); err != nil {
+		return c, fmt.Errorf("MARKET_SCORE_TRIGGER: must be true or false")
 	}
 	if c.FundamentalsInterval, err = time.ParseDuration(get("MARKET_FUNDAMENTALS_INTERVAL")); err != nil || c.FundamentalsInterval < time.Second {
 		return c, fmt.Errorf("MARKET_FUNDAMENTALS_INTERVAL: must be a duration of at least 1s (e.g. 15m)")

@@ -119,8 +119,12 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	sc.Register(w)
 	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Logger: logger, RunNow: w.RunNow}
 	trigger.Register(w)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify,
-		Changes: trigger}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
+	if cfg.ScoreTrigger {
+		in.Changes = trigger
+	} else {
+		logger.Info("ingest does not trigger scoring (MARKET_SCORE_TRIGGER=false): the score tick alone scores", "interval", cfg.ScoreInterval)
+	}
 	in.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)

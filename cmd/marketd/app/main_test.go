@@ -153,6 +153,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"region":   {"MARKET_REGION", "mars"},
 		"secret":   {"MARKET_SECRET_KEY", "short"},
 		"log":      {"MARKET_LOG_LEVEL", "loud"},
+		"trigger":  {"MARKET_SCORE_TRIGGER", "sometimes"},
 	} {
 		env := map[string]string{tc.k: tc.v}
 		_, errs, code := run(t, env, "api")

@@ -27,7 +27,13 @@
 // marketd runs as its own process; the tool's Postgres polling and the
 // receiver run in this one.
 //
+// The CPU step also counts the analytics reports each process rescored
+// in its window (read from Postgres every 5 s), so that CPU is compared
+// at the work done.
+//
 //	go run ./e2e/cmd/latencybench -bin bin/marketd [-baseline /tmp/main/marketd]
+//	go run ./e2e/cmd/latencybench -together -skip-latency -bin bin/marketd -baseline /tmp/main/marketd \
+//	    -variant MARKET_SCORE_TRIGGER=false -cpu-window 30m   # ticks alone, the trigger, and main, in one window
 package main
 
 import (
@@ -42,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -63,6 +70,7 @@ type options struct {
 	databaseURL, redisURL string
 	httpPort, opsPort     int
 	cpuWindow, latWindow  time.Duration
+	settle                time.Duration
 	prime                 int
 	latencyScoreInterval  string
 	baselineScoreInterval string
@@ -73,6 +81,8 @@ type options struct {
 	pprofDir              string
 	pprofPort             int
 	together              bool
+	baselineEnv           envFlag
+	variants              variantFlag
 	// barrier, when set, is called when the CPU window is about to start
 	// and returns when it starts (-together: both processes' windows
 	// start at the same instant).
@@ -88,6 +98,7 @@ func main() {
 	flag.IntVar(&o.httpPort, "http-port", 19110, "marketd's public port")
 	flag.IntVar(&o.opsPort, "ops-port", 19111, "marketd's ops port")
 	flag.DurationVar(&o.cpuWindow, "cpu-window", 3*time.Minute, "steady-state window of the CPU measure")
+	flag.DurationVar(&o.settle, "settle", 30*time.Second, "wait this long after every list is 200 before the CPU window (-together: the windows start once both waited)")
 	flag.DurationVar(&o.latWindow, "latency-window", 3*time.Minute, "how long events are primed and measured")
 	flag.IntVar(&o.prime, "prime", 2, "crypto swing reports primed every 5 s")
 	flag.StringVar(&o.latencyScoreInterval, "latency-score-interval", "1h", "MARKET_SCORE_INTERVAL of the -bin latency run")
@@ -98,12 +109,16 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 1, "measure (baseline, this build) this many times, back to back")
 	flag.StringVar(&o.pprofDir, "pprof", "", "a directory: a CPU profile of each CPU window is saved there (marketd's MARKET_PPROF_ADDR; the binaries must serve it)")
 	flag.IntVar(&o.pprofPort, "pprof-port", 19112, "loopback port of marketd's pprof listener (-pprof)")
-	flag.BoolVar(&o.together, "together", false, "run -baseline and -bin at the same time (this build on the ports +10), "+
-		"their CPU windows starting at the same instant: the same clock phase (candle closes, ticks) and the same machine load for both (implies -skip-latency)")
+	flag.BoolVar(&o.together, "together", false, "run every column (-baseline, each -variant, -bin) at the same time (the n-th on the ports +10·n), "+
+		"their CPU windows starting at the same instant: the same clock phase (candle closes, ticks) and the same machine load for all (implies -skip-latency)")
+	flag.Var(&o.baselineEnv, "baseline-env", "KEY=VALUE set in the -baseline process's environment (repeatable), e.g. "+
+		"MARKET_SCORE_TRIGGER=false with -baseline the same binary as -bin: ticks alone against the trigger, the same code otherwise")
+	flag.Var(&o.variants, "variant", "KEY=VALUE[,KEY=VALUE...]: also measure -bin with these settings (repeatable), "+
+		"e.g. MARKET_SCORE_TRIGGER=false: with -together, the tick-only mode of this build in the same window as the baseline and this build")
 	flag.Parse()
 	if o.together {
-		if o.baseline == "" {
-			log.Fatal("-together needs -baseline")
+		if o.baseline == "" && len(o.variants) == 0 {
+			log.Fatal("-together needs -baseline or -variant")
 		}
 		o.skipLatency = true
 	}
@@ -114,26 +129,22 @@ func main() {
 		if o.repeat > 1 {
 			suffix = fmt.Sprintf(" #%d", i+1)
 		}
+		runs := o.runs(suffix)
 		if o.together {
-			rb, rt, err := measureTogether(o, suffix)
+			rs, err := measureTogether(o, runs)
 			if err != nil {
 				log.Fatal(err)
 			}
-			results = append(results, rb, rt)
+			results = append(results, rs...)
 			continue
 		}
-		if o.baseline != "" {
-			r, err := measure(o, "baseline"+suffix, o.baseline, o.baselineScoreInterval)
+		for _, rn := range runs {
+			r, err := measure(o, rn)
 			if err != nil {
-				log.Fatalf("baseline: %v", err)
+				log.Fatalf("%s: %v", rn.name, err)
 			}
 			results = append(results, r)
 		}
-		r, err := measure(o, "this build"+suffix, o.bin, o.latencyScoreInterval)
-		if err != nil {
-			log.Fatalf("%s: %v", o.bin, err)
-		}
-		results = append(results, r)
 	}
 	report(os.Stdout, o, results)
 }
@@ -146,67 +157,98 @@ func envOr(k, def string) string {
 }
 
 type result struct {
-	name, bin       string
-	cold            map[string]time.Duration
-	coldAll         time.Duration
-	cpuPerMinute    float64
+	name, bin    string
+	cold         map[string]time.Duration
+	coldAll      time.Duration
+	cpuPerMinute float64
+	cpuSeconds   float64
+	// rescored counts the reports rewritten in the CPU window, by
+	// "market/style" (see countRescorings).
+	rescored        map[string]int
 	candleToEvent   []time.Duration
 	eventToDelivery []time.Duration
 	events, lost    int
 }
 
-func measure(o options, name, bin string, latencyScoreInterval string) (*result, error) {
-	r := &result{name: name, bin: bin, cold: map[string]time.Duration{}}
-	log.Printf("%s (%s): cold start and CPU", name, bin)
-	if err := withEnv(o, bin, nil, func(e *env) error { return e.coldAndCPU(o, r) }); err != nil {
+// run is one binary with its settings, measured as one column.
+type run struct {
+	name, bin string
+	// scoreInterval is MARKET_SCORE_INTERVAL of its latency run.
+	scoreInterval string
+	env           envFlag
+}
+
+// runs are the columns of one repetition: the baseline, the variants of
+// this build, this build.
+func (o options) runs(suffix string) []run {
+	var rs []run
+	if o.baseline != "" {
+		rs = append(rs, run{name: "baseline" + suffix, bin: o.baseline, scoreInterval: o.baselineScoreInterval, env: o.baselineEnv})
+	}
+	for _, v := range o.variants {
+		rs = append(rs, run{name: "this build" + suffix, bin: o.bin, scoreInterval: o.latencyScoreInterval, env: v})
+	}
+	return append(rs, run{name: "this build" + suffix, bin: o.bin, scoreInterval: o.latencyScoreInterval})
+}
+
+func measure(o options, rn run) (*result, error) {
+	r := &result{name: rn.name, bin: rn.bin, cold: map[string]time.Duration{}}
+	if len(rn.env) > 0 {
+		r.name += " " + strings.Join(rn.env.pairs(), " ")
+	}
+	log.Printf("%s (%s): cold start and CPU", r.name, rn.bin)
+	if err := withEnv(o, rn.bin, rn.env, func(e *env) error { return e.coldAndCPU(o, r) }); err != nil {
 		return nil, err
 	}
 	if o.skipLatency {
 		return r, nil
 	}
-	log.Printf("%s: latency", name)
-	vars := map[string]string{"MARKET_CANDLE_INTERVAL": "15s", "MARKET_SCORE_INTERVAL": latencyScoreInterval}
-	if err := withEnv(o, bin, vars, func(e *env) error { return e.latency(o, r) }); err != nil {
+	log.Printf("%s: latency", r.name)
+	vars := map[string]string{"MARKET_CANDLE_INTERVAL": "15s", "MARKET_SCORE_INTERVAL": rn.scoreInterval}
+	for k, v := range rn.env {
+		vars[k] = v
+	}
+	if err := withEnv(o, rn.bin, vars, func(e *env) error { return e.latency(o, r) }); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// measureTogether runs the baseline and this build at once (this build on
-// the ports +10), and starts their CPU windows at the same instant, once
-// both are warm and 30 s past it.
-func measureTogether(o options, suffix string) (rb, rt *result, err error) {
-	// Each side arrives at its window, or when it ends (a side that
-	// failed first lets the other start alone).
-	arrived := make(chan struct{}, 4)
+// measureTogether runs every run at once (the n-th on the ports +10·n),
+// and starts their CPU windows at the same instant, once all are warm and
+// -settle past it.
+func measureTogether(o options, runs []run) ([]*result, error) {
+	// Each run arrives at its window, or when it ends (a run that failed
+	// first lets the others start without it).
+	arrived := make(chan struct{}, 2*len(runs))
 	start := make(chan struct{})
 	barrier := func() {
 		arrived <- struct{}{}
 		<-start
 	}
 	go func() {
-		<-arrived
-		<-arrived
+		for range runs {
+			<-arrived
+		}
 		close(start)
 	}()
-	ob, ot := o, o
-	ob.barrier, ot.barrier = barrier, barrier
-	ot.httpPort, ot.opsPort, ot.pprofPort = o.httpPort+10, o.opsPort+10, o.pprofPort+10
+	results := make([]*result, len(runs))
+	errs := make([]error, len(runs))
 	var wg sync.WaitGroup
-	var errB, errT error
-	wg.Go(func() {
-		defer func() { arrived <- struct{}{} }()
-		rb, errB = measure(ob, "baseline"+suffix, o.baseline, o.baselineScoreInterval)
-	})
-	wg.Go(func() {
-		defer func() { arrived <- struct{}{} }()
-		rt, errT = measure(ot, "this build"+suffix, o.bin, o.latencyScoreInterval)
-	})
-	wg.Wait()
-	if errB != nil || errT != nil {
-		return nil, nil, errors.Join(errB, errT)
+	for i, rn := range runs {
+		oi := o
+		oi.barrier = barrier
+		oi.httpPort, oi.opsPort, oi.pprofPort = o.httpPort+10*i, o.opsPort+10*i, o.pprofPort+10*i
+		wg.Go(func() {
+			defer func() { arrived <- struct{}{} }()
+			results[i], errs[i] = measure(oi, rn)
+		})
 	}
-	return rb, rt, nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // env is one fresh schema and Redis database with a running marketd.
@@ -374,7 +416,7 @@ func (e *env) coldAndCPU(o options, r *result) error {
 		return nil
 	}
 	// Steady state: the start's backlog (300 candles a series) is done.
-	time.Sleep(30 * time.Second)
+	time.Sleep(o.settle)
 	if o.barrier != nil {
 		o.barrier()
 	}
@@ -393,15 +435,121 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	} else {
 		close(profiled)
 	}
+	counted := make(chan map[string]int, 1)
+	stop := make(chan struct{})
+	go func() { counted <- e.countRescorings(t0, stop) }()
 	time.Sleep(o.cpuWindow)
 	<-profiled
 	c1, err := procCPU(e.proc.Process.Pid)
 	if err != nil {
 		return err
 	}
-	r.cpuPerMinute = (c1 - c0).Seconds() / time.Since(t0).Minutes()
-	log.Printf("CPU %.2f s per minute", r.cpuPerMinute)
+	t1 := time.Now()
+	close(stop)
+	r.rescored = <-counted
+	r.cpuSeconds = (c1 - c0).Seconds()
+	r.cpuPerMinute = r.cpuSeconds / t1.Sub(t0).Minutes()
+	log.Printf("%s: CPU %.3f s per minute, %d reports rescored (window to %s)", r.name, r.cpuPerMinute, r.rescoredTotal(), t1.UTC().Format(time.RFC3339Nano))
 	return nil
+}
+
+// countRescorings reads (market, style, symbol, updated_at) of every
+// analytics report every 5 s from t0 until stop, and once more then, and
+// counts the reports rewritten in between: an updated_at that changed and
+// is at or after t0. A scoring rewrites its report's updated_at even when
+// the result is the same, so this counts the scorings of both builds alike
+// (read from outside the process, whatever its code); two scorings of one
+// report within 5 s would count once (the open-candle rule spaces them by
+// at least 2 minutes).
+func (e *env) countRescorings(t0 time.Time, stop <-chan struct{}) map[string]int {
+	ctx := context.Background()
+	counts := map[string]int{}
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	if err != nil {
+		log.Printf("counting rescorings: %v", err)
+		return nil
+	}
+	defer conn.Close(ctx)
+	seen := map[[3]string]time.Time{}
+	poll := func() {
+		rows, err := conn.Query(ctx, "SELECT market, style, symbol, updated_at FROM analytics_reports")
+		if err != nil {
+			log.Printf("counting rescorings: %v", err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k [3]string
+			var at time.Time
+			if err := rows.Scan(&k[0], &k[1], &k[2], &at); err != nil {
+				log.Printf("counting rescorings: %v", err)
+				return
+			}
+			if prev, ok := seen[k]; (!ok || !prev.Equal(at)) && !at.Before(t0) {
+				counts[k[0]+"/"+k[1]]++
+			}
+			seen[k] = at
+		}
+	}
+	for {
+		poll()
+		select {
+		case <-stop:
+			poll()
+			return counts
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func (r *result) rescoredTotal() int {
+	n := 0
+	for _, c := range r.rescored {
+		n += c
+	}
+	return n
+}
+
+// variantFlag is a repeatable KEY=VALUE[,KEY=VALUE...] flag.
+type variantFlag []envFlag
+
+func (f *variantFlag) String() string { return fmt.Sprint(*f) }
+
+func (f *variantFlag) Set(s string) error {
+	var v envFlag
+	for _, kv := range strings.Split(s, ",") {
+		if err := v.Set(kv); err != nil {
+			return err
+		}
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+// envFlag is a repeatable KEY=VALUE flag.
+type envFlag map[string]string
+
+func (f *envFlag) String() string { return strings.Join(f.pairs(), " ") }
+
+func (f *envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(k, "MARKET_") {
+		return fmt.Errorf("want MARKET_NAME=value, got %q", s)
+	}
+	if *f == nil {
+		*f = envFlag{}
+	}
+	(*f)[k] = v
+	return nil
+}
+
+func (f envFlag) pairs() []string {
+	out := make([]string, 0, len(f))
+	for k, v := range f {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // profile saves a CPU profile of the next seconds of marketd in
@@ -686,7 +834,22 @@ func report(w io.Writer, o options, rs []*result) {
 	}
 	row("cold start → every list 200", func(r *result) string { return fmt.Sprintf("**%.1f s**", r.coldAll.Seconds()) })
 	if !o.skipCPU {
-		row(fmt.Sprintf("CPU s per minute (marketd all, %s steady state)", o.cpuWindow), func(r *result) string { return fmt.Sprintf("%.2f", r.cpuPerMinute) })
+		row(fmt.Sprintf("CPU s per minute (marketd all, %s steady state)", o.cpuWindow), func(r *result) string { return fmt.Sprintf("%.3f", r.cpuPerMinute) })
+		row("reports rescored in the window", func(r *result) string { return strconv.Itoa(r.rescoredTotal()) })
+		row("… by market/style", func(r *result) string {
+			keys := slices.Sorted(maps.Keys(r.rescored))
+			out := make([]string, len(keys))
+			for i, k := range keys {
+				out[i] = fmt.Sprintf("%s %d", k, r.rescored[k])
+			}
+			return strings.Join(out, ", ")
+		})
+		row("CPU ms per rescored report (whole process)", func(r *result) string {
+			if n := r.rescoredTotal(); n > 0 {
+				return fmt.Sprintf("%.2f", 1000*r.cpuSeconds/float64(n))
+			}
+			return "—"
+		})
 	}
 	row("candle stored → verdict event committed, p50 / p95 / max", func(r *result) string { return dist(r.candleToEvent) })
 	row("verdict event committed → delivery received, p50 / p95 / max", func(r *result) string { return dist(r.eventToDelivery) })
