@@ -97,6 +97,14 @@ func TestUpsertCandlesIdempotent(t *testing.T) {
 	if len(got) != 2 || got[1] != last || !got[0].Time.Before(got[1].Time) {
 		t.Fatalf("newest 2 = %+v", got)
 	}
+	other := k
+	other.Symbol = "ETH_USDT"
+	if got, err := db.Candles(ctx, other, 500); err != nil || len(got) != 0 {
+		t.Fatalf("candles of a series never stored = %v, %v; want none", got, err)
+	}
+	if got, _ = db.Candles(ctx, k, 500); len(got) != 300 || got[0] != cs[0] || got[299] != last {
+		t.Fatalf("newest 500 of 300: %d candles, first %+v, last %+v", len(got), got[0], got[len(got)-1])
+	}
 	latest, err := db.LatestCandleTimes(ctx, domain.Crypto, "binance", domain.TF1h, []string{"BTC_USDT", "ETH_USDT"})
 	if _, ok := latest["ETH_USDT"]; err != nil || !latest["BTC_USDT"].Equal(last.Time) || ok || len(latest) != 1 {
 		t.Fatalf("LatestCandleTimes = %v %v", latest, err)
@@ -225,5 +233,45 @@ func TestUpsertChangedCandles(t *testing.T) {
 	series[btc] = series[btc][99:]
 	if changed, err = db.UpsertChangedCandles(ctx, series); err != nil || !cmp.Equal(changed, []store.CandleKey{eth}) {
 		t.Fatalf("ETH's open candle moved: changed %v, %v; want ETH only", changed, err)
+	}
+}
+
+// BenchmarkCandles500 reads what scoring reads per asset: the newest 500
+// candles of a series of 1000.
+func BenchmarkCandles500(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF15m}
+	cs := makeCandles(1000, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), domain.TF15m, 0)
+	if err := db.UpsertCandles(ctx, k, cs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := db.Candles(ctx, k, 500)
+		if err != nil || len(got) != 500 {
+			b.Fatalf("%d candles, %v", len(got), err)
+		}
+	}
+}
+
+// BenchmarkCandles500ByRows is BenchmarkCandles500 with the row-per-candle
+// read Candles replaced: the baseline of that change.
+func BenchmarkCandles500ByRows(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF15m}
+	cs := makeCandles(1000, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), domain.TF15m, 0)
+	if err := db.UpsertCandles(ctx, k, cs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := store.CandlesByRows(db, ctx, k, 500)
+		if err != nil || len(got) != 500 {
+			b.Fatalf("%d candles, %v", len(got), err)
+		}
 	}
 }

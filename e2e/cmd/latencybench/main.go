@@ -411,7 +411,7 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	if err := e.warm(r, 5*time.Minute); err != nil {
 		return err
 	}
-	log.Printf("every list 200 after %s", r.coldAll.Round(10*time.Millisecond))
+	log.Printf("%s: every list 200 after %s", r.name, r.coldAll.Round(10*time.Millisecond))
 	if o.skipCPU {
 		return nil
 	}
