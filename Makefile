@@ -102,7 +102,8 @@ bench-webhooks:
 ## bench-latency: candle -> verdict event -> https receiver latency, cold start and CPU of `marketd all`
 ## (synthetic feed; see BENCHMARKS.md). BASELINE=path/to/marketd measures that binary too (e.g. main's);
 ## BENCH_ARGS passes flags. Takes ~8 minutes per binary. On a shared machine, BENCH_LOCK=file runs it under
-## flock(1) on that file, so benchmarks never overlap.
+## flock(1) on that file, so benchmarks never overlap. The scoring cost of the trigger against ticks alone, same
+## binary, same window: BENCH_ARGS="-together -variant MARKET_SCORE_TRIGGER=false -cpu-window 30m -settle 2m".
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)

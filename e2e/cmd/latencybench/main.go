@@ -275,7 +275,9 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 	defer func() {
 		err = errors.Join(err, execSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE"))
 	}()
-	redisURL, release, err := leaseRedisDB(ctx, o.redisURL)
+	// The lease outlasts the run: cold start (≤ 5 min), -settle, the
+	// windows, and a margin.
+	redisURL, release, err := leaseRedisDB(ctx, o.redisURL, 10*time.Minute+o.settle+o.cpuWindow+o.latWindow)
 	if err != nil {
 		return err
 	}
@@ -741,7 +743,7 @@ func (r *receiver) arrivals() map[int64]time.Time {
 // leaseRedisDB takes one of the databases the tests lease (redistest: a
 // SETNX lock per database in the shared one), flushes it and returns its
 // URL and the release.
-func leaseRedisDB(ctx context.Context, shared string) (string, func(), error) {
+func leaseRedisDB(ctx context.Context, shared string, ttl time.Duration) (string, func(), error) {
 	opts, err := redis.ParseURL(shared)
 	if err != nil {
 		return "", nil, err
@@ -752,7 +754,7 @@ func leaseRedisDB(ctx context.Context, shared string) (string, func(), error) {
 	for {
 		for n := 1; n <= 12; n++ {
 			lock := fmt.Sprintf("redistest:db-lease:%d", n)
-			ok, err := rdb.SetNX(ctx, lock, token, 30*time.Minute).Result()
+			ok, err := rdb.SetNX(ctx, lock, token, ttl).Result()
 			if err != nil {
 				rdb.Close()
 				return "", nil, err
