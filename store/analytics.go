@@ -28,6 +28,9 @@ type AnalyticsRecord struct {
 	CandleTime   time.Time
 	CandleClose  float64
 	UpdatedAt    time.Time
+	// FundamentalsAt is the time of the fundamentals the report was scored
+	// with (nil: without); written by SaveAnalytics, not read back.
+	FundamentalsAt *time.Time
 }
 
 // AnalyticsSnapshot is one point of an asset's score history.
@@ -174,12 +177,13 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 		snapshot := !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt)
 		event := had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict
 		b.Queue(`WITH up AS (
-				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result, fundamentals_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $20::timestamptz)
 				ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
 					overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
 					change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
-					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result
+					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result,
+					fundamentals_at = excluded.fundamentals_at
 				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
 				RETURNING 1
 			), snap AS (
@@ -192,7 +196,7 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 			ON CONFLICT (market, symbol, at) DO NOTHING`,
 			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
 			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
-			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event)
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, utcOrNil(r.FundamentalsAt))
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -213,6 +217,14 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 		return 0, translate(err, "analytics")
 	}
 	return events, translate(tx.Commit(ctx), "analytics")
+}
+
+func utcOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func sameDay(a, b time.Time) bool {
@@ -293,7 +305,7 @@ type RescoreCandidate struct {
 // when the source has none yet, the symbols with candles of the timeframe;
 // one without a candle is not a candidate. An asset is a candidate when it
 // has no report, or its newest candle is not the one scored (a new candle),
-// or its fundamentals are newer than the report, or the still-open candle's
+// or its fundamentals are newer than those it was scored with, or the still-open candle's
 // close moved and the report was made before the current open-candle slot.
 //
 // Each run used to read the screener rows, newest candles, reports and
@@ -325,7 +337,8 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 				ORDER BY open_time DESC LIMIT 1) l
 			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
 			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
-			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time OR coalesce(f.updated_at > a.updated_at, false)
+			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time
+				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
 				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
 		)
 		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,

@@ -28,7 +28,7 @@ func TestRescoreCandidates(t *testing.T) {
 	slotStart, slotEnd := now.Truncate(15*time.Minute), now.Truncate(15*time.Minute).Add(15*time.Minute)
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	open := now.Truncate(4 * time.Hour)
-	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "UNSCORED", "NO_CANDLE"}
+	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "RACED", "UNSCORED", "NO_CANDLE"}
 	var tickers []domain.Ticker
 	for i, sym := range syms {
 		tickers = append(tickers, domain.Ticker{Symbol: sym, Price: float64(i + 1), ChangePct: 2, Volume: 1, UpdatedAt: now})
@@ -51,18 +51,25 @@ func TestRescoreCandidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []store.AnalyticsRecord
-	for _, sym := range syms[:5] {
+	fundamentalsAt := now.Add(-2 * time.Minute)
+	for _, sym := range syms[:6] {
 		at := now.Add(-10 * time.Second) // in the slot
 		if sym == "MOVED_BEFORE" {
 			at = slotStart.Add(-time.Second)
 		}
-		recs = append(recs, analyticsRecord(sym, 15, analytics.VerdictNeutral, at)) // candle open, close 100
+		rec := analyticsRecord(sym, 15, analytics.VerdictNeutral, at) // candle open, close 100
+		if sym == "FRESH" {
+			rec.FundamentalsAt = &fundamentalsAt // scored with its current fundamentals
+		}
+		// RACED was scored after its fundamentals' stamp but without them
+		// (their transaction had not committed yet): due.
+		recs = append(recs, rec)
 	}
 	if _, err := db.SaveAnalytics(ctx, recs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}, "FRESH": {"x": 1}},
-		now.Add(-2*time.Minute)); err != nil { // FRESH's are older than its report
+	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}, "FRESH": {"x": 1},
+		"RACED": {"x": 2}}, fundamentalsAt); err != nil { // older than the reports
 		t.Fatal(err)
 	}
 	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}}, now); err != nil {
@@ -77,7 +84,7 @@ func TestRescoreCandidates(t *testing.T) {
 	for _, c := range cands {
 		got = append(got, c.Symbol)
 	}
-	if want := []string{"FUNDAMENTALS", "MOVED_BEFORE", "NEW_CANDLE", "UNSCORED"}; !cmp.Equal(got, want) || considered != len(syms) {
+	if want := []string{"FUNDAMENTALS", "MOVED_BEFORE", "NEW_CANDLE", "RACED", "UNSCORED"}; !cmp.Equal(got, want) || considered != len(syms) {
 		t.Fatalf("candidates %v of %d assets, want %v of %d", got, considered, want, len(syms))
 	}
 	byName := map[string]store.RescoreCandidate{}

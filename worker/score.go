@@ -172,6 +172,10 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		if c.HasTicker {
 			rec.Price, rec.ChangePct = c.Price, c.ChangePct
 		}
+		if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
+			at := c.Fundamentals.UpdatedAt
+			rec.FundamentalsAt = &at
+		}
 		recs = append(recs, rec)
 		if len(recs) == saveEvery {
 			n, err := s.Store.SaveAnalytics(ctx, recs, prev)
