@@ -196,7 +196,7 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 			ON CONFLICT (market, symbol, at) DO NOTHING`,
 			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
 			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
-			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, utcOrNil(r.FundamentalsAt))
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt)
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -217,14 +217,6 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 		return 0, translate(err, "analytics")
 	}
 	return events, translate(tx.Commit(ctx), "analytics")
-}
-
-func utcOrNil(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 func sameDay(a, b time.Time) bool {

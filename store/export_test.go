@@ -1,5 +1,32 @@
 package store
 
-// CandlesByRows is the row-per-candle read Candles replaced
-// (BenchmarkCandles500 compares the two).
-var CandlesByRows = (*DB).candlesByRows
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// CandlesByRows is Candles as it was, a row per candle: the baseline of
+// BenchmarkCandles500.
+func CandlesByRows(db *DB, ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
+	return db.candlesByRows(ctx, k, limit)
+}
+
+func (db *DB) candlesByRows(ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT open_time, open, high, low, close, volume FROM (
+		SELECT * FROM candles WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
+		ORDER BY open_time DESC LIMIT $5) newest ORDER BY open_time`,
+		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit)
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Candle, error) {
+		var c domain.Candle
+		err := row.Scan(&c.Time, &c.Open, &c.High, &c.Low, &c.Close, &c.Volume)
+		c.Time = c.Time.UTC()
+		return c, err
+	})
+	return out, translate(err, "candles")
+}

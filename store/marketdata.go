@@ -221,25 +221,6 @@ func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Can
 	return out, nil
 }
 
-// candlesByRows is Candles as it was (a row per candle), kept for
-// BenchmarkCandles500's comparison.
-func (db *DB) candlesByRows(ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT open_time, open, high, low, close, volume FROM (
-		SELECT * FROM candles WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
-		ORDER BY open_time DESC LIMIT $5) newest ORDER BY open_time`,
-		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit)
-	if err != nil {
-		return nil, translate(err, "candles")
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Candle, error) {
-		var c domain.Candle
-		err := row.Scan(&c.Time, &c.Open, &c.High, &c.Low, &c.Close, &c.Volume)
-		c.Time = c.Time.UTC()
-		return c, err
-	})
-	return out, translate(err, "candles")
-}
-
 // LatestCandleTimes returns the newest stored open time of each of the
 // given symbols of an exchange and timeframe (ingest resumes from there);
 // symbols without candles are absent. One index lookup per symbol, so the

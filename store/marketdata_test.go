@@ -237,7 +237,8 @@ func TestUpsertChangedCandles(t *testing.T) {
 }
 
 // BenchmarkCandles500 reads what scoring reads per asset: the newest 500
-// candles of a series of 1000.
+// candles of a series of 1000, as Candles reads them (arrays) and as it
+// read them before (rows, the baseline).
 func BenchmarkCandles500(b *testing.B) {
 	db := storetest.New(b)
 	ctx := context.Background()
@@ -246,32 +247,20 @@ func BenchmarkCandles500(b *testing.B) {
 	if err := db.UpsertCandles(ctx, k, cs); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		got, err := db.Candles(ctx, k, 500)
-		if err != nil || len(got) != 500 {
-			b.Fatalf("%d candles, %v", len(got), err)
-		}
-	}
-}
-
-// BenchmarkCandles500ByRows is BenchmarkCandles500 with the row-per-candle
-// read Candles replaced: the baseline of that change.
-func BenchmarkCandles500ByRows(b *testing.B) {
-	db := storetest.New(b)
-	ctx := context.Background()
-	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF15m}
-	cs := makeCandles(1000, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), domain.TF15m, 0)
-	if err := db.UpsertCandles(ctx, k, cs); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		got, err := store.CandlesByRows(db, ctx, k, 500)
-		if err != nil || len(got) != 500 {
-			b.Fatalf("%d candles, %v", len(got), err)
-		}
+	for name, read := range map[string]func(context.Context, store.CandleKey, int) ([]domain.Candle, error){
+		"arrays": db.Candles,
+		"rows": func(ctx context.Context, k store.CandleKey, n int) ([]domain.Candle, error) {
+			return store.CandlesByRows(db, ctx, k, n)
+		},
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := read(ctx, k, 500)
+				if err != nil || len(got) != 500 {
+					b.Fatalf("%d candles, %v", len(got), err)
+				}
+			}
+		})
 	}
 }
