@@ -134,6 +134,7 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 // combination and timeframe every candleEvery.
 func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entry {
 	combos := domain.Catalogue(region)
+	series := candleOrder(region)
 	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{
 		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
@@ -147,29 +148,54 @@ func IngestEntries(region string, tickerEvery, candleEvery time.Duration) []Entr
 			return jobs
 		}},
 		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
-			var jobs []Job
-			for _, tf := range candleOrder {
-				for _, c := range combos {
-					if !c.HasCandles() {
-						continue
-					}
-					jobs = append(jobs, Job{
-						ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, stamp(tick)),
-						Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
-					})
-				}
+			jobs := make([]Job, 0, len(series))
+			for _, sr := range series {
+				c, tf := sr.c, sr.tf
+				jobs = append(jobs, Job{
+					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, stamp(tick)),
+					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
+				})
 			}
 			return jobs
 		}},
 	}
 }
 
-// candleOrder is the order of a tick's candle ingest: the timeframes
-// scoring reads first (the default style's, which every market is scored
-// in, then crypto's other styles), then the others. asynq runs a queue in
-// order, so on a cold start the analytics are scored (ingest triggers
-// scoring) before the display-only timeframes are loaded.
-var candleOrder = func() []domain.Timeframe {
+type candleSeries struct {
+	c  domain.Combination
+	tf domain.Timeframe
+}
+
+// candleOrder is the order of a tick's candle ingest: first the series
+// scoring reads (a market's analytics source in the timeframes of the
+// styles it is scored in, the default style's first), then the others,
+// each group by timeframe in candleTimeframes' order. asynq runs a queue
+// in order, so on a cold start the analytics are scored (ingest triggers
+// scoring) before the display-only series are loaded: crypto's intraday
+// series no longer waits behind the 15m and 1h candles of forex and
+// stocks, which nothing scores.
+func candleOrder(region string) []candleSeries {
+	var scored, rest []candleSeries
+	for _, tf := range candleTimeframes {
+		for _, c := range domain.Catalogue(region) {
+			if !c.HasCandles() {
+				continue
+			}
+			sr := candleSeries{c, tf}
+			if src, ok := domain.AnalyticsSource(region, c.Market); ok && src == c &&
+				slices.ContainsFunc(analytics.ScoredStyles(c.Market), func(st analytics.Style) bool { return st.Timeframe() == tf }) {
+				scored = append(scored, sr)
+			} else {
+				rest = append(rest, sr)
+			}
+		}
+	}
+	return append(scored, rest...)
+}
+
+// candleTimeframes are the timeframes in ingest order: the default
+// style's, then the other styles', then the display-only ones.
+var candleTimeframes = func() []domain.Timeframe {
 	order := []domain.Timeframe{analytics.DefaultStyle.Timeframe()}
 	for _, st := range analytics.Styles {
 		if !slices.Contains(order, st.Timeframe()) {

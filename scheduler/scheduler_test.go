@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,5 +101,48 @@ func TestRunEnqueuesCurrentTickAtStart(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCandleIngestLoadsScoredSeriesFirst: a tick's candle tasks start with
+// the series scoring reads (each market's analytics source in its styles'
+// timeframes, the default style's first), so a cold start scores before the
+// display-only series load; every series is still ingested exactly once.
+func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
+	t.Parallel()
+	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	var jobs []scheduler.Job
+	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, time.Minute, time.Minute) {
+		if e.Name == "ingest:candles" {
+			jobs = e.Tasks(tick)
+		}
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(j.ID, "ingest:candles:"), ":20261122T101500"))
+	}
+	want := []string{
+		"crypto:binance:spot:4h", "forex:oanda:major:4h", "stocks:nasdaq:stock:4h",
+		"crypto:binance:spot:15m", "crypto:binance:spot:1h", "crypto:binance:spot:1d",
+		"crypto:okx:spot:4h", // the display-only series follow
+	}
+	if len(ids) < len(want) || !slices.Equal(ids[:len(want)], want) {
+		t.Fatalf("candle tasks start %v, want %v", ids[:min(len(ids), len(want))], want)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("series %s ingested twice in a tick", id)
+		}
+		seen[id] = true
+	}
+	n := 0
+	for _, c := range domain.Catalogue(domain.DefaultRegion) {
+		if c.HasCandles() {
+			n += len(domain.Timeframes)
+		}
+	}
+	if len(ids) != n {
+		t.Errorf("%d candle tasks a tick, want %d (every series once)", len(ids), n)
 	}
 }

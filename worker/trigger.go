@@ -59,8 +59,8 @@ type ScoreAssetsPayload struct {
 //
 // The scorer's own rules still decide what is scored: an asset whose
 // candle and fundamentals were already scored is skipped, and one whose
-// still-open candle moved is rescored once per slot of rescoreEvery (the
-// open-candle rule), so a trigger never scores more often than a tick
+// still-open candle moved is rescored once per open-candle slot
+// (rescoreSlot, the open-candle rule), so a trigger never scores more often than a tick
 // would. Nothing depends on the trigger: a lost enqueue (Redis away, a
 // crash between the write and the enqueue) is caught by the scheduler's
 // score tick, which scores every asset with something new.
