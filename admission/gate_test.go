@@ -251,6 +251,7 @@ func TestGateIssuedKeyWorksAtOnceFromAFloodingAddress(t *testing.T) {
 func TestGateUnknownKeyCostsOneLookup(t *testing.T) {
 	t.Parallel()
 	b := setupGate(t, admission.Config{})
+	waitBusSubscribed(t, b)
 	bad := mintKey(t)
 	before := b.keys.lookups.Load()
 	var wg sync.WaitGroup
@@ -270,6 +271,26 @@ func TestGateUnknownKeyCostsOneLookup(t *testing.T) {
 	if out := admit(t, b.gate, late, "192.0.2.1:1"); !out.Admitted() {
 		t.Errorf("a key issued after the directory loaded: %+v, want admitted", out)
 	}
+}
+
+// waitBusSubscribed returns once the gate's invalidation bus has
+// subscribed. Subscribing empties the key cache (what was published before
+// it is lost), negative answers included, so a made-up key is looked up
+// again after it: a test counting lookups starts after that. A probe key
+// is answered "unknown" once, then announced until a request looks it up
+// again (the announcement or the subscription reached the gate).
+func waitBusSubscribed(t *testing.T, b *gateBundle) {
+	t.Helper()
+	probe, from := mintKey(t), "192.0.2.254:1"
+	admit(t, b.gate, probe, from)
+	eventuallyTrue(t, "the gate's invalidation bus subscribed", func() bool {
+		if err := b.bus.Publish(context.Background(), admission.KeyIssued(domain.HashKey(probe))); err != nil {
+			t.Fatal(err)
+		}
+		before := b.keys.lookups.Load()
+		admit(t, b.gate, probe, from)
+		return b.keys.lookups.Load() > before
+	})
 }
 
 // BenchmarkGateAdmitParallel is the gate's cost per request of a busy

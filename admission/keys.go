@@ -210,6 +210,12 @@ func (c *KeyCache) loadEntry(keyHash string, now time.Time) *keyEntry {
 	if e := c.entries[keyHash]; e != nil && e.usable(now) {
 		return e
 	}
+	// A lookup that ended between this request's find and here left its
+	// answer in the negative cache, not in entries: without this check,
+	// every request that raced it would look the unknown key up again.
+	if exp, ok := c.unknown[keyHash]; ok && now.Before(exp) {
+		return unknownEntry
+	}
 	if !now.Before(c.sweepAt) {
 		c.sweepLocked(now)
 		c.sweepAt = now.Add(c.ttl)
@@ -224,6 +230,14 @@ func (c *KeyCache) loadEntry(keyHash string, now time.Time) *keyEntry {
 	}()
 	return e
 }
+
+// unknownEntry is the answer for a key the negative cache holds: loaded,
+// unknown (shared; never filed in entries).
+var unknownEntry = func() *keyEntry {
+	e := &keyEntry{ready: make(chan struct{}), err: errUnknownKey}
+	close(e.ready)
+	return e
+}()
 
 // usable reports whether e is loading or loaded and unexpired.
 func (e *keyEntry) usable(now time.Time) bool {
