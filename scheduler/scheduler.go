@@ -167,8 +167,8 @@ type candleSeries struct {
 }
 
 // candleOrder is the order of a tick's candle ingest: first the series
-// scoring reads (a market's analytics source in the timeframes of the
-// styles it is scored in, the default style's first), then the others,
+// scoring reads (worker.ScoresSeries: those the score trigger watches, the
+// default style's timeframe first), then the others,
 // each group by timeframe in candleTimeframes' order. asynq runs a queue
 // in order, so on a cold start the analytics are scored (ingest triggers
 // scoring) before the display-only series are loaded: crypto's intraday
@@ -182,8 +182,7 @@ func candleOrder(region string) []candleSeries {
 				continue
 			}
 			sr := candleSeries{c, tf}
-			if src, ok := domain.AnalyticsSource(region, c.Market); ok && src == c &&
-				slices.ContainsFunc(analytics.ScoredStyles(c.Market), func(st analytics.Style) bool { return st.Timeframe() == tf }) {
+			if worker.ScoresSeries(region, c.Market, c.Exchange, tf) {
 				scored = append(scored, sr)
 			} else {
 				rest = append(rest, sr)

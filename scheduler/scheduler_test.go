@@ -105,8 +105,8 @@ func TestRunEnqueuesCurrentTickAtStart(t *testing.T) {
 }
 
 // TestCandleIngestLoadsScoredSeriesFirst: a tick's candle tasks start with
-// the series scoring reads (each market's analytics source in its styles'
-// timeframes, the default style's first), so a cold start scores before the
+// the series scoring reads (each market's analytics source exchange in its
+// styles' timeframes, the default style's first), so a cold start scores before the
 // display-only series load; every series is still ingested exactly once.
 func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 	t.Parallel()
@@ -122,7 +122,7 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(j.ID, "ingest:candles:"), ":20261122T101500"))
 	}
 	want := []string{
-		"crypto:binance:spot:4h", "forex:oanda:major:4h", "stocks:nasdaq:stock:4h",
+		"crypto:binance:spot:4h", "forex:oanda:major:4h", "forex:oanda:minor:4h", "stocks:nasdaq:stock:4h",
 		"crypto:binance:spot:15m", "crypto:binance:spot:1h", "crypto:binance:spot:1d",
 		"crypto:okx:spot:4h", // the display-only series follow
 	}

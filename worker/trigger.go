@@ -60,8 +60,8 @@ type ScoreAssetsPayload struct {
 // The scorer's own rules still decide what is scored: an asset whose
 // candle and fundamentals were already scored is skipped, and one whose
 // still-open candle moved is rescored once per open-candle slot
-// (rescoreSlot, the open-candle rule), so a trigger never scores more often than a tick
-// would. Nothing depends on the trigger: a lost enqueue (Redis away, a
+// (rescoreSlot, the open-candle rule), so a trigger never scores more
+// often than a tick would. Nothing depends on the trigger: a lost enqueue (Redis away, a
 // crash between the write and the enqueue) is caught by the scheduler's
 // score tick, which scores every asset with something new.
 type ScoreTrigger struct {
@@ -143,19 +143,19 @@ func (tr *ScoreTrigger) Register(w *Worker) {
 }
 
 // WantsCandles reports whether series of the market, exchange and
-// timeframe are scored: of the market's analytics source, in a timeframe a
-// style of the market scores.
+// timeframe are scored (ScoresSeries).
 func (tr *ScoreTrigger) WantsCandles(m domain.Market, exchange string, tf domain.Timeframe) bool {
-	src, ok := domain.AnalyticsSource(tr.Region, m)
-	if !ok || src.Exchange != exchange {
-		return false
-	}
-	for _, st := range analytics.ScoredStyles(m) {
-		if st.Timeframe() == tf {
-			return true
-		}
-	}
-	return false
+	return ScoresSeries(tr.Region, m, exchange, tf)
+}
+
+// ScoresSeries reports whether scoring reads candle series of the market,
+// exchange and timeframe in the region: of the market's analytics source
+// (candles are stored per exchange), in a timeframe a style of the market
+// is scored in.
+func ScoresSeries(region string, m domain.Market, exchange string, tf domain.Timeframe) bool {
+	src, ok := domain.AnalyticsSource(region, m)
+	return ok && src.Exchange == exchange &&
+		slices.ContainsFunc(analytics.ScoredStyles(m), func(st analytics.Style) bool { return st.Timeframe() == tf })
 }
 
 // CandlesChanged enqueues the scoring of the assets of the changed series,
