@@ -13,7 +13,7 @@ import (
 // series) is scanned on every cycle, and at Go's default of 100 a cycle
 // comes every few thousand requests: under load the collector cost
 // ≈ 2 µs a request against ≈ 1 µs for a bare net/http handler
-// (BENCHMARKS.md, issue 11). At 400 the heap may grow to five times the
+// (BENCHMARKS.md, "API vs bare handler on the hot GETs"). At 400 the heap may grow to five times the
 // live heap before a cycle (≈ 60 MB resident under the benchmark's load
 // instead of ≈ 45 MB) and a cycle comes four times less often.
 const apiGOGC = 400
