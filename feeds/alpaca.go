@@ -16,7 +16,6 @@ import (
 )
 
 const (
-	alpacaURL       = "https://data.alpaca.markets"
 	alpacaFeed      = "iex" // the free plan's feed; "sip" needs a subscription
 	alpacaBatch     = 100   // symbols per snapshots request
 	alpacaMaxLimit  = 10000 // bars per request
@@ -38,7 +37,7 @@ func newAlpaca(cfg Config) *alpaca {
 	a := &alpaca{
 		log:      cfg.Logger.With("feed", NameAlpaca),
 		now:      cfg.Now,
-		api:      newAPIClient(NameAlpaca, cfg.baseURL(NameAlpaca, alpacaURL), cfg),
+		api:      newAPIClient(NameAlpaca, cfg.BaseURL(HostAlpacaData), cfg),
 		universe: map[string][]string{},
 	}
 	for exchange, table := range map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE} {

@@ -14,11 +14,9 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-// Binance hosts and limits. Spot and USDT-M futures have separate request
+// Binance limits. Spot and USDT-M futures have separate request
 // weight budgets, so each gets its own apiClient.
 const (
-	binanceSpotURL      = "https://api.binance.com"
-	binanceFuturesURL   = "https://fapi.binance.com"
 	binanceSpotWeight   = 6000 // REQUEST_WEIGHT per minute
 	binanceFutureWeight = 2400
 	binanceSpotKlines   = 1000 // max klines per request
@@ -41,8 +39,8 @@ func newBinance(cfg Config) *binance {
 	log := cfg.Logger.With("feed", NameBinance)
 	b := &binance{
 		log:     log,
-		spot:    newAPIClient(NameBinance, cfg.baseURL(NameBinance, binanceSpotURL), cfg),
-		futures: newAPIClient(NameBinance, cfg.baseURL(NameBinance+"-futures", binanceFuturesURL), cfg),
+		spot:    newAPIClient(NameBinance, cfg.BaseURL(HostBinance), cfg),
+		futures: newAPIClient(NameBinance, cfg.BaseURL(HostBinanceFutures), cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 		now:     cfg.Now,
 	}

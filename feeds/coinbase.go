@@ -14,7 +14,6 @@ import (
 )
 
 const (
-	coinbaseURL = "https://api.exchange.coinbase.com"
 	// coinbasePage is the most candles one request returns.
 	coinbasePage = 300
 	// coinbaseConcurrency bounds parallel /stats requests; with the 100 ms
@@ -44,7 +43,7 @@ func newCoinbase(cfg Config) *coinbase {
 	c := &coinbase{
 		log:      log,
 		now:      cfg.Now,
-		api:      newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+		api:      newAPIClient(NameCoinbase, cfg.BaseURL(HostCoinbase), cfg),
 		products: newSymbolCache(log, cfg.Now, NameCoinbase, "products"),
 	}
 	c.api.minInterval = 100 * time.Millisecond

@@ -15,7 +15,6 @@ import (
 )
 
 const (
-	oandaURL         = "https://api-fxtrade.oanda.com" // practice accounts: https://api-fxpractice.oanda.com
 	oandaMaxCount    = 5000
 	oandaConcurrency = 4
 )
@@ -37,7 +36,7 @@ func newOanda(cfg Config) *oanda {
 	o := &oanda{
 		log:    cfg.Logger.With("feed", NameOanda),
 		now:    cfg.Now,
-		api:    newAPIClient(NameOanda, cfg.baseURL(NameOanda, oandaURL), cfg),
+		api:    newAPIClient(NameOanda, cfg.BaseURL(HostOanda), cfg),
 		majors: strings.Fields(syntheticForexMajors),
 		minors: strings.Fields(syntheticForexMinors),
 	}

@@ -14,7 +14,6 @@ import (
 )
 
 const (
-	okxURL  = "https://www.okx.com"
 	okxPage = 300 // candles per /market/candles request
 )
 
@@ -32,7 +31,7 @@ func newOKX(cfg Config) *okx {
 	o := &okx{
 		log:  log,
 		now:  cfg.Now,
-		api:  newAPIClient(NameOKX, cfg.baseURL(NameOKX, okxURL), cfg),
+		api:  newAPIClient(NameOKX, cfg.BaseURL(HostOKX), cfg),
 		info: newSymbolCache(log, cfg.Now, NameOKX, "instruments"),
 	}
 	o.api.minInterval = 100 * time.Millisecond // 20 requests per 2 s per endpoint

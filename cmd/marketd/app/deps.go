@@ -98,8 +98,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
-		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
+	reg, err := feeds.New(cfg.feedsConfig(logger))
 	if err != nil {
 		return nil, nil, err
 	}
