@@ -33,6 +33,7 @@ type binance struct {
 	info    *symbolCache // by instrument
 	now     func() time.Time
 	funding binanceFunding
+	oiLimit *rollingWindowLimiter // /futures/data/openInterestHist's own IP limit
 }
 
 func newBinance(cfg Config) *binance {
@@ -43,6 +44,7 @@ func newBinance(cfg Config) *binance {
 		futures: newAPIClient(NameBinance, cfg.BaseURL(HostBinanceFutures), cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 		now:     cfg.Now,
+		oiLimit: newRollingWindowLimiter(openInterestHistLimit, openInterestHistWindow, cfg),
 	}
 	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
 	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)
