@@ -106,7 +106,10 @@ type alpacaSnapshot struct {
 
 // Tickers implements Provider from multi-symbol snapshots: the latest
 // trade, the change against the previous daily close, and today's dollar
-// volume (volume × VWAP).
+// volume (volume × VWAP). A snapshot without a previous daily bar (Alpaca
+// sends prevDailyBar: null for a first session, or when the feed has no
+// previous bar) changes against today's open instead: the move of the only
+// session there is, as exchanges quote a listing's first day.
 func (a *alpaca) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
 	syms, err := a.Symbols(ctx, c)
 	if err != nil {
@@ -151,17 +154,22 @@ func alpacaTicker(sym string, s alpacaSnapshot) (domain.Ticker, error) {
 	switch {
 	case s.LatestTrade == nil || s.LatestTrade.P == nil:
 		return t, fmt.Errorf("latestTrade: missing: %w", errBadField)
-	case s.PrevDailyBar == nil || s.PrevDailyBar.C == nil || *s.PrevDailyBar.C <= 0:
-		return t, fmt.Errorf("prevDailyBar: missing: %w", errBadField)
 	case s.DailyBar == nil || s.DailyBar.V == nil || s.DailyBar.VW == nil:
 		return t, fmt.Errorf("dailyBar: missing: %w", errBadField)
+	}
+	ref := s.DailyBar.O
+	if s.PrevDailyBar != nil {
+		ref = s.PrevDailyBar.C
+	}
+	if ref == nil || *ref <= 0 {
+		return t, fmt.Errorf("prevDailyBar.c or dailyBar.o: missing or not positive: %w", errBadField)
 	}
 	ts, err := time.Parse(time.RFC3339Nano, s.LatestTrade.T)
 	if err != nil {
 		return t, fmt.Errorf("latestTrade.t %q: %w", s.LatestTrade.T, errBadField)
 	}
 	t.Price = *s.LatestTrade.P
-	t.ChangePct = (t.Price / *s.PrevDailyBar.C - 1) * 100
+	t.ChangePct = (t.Price / *ref - 1) * 100
 	t.Volume = *s.DailyBar.V * *s.DailyBar.VW
 	t.UpdatedAt = ts.UTC()
 	return t, t.Validate()
