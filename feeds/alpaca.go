@@ -26,6 +26,10 @@ const (
 // market data v2 API. The instruments are the curated universe of the
 // synthetic feed (≈110 large caps split by listing exchange), which keeps a
 // ticker refresh to two requests.
+// alpacaExchanges are the listing exchanges served, with the table of
+// their curated tickers.
+var alpacaExchanges = map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE}
+
 type alpaca struct {
 	log      *slog.Logger
 	now      func() time.Time
@@ -40,7 +44,7 @@ func newAlpaca(cfg Config) *alpaca {
 		api:      newAPIClient(NameAlpaca, cfg.BaseURL(HostAlpacaData), cfg),
 		universe: map[string][]string{},
 	}
-	for exchange, table := range map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE} {
+	for exchange, table := range alpacaExchanges {
 		for _, as := range parseAssets(table) {
 			a.universe[exchange] = append(a.universe[exchange], as.name)
 		}
@@ -72,10 +76,7 @@ func alpacaRatePause(h http.Header, now time.Time) time.Time {
 func (a *alpaca) Name() string { return NameAlpaca }
 
 // Supports implements Provider.
-func (a *alpaca) Supports(c domain.Combination) bool {
-	_, ok := a.universe[c.Exchange]
-	return c.Market == domain.Stocks && c.Instrument == "stock" && ok
-}
+func (a *alpaca) Supports(c domain.Combination) bool { return alpacaServes(c) }
 
 // Symbols implements Provider.
 func (a *alpaca) Symbols(_ context.Context, c domain.Combination) ([]string, error) {

@@ -70,10 +70,7 @@ func binanceWeightPause(limit int) func(http.Header, time.Time) time.Time {
 func (b *binance) Name() string { return NameBinance }
 
 // Supports implements Provider.
-func (b *binance) Supports(c domain.Combination) bool {
-	return c.Market == domain.Crypto && c.Exchange == NameBinance &&
-		(c.Instrument == "spot" || c.Instrument == "perpetual" || c.Instrument == "futures")
-}
+func (b *binance) Supports(c domain.Combination) bool { return binanceServes(c) }
 
 func (b *binance) client(c domain.Combination) *apiClient {
 	if c.Instrument == "spot" {

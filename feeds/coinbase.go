@@ -59,9 +59,7 @@ func newCoinbase(cfg Config) *coinbase {
 func (c *coinbase) Name() string { return NameCoinbase }
 
 // Supports implements Provider.
-func (c *coinbase) Supports(comb domain.Combination) bool {
-	return comb == domain.Combination{Market: domain.Crypto, Exchange: NameCoinbase, Instrument: "spot"}
-}
+func (c *coinbase) Supports(comb domain.Combination) bool { return coinbaseServes(comb) }
 
 // Symbols implements Provider.
 func (c *coinbase) Symbols(ctx context.Context, comb domain.Combination) ([]string, error) {

@@ -53,9 +53,7 @@ func newOanda(cfg Config) *oanda {
 func (o *oanda) Name() string { return NameOanda }
 
 // Supports implements Provider.
-func (o *oanda) Supports(c domain.Combination) bool {
-	return c.Market == domain.Forex && c.Exchange == NameOanda && (c.Instrument == "major" || c.Instrument == "minor")
-}
+func (o *oanda) Supports(c domain.Combination) bool { return oandaServes(c) }
 
 // Symbols implements Provider.
 func (o *oanda) Symbols(_ context.Context, c domain.Combination) ([]string, error) {

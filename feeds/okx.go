@@ -47,9 +47,7 @@ func newOKX(cfg Config) *okx {
 func (o *okx) Name() string { return NameOKX }
 
 // Supports implements Provider.
-func (o *okx) Supports(c domain.Combination) bool {
-	return c.Market == domain.Crypto && c.Exchange == NameOKX && (c.Instrument == "spot" || c.Instrument == "perpetual")
-}
+func (o *okx) Supports(c domain.Combination) bool { return okxServes(c) }
 
 func okxInstType(c domain.Combination) string {
 	if c.Instrument == "perpetual" {
