@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strings"
@@ -296,10 +297,11 @@ func openInterestChange(hist []binanceOpenInterest) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if prev <= 0 || last < 0 || !tb.After(ta) {
+	chg := (last/prev - 1) * 100
+	if prev <= 0 || last < 0 || !tb.After(ta) || math.IsInf(chg, 0) {
 		return 0, fmt.Errorf("open interest %v → %v at %s → %s: %w", prev, last, ta, tb, errBadField)
 	}
-	return (last/prev - 1) * 100, nil
+	return chg, nil
 }
 
 // openInterestMarketCap is the circulating supply times the asset's price.
@@ -314,10 +316,11 @@ func openInterestMarketCap(p binanceOpenInterest, multiplier float64) (float64, 
 		decimalField{"sumOpenInterestValue", p.SumOpenInterestValue, &value}) != nil {
 		return 0, false
 	}
-	if supply <= 0 || size <= 0 || value <= 0 || multiplier <= 0 {
+	if supply <= 0 || size <= 0 || value <= 0 || !(multiplier > 0) {
 		return 0, false
 	}
-	return supply * value / size / multiplier, true
+	mcap := supply * (value / size / multiplier)
+	return mcap, mcap > 0 && !math.IsInf(mcap, 0)
 }
 
 // rollingWindowLimiter lets at most limit calls start in any rolling

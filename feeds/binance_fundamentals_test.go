@@ -2,6 +2,7 @@ package feeds
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"net/http"
 	"strings"
@@ -222,4 +223,26 @@ func TestOpenInterestHistLimiter(t *testing.T) {
 	if openInterestHistLimit > 1000 || openInterestHistWindow != 5*time.Minute {
 		t.Errorf("limit %d per %v exceeds the documented 1,000 per 5 min", openInterestHistLimit, openInterestHistWindow)
 	}
+}
+
+// FuzzBinanceOpenInterest: whatever openInterestHist answers, the inputs
+// derived from it are finite, and a market cap is never negative.
+func FuzzBinanceOpenInterest(f *testing.F) {
+	f.Add([]byte(docOpenInterestHist), 1000.0)
+	f.Add([]byte(`[{"sumOpenInterest":"1","timestamp":1},{"sumOpenInterest":"1e308","sumOpenInterestValue":"1e308","CMCCirculatingSupply":"1e308","timestamp":"2"}]`), 1.0)
+	f.Add([]byte(`[{"sumOpenInterest":"0","timestamp":"x"},{"sumOpenInterest":"NaN","timestamp":null}]`), 1e6)
+	f.Fuzz(func(t *testing.T, data []byte, multiplier float64) {
+		var hist []binanceOpenInterest
+		if json.Unmarshal(data, &hist) != nil {
+			return
+		}
+		if chg, err := openInterestChange(hist); err == nil && (math.IsNaN(chg) || math.IsInf(chg, 0)) {
+			t.Fatalf("change %v from %s", chg, data)
+		}
+		if len(hist) > 0 {
+			if mcap, ok := openInterestMarketCap(hist[len(hist)-1], multiplier); ok && (math.IsNaN(mcap) || math.IsInf(mcap, 0) || mcap <= 0) {
+				t.Fatalf("market cap %v from %s ×%v", mcap, data, multiplier)
+			}
+		}
+	})
 }
