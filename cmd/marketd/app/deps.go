@@ -146,8 +146,9 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 }
 
 // analyticsWarmup lists the markets and styles of the region not scored
-// yet ("forex/swing"), for /readyz's warming_up.
-func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]string, error) {
+// yet ("forex/swing"), for /readyz's warming_up. A market whose analytics
+// source no feed serves is never scored, so it is not waited for.
+func analyticsWarmup(db *store.DB, region string, served func(domain.Combination) bool) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		scored, err := db.ScoredStyles(ctx)
 		if err != nil {
@@ -155,7 +156,7 @@ func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]s
 		}
 		var cold []string
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m); !ok {
+			if src, ok := domain.AnalyticsSource(region, m); !ok || !served(src) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {

@@ -65,7 +65,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				checks = append(checks, c)
 			}
 			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
 			readiness.Served, readiness.Unserved = cfg.coverage()
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
@@ -133,7 +133,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return nil
 			}, nil)})
 			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
 			readiness.Served, readiness.Unserved = cfg.coverage()
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
