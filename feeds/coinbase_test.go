@@ -175,3 +175,23 @@ func TestCoinbaseCandlesPrecedingStart(t *testing.T) {
 		t.Errorf("%d candle requests, want 2 pages", n)
 	}
 }
+
+// FuzzCoinbasePublicProducts: whatever the product list holds, the rows
+// kept are valid tickers.
+func FuzzCoinbasePublicProducts(f *testing.F) {
+	f.Add([]byte(docPublicProducts))
+	f.Add([]byte(`{"products":[{"product_id":"BTC-USD","price":"1e308","price_percentage_change_24h":"-100%","approximate_quote_24h_volume":"1e308"}]}`))
+	f.Add([]byte(`{"products":[{"product_id":"BTC-USD","price":"-1","price_percentage_change_24h":"%","volume_24h":"NaN"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var page coinbasePublicProducts
+		if decodeJSON(data, &page) != nil {
+			return
+		}
+		for _, p := range page.Products {
+			tk, err := p.ticker("BTC_USD", testNow)
+			if err == nil && tk.Validate() != nil {
+				t.Fatalf("kept an invalid ticker %+v from %s", tk, data)
+			}
+		}
+	})
+}
