@@ -200,18 +200,6 @@ func (r *Registry) For(c domain.Combination) (Provider, bool) {
 // Providers returns the configured providers in priority order.
 func (r *Registry) Providers() []Provider { return slices.Clone(r.providers) }
 
-// Unserved lists the combinations of a region no configured provider
-// supports, so the caller can warn at start-up.
-func (r *Registry) Unserved(region string) []domain.Combination {
-	var out []domain.Combination
-	for _, c := range domain.Catalogue(region) {
-		if _, ok := r.For(c); !ok {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 func unsupported(name string, c domain.Combination) error {
 	return fmt.Errorf("feeds: %s: %s: %w", name, c, ErrUnsupported)
 }
