@@ -31,6 +31,11 @@ type Readiness struct {
 	Warmup  func(ctx context.Context) ([]string, error)
 	warming []string
 	warm    bool
+	// Served maps each combination a configured feed serves
+	// ("crypto/binance/spot") to that feed; Unserved lists the region's
+	// others, which are not scheduled. /readyz shows both; nil hides them.
+	Served   map[string]string
+	Unserved []string
 }
 
 // NewReadiness returns a Readiness that is not ready until the first probe passes.
@@ -143,6 +148,12 @@ func OpsHandler(r *Readiness, metrics http.Handler, extra map[string]http.Handle
 		body := map[string]any{"status": status, "checks": checks}
 		if warming := r.WarmingUp(); len(warming) > 0 {
 			body["warming_up"] = warming
+		}
+		if r.Served != nil {
+			body["served"] = r.Served
+		}
+		if len(r.Unserved) > 0 {
+			body["unserved"] = r.Unserved
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})

@@ -16,7 +16,6 @@ import (
 )
 
 const (
-	alpacaURL       = "https://data.alpaca.markets"
 	alpacaFeed      = "iex" // the free plan's feed; "sip" needs a subscription
 	alpacaBatch     = 100   // symbols per snapshots request
 	alpacaMaxLimit  = 10000 // bars per request
@@ -27,6 +26,10 @@ const (
 // market data v2 API. The instruments are the curated universe of the
 // synthetic feed (≈110 large caps split by listing exchange), which keeps a
 // ticker refresh to two requests.
+// alpacaExchanges are the listing exchanges served, with the table of
+// their curated tickers.
+var alpacaExchanges = map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE}
+
 type alpaca struct {
 	log      *slog.Logger
 	now      func() time.Time
@@ -38,10 +41,10 @@ func newAlpaca(cfg Config) *alpaca {
 	a := &alpaca{
 		log:      cfg.Logger.With("feed", NameAlpaca),
 		now:      cfg.Now,
-		api:      newAPIClient(NameAlpaca, cfg.baseURL(NameAlpaca, alpacaURL), cfg),
+		api:      newAPIClient(NameAlpaca, cfg.BaseURL(HostAlpacaData), cfg),
 		universe: map[string][]string{},
 	}
-	for exchange, table := range map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE} {
+	for exchange, table := range alpacaExchanges {
 		for _, as := range parseAssets(table) {
 			a.universe[exchange] = append(a.universe[exchange], as.name)
 		}
@@ -73,10 +76,7 @@ func alpacaRatePause(h http.Header, now time.Time) time.Time {
 func (a *alpaca) Name() string { return NameAlpaca }
 
 // Supports implements Provider.
-func (a *alpaca) Supports(c domain.Combination) bool {
-	_, ok := a.universe[c.Exchange]
-	return c.Market == domain.Stocks && c.Instrument == "stock" && ok
-}
+func (a *alpaca) Supports(c domain.Combination) bool { return alpacaServes(c) }
 
 // Symbols implements Provider.
 func (a *alpaca) Symbols(_ context.Context, c domain.Combination) ([]string, error) {
@@ -107,7 +107,10 @@ type alpacaSnapshot struct {
 
 // Tickers implements Provider from multi-symbol snapshots: the latest
 // trade, the change against the previous daily close, and today's dollar
-// volume (volume × VWAP).
+// volume (volume × VWAP). A snapshot without a previous daily bar (Alpaca
+// sends prevDailyBar: null for a first session, or when the feed has no
+// previous bar) changes against today's open instead: the move of the only
+// session there is, as exchanges quote a listing's first day.
 func (a *alpaca) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
 	syms, err := a.Symbols(ctx, c)
 	if err != nil {
@@ -152,17 +155,22 @@ func alpacaTicker(sym string, s alpacaSnapshot) (domain.Ticker, error) {
 	switch {
 	case s.LatestTrade == nil || s.LatestTrade.P == nil:
 		return t, fmt.Errorf("latestTrade: missing: %w", errBadField)
-	case s.PrevDailyBar == nil || s.PrevDailyBar.C == nil || *s.PrevDailyBar.C <= 0:
-		return t, fmt.Errorf("prevDailyBar: missing: %w", errBadField)
 	case s.DailyBar == nil || s.DailyBar.V == nil || s.DailyBar.VW == nil:
 		return t, fmt.Errorf("dailyBar: missing: %w", errBadField)
+	}
+	ref := s.DailyBar.O
+	if s.PrevDailyBar != nil {
+		ref = s.PrevDailyBar.C
+	}
+	if ref == nil || *ref <= 0 {
+		return t, fmt.Errorf("prevDailyBar.c or dailyBar.o: missing or not positive: %w", errBadField)
 	}
 	ts, err := time.Parse(time.RFC3339Nano, s.LatestTrade.T)
 	if err != nil {
 		return t, fmt.Errorf("latestTrade.t %q: %w", s.LatestTrade.T, errBadField)
 	}
 	t.Price = *s.LatestTrade.P
-	t.ChangePct = (t.Price / *s.PrevDailyBar.C - 1) * 100
+	t.ChangePct = (t.Price / *ref - 1) * 100
 	t.Volume = *s.DailyBar.V * *s.DailyBar.VW
 	t.UpdatedAt = ts.UTC()
 	return t, t.Validate()

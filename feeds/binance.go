@@ -14,11 +14,9 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-// Binance hosts and limits. Spot and USDT-M futures have separate request
+// Binance limits. Spot and USDT-M futures have separate request
 // weight budgets, so each gets its own apiClient.
 const (
-	binanceSpotURL      = "https://api.binance.com"
-	binanceFuturesURL   = "https://fapi.binance.com"
 	binanceSpotWeight   = 6000 // REQUEST_WEIGHT per minute
 	binanceFutureWeight = 2400
 	binanceSpotKlines   = 1000 // max klines per request
@@ -35,16 +33,18 @@ type binance struct {
 	info    *symbolCache // by instrument
 	now     func() time.Time
 	funding binanceFunding
+	oiLimit *rollingWindowLimiter // /futures/data/openInterestHist's own IP limit
 }
 
 func newBinance(cfg Config) *binance {
 	log := cfg.Logger.With("feed", NameBinance)
 	b := &binance{
 		log:     log,
-		spot:    newAPIClient(NameBinance, cfg.baseURL(NameBinance, binanceSpotURL), cfg),
-		futures: newAPIClient(NameBinance, cfg.baseURL(NameBinance+"-futures", binanceFuturesURL), cfg),
+		spot:    newAPIClient(NameBinance, cfg.BaseURL(HostBinance), cfg),
+		futures: newAPIClient(NameBinance, cfg.BaseURL(HostBinanceFutures), cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 		now:     cfg.Now,
+		oiLimit: newRollingWindowLimiter(openInterestHistLimit, openInterestHistWindow, cfg),
 	}
 	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
 	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)
@@ -70,10 +70,7 @@ func binanceWeightPause(limit int) func(http.Header, time.Time) time.Time {
 func (b *binance) Name() string { return NameBinance }
 
 // Supports implements Provider.
-func (b *binance) Supports(c domain.Combination) bool {
-	return c.Market == domain.Crypto && c.Exchange == NameBinance &&
-		(c.Instrument == "spot" || c.Instrument == "perpetual" || c.Instrument == "futures")
-}
+func (b *binance) Supports(c domain.Combination) bool { return binanceServes(c) }
 
 func (b *binance) client(c domain.Combination) *apiClient {
 	if c.Instrument == "spot" {

@@ -8,23 +8,25 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/marketscreener/market/domain"
 )
 
 const (
-	coinbaseURL = "https://api.exchange.coinbase.com"
 	// coinbasePage is the most candles one request returns.
 	coinbasePage = 300
-	// coinbaseConcurrency bounds parallel /stats requests; with the 100 ms
-	// pacing it stays under the public limit of 10 requests per second.
-	coinbaseConcurrency = 4
+	// coinbaseProductsPage is the page size asked of Advanced Trade's
+	// public product list (every product's price and 24 h change).
+	coinbaseProductsPage = 250
+	// coinbasePublicInterval paces requests to the documented public limit
+	// of 10 requests per second per IP.
+	coinbasePublicInterval = 100 * time.Millisecond
 )
 
 // coinbaseListed reports whether the screener lists products of a quote
-// currency: the US region's liquid books. Each listed product costs one
-// /stats request per ticker refresh, so the list is deliberately short.
+// currency: the US region's liquid books.
 func coinbaseListed(quote string) bool {
 	return quote == "USD" || quote == "USDT" || quote == "BTC"
 }
@@ -32,9 +34,10 @@ func coinbaseListed(quote string) bool {
 // coinbase serves crypto/coinbase/spot from the Coinbase Exchange public
 // REST API.
 type coinbase struct {
-	log *slog.Logger
-	now func() time.Time
-	api *apiClient
+	log      *slog.Logger
+	now      func() time.Time
+	api      *apiClient // Exchange: products and candles
+	advanced *apiClient // Advanced Trade: every ticker in one request
 
 	products *symbolCache // one entry: spot
 }
@@ -44,10 +47,11 @@ func newCoinbase(cfg Config) *coinbase {
 	c := &coinbase{
 		log:      log,
 		now:      cfg.Now,
-		api:      newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+		api:      newAPIClient(NameCoinbase, cfg.BaseURL(HostCoinbase), cfg),
+		advanced: newAPIClient(NameCoinbase, cfg.BaseURL(HostCoinbaseAdvanced), cfg),
 		products: newSymbolCache(log, cfg.Now, NameCoinbase, "products"),
 	}
-	c.api.minInterval = 100 * time.Millisecond
+	c.api.minInterval, c.advanced.minInterval = coinbasePublicInterval, coinbasePublicInterval
 	return c
 }
 
@@ -55,9 +59,7 @@ func newCoinbase(cfg Config) *coinbase {
 func (c *coinbase) Name() string { return NameCoinbase }
 
 // Supports implements Provider.
-func (c *coinbase) Supports(comb domain.Combination) bool {
-	return comb == domain.Combination{Market: domain.Crypto, Exchange: NameCoinbase, Instrument: "spot"}
-}
+func (c *coinbase) Supports(comb domain.Combination) bool { return coinbaseServes(comb) }
 
 // Symbols implements Provider.
 func (c *coinbase) Symbols(ctx context.Context, comb domain.Combination) ([]string, error) {
@@ -111,50 +113,75 @@ func parseCoinbaseProducts(body []byte, now time.Time) (*symbolMap, error) {
 	return m, nil
 }
 
-// Tickers implements Provider from each product's 24 h /stats.
+// Tickers implements Provider from Advanced Trade's public product list,
+// which carries every product's price, 24 h change and volume: one request
+// a page instead of one /stats request per product.
 func (c *coinbase) Tickers(ctx context.Context, comb domain.Combination) ([]domain.Ticker, error) {
 	m, err := c.symbols(ctx, comb)
 	if err != nil {
 		return nil, err
 	}
 	now := c.now().UTC()
-	return tickersEach(m.symbols, coinbaseConcurrency, func(sym string) (*domain.Ticker, error) {
-		id := m.fromCanon[sym]
-		body, err := c.api.get(ctx, "/products/"+url.PathEscape(id)+"/stats", nil)
-		if err != nil {
+	out := make([]domain.Ticker, 0, len(m.symbols))
+	for offset := 0; ; {
+		q := url.Values{"product_type": {"SPOT"}, "limit": {strconv.Itoa(coinbaseProductsPage)}, "offset": {strconv.Itoa(offset)}}
+		var page coinbasePublicProducts
+		if err := c.advanced.getJSON(ctx, "/api/v3/brokerage/market/products", q, &page); err != nil {
 			return nil, err
 		}
-		t, err := parseCoinbaseStats(body, sym, now)
-		if err != nil {
-			c.log.Warn("feeds: dropping bad ticker row", "symbol", id, "err", err)
-			return nil, nil
+		for _, p := range page.Products {
+			canonical, ok := m.toCanon[p.ProductID]
+			if !ok {
+				continue // not listed, or not a spot book of ours
+			}
+			t, err := p.ticker(canonical, now)
+			if err != nil {
+				c.log.Warn("feeds: dropping bad ticker row", "symbol", p.ProductID, "err", err)
+				continue
+			}
+			out = append(out, t)
 		}
-		return &t, nil
-	})
+		offset += len(page.Products)
+		if len(page.Products) < coinbaseProductsPage || offset >= page.NumProducts {
+			return out, nil
+		}
+	}
 }
 
-// parseCoinbaseStats turns /products/{id}/stats into a ticker: change is
-// against the 24 h open, volume (base) is converted to quote at the last price.
-func parseCoinbaseStats(body []byte, symbol string, now time.Time) (domain.Ticker, error) {
-	var s struct {
-		Open   *string `json:"open"`
-		Last   *string `json:"last"`
-		Volume *string `json:"volume"`
-	}
+// coinbasePublicProducts is a page of /api/v3/brokerage/market/products.
+type coinbasePublicProducts struct {
+	Products    []coinbasePublicProduct `json:"products"`
+	NumProducts int                     `json:"num_products"`
+}
+
+type coinbasePublicProduct struct {
+	ProductID   string  `json:"product_id"`
+	Price       *string `json:"price"`
+	Change24h   *string `json:"price_percentage_change_24h"`
+	Volume24h   *string `json:"volume_24h"`                   // base currency
+	QuoteVolume *string `json:"approximate_quote_24h_volume"` // quote currency
+}
+
+// ticker turns a product into a screener row. The 24 h change is in
+// percent (the docs' example writes "9.43%", the API "9.43"); volume is
+// the quote volume, or the base volume at the last price when absent.
+func (p coinbasePublicProduct) ticker(symbol string, now time.Time) (domain.Ticker, error) {
 	t := domain.Ticker{Symbol: symbol, UpdatedAt: now}
-	if err := decodeJSON(body, &s); err != nil {
+	var change string
+	if p.Change24h != nil {
+		change = strings.TrimSuffix(strings.TrimSpace(*p.Change24h), "%")
+	}
+	if err := parseDecimalFields(decimalField{"price", p.Price, &t.Price},
+		decimalField{"price_percentage_change_24h", &change, &t.ChangePct}); err != nil {
 		return t, err
 	}
-	var open, last, volume float64
-	if err := parseDecimalFields(decimalField{"open", s.Open, &open}, decimalField{"last", s.Last, &last}, decimalField{"volume", s.Volume, &volume}); err != nil {
-		return t, err
+	if parseDecimalFields(decimalField{"approximate_quote_24h_volume", p.QuoteVolume, &t.Volume}) != nil {
+		var base float64
+		if err := parseDecimalFields(decimalField{"volume_24h", p.Volume24h, &base}); err != nil {
+			return t, err
+		}
+		t.Volume = base * t.Price
 	}
-	if open <= 0 {
-		return t, fmt.Errorf("open: %v is not positive: %w", open, errBadField)
-	}
-	t.Price = last
-	t.ChangePct = (last/open - 1) * 100
-	t.Volume = volume * last
 	return t, t.Validate()
 }
 
@@ -215,15 +242,28 @@ func (c *coinbase) Candles(ctx context.Context, comb domain.Combination, symbol 
 		if err != nil {
 			return nil, rejectCandles(c.log, NameCoinbase, "candles", symbol, string(tf), err)
 		}
-		if len(raw) > 0 && len(page) > 0 && !page[0].Time.After(raw[len(raw)-1].Time) {
-			return nil, fmt.Errorf("feeds: coinbase: candles %s %s: %w", symbol, tf,
-				domain.Errorf(domain.EINVALID, "candles out of order across pages"))
-		}
-		raw = append(raw, page...)
+		raw = append(raw, pageFrom(page, start, raw)...)
 		start = end.Add(time.Second)
 	}
 	out := aggregateCandles(raw, tf)
 	return clipCandles(out, from, limit), nil
+}
+
+// pageFrom keeps the candles of a page from its start on and after the
+// last one already collected: Coinbase documents that a page "may
+// contain candles preceding your declared start", which the previous
+// page already holds.
+func pageFrom(page []domain.Candle, start time.Time, collected []domain.Candle) []domain.Candle {
+	page = clipCandles(page, start, 0)
+	if n := len(collected); n > 0 {
+		last := collected[n-1].Time
+		i := 0
+		for i < len(page) && !page[i].Time.After(last) {
+			i++
+		}
+		page = page[i:]
+	}
+	return page
 }
 
 // parseCoinbaseCandles parses rows of [time s, low, high, open, close,

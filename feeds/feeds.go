@@ -81,8 +81,12 @@ type Config struct {
 	// AlpacaKeyID and AlpacaSecret are the Alpaca market-data credentials
 	// (required for "alpaca").
 	AlpacaKeyID, AlpacaSecret string
-	// BaseURLs overrides a provider's base URL by name; binance also reads
-	// "binance-futures" for its fapi host. Used by tests with httptest.
+	// OandaEnvironment is "live" (default) or "practice": which OANDA
+	// host the oanda feed uses unless BaseURLs overrides it.
+	OandaEnvironment string
+	// BaseURLs overrides upstream hosts by host name (HostNames; the
+	// operator's MARKET_FEED_URLS): a testnet, a practice account, a
+	// mirror or a local replay. Read them with BaseURL.
 	BaseURLs map[string]string
 	// HTTPClient is shared by the real adapters; nil means a client with a
 	// 20 s time-out.
@@ -182,13 +186,6 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-func (cfg Config) baseURL(name, fallback string) string {
-	if u := cfg.BaseURLs[name]; u != "" {
-		return strings.TrimRight(u, "/")
-	}
-	return fallback
-}
-
 // For returns the provider serving a combination: the first configured
 // provider that supports it.
 func (r *Registry) For(c domain.Combination) (Provider, bool) {
@@ -202,18 +199,6 @@ func (r *Registry) For(c domain.Combination) (Provider, bool) {
 
 // Providers returns the configured providers in priority order.
 func (r *Registry) Providers() []Provider { return slices.Clone(r.providers) }
-
-// Unserved lists the combinations of a region no configured provider
-// supports, so the caller can warn at start-up.
-func (r *Registry) Unserved(region string) []domain.Combination {
-	var out []domain.Combination
-	for _, c := range domain.Catalogue(region) {
-		if _, ok := r.For(c); !ok {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 func unsupported(name string, c domain.Combination) error {
 	return fmt.Errorf("feeds: %s: %s: %w", name, c, ErrUnsupported)

@@ -160,7 +160,7 @@ func setup(t *testing.T) *testBundle {
 	s := &sleeps{}
 	logs := &logBuffer{}
 	urls := map[string]string{}
-	for _, n := range append(KnownNames(), "binance-futures") {
+	for _, n := range HostNames() {
 		urls[n] = up.URL
 	}
 	return &testBundle{

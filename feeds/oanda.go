@@ -15,7 +15,6 @@ import (
 )
 
 const (
-	oandaURL         = "https://api-fxtrade.oanda.com" // practice accounts: https://api-fxpractice.oanda.com
 	oandaMaxCount    = 5000
 	oandaConcurrency = 4
 )
@@ -37,7 +36,7 @@ func newOanda(cfg Config) *oanda {
 	o := &oanda{
 		log:    cfg.Logger.With("feed", NameOanda),
 		now:    cfg.Now,
-		api:    newAPIClient(NameOanda, cfg.baseURL(NameOanda, oandaURL), cfg),
+		api:    newAPIClient(NameOanda, cfg.BaseURL(HostOanda), cfg),
 		majors: strings.Fields(syntheticForexMajors),
 		minors: strings.Fields(syntheticForexMinors),
 	}
@@ -54,9 +53,7 @@ func newOanda(cfg Config) *oanda {
 func (o *oanda) Name() string { return NameOanda }
 
 // Supports implements Provider.
-func (o *oanda) Supports(c domain.Combination) bool {
-	return c.Market == domain.Forex && c.Exchange == NameOanda && (c.Instrument == "major" || c.Instrument == "minor")
-}
+func (o *oanda) Supports(c domain.Combination) bool { return oandaServes(c) }
 
 // Symbols implements Provider.
 func (o *oanda) Symbols(_ context.Context, c domain.Combination) ([]string, error) {

@@ -127,13 +127,15 @@ func TestAlpacaTickers(t *testing.T) {
 	want := []domain.Ticker{
 		{Symbol: "AAPL", Price: 271.49, ChangePct: (271.49/266.25 - 1) * 100, Volume: 2123456 * 270.12, UpdatedAt: time.Date(2025, 11, 21, 20, 59, 59, 871224000, time.UTC)},
 		{Symbol: "MSFT", Price: 472.12, ChangePct: (472.12/478.43 - 1) * 100, Volume: 801234 * 472.9, UpdatedAt: time.Date(2025, 11, 21, 20, 59, 58, 101000000, time.UTC)},
+		// No prevDailyBar: the change is against today's open.
+		{Symbol: "NVDA", Price: 178.88, ChangePct: (178.88/181.2 - 1) * 100, Volume: 5000000 * 178.1, UpdatedAt: time.Date(2025, 11, 21, 20, 59, 59, 500000000, time.UTC)},
 	}
 	if !slices.EqualFunc(got, want, tickerClose) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	// NVDA lacks prevDailyBar, AMZN has a "NaN" price, GOOGL a negative volume.
-	if n := tb.logs.count("dropping bad ticker row"); n != 3 {
-		t.Errorf("%d dropped rows logged, want 3:\n%s", n, tb.logs)
+	// AMZN has a "NaN" price, GOOGL a negative volume.
+	if n := tb.logs.count("dropping bad ticker row"); n != 2 {
+		t.Errorf("%d dropped rows logged, want 2:\n%s", n, tb.logs)
 	}
 	q := tb.up.requestsTo("/v2/stocks/snapshots")[0].URL.Query()
 	if !strings.HasPrefix(q.Get("symbols"), "AAPL,MSFT,NVDA") || q.Get("feed") != "iex" {
@@ -194,5 +196,55 @@ func TestAlpacaRateLimitHeaders(t *testing.T) {
 	h.Set("X-RateLimit-Remaining", "150")
 	if got := alpacaRatePause(h, now); !got.IsZero() {
 		t.Errorf("paused with budget left: %v", got)
+	}
+}
+
+// TestAlpacaSnapshotWithNullPrevDailyBar feeds the SDK's own snapshots
+// fixture (alpacahq/alpaca-trade-api-go, marketdata/rest_test.go,
+// TestSnapshots): MSFT has "prevDailyBar": null and "INVALID" a null
+// snapshot. MSFT is kept, its change against today's open; INVALID is
+// dropped alone.
+func TestAlpacaSnapshotWithNullPrevDailyBar(t *testing.T) {
+	t.Parallel()
+	const sdkSnapshots = `{"AAPL": {"latestTrade": {"t": "2021-05-03T14:48:06.563Z","x": "D","p": 133.4201,"s": 145,"c": ["@"],"i": 62700,"z": "C"},"latestQuote": {"t": "2021-05-03T14:48:07.257820915Z","ax": "Q","ap": 133.43,"as": 7,"bx": "Q","bp": 133.42,"bs": 15,"c": ["R"]},"minuteBar": {"t": "2021-05-03T14:47:00Z","o": 133.4401,"h": 133.48,"l": 133.37,"c": 133.42,"v": 207020,"n": 1234,"vw": 133.3987},"dailyBar": {"t": "2021-05-03T04:00:00Z","o": 132.04,"h": 134.07,"l": 131.83,"c": 133.42,"v": 25846800,"n": 254678,"vw": 132.568},"prevDailyBar": {"t": "2021-04-30T04:00:00Z","o": 131.82,"h": 133.56,"l": 131.065,"c": 131.46,"v": 109506363,"n": 1012323,"vw": 132.025}},"MSFT": {"latestTrade": {"t": "2021-05-03T14:48:06.36Z","x": "D","p": 253.8738,"s": 100,"c": ["@"],"i": 22973,"z": "C"},"latestQuote": {"t": "2021-05-03T14:48:07.243353456Z","ax": "N","ap": 253.89,"as": 2,"bx": "Q","bp": 253.87,"bs": 2,"c": ["R"]},"minuteBar": {"t": "2021-05-03T14:47:00Z","o": 253.78,"h": 253.869,"l": 253.78,"c": 253.855,"v": 25717,"n": 137,"vw": 253.823},"dailyBar": {"t": "2021-05-03T04:00:00Z","o": 253.34,"h": 254.35,"l": 251.8,"c": 253.855,"v": 6100459,"n": 33453,"vw": 253.0534},"prevDailyBar": null},"INVALID": null}`
+	tb := setup(t)
+	tb.up.mux.Handle("/v2/stocks/snapshots", body(http.StatusOK, sdkSnapshots))
+	a := newAlpaca(tb.cfg)
+	a.universe["nasdaq"] = []string{"AAPL", "MSFT", "INVALID"}
+	got, err := a.Tickers(context.Background(), nasdaq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.Ticker{
+		{Symbol: "AAPL", Price: 133.4201, ChangePct: (133.4201/131.46 - 1) * 100, Volume: 25846800 * 132.568, UpdatedAt: time.Date(2021, 5, 3, 14, 48, 6, 563000000, time.UTC)},
+		{Symbol: "MSFT", Price: 253.8738, ChangePct: (253.8738/253.34 - 1) * 100, Volume: 6100459 * 253.0534, UpdatedAt: time.Date(2021, 5, 3, 14, 48, 6, 360000000, time.UTC)},
+	}
+	if !slices.EqualFunc(got, want, tickerClose) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if n := tb.logs.count("dropping bad ticker row"); n != 1 || !strings.Contains(tb.logs.String(), "INVALID") {
+		t.Errorf("want INVALID alone dropped:\n%s", tb.logs)
+	}
+}
+
+// TestOandaPracticeHost: MARKET_OANDA_ENVIRONMENT=practice points the feed
+// at api-fxpractice (the v20 docs' practice host,
+// https://developer.oanda.com/rest-live-v20/development-guide/), and an
+// explicit oanda URL (MARKET_FEED_URLS) is where requests go.
+func TestOandaPracticeHost(t *testing.T) {
+	t.Parallel()
+	cfg := Config{OandaToken: "t", OandaEnvironment: OandaPractice}.withDefaults()
+	if got := newOanda(cfg).api.baseURL; got != "https://api-fxpractice.oanda.com" {
+		t.Errorf("practice: base URL %q", got)
+	}
+	if got := newOanda(Config{OandaToken: "t"}.withDefaults()).api.baseURL; got != "https://api-fxtrade.oanda.com" {
+		t.Errorf("default: base URL %q, want the live host", got)
+	}
+	o, tb := setupOanda(t)
+	if _, err := o.Candles(context.Background(), oandaMajor, "EUR_USD", domain.TF1h, time.Time{}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.up.requestsTo("/v3/instruments/EUR_USD/candles")) != 1 {
+		t.Errorf("the overridden host got no request")
 	}
 }

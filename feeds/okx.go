@@ -14,8 +14,12 @@ import (
 )
 
 const (
-	okxURL  = "https://www.okx.com"
 	okxPage = 300 // candles per /market/candles request
+	// okxRecentRows is how far back /market/candles serves: its latest
+	// 1,440 rows. Older candles are only on /market/history-candles, which
+	// returns at most okxHistoryPage rows a request.
+	okxRecentRows  = 1440
+	okxHistoryPage = 100
 )
 
 // okx serves crypto/okx/spot (SPOT) and perpetual (linear USDT SWAP) from
@@ -32,7 +36,7 @@ func newOKX(cfg Config) *okx {
 	o := &okx{
 		log:  log,
 		now:  cfg.Now,
-		api:  newAPIClient(NameOKX, cfg.baseURL(NameOKX, okxURL), cfg),
+		api:  newAPIClient(NameOKX, cfg.BaseURL(HostOKX), cfg),
 		info: newSymbolCache(log, cfg.Now, NameOKX, "instruments"),
 	}
 	o.api.minInterval = 100 * time.Millisecond // 20 requests per 2 s per endpoint
@@ -43,9 +47,7 @@ func newOKX(cfg Config) *okx {
 func (o *okx) Name() string { return NameOKX }
 
 // Supports implements Provider.
-func (o *okx) Supports(c domain.Combination) bool {
-	return c.Market == domain.Crypto && c.Exchange == NameOKX && (c.Instrument == "spot" || c.Instrument == "perpetual")
-}
+func (o *okx) Supports(c domain.Combination) bool { return okxServes(c) }
 
 func okxInstType(c domain.Combination) string {
 	if c.Instrument == "perpetual" {
@@ -197,7 +199,10 @@ func okxBar(tf domain.Timeframe) (string, bool) {
 
 // Candles implements Provider. OKX pages backwards (after = older than a
 // time), newest first; pages are walked back from the end of the wanted
-// window and reversed.
+// window and reversed. Pages within the latest okxRecentRows come from
+// /market/candles, older ones from /market/history-candles; an empty
+// recent page is asked again of the history, so a series is never taken
+// as finished because the recent endpoint no longer holds it.
 func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
 	m, err := o.symbols(ctx, c)
 	if err != nil {
@@ -220,19 +225,17 @@ func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, 
 			before = end
 		}
 	}
+	recentFrom := o.now().Add(-okxRecentRows * tf.Duration())
 	var out []domain.Candle // newest first while collecting
 	for len(out) < limit {
-		q := url.Values{"instId": {instID}, "bar": {bar}, "limit": {strconv.Itoa(min(okxPage, limit-len(out)))}}
-		if !before.IsZero() {
-			q.Set("after", strconv.FormatInt(before.UnixMilli(), 10))
+		n := min(okxPage, limit-len(out))
+		history := !before.IsZero() && before.Add(-time.Duration(n)*tf.Duration()).Before(recentFrom)
+		page, err := o.candlePage(ctx, c, symbol, tf, instID, bar, before, n, history)
+		if err == nil && len(page) == 0 && !history {
+			page, err = o.candlePage(ctx, c, symbol, tf, instID, bar, before, n, true)
 		}
-		data, err := o.get(ctx, "/api/v5/market/candles", q)
 		if err != nil {
 			return nil, err
-		}
-		page, err := parseOKXCandles(data, c.Instrument == "perpetual")
-		if err != nil {
-			return nil, rejectCandles(o.log, NameOKX, "candles", symbol, string(tf), err)
 		}
 		if len(page) == 0 {
 			break
@@ -250,6 +253,28 @@ func (o *okx) Candles(ctx context.Context, c domain.Combination, symbol string, 
 	}
 	reverseCandles(out)
 	return clipCandles(out, since, limit), nil
+}
+
+// candlePage fetches one page of candles older than before (zero: the
+// newest), from the history endpoint when history is set.
+func (o *okx) candlePage(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, instID, bar string, before time.Time, n int, history bool) ([]domain.Candle, error) {
+	path := "/api/v5/market/candles"
+	if history {
+		path, n = "/api/v5/market/history-candles", min(n, okxHistoryPage)
+	}
+	q := url.Values{"instId": {instID}, "bar": {bar}, "limit": {strconv.Itoa(n)}}
+	if !before.IsZero() {
+		q.Set("after", strconv.FormatInt(before.UnixMilli(), 10))
+	}
+	data, err := o.get(ctx, path, q)
+	if err != nil {
+		return nil, err
+	}
+	page, err := parseOKXCandles(data, c.Instrument == "perpetual")
+	if err != nil {
+		return nil, rejectCandles(o.log, NameOKX, "candles", symbol, string(tf), err)
+	}
+	return page, nil
 }
 
 // parseOKXCandles parses rows of [ts, o, h, l, c, vol, volCcy,

@@ -250,10 +250,7 @@ func (s *Synthetic) finish(c domain.Combination, in *instrument, basis float64) 
 func (s *Synthetic) Name() string { return NameSynthetic }
 
 // Supports implements Provider: every combination of every region.
-func (s *Synthetic) Supports(c domain.Combination) bool {
-	_, ok := s.universes[c]
-	return ok
-}
+func (s *Synthetic) Supports(c domain.Combination) bool { return syntheticServes(c) }
 
 // Symbols implements Provider.
 func (s *Synthetic) Symbols(_ context.Context, c domain.Combination) ([]string, error) {

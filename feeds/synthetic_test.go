@@ -399,7 +399,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, region := range domain.Regions {
-		if un := r.Unserved(region); len(un) > 0 {
+		if _, un := Served([]string{NameSynthetic}, region); len(un) > 0 {
 			t.Errorf("%s: synthetic leaves %v unserved", region, un)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 func TestReplicasEnqueueEachTickOnce(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
-	entries := scheduler.IngestEntries(domain.DefaultRegion, 10*time.Second, time.Minute)
+	entries := scheduler.IngestEntries(domain.DefaultRegion, nil, 10*time.Second, time.Minute)
 	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
 	now := func() time.Time { return tick.Add(3 * time.Second) }
 	want := 0
@@ -76,7 +76,7 @@ func TestReplicasEnqueueEachTickOnce(t *testing.T) {
 func TestRunEnqueuesCurrentTickAtStart(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
-	entries := scheduler.IngestEntries(domain.DefaultRegion, time.Hour, time.Hour)
+	entries := scheduler.IngestEntries(domain.DefaultRegion, nil, time.Hour, time.Hour)
 	s, err := scheduler.New(scheduler.Config{RedisURL: url, Entries: entries})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 	t.Parallel()
 	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
 	var jobs []scheduler.Job
-	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, time.Minute, time.Minute) {
+	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, nil, time.Minute, time.Minute) {
 		if e.Name == "ingest:candles" {
 			jobs = e.Tasks(tick)
 		}
@@ -144,5 +144,43 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 	}
 	if len(ids) != n {
 		t.Errorf("%d candle tasks a tick, want %d (every series once)", len(ids), n)
+	}
+}
+
+// TestUnservedCombinationsAreNotScheduled: with binance alone configured,
+// no tick enqueues anything for okx, forex or stocks (their tasks could
+// only fail); crypto, whose analytics source binance serves, is still
+// ingested, scored, refreshed and counted.
+func TestUnservedCombinationsAreNotScheduled(t *testing.T) {
+	t.Parallel()
+	binanceOnly := func(c domain.Combination) bool { return c.Exchange == "binance" }
+	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	entries := append(scheduler.IngestEntries(domain.DefaultRegion, binanceOnly, time.Minute, time.Minute),
+		scheduler.ScoreEntries(domain.DefaultRegion, binanceOnly, time.Minute)...)
+	entries = append(entries, scheduler.StatsEntries(domain.DefaultRegion, binanceOnly, time.Minute)...)
+	entries = append(entries, scheduler.FundamentalsEntries(domain.DefaultRegion, binanceOnly, time.Minute)...)
+	kinds := map[string]int{}
+	for _, e := range entries {
+		for _, j := range e.Tasks(tick) {
+			for _, other := range []string{":okx:", ":oanda:", ":nasdaq:", ":nyse:", ":forex:", ":stocks:"} {
+				if strings.Contains(j.ID, other) {
+					t.Errorf("unserved combination scheduled: %s", j.ID)
+				}
+			}
+			kinds[e.Name]++
+		}
+	}
+	for _, name := range []string{"ingest:tickers", "ingest:candles", "score", "stats", "ingest:fundamentals"} {
+		if kinds[name] == 0 {
+			t.Errorf("no %s job for crypto on binance: %v", name, kinds)
+		}
+	}
+	// nil serves every combination: forex and stocks come back.
+	all := 0
+	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, nil, time.Minute, time.Minute) {
+		all += len(e.Tasks(tick))
+	}
+	if served := kinds["ingest:tickers"] + kinds["ingest:candles"]; all <= served {
+		t.Errorf("every combination: %d ingest jobs, binance alone %d", all, served)
 	}
 }

@@ -75,6 +75,7 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 				clean[k] = v
 			}
 		}
+		addLiquidity(clean, tk.Volume)
 		rows[tk.Symbol] = clean
 	}
 	if err := in.Store.UpsertFundamentals(ctx, c.Market, rows, in.Now()); err != nil {
@@ -92,6 +93,16 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 	}
 	in.logger().Debug("ingested fundamentals", "combination", c.String(), "assets", len(rows))
 	return nil
+}
+
+// addLiquidity derives the 24 h volume over market cap from the ticker's
+// quote volume when the feed gave a market cap but no liquidity of its own.
+func addLiquidity(in map[string]float64, volume float64) {
+	mcap, ok := in[feeds.FundamentalMarketCap]
+	if _, has := in[feeds.FundamentalVolumeToMcap]; has || !ok || mcap <= 0 || volume <= 0 {
+		return
+	}
+	in[feeds.FundamentalVolumeToMcap] = volume / mcap
 }
 
 // analyticsFundamentals maps stored inputs (feeds' units: percentages in

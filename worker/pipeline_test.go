@@ -314,14 +314,14 @@ func TestLostWakeupsCaughtByTicks(t *testing.T) {
 			s.EnqueueTick(ctx, e, time.Now().Truncate(time.Second))
 		}
 	}
-	tick(scheduler.ScoreEntries("global", time.Minute))
+	tick(scheduler.ScoreEntries("global", nil, time.Minute))
 	eventually(t, 30*time.Second, "the score tick to score the ingested assets", func() bool {
 		_, ok := f.report(t, "SOL_USDT")
 		return ok
 	})
 	f.flip(t, "SOL_USDT")
 	time.Sleep(time.Second) // the next tick's task id is the next second's
-	tick(scheduler.ScoreEntries("global", time.Minute))
+	tick(scheduler.ScoreEntries("global", nil, time.Minute))
 	eventually(t, 30*time.Second, "the verdict event of the rescored asset", func() bool { return len(f.events(t)) == 1 })
 	eventually(t, 30*time.Second, "the event's notification, dropped", func() bool { return p.drops.Load() > 0 })
 	f.quiet(t)

@@ -58,8 +58,7 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 	if len(combos) == 0 {
 		return usagef("--exchange: no %s exchange %q with candles in region %s (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk))
 	}
-	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
-		AlpacaSecret: cfg.AlpacaSecret, Seed: cfg.SyntheticSeed, Logger: m.logger(cfg)})
+	reg, err := feeds.New(cfg.feedsConfig(m.logger(cfg)))
 	if err != nil {
 		return err
 	}

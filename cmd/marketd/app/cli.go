@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/store"
 )
 
@@ -137,27 +138,54 @@ func (m *Main) cmdCatalogue(_ context.Context, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	r := strings.ToLower(*region)
-	if r == "" {
-		cfg, err := LoadConfig(m.Getenv)
-		if err != nil {
-			return err
-		}
-		r = cfg.Region
+	cfg, err := LoadConfig(m.Getenv)
+	if err != nil {
+		return err
 	}
-	if !domain.ValidRegion(r) {
-		return usagef("--region: unknown region %q (known: %s)", r, strings.Join(domain.Regions, ", "))
+	if r := strings.ToLower(*region); r != "" {
+		cfg.Region = r
 	}
-	cat := domain.Catalogue(r)
+	if !domain.ValidRegion(cfg.Region) {
+		return usagef("--region: unknown region %q (known: %s)", cfg.Region, strings.Join(domain.Regions, ", "))
+	}
+	// Each combination with the feed of MARKET_FEEDS serving it; the
+	// unserved ones are listed too (not scheduled, nothing to read).
+	type row struct {
+		domain.Combination
+		Served bool   `json:"served"`
+		Feed   string `json:"feed,omitempty"`
+	}
+	var rows []row
+	for _, c := range domain.Catalogue(cfg.Region) {
+		feed, ok := feeds.ServedBy(cfg.Feeds, c)
+		rows = append(rows, row{Combination: c, Served: ok, Feed: feed})
+	}
 	if *asJSON {
-		return m.printJSON(cat)
+		return m.printJSON(rows)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MARKET\tEXCHANGE\tINSTRUMENT")
-	for _, c := range cat {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Market, c.Exchange, c.Instrument)
+	fmt.Fprintln(tw, "MARKET\tEXCHANGE\tINSTRUMENT\tSERVED BY")
+	for _, r := range rows {
+		feed := r.Feed
+		if !r.Served {
+			feed = "- (no feed of MARKET_FEEDS)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Market, r.Exchange, r.Instrument, feed)
 	}
 	return tw.Flush()
+}
+
+// printServed writes the combinations served for a client's markets, one
+// a line, ready to send to the client.
+func printServed(w io.Writer, served []servedCombination) {
+	if len(served) == 0 {
+		fmt.Fprintln(w, "this deployment serves no combination of the client's markets (see marketd catalogue)")
+		return
+	}
+	fmt.Fprintln(w, "combinations this deployment serves for the client's markets (market/exchange/instrument):")
+	for _, sc := range served {
+		fmt.Fprintf(w, "  %s\n", sc.String())
+	}
 }
 
 // clientJSON is the operator view of a client.
@@ -172,6 +200,9 @@ type clientJSON struct {
 	ContractExpiresAt *time.Time `json:"contract_expires_at"`
 	CreatedAt         time.Time  `json:"created_at"`
 	UsedThisMonth     *int64     `json:"used_this_month,omitempty"`
+	// Combinations are what this deployment serves for the client's
+	// markets (clients show).
+	Combinations []servedCombination `json:"combinations,omitempty"`
 }
 
 func toClientJSON(c *domain.Client, now time.Time) clientJSON {
@@ -208,7 +239,7 @@ func (m *Main) cmdClients(ctx context.Context, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	now := time.Now()
 
-	db, _, err := m.openStore(ctx)
+	db, cfg, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -226,6 +257,7 @@ func (m *Main) cmdClients(ctx context.Context, args []string) error {
 			return err
 		}
 		cj.UsedThisMonth = &used
+		cj.Combinations = cfg.servedFor(c.Markets)
 		if *asJSON {
 			return m.printJSON(cj)
 		}
@@ -235,6 +267,7 @@ func (m *Main) cmdClients(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(m.Stdout, "id:               %s\norg:              %s\ntier:             %s\nstatus:           %s\nmarkets:          %s\nrate limit:       %s\nmonthly quota:    %s\nused this month:  %d\ncontract expires: %s\n",
 			c.ID, c.OrgName, c.Tier, cj.Status, strings.Join(cj.Markets, ","), cj.RateLimit, quotaText(c.MonthlyQuota()), used, exp)
+		printServed(m.Stdout, cj.Combinations)
 		return nil
 	}
 	switch sub {
@@ -422,7 +455,7 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	db, _, err := m.openStore(ctx)
+	db, cfg, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -435,6 +468,9 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 		RevokedAt *time.Time `json:"revoked_at"`
 		Key       string     `json:"key,omitempty"`
 		Sandbox   bool       `json:"sandbox"`
+		// Combinations are what the key reads: this deployment's served
+		// combinations of the client's markets (keys issue).
+		Combinations []servedCombination `json:"combinations,omitempty"`
 	}
 	toJSON := func(k *domain.APIKey) keyJSON {
 		return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Sandbox: k.Sandbox()}
@@ -453,12 +489,19 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 			return err
 		}
 		m.publish(ctx, admission.KeyIssued(rec.Hash))
+		served, err := m.keyCombinations(ctx, db, cfg, *clientID, *sandbox)
+		if err != nil {
+			return err
+		}
 		if *asJSON {
 			kj := toJSON(rec)
-			kj.Key = key
+			kj.Key, kj.Combinations = key, served
 			return m.printJSON(kj)
 		}
+		// The key alone on stdout (scripts capture it); what it reads on
+		// stderr, for the operator to send with it.
 		fmt.Fprintln(m.Stdout, key)
+		printServed(m.Stderr, served)
 		return nil
 	case "revoke":
 		if len(pos) != 1 {
@@ -630,4 +673,18 @@ func (m *Main) migrateSandbox(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Stderr, "sandbox: applied %d migration(s)\n", len(applied))
 	return nil
+}
+
+// keyCombinations is what a key of the client reads: the combinations of
+// the client's markets this deployment serves; a sandbox key reads the
+// synthetic feed, which serves the whole catalogue.
+func (m *Main) keyCombinations(ctx context.Context, db *store.DB, cfg Config, clientID string, sandbox bool) ([]servedCombination, error) {
+	c, err := db.Client(ctx, clientID)
+	if err != nil {
+		return nil, err
+	}
+	if sandbox {
+		cfg.Feeds = []string{feeds.NameSynthetic}
+	}
+	return cfg.servedFor(c.Markets), nil
 }

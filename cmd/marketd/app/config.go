@@ -39,13 +39,16 @@ type Config struct {
 	LogLevel         slog.Level
 	Feeds            []string
 
-	OandaToken     string
-	AlpacaKeyID    string
-	AlpacaSecret   string
-	SyntheticSeed  int64
-	TickerInterval time.Duration
-	CandleInterval time.Duration
-	ScoreInterval  time.Duration
+	// FeedURLs overrides upstream hosts by host name (MARKET_FEED_URLS).
+	FeedURLs         map[string]string
+	OandaToken       string
+	OandaEnvironment string
+	AlpacaKeyID      string
+	AlpacaSecret     string
+	SyntheticSeed    int64
+	TickerInterval   time.Duration
+	CandleInterval   time.Duration
+	ScoreInterval    time.Duration
 	// ScoreTrigger: ingest has what it changed scored at once (the tick
 	// is the safety net); false leaves scoring to the tick alone.
 	ScoreTrigger         bool
@@ -58,7 +61,9 @@ type Config struct {
 	WebhookCAPEM        []byte
 	// WebhookConcurrency bounds the webhook sends in flight per worker.
 	WebhookConcurrency int
-	MaxCandleSymbols   int
+	// MaxCandleSymbols caps the symbols per combination whose candles are
+	// ingested (0 = all).
+	MaxCandleSymbols int
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 }
@@ -87,7 +92,9 @@ var EnvVars = []envVar{
 	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused). `" + DemoSecretKeyValue + "` selects a public key (compose's default for a demo; every role warns at start)."},
 	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
 	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds of the worker, first match wins: synthetic, binance, okx, coinbase, oanda, alpaca."},
+	{"MARKET_FEED_URLS", "", "Comma-separated `name=url` overrides of the feeds' upstream hosts, for a testnet, a practice account, a mirror or a local replay (`http://` and `ws://` accepted). Names and defaults: " + strings.Join(feeds.HostDocs(), "; ") + "."},
 	{"MARKET_OANDA_TOKEN", "", "OANDA v20 token (required by the oanda feed)."},
+	{"MARKET_OANDA_ENVIRONMENT", feeds.OandaLive, "OANDA account kind: `live` (api-fxtrade) or `practice` (api-fxpractice); an `oanda=` entry of MARKET_FEED_URLS wins."},
 	{"MARKET_ALPACA_KEY_ID", "", "Alpaca market-data key id (required by the alpaca feed)."},
 	{"MARKET_ALPACA_SECRET", "", "Alpaca market-data secret (required by the alpaca feed)."},
 	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
@@ -102,7 +109,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
-	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
+	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
 }
 
 // LoadConfig reads and validates the configuration. The error names the
@@ -178,12 +185,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if len(c.Feeds) == 0 {
 		return c, fmt.Errorf("MARKET_FEEDS: at least one feed is required")
 	}
-	onlySynthetic := true
 	for _, f := range c.Feeds {
 		if !slices.Contains(feeds.KnownNames(), f) {
 			return c, fmt.Errorf("MARKET_FEEDS: unknown feed %q (known: %s)", f, strings.Join(feeds.KnownNames(), ", "))
 		}
-		onlySynthetic = onlySynthetic && f == feeds.NameSynthetic
+	}
+	if c.FeedURLs, err = parseFeedURLs(get("MARKET_FEED_URLS")); err != nil {
+		return c, err
+	}
+	if c.OandaEnvironment = strings.ToLower(get("MARKET_OANDA_ENVIRONMENT")); c.OandaEnvironment != feeds.OandaLive && c.OandaEnvironment != feeds.OandaPractice {
+		return c, fmt.Errorf("MARKET_OANDA_ENVIRONMENT: must be live or practice")
 	}
 	c.OandaToken, c.AlpacaKeyID, c.AlpacaSecret = get("MARKET_OANDA_TOKEN"), get("MARKET_ALPACA_KEY_ID"), get("MARKET_ALPACA_SECRET")
 	if slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "" {
@@ -232,14 +243,43 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
 		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
 	}
-	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
+	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
-			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be a non-negative integer (0 = all)")
+			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be all or a non-negative integer (0 = all)")
 		}
-	} else if !onlySynthetic {
-		c.MaxCandleSymbols = 50
 	}
 	return c, nil
+}
+
+// parseFeedURLs reads MARKET_FEED_URLS: comma-separated name=url entries,
+// each name once.
+func parseFeedURLs(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, entry := range strings.Split(v, ",") {
+		if entry = strings.TrimSpace(entry); entry == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(entry, "=")
+		name, raw = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(raw)
+		if !ok || name == "" || raw == "" {
+			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: must be name=url", entry)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: %s is given twice", entry, name)
+		}
+		if err := feeds.ValidateBaseURL(name, raw); err != nil {
+			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: %v", entry, err)
+		}
+		out[name] = raw
+	}
+	return out, nil
+}
+
+// feedsConfig is the feeds' configuration of the process.
+func (c Config) feedsConfig(logger *slog.Logger) feeds.Config {
+	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
+		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
+		Logger: logger, Seed: c.SyntheticSeed}
 }
 
 func decodeKey(s string) ([]byte, error) {

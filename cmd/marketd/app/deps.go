@@ -98,8 +98,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
-		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
+	reg, err := feeds.New(cfg.feedsConfig(logger))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,8 +146,9 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 }
 
 // analyticsWarmup lists the markets and styles of the region not scored
-// yet ("forex/swing"), for /readyz's warming_up.
-func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]string, error) {
+// yet ("forex/swing"), for /readyz's warming_up. A market whose analytics
+// source no feed serves is never scored, so it is not waited for.
+func analyticsWarmup(db *store.DB, region string, served func(domain.Combination) bool) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		scored, err := db.ScoredStyles(ctx)
 		if err != nil {
@@ -156,7 +156,7 @@ func analyticsWarmup(db *store.DB, region string) func(ctx context.Context) ([]s
 		}
 		var cold []string
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m); !ok {
+			if src, ok := domain.AnalyticsSource(region, m); !ok || !served(src) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {

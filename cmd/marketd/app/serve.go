@@ -14,6 +14,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
@@ -64,7 +65,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				checks = append(checks, c)
 			}
 			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
+			readiness.Served, readiness.Unserved = cfg.coverage()
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
 			if err != nil {
@@ -131,7 +133,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return nil
 			}, nil)})
 			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region)
+			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
+			readiness.Served, readiness.Unserved = cfg.coverage()
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
 			if err != nil {
@@ -166,11 +169,15 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
 		}
 		if role == "scheduler" || role == "all" {
-			entries := append(scheduler.IngestEntries(cfg.Region, cfg.TickerInterval, cfg.CandleInterval),
-				append(scheduler.ScoreEntries(cfg.Region, cfg.ScoreInterval),
-					scheduler.FundamentalsEntries(cfg.Region, cfg.FundamentalsInterval)...)...)
+			served := cfg.served()
+			if _, unserved := feeds.Served(cfg.Feeds, cfg.Region); len(unserved) > 0 {
+				logger.Info("combinations no configured feed serves are not scheduled", "feeds", cfg.Feeds, "unserved", combinationNames(unserved))
+			}
+			entries := append(scheduler.IngestEntries(cfg.Region, served, cfg.TickerInterval, cfg.CandleInterval),
+				append(scheduler.ScoreEntries(cfg.Region, served, cfg.ScoreInterval),
+					scheduler.FundamentalsEntries(cfg.Region, served, cfg.FundamentalsInterval)...)...)
 			if cfg.StatsInterval > 0 {
-				entries = append(entries, scheduler.StatsEntries(cfg.Region, cfg.StatsInterval)...)
+				entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
 			}
 			entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
 			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})

@@ -1,0 +1,120 @@
+package feeds
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Host names: every upstream host a feed uses, by the name an operator
+// overrides it with (MARKET_FEED_URLS, Config.BaseURLs). Stream hosts are
+// read by the streaming client; the REST adapters read the others.
+const (
+	HostBinance              = "binance"                // spot REST
+	HostBinanceFutures       = "binance-futures"        // USDⓈ-M futures REST
+	HostBinanceStream        = "binance-stream"         // spot market streams
+	HostBinanceFuturesStream = "binance-futures-stream" // USDⓈ-M market streams
+	HostOKX                  = "okx"                    // v5 REST
+	HostOKXStream            = "okx-stream"             // v5 public websocket
+	HostCoinbase             = "coinbase"               // Exchange REST (products, candles)
+	HostCoinbaseAdvanced     = "coinbase-advanced"      // Advanced Trade REST (bulk tickers)
+	HostOanda                = "oanda"                  // v20 REST
+	HostAlpaca               = "alpaca"                 // trading API (paper or live)
+	HostAlpacaData           = "alpaca-data"            // market data v2
+)
+
+// OANDA's REST hosts: practice (demo) accounts have their own host and
+// tokens do not work across them.
+const (
+	oandaLiveURL     = "https://api-fxtrade.oanda.com"
+	oandaPracticeURL = "https://api-fxpractice.oanda.com"
+)
+
+// OANDA environments accepted in Config.OandaEnvironment.
+const (
+	OandaLive     = "live"
+	OandaPractice = "practice"
+)
+
+// host is one overridable upstream host.
+type host struct {
+	name, defaultURL, doc string
+}
+
+// hosts lists every host with its default, in documentation order.
+var hosts = []host{
+	{HostBinance, "https://api.binance.com", "Binance spot REST"},
+	{HostBinanceFutures, "https://fapi.binance.com", "Binance USDⓈ-M futures REST"},
+	{HostBinanceStream, "wss://stream.binance.com:9443", "Binance spot market streams"},
+	{HostBinanceFuturesStream, "wss://fstream.binance.com", "Binance USDⓈ-M market streams"},
+	{HostOKX, "https://www.okx.com", "OKX v5 REST"},
+	{HostOKXStream, "wss://ws.okx.com:8443", "OKX v5 public websocket"},
+	{HostCoinbase, "https://api.exchange.coinbase.com", "Coinbase Exchange REST (products, candles)"},
+	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade REST (all tickers in one request)"},
+	{HostOanda, oandaLiveURL, "OANDA v20 REST (MARKET_OANDA_ENVIRONMENT=practice: " + oandaPracticeURL + ")"},
+	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: https://paper-api.alpaca.markets); accepted for the stream client, the feed reads market data only"},
+	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
+}
+
+// HostNames lists every name Config.BaseURLs accepts.
+func HostNames() []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.name
+	}
+	return out
+}
+
+// HostDocs renders each host as "name: doc (default URL)", for the
+// configuration table.
+func HostDocs() []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = fmt.Sprintf("`%s` %s (default `%s`)", h.name, h.doc, h.defaultURL)
+	}
+	return out
+}
+
+func isStreamHost(name string) bool { return strings.HasSuffix(name, "-stream") }
+
+// ValidateBaseURL checks an override of host name: a known name and an
+// absolute URL of the host's kind, http(s) for REST and ws(s) for
+// streams (the plain schemes for local replays), without query or
+// fragment. A path is kept (a mirror under a prefix).
+func ValidateBaseURL(name, raw string) error {
+	i := slices.IndexFunc(hosts, func(h host) bool { return h.name == name })
+	if i < 0 {
+		return fmt.Errorf("unknown host name %q (known: %s)", name, strings.Join(HostNames(), ", "))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a URL", name, raw)
+	}
+	schemes := []string{"https", "http"}
+	if isStreamHost(name) {
+		schemes = []string{"wss", "ws"}
+	}
+	if !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%s: %q must be an absolute %s:// or %s:// URL without credentials, query or fragment", name, raw, schemes[0], schemes[1])
+	}
+	return nil
+}
+
+// BaseURL is the URL of host name: the override in BaseURLs, else the
+// default (for oanda, the practice host when OandaEnvironment says so),
+// without a trailing slash.
+func (cfg Config) BaseURL(name string) string {
+	if u := cfg.BaseURLs[name]; u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	if name == HostOanda && cfg.OandaEnvironment == OandaPractice {
+		return oandaPracticeURL
+	}
+	for _, h := range hosts {
+		if h.name == name {
+			return h.defaultURL
+		}
+	}
+	return ""
+}
