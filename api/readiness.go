@@ -31,6 +31,10 @@ type Readiness struct {
 	Warmup  func(ctx context.Context) ([]string, error)
 	warming []string
 	warm    bool
+	// Info, when set, adds fields to /readyz's body: what the last probe
+	// saw that an operator should know even when it is fine (for example a
+	// schema ahead of the binary during a rolling upgrade).
+	Info func() map[string]any
 }
 
 // NewReadiness returns a Readiness that is not ready until the first probe passes.
@@ -143,6 +147,13 @@ func OpsHandler(r *Readiness, metrics http.Handler, extra map[string]http.Handle
 		body := map[string]any{"status": status, "checks": checks}
 		if warming := r.WarmingUp(); len(warming) > 0 {
 			body["warming_up"] = warming
+		}
+		if r.Info != nil {
+			for k, v := range r.Info() {
+				if _, taken := body[k]; !taken {
+					body[k] = v
+				}
+			}
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
