@@ -1,5 +1,10 @@
 // Package migrations embeds the numbered SQL migrations of the Postgres
 // schema (goose format: "-- +goose Up" / "-- +goose Down"). store applies them.
+//
+// A migration that has landed is never edited: checksums.txt holds the
+// SHA-256 of every landed file (sha256sum's format) and a test compares
+// them; store records each applied migration's checksum in the database
+// and refuses a database migrated with other files than the binary's.
 package migrations
 
 import (

@@ -37,6 +37,17 @@ func getReadyz(t *testing.T, m interface{ OpsAddr() string }) (int, readyzBody) 
 	return resp.StatusCode, body
 }
 
+// readyzProbed is /readyz once the postgres check has run.
+func readyzProbed(t *testing.T, m interface{ OpsAddr() string }) (int, readyzBody) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, ready := getReadyz(t, m)
+		if ready.Checks["postgres"] != "" || time.Now().After(deadline) {
+			return code, ready
+		}
+	}
+}
+
 // TestReadyOnNewerSchema: a schema ahead of the binary (a newer release
 // migrated it during a rolling upgrade) keeps the replica serving, and
 // /readyz and marketd migrate report the skew.
@@ -98,17 +109,36 @@ func TestNotReadyOnOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, env, "api")
-	var (
-		code  int
-		ready readyzBody
-	)
-	for deadline := time.Now().Add(5 * time.Second); ready.Checks["postgres"] == "" && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond) // until probed once
-		code, ready = getReadyz(t, srv)
-	}
+	code, ready := readyzProbed(t, srv)
 	want := fmt.Sprintf("lacks migration %05d", s.Binary)
 	if code != http.StatusServiceUnavailable || ready.Status != "not_ready" || !strings.Contains(ready.Checks["postgres"], want) ||
 		!strings.Contains(ready.Checks["postgres"], "marketd migrate") {
 		t.Fatalf("readyz = %d %+v, want 503 naming migration %d and marketd migrate", code, ready, s.Binary)
+	}
+}
+
+// TestEditedMigrationRefused: a database that applied another file for one
+// of the binary's migrations (a landed migration edited since) makes
+// marketd migrate fail and /readyz answer 503, both naming the version.
+func TestEditedMigrationRefused(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	mustRun(t, env, "migrate")
+	db, err := store.Open(context.Background(), env["MARKET_DATABASE_URL"], store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Pool.Exec(context.Background(), `UPDATE migration_checksums SET sha256 = repeat('0', 64) WHERE version = 10`); err != nil {
+		t.Fatal(err)
+	}
+	const want = "migration 00010 was applied from another file than this binary's 00010_stream.sql"
+	if _, errs, code := run(t, env, "migrate"); code == 0 || !strings.Contains(errs, want) {
+		t.Fatalf("migrate: exit %d, stderr %q, want a failure saying %q", code, errs, want)
+	}
+	srv := startServer(t, env, "api")
+	code, ready := readyzProbed(t, srv)
+	if code != http.StatusServiceUnavailable || ready.Status != "not_ready" || !strings.Contains(ready.Checks["postgres"], want) {
+		t.Fatalf("readyz = %d %+v, want 503 saying %q", code, ready, want)
 	}
 }
