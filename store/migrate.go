@@ -155,7 +155,7 @@ func (s Schema) differs() error {
 		m := s.Mismatched[0]
 		return fmt.Errorf("migration %05d was applied from another file than this binary's %s (recorded sha256 %.12s…, binary %.12s…): "+
 			"a landed migration was edited and this database keeps the definitions it was migrated with; "+
-			"deploy a build whose migrations match, or repair the schema by hand (see README, Migrations)",
+			"deploy a build whose migrations match, or repair the schema by hand (README: Migrations and rolling upgrades)",
 			m.Version, m.Name, m.Recorded, m.Binary)
 	}
 	if len(s.Unknown) > 0 {
