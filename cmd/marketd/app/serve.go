@@ -202,10 +202,12 @@ type schemaCheck struct {
 // the previous release keeps serving during a rolling upgrade.
 func (c *schemaCheck) probe(ctx context.Context) error {
 	if err := c.db.Ping(ctx); err != nil {
+		c.last.Store(nil) // unknown: /readyz shows no stale versions
 		return errPostgresUnreachable
 	}
 	s, err := c.db.Schema(ctx)
 	if err != nil {
+		c.last.Store(nil)
 		return err
 	}
 	c.last.Store(&s)
