@@ -33,9 +33,13 @@ var (
 		{regexp.MustCompile(`(?i)\bSET\s+NOT\s+NULL\b`), "SET NOT NULL"},
 		{regexp.MustCompile(`(?i)\bTRUNCATE\b`), "TRUNCATE"},
 	}
-	addColumn = regexp.MustCompile(`(?i)^\s*ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?[\w"]+\s`)
-	notNull   = regexp.MustCompile(`(?i)\bNOT\s+NULL\b`)
-	hasValue  = regexp.MustCompile(`(?i)\b(?:DEFAULT|GENERATED)\b`)
+	dropNotNull = regexp.MustCompile(`(?i)^DROP\s+NOT\s+NULL`)
+	// An ALTER TABLE action adding a column; the word after ADD tells a
+	// column (or the COLUMN keyword) from a constraint.
+	addColumn      = regexp.MustCompile(`(?i)\bADD\s+(COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?([\w"]+)`)
+	constraintWord = regexp.MustCompile(`(?i)^(?:CONSTRAINT|PRIMARY|UNIQUE|CHECK|FOREIGN|EXCLUDE)$`)
+	notNull        = regexp.MustCompile(`(?i)\bNOT\s+NULL\b`)
+	hasValue       = regexp.MustCompile(`(?i)\b(?:DEFAULT|GENERATED)\b`)
 )
 
 // upSection is a migration's SQL run by migrate: before "-- +goose Down",
@@ -57,15 +61,14 @@ func destructive(up string) []string {
 		}
 		for _, p := range destructivePatterns {
 			for _, m := range p.re.FindAllString(stmt, -1) {
-				if p.re == destructivePatterns[0].re && strings.HasSuffix(strings.ToUpper(m), "NULL") {
-					continue // DROP NOT NULL relaxes a constraint
+				if !dropNotNull.MatchString(m) { // DROP NOT NULL relaxes a constraint
+					found = append(found, fmt.Sprintf("%s in %q", p.what, stmt))
 				}
-				found = append(found, fmt.Sprintf("%s in %q", p.what, stmt))
 			}
 		}
 		if strings.HasPrefix(strings.ToUpper(stmt), "ALTER TABLE") {
 			for _, action := range topLevelCommaSplit(stmt) {
-				if addColumn.MatchString(action) && notNull.MatchString(action) && !hasValue.MatchString(action) {
+				if addsNotNullColumn(action) {
 					found = append(found, fmt.Sprintf("a NOT NULL column without DEFAULT (%q) in %q", strings.TrimSpace(action), stmt))
 				}
 			}
@@ -74,8 +77,18 @@ func destructive(up string) []string {
 	return found
 }
 
-// topLevelCommaSplit splits an ALTER TABLE statement into its actions,
-// with the table name left on the first ("ALTER TABLE t ADD a int").
+// addsNotNullColumn reports whether an ALTER TABLE action adds a NOT NULL
+// column with no value for the rows the previous release inserts.
+func addsNotNullColumn(action string) bool {
+	m := addColumn.FindStringSubmatch(action)
+	if m == nil || m[1] == "" && constraintWord.MatchString(m[2]) {
+		return false
+	}
+	return notNull.MatchString(action) && !hasValue.MatchString(action)
+}
+
+// topLevelCommaSplit splits an ALTER TABLE statement into its actions (the
+// commas outside parentheses).
 func topLevelCommaSplit(stmt string) []string {
 	var parts []string
 	depth, start := 0, 0
@@ -92,16 +105,7 @@ func topLevelCommaSplit(stmt string) []string {
 			}
 		}
 	}
-	parts = append(parts, stmt[start:])
-	// The first action follows the table's name.
-	if _, rest, ok := strings.Cut(parts[0], " "); ok {
-		if _, rest, ok = strings.Cut(rest, " "); ok {
-			if _, rest, ok = strings.Cut(rest, " "); ok {
-				parts[0] = rest
-			}
-		}
-	}
-	return parts
+	return append(parts, stmt[start:])
 }
 
 // TestMigrationsBackwardCompatible: every migration after the baseline is
@@ -165,6 +169,8 @@ func TestDestructive(t *testing.T) {
 		{"ALTER TABLE t ALTER COLUMN c SET NOT NULL", 1},
 		{"TRUNCATE t", 1},
 		{"ALTER TYPE mood ADD VALUE 'meh'", 0},
+		{"ALTER TABLE IF EXISTS ONLY t ADD COLUMN c int NOT NULL", 1},
+		{"ALTER TABLE t ADD CONSTRAINT c CHECK (a IS NOT NULL), ADD PRIMARY KEY (a)", 0},
 	}
 	for _, tt := range tests {
 		if got := destructive(tt.sql); len(got) != tt.want {
