@@ -36,6 +36,10 @@ type Readiness struct {
 	// others, which are not scheduled. /readyz shows both; nil hides them.
 	Served   map[string]string
 	Unserved []string
+	// Info, when set, adds fields to /readyz's body: what the last probe
+	// saw that an operator should know even when it is fine (for example a
+	// schema ahead of the binary during a rolling upgrade).
+	Info func() map[string]any
 }
 
 // NewReadiness returns a Readiness that is not ready until the first probe passes.
@@ -154,6 +158,13 @@ func OpsHandler(r *Readiness, metrics http.Handler, extra map[string]http.Handle
 		}
 		if len(r.Unserved) > 0 {
 			body["unserved"] = r.Unserved
+		}
+		if r.Info != nil {
+			for k, v := range r.Info() {
+				if _, taken := body[k]; !taken {
+					body[k] = v
+				}
+			}
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})

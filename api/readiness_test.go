@@ -48,3 +48,25 @@ func TestReadyzWarmingUp(t *testing.T) {
 		t.Errorf("warm-up asked %d times, want 2 (not again once warm)", calls)
 	}
 }
+
+// /readyz adds the Info fields to its body, and they cannot replace the
+// status or the checks.
+func TestReadyzInfo(t *testing.T) {
+	t.Parallel()
+	r := api.NewReadiness(api.Check{Name: "postgres", Required: true, Probe: func(context.Context) error { return nil }})
+	r.Info = func() map[string]any {
+		return map[string]any{"schema": map[string]any{"version": 16, "binary": 15}, "status": "hijacked"}
+	}
+	r.ProbeOnce(context.Background())
+	rec := httptest.NewRecorder()
+	api.OpsHandler(r, nil, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var body map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"status": "ready", "checks": map[string]any{"postgres": "ok"},
+		"schema": map[string]any{"version": 16.0, "binary": 15.0}}
+	if rec.Code != http.StatusOK || !cmp.Equal(body, want) {
+		t.Fatalf("readyz = %d %v, want 200 %v", rec.Code, body, want)
+	}
+}

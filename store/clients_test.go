@@ -107,8 +107,8 @@ func TestMigrateTwice(t *testing.T) {
 	if err != nil || len(applied) != 0 {
 		t.Fatalf("second migrate applied %v, err %v", applied, err)
 	}
-	cur, want, err := db.SchemaVersion(context.Background())
-	if err != nil || cur != want || want < 1 {
-		t.Fatalf("SchemaVersion = %d/%d %v", cur, want, err)
+	s, err := db.Schema(context.Background())
+	if err != nil || s.Version != s.Binary || s.Binary < 1 || s.Problem() != nil || s.Skew() != "" {
+		t.Fatalf("Schema = %+v %v, want at the binary's version", s, err)
 	}
 }

@@ -8,20 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/marketscreener/market/domain"
-	"github.com/marketscreener/market/migrations"
 )
 
 // Options tune Open.
@@ -40,7 +34,7 @@ type DB struct {
 }
 
 // Open connects a pool to url. It does not wait for the server: readiness
-// is checked with Ping and SchemaCurrent.
+// is checked with Ping and Schema.
 func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -73,81 +67,6 @@ func (db *DB) Ping(ctx context.Context) error {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil
-}
-
-func (db *DB) migrator(ctx context.Context) (*goose.Provider, error) {
-	// The advisory lock id is derived from the schema, so migrators of one
-	// schema serialise while tests on schemas of their own run in parallel.
-	var schema string
-	if err := db.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return nil, err
-	}
-	h := fnv.New64a()
-	h.Write([]byte("marketd-migrate:" + schema))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
-	if err != nil {
-		return nil, err
-	}
-	sqlDB := stdlib.OpenDBFromPool(db.Pool)
-	return goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithSessionLocker(locker))
-}
-
-// Migrate applies every pending migration; running it twice is a no-op.
-// A Postgres advisory lock keeps concurrent migrators from racing.
-func (db *DB) Migrate(ctx context.Context) (applied []int64, err error) {
-	p, err := db.migrator(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: migrator: %w", err)
-	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: migrate: %w", err)
-	}
-	for _, r := range results {
-		applied = append(applied, r.Source.Version)
-	}
-	return applied, nil
-}
-
-// latestMigration is the newest migration this binary has.
-var latestMigration struct {
-	once    sync.Once
-	version int64
-	err     error
-}
-
-// SchemaVersion returns the applied version and the version the binary expects.
-func (db *DB) SchemaVersion(ctx context.Context) (current, want int64, err error) {
-	// The binary's newest migration is a constant: found once (parsing
-	// the migrations on every readiness probe, every 2 s, was most of the
-	// probe's CPU).
-	latestMigration.once.Do(func() {
-		sources, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(db.Pool), migrations.FS)
-		if err != nil {
-			latestMigration.err = fmt.Errorf("store: migrator: %w", err)
-			return
-		}
-		for _, s := range sources.ListSources() {
-			latestMigration.version = max(latestMigration.version, s.Version)
-		}
-	})
-	if latestMigration.err != nil {
-		return 0, 0, latestMigration.err
-	}
-	want = latestMigration.version
-	// Read the version table directly: goose's GetDBVersion creates the
-	// table when it is missing, and a read-only readiness probe must not write.
-	var exists bool
-	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&exists); err != nil {
-		return 0, want, fmt.Errorf("store: schema version: %w", err)
-	}
-	if !exists {
-		return 0, want, nil
-	}
-	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&current); err != nil {
-		return 0, want, fmt.Errorf("store: schema version: %w", err)
-	}
-	return current, want, nil
 }
 
 // translate turns driver errors into domain errors.

@@ -110,20 +110,24 @@ func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cur, _, err := db.SchemaVersion(ctx)
+	schema, err := db.Schema(ctx)
 	if err != nil {
 		return err
 	}
+	cur := schema.Version
 	if *asJSON {
 		if applied == nil {
 			applied = []int64{}
 		}
-		return m.printJSON(map[string]any{"applied": applied, "version": cur})
+		return m.printJSON(map[string]any{"applied": applied, "version": cur, "binary": schema.Binary})
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(m.Stdout, "schema is up to date (version %d)\n", cur)
 	} else {
 		fmt.Fprintf(m.Stdout, "applied %d migration(s); schema at version %d\n", len(applied), cur)
+	}
+	if skew := schema.Skew(); skew != "" {
+		fmt.Fprintln(m.Stdout, skew)
 	}
 	if err := m.migrateSandbox(ctx); err != nil {
 		return err

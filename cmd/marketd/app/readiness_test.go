@@ -12,7 +12,7 @@ import (
 	"github.com/marketscreener/market/cmd/marketd/app"
 )
 
-// TestNotReadyUntilMigrated: before the schema is at the binary's version,
+// TestNotReadyUntilMigrated: before the schema has the binary's migrations,
 // public requests get 503 with Retry-After and /readyz says what is
 // missing; after marketd migrate the same process becomes ready.
 func TestNotReadyUntilMigrated(t *testing.T) {

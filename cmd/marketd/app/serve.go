@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,8 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		var (
 			apiServer *api.Server
 			up        = obs.NewUp()
-			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schemaProbe(db), postgresDown)}}
+			schema    = &schemaCheck{db: db}
+			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schema.probe, postgresDown)}}
 		)
 		if role == "api" {
 			tuneAPIGC(m.Getenv, logger)
@@ -67,6 +69,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			readiness := api.NewReadiness(checks...)
 			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
 			readiness.Served, readiness.Unserved = cfg.coverage()
+			readiness.Info = schema.info
 			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
 			box, err := secretBox(cfg)
 			if err != nil {
@@ -135,6 +138,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			readiness := api.NewReadiness(checks...)
 			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
 			readiness.Served, readiness.Unserved = cfg.coverage()
+			readiness.Info = schema.info
 			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
 			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
 			if err != nil {
@@ -192,22 +196,43 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 	}
 }
 
-// schemaProbe is ready when Postgres answers and the schema is at the
-// version this binary expects (run marketd migrate otherwise).
-func schemaProbe(db *store.DB) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := db.Ping(ctx); err != nil {
-			return errPostgresUnreachable
-		}
-		cur, want, err := db.SchemaVersion(ctx)
-		if err != nil {
-			return err
-		}
-		if cur != want {
-			return fmt.Errorf("schema at version %d, binary expects %d: run marketd migrate", cur, want)
-		}
+// schemaCheck probes Postgres and the schema for readiness and keeps what
+// it last saw for /readyz.
+type schemaCheck struct {
+	db   *store.DB
+	last atomic.Pointer[store.Schema]
+}
+
+// probe is ready when Postgres answers and the schema has every migration
+// of this binary (run marketd migrate otherwise). A schema ahead of the
+// binary is fine: migrations stay backward compatible for one release, so
+// the previous release keeps serving during a rolling upgrade.
+func (c *schemaCheck) probe(ctx context.Context) error {
+	if err := c.db.Ping(ctx); err != nil {
+		c.last.Store(nil) // unknown: /readyz shows no stale versions
+		return errPostgresUnreachable
+	}
+	s, err := c.db.Schema(ctx)
+	if err != nil {
+		c.last.Store(nil)
+		return err
+	}
+	c.last.Store(&s)
+	return s.Problem()
+}
+
+// info is /readyz's "schema": the applied and the binary's versions, and
+// the skew when the schema is ahead.
+func (c *schemaCheck) info() map[string]any {
+	s := c.last.Load()
+	if s == nil {
 		return nil
 	}
+	schema := map[string]any{"version": s.Version, "binary": s.Binary}
+	if skew := s.Skew(); skew != "" {
+		schema["skew"] = skew
+	}
+	return map[string]any{"schema": schema}
 }
 
 // serveHTTP serves until ctx ends, then drains connections for up to 15 s.

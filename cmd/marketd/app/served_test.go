@@ -3,11 +3,9 @@ package app_test
 import (
 	"encoding/json"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/marketscreener/market/redistest"
 )
@@ -104,35 +102,6 @@ func TestKeysAndClientsShowServedCombinations(t *testing.T) {
 	}
 }
 
-// readyzBody is the part of /readyz these tests read.
-type readyzBody struct {
-	Checks   map[string]string `json:"checks"`
-	Served   map[string]string `json:"served"`
-	Unserved []string          `json:"unserved"`
-}
-
-// readyzProbed is /readyz's answer once Postgres has been probed ok.
-func readyzProbed(t *testing.T, addr string) readyzBody {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var body readyzBody
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err == nil && body.Checks["postgres"] == "ok" {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never probed Postgres ok: %+v, %v", body, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestReadyzSaysWhatIsServed: /readyz maps each served combination to its
 // feed and lists the unserved ones.
 func TestReadyzSaysWhatIsServed(t *testing.T) {
@@ -142,7 +111,7 @@ func TestReadyzSaysWhatIsServed(t *testing.T) {
 	env["MARKET_REGION"] = "eu"
 	mustRun(t, env, "migrate")
 	srv := startServer(t, env, "api")
-	body := readyzProbed(t, srv.OpsAddr())
+	_, body := readyzProbed(t, srv)
 	if body.Served["crypto/okx/spot"] != "okx" || body.Served["crypto/binance/spot"] != "synthetic" || len(body.Unserved) != 0 {
 		t.Errorf("readyz served %v, unserved %v: want okx/spot from okx, the rest from synthetic", body.Served, body.Unserved)
 	}
@@ -156,7 +125,7 @@ func TestReadyzSaysWhatIsServed(t *testing.T) {
 	env2["MARKET_REDIS_URL"] = redistest.LeaseDB(t) // the scheduler's queues of its own
 	mustRun(t, env2, "migrate")
 	srv2 := startServer(t, env2, "scheduler")
-	body2 := readyzProbed(t, srv2.OpsAddr())
+	_, body2 := readyzProbed(t, srv2)
 	if len(body2.Served) != 1 || !slices.Contains(body2.Unserved, "forex/oanda/major") || !slices.Contains(body2.Unserved, "crypto/binance/spot") {
 		t.Errorf("scheduler readyz with okx alone: served %v, unserved %v", body2.Served, body2.Unserved)
 	}
