@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 const (
@@ -21,6 +22,10 @@ const (
 	// pacing it stays under the public limit of 10 requests per second.
 	coinbaseConcurrency = 4
 )
+
+// coinbaseLimit is the Exchange API's public budget per IP: 10 requests
+// a second.
+var coinbaseLimit = hostbudget.Limit{Window: time.Second, Max: 10}
 
 // coinbaseListed reports whether the screener lists products of a quote
 // currency: the US region's liquid books. Each listed product costs one
@@ -44,7 +49,7 @@ func newCoinbase(cfg Config) *coinbase {
 	c := &coinbase{
 		log:      log,
 		now:      cfg.Now,
-		api:      newAPIClient(NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), cfg),
+		api:      newAPIClient(NameCoinbase, NameCoinbase, cfg.baseURL(NameCoinbase, coinbaseURL), coinbaseLimit, cfg),
 		products: newSymbolCache(log, cfg.Now, NameCoinbase, "products"),
 	}
 	c.api.minInterval = 100 * time.Millisecond

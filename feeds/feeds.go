@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // Provider serves one or more catalogue combinations.
@@ -84,6 +85,14 @@ type Config struct {
 	// BaseURLs overrides a provider's base URL by name; binance also reads
 	// "binance-futures" for its fapi host. Used by tests with httptest.
 	BaseURLs map[string]string
+	// Budget shares each provider host's request budget with every caller
+	// of the deployment, in every process (package hostbudget); nil means
+	// a budget of this process alone.
+	Budget *hostbudget.Budget
+	// Limits replaces the documented budget of a host by name ("binance",
+	// "binance-futures", "okx", ...): for a simulator or a testnet with
+	// other limits, and for tests that shorten the window.
+	Limits map[string]hostbudget.Limit
 	// HTTPClient is shared by the real adapters; nil means a client with a
 	// 20 s time-out.
 	HTTPClient *http.Client
@@ -179,7 +188,19 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx
 	}
+	if cfg.Budget == nil {
+		cfg.Budget = hostbudget.New(hostbudget.Options{Logger: cfg.Logger})
+	}
 	return cfg
+}
+
+// limit is the budget of host: cfg.Limits' entry, else the documented one.
+func (cfg Config) limit(host string, documented hostbudget.Limit) hostbudget.Limit {
+	if l, ok := cfg.Limits[host]; ok {
+		documented = l
+	}
+	documented.Name = host
+	return documented
 }
 
 func (cfg Config) baseURL(name, fallback string) string {
