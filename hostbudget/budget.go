@@ -66,6 +66,7 @@ const (
 	DefaultHeadroom   = 0.8
 	DefaultLocalShare = 0.25
 	maxGuard          = time.Second
+	redisRetry        = time.Second
 )
 
 // Options configure a Budget.
@@ -91,7 +92,8 @@ type Budget struct {
 	headroom   float64
 	localShare float64
 	log        *slog.Logger
-	failing    atomic.Bool // Redis failed last time (logged once per outage)
+	failing    atomic.Bool  // Redis failed last time (logged once per outage)
+	skipUntil  atomic.Int64 // after a failure, Redis is not asked until then (Unix ns, wall clock)
 
 	mu    sync.Mutex
 	local map[string]*localHost
@@ -147,7 +149,7 @@ func (b *Budget) Reserve(ctx context.Context, l Limit, weight int, at, horizon t
 // BannedUntil is the end of the host's current ban (zero: none known).
 func (b *Budget) BannedUntil(ctx context.Context, l Limit) time.Time {
 	local := b.host(l).bannedUntil()
-	if b.rdb == nil {
+	if !b.shared() {
 		return local
 	}
 	ms, err := b.rdb.HGet(ctx, b.key(l), "ban").Int64()
@@ -168,7 +170,7 @@ func (b *Budget) BannedUntil(ctx context.Context, l Limit) time.Time {
 func (b *Budget) Ban(ctx context.Context, l Limit, at, until time.Time, status int) {
 	obs.UpstreamRefused(l.Name, status)
 	b.host(l).ban(until)
-	if b.rdb == nil {
+	if !b.shared() {
 		return
 	}
 	w := b.window(l)
@@ -189,7 +191,7 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	}
 	obs.UpstreamUsedWeight(l.Name, used)
 	w := b.window(l)
-	if b.rdb != nil {
+	if b.shared() {
 		err := observeScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), at.UnixMilli(), used).Err()
 		if err == nil {
 			b.redisOK()
@@ -201,7 +203,7 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 }
 
 func (b *Budget) reserveShared(ctx context.Context, l Limit, weight int, at, horizon time.Time) (time.Time, bool, error) {
-	if b.rdb == nil {
+	if !b.shared() {
 		return time.Time{}, false, errNoRedis
 	}
 	w := b.window(l)
@@ -212,7 +214,7 @@ func (b *Budget) reserveShared(ctx context.Context, l Limit, weight int, at, hor
 		return time.Time{}, false, errNoRedis
 	}
 	b.redisOK()
-	start := time.UnixMilli(res[1])
+	start := time.UnixMilli(res[1]).In(at.Location())
 	if start.Before(at) {
 		start = at
 	}
@@ -244,7 +246,15 @@ func (b *Budget) host(l Limit) *localHost {
 	return h
 }
 
+// shared reports whether to ask Redis: there is one, and it has not
+// failed in the last redisRetry (so an outage does not cost every request
+// a dial time-out).
+func (b *Budget) shared() bool {
+	return b.rdb != nil && time.Now().UnixNano() >= b.skipUntil.Load()
+}
+
 func (b *Budget) redisFailed(err error) {
+	b.skipUntil.Store(time.Now().Add(redisRetry).UnixNano())
 	if !b.failing.Swap(true) {
 		b.log.Warn("hostbudget: Redis does not answer; each process paces provider requests with its own share of the budget until it does", "err", err)
 	}

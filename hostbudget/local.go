@@ -30,7 +30,7 @@ func (h *localHost) reserve(window time.Duration, planned, weight int, at, horiz
 	idx := t.UnixMilli() / w
 	if t.UnixMilli() >= (idx+1)*w-guard(window).Milliseconds() {
 		idx++
-		t = time.UnixMilli(idx * w)
+		t = time.UnixMilli(idx * w).In(at.Location())
 	}
 	for !t.After(horizon) {
 		if used := h.used[idx]; used == 0 || used+weight <= planned {
@@ -40,7 +40,7 @@ func (h *localHost) reserve(window time.Duration, planned, weight int, at, horiz
 			return t, true
 		}
 		idx++
-		t = time.UnixMilli(idx * w)
+		t = time.UnixMilli(idx * w).In(at.Location())
 	}
 	return t, false
 }
