@@ -122,6 +122,12 @@ func KnownNames() []string {
 	return []string{NameSynthetic, NameBinance, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
 }
 
+// BudgetHosts names every provider host budget the real adapters book
+// requests in (the host label of the marketd_upstream_* series).
+func BudgetHosts() []string {
+	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
+}
+
 // Registry holds the configured providers in priority order.
 type Registry struct {
 	providers []Provider

@@ -53,3 +53,16 @@ func statusLabel(status int) string {
 	}
 	return "other"
 }
+
+// ExportUpstreamHosts exports every series of the named hosts from the
+// start (at 0), so a rate of refusals is defined before the first one.
+func ExportUpstreamHosts(hosts []string) {
+	for _, h := range hosts {
+		upstreamWeight.WithLabelValues(h)
+		upstreamUsedWeight.WithLabelValues(h)
+		upstreamBudgetLocal.WithLabelValues(h)
+		for _, status := range []int{429, 418} {
+			upstreamRefusals.WithLabelValues(h, statusLabel(status))
+		}
+	}
+}

@@ -59,6 +59,9 @@ type Config struct {
 	// WebhookConcurrency bounds the webhook sends in flight per worker.
 	WebhookConcurrency int
 	MaxCandleSymbols   int
+	// FeedHeadroom is the fraction of each provider host's documented
+	// request budget the deployment plans to use (package hostbudget).
+	FeedHeadroom float64
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 }
@@ -102,6 +105,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
+	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -231,6 +235,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
 		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
+	}
+	if c.FeedHeadroom, err = strconv.ParseFloat(get("MARKET_FEED_HEADROOM"), 64); err != nil || c.FeedHeadroom < 0.1 || c.FeedHeadroom > 1 {
+		return c, fmt.Errorf("MARKET_FEED_HEADROOM: must be a fraction from 0.1 to 1 (e.g. 0.8)")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/stream"
@@ -98,20 +99,21 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	reg, err := feeds.New(feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
-		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed})
-	if err != nil {
-		return nil, nil, err
-	}
 	opts, err := admission.RedisOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	queue, err := worker.NewQueueClient(cfg.RedisURL)
+	rdb := redis.NewClient(opts)
+	reg, err := feeds.New(feedsConfig(cfg, rdb, logger))
 	if err != nil {
+		_ = rdb.Close()
 		return nil, nil, err
 	}
-	rdb := redis.NewClient(opts)
+	queue, err := worker.NewQueueClient(cfg.RedisURL)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
 	closeAll := func() { _ = queue.Close(); _ = rdb.Close() }
 	bus := admission.NewBus(rdb, "", logger)
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
@@ -144,6 +146,15 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil
+}
+
+// feedsConfig is the feeds' configuration: every provider request is
+// booked in its host's budget, shared through rdb by every process of the
+// deployment (they share its IP).
+func feedsConfig(cfg Config, rdb *redis.Client, logger *slog.Logger) feeds.Config {
+	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: cfg.FeedHeadroom, Logger: logger})
+	return feeds.Config{Names: cfg.Feeds, OandaToken: cfg.OandaToken, AlpacaKeyID: cfg.AlpacaKeyID,
+		AlpacaSecret: cfg.AlpacaSecret, Logger: logger, Seed: cfg.SyntheticSeed, Budget: budget}
 }
 
 // analyticsWarmup lists the markets and styles of the region not scored
