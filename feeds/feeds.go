@@ -94,7 +94,7 @@ type Config struct {
 	// other limits, and for tests that shorten the window.
 	Limits map[string]hostbudget.Limit
 	// HTTPClient is shared by the real adapters; nil means a client with a
-	// 20 s time-out.
+	// 20 s time-out that keeps up to 64 idle connections per host.
 	HTTPClient *http.Client
 	// Logger receives dropped rows, retries and rate-limit pauses; nil discards.
 	Logger *slog.Logger
@@ -189,7 +189,11 @@ func (cfg Config) withDefaults() Config {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second}
+		// Many requests a second to one host reuse their connections
+		// (net/http keeps only 2 idle per host by default).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: tr}
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx

@@ -143,11 +143,10 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values) ([]byte,
 	}
 	var lastErr error
 	for attempt := 1; attempt <= c.maxAttempts; attempt++ {
-		sentAt, err := c.waitTurn(ctx, path, weight)
-		if err != nil {
+		if err := c.waitTurn(ctx, path, weight); err != nil {
 			return nil, err
 		}
-		body, wait, err := c.attempt(ctx, path, u, sentAt)
+		body, wait, err := c.attempt(ctx, path, u)
 		if err == nil {
 			return body, nil
 		}
@@ -189,9 +188,9 @@ func rateRefusal(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusTeapot
 }
 
-// attempt performs one request booked at sentAt. wait is the Retry-After
-// the upstream asked for; on a 429 or 418 it becomes the host's ban.
-func (c *apiClient) attempt(ctx context.Context, path, u string, sentAt time.Time) (body []byte, wait time.Duration, err error) {
+// attempt performs one request. wait is the Retry-After the upstream
+// asked for; on a 429 or 418 it becomes the host's ban.
+func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, wait time.Duration, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
@@ -208,7 +207,7 @@ func (c *apiClient) attempt(ctx context.Context, path, u string, sentAt time.Tim
 		return nil, 0, fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
 	}
 	defer resp.Body.Close()
-	c.readLimits(ctx, path, resp.Header, sentAt)
+	c.readLimits(ctx, path, resp.Header)
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return nil, 0, fmt.Errorf("feeds: %s: GET %s: reading body: %w", c.name, path, err)
@@ -228,11 +227,15 @@ func (c *apiClient) attempt(ctx context.Context, path, u string, sentAt time.Tim
 }
 
 // readLimits passes a response's rate-limit headers on: the provider's
-// count of the used weight to the budget, a pause to this client.
-func (c *apiClient) readLimits(ctx context.Context, path string, h http.Header, sentAt time.Time) {
+// count of the used weight to the budget, a pause to this client. The
+// count is the provider's window at the time it answered, which is closer
+// to now than to when the request was booked: should the two windows
+// differ, the correction then lands in the later one, where it can only
+// make the budget more careful.
+func (c *apiClient) readLimits(ctx context.Context, path string, h http.Header) {
 	if c.usedWeight != nil {
 		if used := c.usedWeight(h); used >= 0 {
-			c.budget.Observe(ctx, c.limit, sentAt, used)
+			c.budget.Observe(ctx, c.limit, c.now(), used)
 		}
 	}
 	if c.pauseUntil != nil {
@@ -259,12 +262,11 @@ func (c *apiClient) refused(ctx context.Context, path string, status int, now ti
 // waitTurn blocks until the client may start a request of weight: at
 // least minInterval after its previous start and any pause its provider
 // asked of it, then in a window of the host's budget with room for the
-// weight and after any ban of the host. It returns the time the request
-// was booked at. A wait longer than maxWait fails fast, so a banned
+// weight and after any ban of the host. A wait longer than maxWait fails fast, so a banned
 // deployment does not keep knocking (Binance escalates bans of clients
 // that ignore them), and a full budget fails the caller instead of
 // queueing it for minutes.
-func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) (time.Time, error) {
+func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) error {
 	c.mu.Lock()
 	now := c.now()
 	at := now
@@ -280,7 +282,7 @@ func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) (time
 		if l, ok := c.extraLimit(path); ok {
 			start, ok := c.budget.Reserve(ctx, l, 1, at, horizon)
 			if !ok || start.After(horizon) {
-				return time.Time{}, fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
+				return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
 			}
 			at = start
 		}
@@ -289,20 +291,20 @@ func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) (time
 	for {
 		start, ok := c.budget.Reserve(ctx, c.limit, weight, at, horizon)
 		if !ok || start.After(horizon) {
-			return time.Time{}, fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
+			return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
 		}
 		if !start.After(reached) {
-			return start, nil
+			return nil
 		}
 		if err := c.sleep(ctx, start.Sub(reached)); err != nil {
-			return time.Time{}, fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
+			return fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
 		}
 		reached = start
 		// A ban that began while this caller slept holds it too: its
 		// booking is given up (an over-count, never an under-count).
 		ban := c.budget.BannedUntil(ctx, c.limit)
 		if !ban.After(start) {
-			return start, nil
+			return nil
 		}
 		at = ban
 	}
