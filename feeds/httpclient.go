@@ -262,10 +262,10 @@ func (c *apiClient) refused(ctx context.Context, path string, status int, now ti
 // waitTurn blocks until the client may start a request of weight: at
 // least minInterval after its previous start and any pause its provider
 // asked of it, then in a window of the host's budget with room for the
-// weight and after any ban of the host. A wait longer than maxWait fails fast, so a banned
-// deployment does not keep knocking (Binance escalates bans of clients
-// that ignore them), and a full budget fails the caller instead of
-// queueing it for minutes.
+// weight and after any ban of the host. A wait longer than maxWait fails
+// fast, so a banned deployment does not keep knocking (Binance escalates
+// bans of clients that ignore them), and a full budget fails the caller
+// instead of queueing it for minutes.
 func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) error {
 	c.mu.Lock()
 	now := c.now()
