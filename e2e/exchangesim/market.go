@@ -31,6 +31,12 @@ var knownBases = []string{"BTC", "ETH", "BNB", "SOL", "XRP", "DOGE", "ADA", "TRX
 
 var perThousand = map[string]bool{"SHIB": true, "PEPE": true, "BONK": true, "FLOKI": true}
 
+// knownPrices keep the familiar names near their usual magnitudes (USDT).
+var knownPrices = map[string]float64{"BTC": 90000, "ETH": 3000, "BNB": 600, "SOL": 150, "XRP": 2, "DOGE": 0.2,
+	"ADA": 0.6, "TRX": 0.25, "AVAX": 25, "LINK": 15, "DOT": 5, "TON": 3, "SHIB": 0.00001, "LTC": 90, "BCH": 400,
+	"NEAR": 3, "UNI": 8, "APT": 6, "ICP": 6, "ETC": 20, "PEPE": 0.00001, "FIL": 3, "ARB": 0.4, "OP": 0.8,
+	"ATOM": 4, "BONK": 0.00002, "FLOKI": 0.0001}
+
 func newUniverse(cfg Config) *universe {
 	u := &universe{spotBy: map[string]*symbol{}, futuresBy: map[string]*symbol{}, pairBy: map[string]*symbol{}}
 	nBases := max(cfg.Perpetual, (cfg.Spot*2+2)/3)
@@ -42,19 +48,22 @@ func newUniverse(cfg Config) *universe {
 	prices := map[string]float64{}
 	for i, b := range bases {
 		h := mix(uint64(cfg.Seed), uint64(i)+1)
-		prices[b] = math.Pow(10, -4+8.5*unit(h))
+		prices[b] = math.Pow(10, -4+6*unit(h))
+		if p, ok := knownPrices[b]; ok {
+			prices[b] = p
+		}
 	}
-	for _, q := range []string{"USDT", "BTC", "FDUSD", "ETH"} {
+	for _, q := range []string{"USDT", "FDUSD", "USDC", "BTC", "ETH"} {
 		for _, b := range bases {
 			if len(u.spot) == cfg.Spot {
 				break
 			}
-			if b == q {
-				continue
-			}
 			p := prices[b]
-			if q != "USDT" && q != "FDUSD" {
+			if prices[q] > 0 {
 				p /= prices[q]
+			}
+			if b == q || p < 1e-6 { // too small for 8 decimals: not listed
+				continue
 			}
 			s := &symbol{name: b + q, base: b, quote: q, price0: p, seed: mix(uint64(cfg.Seed), hashString(b+q))}
 			u.spot = append(u.spot, s)
@@ -132,9 +141,9 @@ func (s *symbol) candleAt(t0 time.Time, iv interval, now time.Time) candle {
 	}
 	k.c = s.price(end)
 	k.h, k.l = max(k.h, k.c), min(k.l, k.c)
-	full := (50 + 500*unit(mix(s.seed, uint64(t0.UnixMilli())))) * t1.Sub(t0).Minutes() / math.Sqrt(k.o)
-	k.volume = full * float64(end.Sub(t0)) / float64(t1.Sub(t0))
-	k.quoteV = k.volume * (k.o + k.c) / 2
+	quote := (1e3 + 1e5*unit(mix(s.seed, uint64(t0.UnixMilli())))) * t1.Sub(t0).Minutes() // traded value in the quote asset
+	k.quoteV = quote * float64(end.Sub(t0)) / float64(t1.Sub(t0))
+	k.volume = k.quoteV / ((k.o + k.c) / 2)
 	k.trades = int64(k.volume/3) + 1
 	return k
 }
