@@ -178,3 +178,27 @@ func TestBinanceRefusalPausesEveryCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestBinanceFuturesDataHasItsOwnLimit: /futures/data/* weighs 0 against
+// the fapi weight but is booked against its own documented limit (1,000
+// requests per 5 minutes, here shortened to 2): past it, a caller fails
+// fast rather than waiting minutes, and nothing reaches the host.
+func TestBinanceFuturesDataHasItsOwnLimit(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.cfg.Limits = map[string]hostbudget.Limit{binanceFuturesDataHost: {Window: 5 * time.Minute, Max: 2}}
+	tb.up.mux.Handle("/futures/data/openInterestHist", file(t, "binance/fapi_openInterestHist_BTCUSDT.json"))
+	b := newBinance(tb.cfg)
+	ctx := context.Background()
+	q := map[string][]string{"symbol": {"BTCUSDT"}, "period": {"1d"}, "limit": {"2"}}
+	if _, err := b.futures.get(ctx, "/futures/data/openInterestHist", q); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.futures.get(ctx, "/futures/data/openInterestHist", q)
+	if err == nil || !strings.Contains(err.Error(), "rate limited until 2025-11-22T14:05:00Z") {
+		t.Errorf("second request: %v, want rate limited until the 5-minute window ends", err)
+	}
+	if n := len(tb.up.requestsTo("/futures/data/openInterestHist")); n != 1 {
+		t.Errorf("%d requests reached the host, want 1", n)
+	}
+}
