@@ -43,7 +43,7 @@ func newLimiter(window time.Duration, limit int, cfg Config) *limiter {
 type decision struct {
 	status     int
 	retryAfter time.Duration
-	usedHeader int // the IP's weight in the window after the request (-1: not sent)
+	used       int // the IP's weight in the window after the request
 	err        *apiError
 }
 
@@ -82,12 +82,12 @@ func (l *limiter) admit(ip string, weight int) decision {
 	}
 	st.used += weight
 	l.peak = max(l.peak, st.used)
-	return decision{status: http.StatusOK, usedHeader: st.used}
+	return decision{status: http.StatusOK, used: st.used}
 }
 
 func (l *limiter) refuse(status int, wait time.Duration, st *ipState, format string, args ...any) decision {
 	secs := max(1, int((wait+time.Second-1)/time.Second)) // whole seconds, rounded up
-	return decision{status: status, retryAfter: time.Duration(secs) * time.Second, usedHeader: st.used,
+	return decision{status: status, retryAfter: time.Duration(secs) * time.Second, used: st.used,
 		err: &apiError{Code: -1003, Msg: fmt.Sprintf(format, args...)}}
 }
 

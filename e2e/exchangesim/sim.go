@@ -117,25 +117,22 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTT
 // written) and a function writing the response.
 type endpoint func(r *http.Request) (weight int, respond func(w http.ResponseWriter), err *apiError)
 
-// rest mounts an endpoint behind its family's limiter.
+// rest mounts an endpoint behind its family's limiter. A request with a
+// bad parameter is counted too, as Binance counts it.
 func (s *Sim) rest(pattern string, f family, e endpoint) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		weight, respond, aerr := e(r)
-		if aerr != nil {
-			writeError(w, http.StatusBadRequest, aerr)
-			return
-		}
-		lim := s.limits[f]
-		d := lim.admit(clientIP(r), weight)
-		if d.usedHeader >= 0 {
-			w.Header().Set("X-MBX-USED-WEIGHT-1M", itoa(d.usedHeader))
-		}
-		if d.status != http.StatusOK {
+		d := s.limits[f].admit(clientIP(r), weight)
+		w.Header().Set("X-MBX-USED-WEIGHT-1M", itoa(d.used))
+		switch {
+		case d.status != http.StatusOK:
 			w.Header().Set("Retry-After", itoa(int(d.retryAfter.Seconds())))
 			writeError(w, d.status, d.err)
-			return
+		case aerr != nil:
+			writeError(w, http.StatusBadRequest, aerr)
+		default:
+			respond(w)
 		}
-		respond(w)
 	})
 }
 

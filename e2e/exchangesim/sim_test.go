@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -262,6 +263,43 @@ func TestBurstStaysWithinTheBudget(t *testing.T) {
 		}
 		if f.Refused429 != 0 || f.Banned418 != 0 {
 			t.Errorf("%s: %d 429s and %d 418s, want none", name, f.Refused429, f.Banned418)
+		}
+	}
+}
+
+// TestWeightsPerEndpoint: the documented weight of each request is what
+// X-MBX-USED-WEIGHT-1M grows by, bad requests included (Binance counts
+// them), and a bad symbol is Binance's -1121.
+func TestWeightsPerEndpoint(t *testing.T) {
+	t.Parallel()
+	sim := exchangesim.New(exchangesim.Config{Spot: 30, Perpetual: 10, Window: time.Hour})
+	used := map[string]int{}
+	for _, c := range []struct {
+		path   string
+		weight int
+		status int
+	}{
+		{"/api/v3/exchangeInfo", 20, 200},
+		{"/api/v3/ticker/24hr", 80, 200},
+		{"/api/v3/ticker/24hr?symbol=BTCUSDT", 2, 200},
+		{`/api/v3/ticker/24hr?symbols=["BTCUSDT","ETHUSDT"]`, 2, 200},
+		{"/api/v3/klines?symbol=NOPEUSDT&interval=1h", 2, 400},
+		{"/fapi/v1/exchangeInfo", 1, 200},
+		{"/fapi/v1/ticker/24hr", 40, 200},
+		{"/fapi/v1/klines?symbol=BTCUSDT&interval=1m&limit=99", 1, 200},
+		{"/fapi/v1/klines?symbol=BTCUSDT&interval=1m", 5, 200},
+		{"/fapi/v1/klines?symbol=BTCUSDT&interval=1m&limit=1500", 10, 200},
+		{"/fapi/v1/premiumIndex", 10, 200},
+	} {
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+		family := c.path[:5]
+		used[family] += c.weight
+		if rec.Code != c.status || rec.Header().Get("X-MBX-USED-WEIGHT-1M") != fmt.Sprint(used[family]) {
+			t.Errorf("%s: %d, used %s; want %d, %d", c.path, rec.Code, rec.Header().Get("X-MBX-USED-WEIGHT-1M"), c.status, used[family])
+		}
+		if c.status == 400 && !json.Valid(rec.Body.Bytes()) || c.status == 400 && !strings.Contains(rec.Body.String(), "-1121") {
+			t.Errorf("%s: body %s, want Binance's -1121 Invalid symbol", c.path, rec.Body)
 		}
 	}
 }
