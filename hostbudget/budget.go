@@ -38,6 +38,7 @@ package hostbudget
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -153,7 +154,7 @@ func (b *Budget) BannedUntil(ctx context.Context, l Limit) time.Time {
 		return local
 	}
 	ms, err := b.rdb.HGet(ctx, b.key(l), "ban").Int64()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		b.redisFailed(err)
 		return local
 	}
@@ -182,8 +183,8 @@ func (b *Budget) Ban(ctx context.Context, l Limit, at, until time.Time, status i
 	b.redisOK()
 }
 
-// Observe raises the count of the window holding at (when the request was
-// booked) to used, the provider's own count of the deployment's weight.
+// Observe raises the count of the window holding at (when the provider
+// answered) to used, the provider's own count of the deployment's weight.
 // It never lowers it: requests booked but not yet sent are in ours only.
 func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	if l.Max <= 0 || used <= 0 {
@@ -270,8 +271,5 @@ func (b *Budget) redisOK() {
 // the edge might reach the provider after it and count in the next window.
 func guard(window time.Duration) time.Duration { return min(window/20, maxGuard) }
 
-type budgetError string
-
-func (e budgetError) Error() string { return string(e) }
-
-const errNoRedis = budgetError("hostbudget: no shared budget")
+// errNoRedis: the shared budget could not be asked; the local one answers.
+var errNoRedis = errors.New("hostbudget: no shared budget")
