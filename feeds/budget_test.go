@@ -129,6 +129,13 @@ func TestBinanceBudgetSharedByProcesses(t *testing.T) {
 	}
 }
 
+// refusalBody is Binance's documented -1003 TOO_MANY_REQUESTS body of a
+// 429 and of a 418 (binance-spot-api-docs errors.md).
+var refusalBody = map[int]string{
+	http.StatusTooManyRequests: `{"code":-1003,"msg":"Too much request weight used; current limit is 6000 request weight per 1 MINUTE. Please use WebSocket Streams for live updates to avoid polling the API."}`,
+	http.StatusTeapot:          `{"code":-1003,"msg":"Way too much request weight used; IP banned until 1764170000000. Please use WebSocket Streams for live updates to avoid bans."}`,
+}
+
 // TestBinanceRefusalPausesEveryCaller: a 429's or a 418's Retry-After,
 // received by one caller of one process, holds every caller of both
 // processes: no request reaches the host inside the window (after a grace
@@ -151,7 +158,7 @@ func TestBinanceRefusalPausesEveryCaller(t *testing.T) {
 					refusedAt.Store(time.Now().UnixNano())
 					w.Header().Set("Retry-After", fmt.Sprint(int(retryAfter.Seconds())))
 					w.WriteHeader(status)
-					w.Write([]byte(`{"code":-1003,"msg":"Too many requests."}`))
+					w.Write([]byte(refusalBody[status]))
 					return
 				}
 				w.Write(klines)

@@ -269,7 +269,10 @@ func (b *Budget) redisOK() {
 
 // guard is the end of a window not booked: a request booked just before
 // the edge might reach the provider after it and count in the next window.
-func guard(window time.Duration) time.Duration { return min(window/20, maxGuard) }
+// An eighth of the window, at most a second: far above a request's transit
+// on a one-minute window, and still above it on the shortened windows of
+// tests and simulators.
+func guard(window time.Duration) time.Duration { return min(window/8, maxGuard) }
 
 // errNoRedis: the shared budget could not be asked; the local one answers.
 var errNoRedis = errors.New("hostbudget: no shared budget")

@@ -27,6 +27,12 @@ type limiter struct {
 	n418 int64
 }
 
+// The -1003 TOO_MANY_REQUESTS messages of binance-spot-api-docs errors.md.
+const (
+	msgTooMuch = "Too much request weight used; current limit is %d request weight per %s. Please use WebSocket Streams for live updates to avoid polling the API."
+	msgBanned  = "Way too much request weight used; IP banned until %d. Please use WebSocket Streams for live updates to avoid bans."
+)
+
 type ipState struct {
 	windowIdx    int64
 	used         int
@@ -64,7 +70,7 @@ func (l *limiter) admit(ip string, weight int) decision {
 	switch {
 	case now.Before(st.bannedUntil):
 		l.n418++
-		return l.refuse(http.StatusTeapot, st.bannedUntil.Sub(now), st, "Way too many requests; IP(%s) banned until %d. Please use the websocket for live updates to avoid bans.", ip, st.bannedUntil.UnixMilli())
+		return l.refuse(http.StatusTeapot, st.bannedUntil.Sub(now), st, msgBanned, st.bannedUntil.UnixMilli())
 	case now.Before(st.backoffUntil):
 		st.bans++
 		ban := l.cfg.FirstBan << (st.bans - 1)
@@ -73,12 +79,12 @@ func (l *limiter) admit(ip string, weight int) decision {
 		}
 		st.bannedUntil = now.Add(ban)
 		l.n418++
-		return l.refuse(http.StatusTeapot, ban, st, "Way too many requests; IP(%s) banned until %d. Please use the websocket for live updates to avoid bans.", ip, st.bannedUntil.UnixMilli())
+		return l.refuse(http.StatusTeapot, ban, st, msgBanned, st.bannedUntil.UnixMilli())
 	case st.used+weight > l.limit:
 		end := time.Unix(0, (idx+1)*int64(l.window))
 		st.backoffUntil = end
 		l.n429++
-		return l.refuse(http.StatusTooManyRequests, end.Sub(now), st, "Too many requests; current limit of IP(%s) is %d requests per %s.", ip, l.limit, l.window)
+		return l.refuse(http.StatusTooManyRequests, end.Sub(now), st, msgTooMuch, l.limit, l.window)
 	}
 	st.used += weight
 	l.peak = max(l.peak, st.used)

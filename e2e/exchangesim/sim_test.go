@@ -239,7 +239,7 @@ func TestBurstStaysWithinTheBudget(t *testing.T) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range 32 {
+	for i := range 16 {
 		p := procs[i%2]
 		wg.Go(func() {
 			for {
