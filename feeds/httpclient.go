@@ -208,6 +208,12 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 	}
 	defer resp.Body.Close()
 	c.readLimits(ctx, path, resp.Header)
+	if rateRefusal(resp.StatusCode) {
+		// Before anything else: every other caller must stop now.
+		now := c.now()
+		wait = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		c.refused(ctx, path, resp.StatusCode, now, wait)
+	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return nil, 0, fmt.Errorf("feeds: %s: GET %s: reading body: %w", c.name, path, err)
@@ -218,10 +224,8 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 	if resp.StatusCode/100 == 2 {
 		return body, 0, nil
 	}
-	now := c.now()
-	wait = parseRetryAfter(resp.Header.Get("Retry-After"), now)
-	if rateRefusal(resp.StatusCode) {
-		c.refused(ctx, path, resp.StatusCode, now, wait)
+	if !rateRefusal(resp.StatusCode) {
+		wait = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
 	}
 	return nil, wait, &StatusError{Provider: c.name, Path: path, StatusCode: resp.StatusCode, Body: snippet(body), RetryAfter: wait}
 }
