@@ -15,9 +15,9 @@
 // that crossed a window boundary), stays below the limit. Reserve books a
 // request's weight in the first window, at or after the time asked, that
 // has room and is not banned, and says when that window opens: the caller
-// waits until then. The last moments of a window are not booked (guard),
-// so a request booked in one window is not counted by the provider in the
-// next. Observe raises a window's count to the provider's own figure
+// waits until then. The end of a window (an eighth of it, at most a
+// second) is not booked, so a request booked in one window is not counted
+// by the provider in the next. Observe raises a window's count to the provider's own figure
 // (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
 // process, until a 429's or a 418's Retry-After has passed.
 //
@@ -31,9 +31,10 @@
 //
 // When Redis does not answer, each process books in a budget of its own:
 // LocalShare of the planned budget (a quarter by default, so up to four
-// worker processes stay within it together) and the bans it has seen. The
-// outage is logged once; every request it paces is counted in
-// marketd_upstream_budget_local_total.
+// worker processes stay within it together) and the bans it has seen.
+// Redis is asked again a second after a failure, so an outage does not
+// cost every request a time-out. The outage is logged once; every request
+// it paces is counted in marketd_upstream_budget_local_total.
 package hostbudget
 
 import (
