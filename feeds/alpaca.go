@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 const (
@@ -21,6 +22,10 @@ const (
 	alpacaMaxLimit  = 10000 // bars per request
 	alpacaPageLimit = 20    // pages followed for one Candles call
 )
+
+// alpacaLimit is the market-data API's budget per account (so per
+// deployment): 200 requests a minute on the free plan.
+var alpacaLimit = hostbudget.Limit{Window: time.Minute, Max: 200}
 
 // alpaca serves stocks/nasdaq/stock and stocks/nyse/stock from the Alpaca
 // market data v2 API. The instruments are the curated universe of the
@@ -41,7 +46,7 @@ func newAlpaca(cfg Config) *alpaca {
 	a := &alpaca{
 		log:      cfg.Logger.With("feed", NameAlpaca),
 		now:      cfg.Now,
-		api:      newAPIClient(NameAlpaca, cfg.BaseURL(HostAlpacaData), cfg),
+		api:      newAPIClient(NameAlpaca, NameAlpaca, cfg.BaseURL(HostAlpacaData), alpacaLimit, cfg),
 		universe: map[string][]string{},
 	}
 	for exchange, table := range alpacaExchanges {

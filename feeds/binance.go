@@ -9,18 +9,39 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
-// Binance limits. Spot and USDT-M futures have separate request
-// weight budgets, so each gets its own apiClient.
+// Binance hosts and limits. Spot and USDT-M futures have separate request
+// weight budgets, so each gets its own apiClient and host budget.
 const (
 	binanceSpotWeight   = 6000 // REQUEST_WEIGHT per minute
 	binanceFutureWeight = 2400
 	binanceSpotKlines   = 1000 // max klines per request
 	binanceFutureKlines = 1500
+	// binanceFuturesHost names the fapi host's budget (and its
+	// MARKET_FEED_URLS entry).
+	binanceFuturesHost = HostBinanceFutures
+	// binanceFuturesDataHost names the budget of /futures/data/*, which
+	// the docs give weight 0 but a limit of its own per IP: 1,000
+	// requests per 5 minutes (openInterestHist).
+	binanceFuturesDataHost = NameBinance + "-futures-data"
+)
+
+// The documented budgets, per IP, so per deployment. Spot: "REQUEST_WEIGHT
+// 6000 / MINUTE" (exchangeInfo's rateLimits, rest-api.md "LIMITS",
+// https://developers.binance.com/docs/binance-spot-api-docs/rest-api/limits);
+// USDⓈ-M: 2,400 / minute (/fapi/v1/exchangeInfo's rateLimits,
+// https://developers.binance.com/docs/derivatives/usds-margined-futures/general-info);
+// /futures/data/openInterestHist: "IP rate limit 1000 requests/5min".
+var (
+	binanceSpotLimit        = hostbudget.Limit{Window: time.Minute, Max: binanceSpotWeight}
+	binanceFuturesLimit     = hostbudget.Limit{Window: time.Minute, Max: binanceFutureWeight}
+	binanceFuturesDataLimit = hostbudget.Limit{Window: 5 * time.Minute, Max: 1000}
 )
 
 // binance serves crypto/binance/spot from the spot API, perpetual from the
@@ -40,30 +61,112 @@ func newBinance(cfg Config) *binance {
 	log := cfg.Logger.With("feed", NameBinance)
 	b := &binance{
 		log:     log,
-		spot:    newAPIClient(NameBinance, cfg.BaseURL(HostBinance), cfg),
-		futures: newAPIClient(NameBinance, cfg.BaseURL(HostBinanceFutures), cfg),
+		spot:    newAPIClient(NameBinance, NameBinance, cfg.BaseURL(HostBinance), binanceSpotLimit, cfg),
+		futures: newAPIClient(NameBinance, binanceFuturesHost, cfg.BaseURL(HostBinanceFutures), binanceFuturesLimit, cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 		now:     cfg.Now,
 		oiLimit: newRollingWindowLimiter(openInterestHistLimit, openInterestHistWindow, cfg),
 	}
-	b.spot.pauseUntil = binanceWeightPause(binanceSpotWeight)
-	b.futures.pauseUntil = binanceWeightPause(binanceFutureWeight)
-	// Binance resets weights each minute and bans clients that ignore 429s,
-	// so a pause of up to a minute is waited out rather than failed.
+	b.spot.weigh, b.futures.weigh = binanceSpotWeightOf, binanceFuturesWeightOf
+	b.spot.usedWeight, b.futures.usedWeight = binanceUsedWeight, binanceUsedWeight
+	dataLimit := cfg.limit(binanceFuturesDataHost, binanceFuturesDataLimit)
+	b.futures.extraLimit = func(path string) (hostbudget.Limit, bool) {
+		return dataLimit, strings.HasPrefix(path, "/futures/data/")
+	}
+	// Binance bans clients that ignore 429s, so a pause of up to a minute
+	// (its window) is waited out rather than failed.
 	b.spot.maxWait, b.futures.maxWait = 65*time.Second, 65*time.Second
 	return b
 }
 
-// binanceWeightPause reads X-MBX-USED-WEIGHT-1M and, above 90 % of the
-// minute's budget, asks for a pause until the next minute starts.
-func binanceWeightPause(limit int) func(http.Header, time.Time) time.Time {
-	return func(h http.Header, now time.Time) time.Time {
-		used, err := strconv.Atoi(h.Get("X-MBX-USED-WEIGHT-1M"))
-		if err != nil || used < limit*9/10 {
-			return time.Time{}
-		}
-		return now.Truncate(time.Minute).Add(time.Minute)
+// binanceUsedWeight reads X-MBX-USED-WEIGHT-1M, the IP's weight in the
+// current minute as Binance counts it (-1 when absent).
+func binanceUsedWeight(h http.Header) int {
+	used, err := strconv.Atoi(h.Get("X-MBX-USED-WEIGHT-1M"))
+	if err != nil || used < 0 {
+		return -1
 	}
+	return used
+}
+
+// binanceSpotWeightOf is the documented REQUEST_WEIGHT of a spot request
+// (binance-spot-api-docs rest-api.md, "General endpoints" and "Market Data
+// endpoints"): exchangeInfo 20; klines 2; ticker/24hr 2 for one symbol
+// (symbol=, or symbols= with 1–20), 40 for 21–100 symbols, 80 for more or
+// for all (no symbol).
+func binanceSpotWeightOf(path string, q url.Values) int {
+	switch path {
+	case "/api/v3/exchangeInfo":
+		return 20
+	case "/api/v3/klines", "/api/v3/uiKlines":
+		return 2
+	case "/api/v3/ticker/24hr":
+		if q.Get("symbol") != "" {
+			return 2
+		}
+		switch n := symbolsCount(q.Get("symbols")); {
+		case n == 0 || n > 100:
+			return 80
+		case n > 20:
+			return 40
+		}
+		return 2
+	}
+	return 2 // undocumented here: the heavier of the common weights
+}
+
+// binanceFuturesWeightOf is the documented request weight of a USDⓈ-M
+// request (developers.binance.com/docs/derivatives/usds-margined-futures,
+// market-data/rest-api): klines and continuousKlines by limit (default
+// 500): [1,100) 1, [100,500) 2, [500,1000] 5, above 10; exchangeInfo 1;
+// ticker/24hr 1 for a symbol, 40 for all; premiumIndex 1 (counted 10
+// for all symbols, as earlier versions of the page said);
+// /futures/data/* 0 (their own limit, binanceFuturesDataLimit);
+// fundingInfo 0 (it shares 500 requests / 5 min with fundingRate, far
+// above one call a minute; counted 1).
+func binanceFuturesWeightOf(path string, q url.Values) int {
+	switch path {
+	case "/fapi/v1/klines", "/fapi/v1/continuousKlines", "/fapi/v1/markPriceKlines", "/fapi/v1/indexPriceKlines":
+		limit, err := strconv.Atoi(q.Get("limit"))
+		if err != nil {
+			limit = 500
+		}
+		switch {
+		case limit < 100:
+			return 1
+		case limit < 500:
+			return 2
+		case limit <= 1000:
+			return 5
+		}
+		return 10
+	case "/fapi/v1/ticker/24hr":
+		if q.Get("symbol") != "" {
+			return 1
+		}
+		return 40
+	case "/fapi/v1/premiumIndex":
+		if q.Get("symbol") != "" {
+			return 1
+		}
+		return 10
+	case "/fapi/v1/exchangeInfo", "/fapi/v1/fundingInfo":
+		return 1
+	}
+	if strings.HasPrefix(path, "/futures/data/") {
+		return 0
+	}
+	return 5 // undocumented here: the weight of a default klines page
+}
+
+// symbolsCount counts the symbols of a symbols= parameter
+// (["BTCUSDT","BNBUSDT"]); 0 when absent.
+func symbolsCount(v string) int {
+	v = strings.Trim(strings.TrimSpace(v), "[]")
+	if v == "" {
+		return 0
+	}
+	return strings.Count(v, ",") + 1
 }
 
 // Name implements Provider.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 const (
@@ -24,6 +25,10 @@ const (
 	// of 10 requests per second per IP.
 	coinbasePublicInterval = 100 * time.Millisecond
 )
+
+// coinbaseLimit is the Exchange API's public budget per IP: 10 requests
+// a second.
+var coinbaseLimit = hostbudget.Limit{Window: time.Second, Max: 10}
 
 // coinbaseListed reports whether the screener lists products of a quote
 // currency: the US region's liquid books.
@@ -47,8 +52,8 @@ func newCoinbase(cfg Config) *coinbase {
 	c := &coinbase{
 		log:      log,
 		now:      cfg.Now,
-		api:      newAPIClient(NameCoinbase, cfg.BaseURL(HostCoinbase), cfg),
-		advanced: newAPIClient(NameCoinbase, cfg.BaseURL(HostCoinbaseAdvanced), cfg),
+		api:      newAPIClient(NameCoinbase, NameCoinbase, cfg.BaseURL(HostCoinbase), coinbaseLimit, cfg),
+		advanced: newAPIClient(NameCoinbase, HostCoinbaseAdvanced, cfg.BaseURL(HostCoinbaseAdvanced), coinbaseLimit, cfg),
 		products: newSymbolCache(log, cfg.Now, NameCoinbase, "products"),
 	}
 	c.api.minInterval, c.advanced.minInterval = coinbasePublicInterval, coinbasePublicInterval

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // Provider serves one or more catalogue combinations.
@@ -88,8 +89,16 @@ type Config struct {
 	// operator's MARKET_FEED_URLS): a testnet, a practice account, a
 	// mirror or a local replay. Read them with BaseURL.
 	BaseURLs map[string]string
+	// Budget shares each provider host's request budget with every caller
+	// of the deployment, in every process (package hostbudget); nil means
+	// a budget of this process alone.
+	Budget *hostbudget.Budget
+	// Limits replaces the documented budget of a host by name ("binance",
+	// "binance-futures", "okx", ...): for a simulator or a testnet with
+	// other limits, and for tests that shorten the window.
+	Limits map[string]hostbudget.Limit
 	// HTTPClient is shared by the real adapters; nil means a client with a
-	// 20 s time-out.
+	// 20 s time-out that keeps up to 64 idle connections per host.
 	HTTPClient *http.Client
 	// Logger receives dropped rows, retries and rate-limit pauses; nil discards.
 	Logger *slog.Logger
@@ -115,6 +124,12 @@ const (
 // KnownNames lists every feed name New accepts.
 func KnownNames() []string {
 	return []string{NameSynthetic, NameBinance, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
+}
+
+// BudgetHosts names every provider host budget the real adapters book
+// requests in (the host label of the marketd_upstream_* series).
+func BudgetHosts() []string {
+	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
 }
 
 // Registry holds the configured providers in priority order.
@@ -178,12 +193,28 @@ func (cfg Config) withDefaults() Config {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second}
+		// Many requests a second to one host reuse their connections
+		// (net/http keeps only 2 idle per host by default).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second, Transport: tr}
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx
 	}
+	if cfg.Budget == nil {
+		cfg.Budget = hostbudget.New(hostbudget.Options{Logger: cfg.Logger})
+	}
 	return cfg
+}
+
+// limit is the budget of host: cfg.Limits' entry, else the documented one.
+func (cfg Config) limit(host string, documented hostbudget.Limit) hostbudget.Limit {
+	if l, ok := cfg.Limits[host]; ok {
+		documented = l
+	}
+	documented.Name = host
+	return documented
 }
 
 // For returns the provider serving a combination: the first configured

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // Retry and pacing defaults shared by every real adapter.
@@ -68,16 +70,40 @@ type apiClient struct {
 	// authorize adds credentials to a request; nil for public APIs.
 	authorize func(h http.Header)
 	// pauseUntil reads a response's rate-limit headers and returns the time
-	// before which no further request should start (zero: no pause).
+	// before which no further request of this client should start (zero:
+	// no pause).
 	pauseUntil func(h http.Header, now time.Time) time.Time
 
+	// budget is the host's request budget shared by every client and
+	// process of the deployment; limit is the host's (a zero Max: bans
+	// only). weigh is a request's documented weight (nil: 1 each), and
+	// usedWeight reads the provider's own count of the used weight from a
+	// response (nil or -1: not told).
+	budget     *hostbudget.Budget
+	limit      hostbudget.Limit
+	weigh      func(path string, q url.Values) int
+	usedWeight func(h http.Header) int
+	// extraLimit names a second budget a path also spends one request of
+	// (Binance's /futures/data/*: weight 0, but 1,000 requests per 5
+	// minutes of their own); nil or false: none.
+	extraLimit func(path string) (hostbudget.Limit, bool)
+
 	mu        sync.Mutex
-	notBefore time.Time // set by rate-limit headers, 429/418 and pacing
+	notBefore time.Time // set by rate-limit headers and pacing
 }
 
-func newAPIClient(name, baseURL string, cfg Config) *apiClient {
+// newAPIClient returns the client of one provider host: host names its
+// budget (a MARKET_FEED_URLS name: "binance", "binance-futures") and limit
+// is the host's documented budget, replaced by cfg.Limits[host] if set.
+func newAPIClient(name, host, baseURL string, limit hostbudget.Limit, cfg Config) *apiClient {
+	budget := cfg.Budget
+	if budget == nil {
+		budget = hostbudget.New(hostbudget.Options{Logger: cfg.Logger})
+	}
 	return &apiClient{
 		name:           name,
+		budget:         budget,
+		limit:          cfg.limit(host, limit),
 		baseURL:        baseURL,
 		http:           cfg.HTTPClient,
 		log:            cfg.Logger.With("feed", name),
@@ -104,15 +130,20 @@ func (c *apiClient) getJSON(ctx context.Context, path string, q url.Values, dst 
 }
 
 // get fetches path with query q, retrying what is worth retrying, and
-// returns the body of the first 2xx response.
+// returns the body of the first 2xx response. A 429 or 418 pauses every
+// caller of the host (the budget's ban), not only this one.
 func (c *apiClient) get(ctx context.Context, path string, q url.Values) ([]byte, error) {
 	u := c.baseURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
+	weight := 1
+	if c.weigh != nil {
+		weight = c.weigh(path, q)
+	}
 	var lastErr error
 	for attempt := 1; attempt <= c.maxAttempts; attempt++ {
-		if err := c.waitTurn(ctx, path); err != nil {
+		if err := c.waitTurn(ctx, path, weight); err != nil {
 			return nil, err
 		}
 		body, wait, err := c.attempt(ctx, path, u)
@@ -121,7 +152,8 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values) ([]byte,
 		}
 		lastErr = err
 		var se *StatusError
-		if errors.As(err, &se) && !se.Temporary() {
+		isStatus := errors.As(err, &se)
+		if isStatus && !se.Temporary() {
 			return nil, err
 		}
 		if ctx.Err() != nil {
@@ -130,12 +162,17 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values) ([]byte,
 		if attempt == c.maxAttempts {
 			break
 		}
+		if wait > c.maxWait {
+			return nil, fmt.Errorf("feeds: %s: GET %s: upstream asks to wait %s: %w", c.name, path, wait, err)
+		}
+		if wait > 0 && isStatus && rateRefusal(se.StatusCode) {
+			// The budget's ban holds this and every other caller: the next
+			// waitTurn waits it out.
+			c.log.Warn("feeds: upstream rate limit, every caller of the host waits", "path", path, "attempt", attempt, "wait", wait, "err", err)
+			continue
+		}
 		if wait <= 0 {
 			wait = c.backoff(attempt)
-		}
-		if wait > c.maxWait {
-			c.pause(c.now().Add(wait))
-			return nil, fmt.Errorf("feeds: %s: GET %s: upstream asks to wait %s: %w", c.name, path, wait, err)
 		}
 		c.log.Warn("feeds: retrying upstream request", "path", path, "attempt", attempt, "wait", wait, "err", err)
 		if err := c.sleep(ctx, wait); err != nil {
@@ -145,7 +182,14 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values) ([]byte,
 	return nil, fmt.Errorf("feeds: %s: GET %s: giving up after %d attempts: %w", c.name, path, c.maxAttempts, lastErr)
 }
 
-// attempt performs one request. wait is the Retry-After the upstream asked for.
+// rateRefusal: the status refuses the request for the deployment's rate
+// (429) or bans its IP (418).
+func rateRefusal(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusTeapot
+}
+
+// attempt performs one request. wait is the Retry-After the upstream
+// asked for; on a 429 or 418 it becomes the host's ban.
 func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, wait time.Duration, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
@@ -163,11 +207,12 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 		return nil, 0, fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
 	}
 	defer resp.Body.Close()
-	if c.pauseUntil != nil {
-		if until := c.pauseUntil(resp.Header, c.now()); !until.IsZero() {
-			c.log.Warn("feeds: near upstream rate limit, pausing", "path", path, "until", until)
-			c.pause(until)
-		}
+	c.readLimits(ctx, path, resp.Header)
+	if rateRefusal(resp.StatusCode) {
+		// Before anything else: every other caller must stop now.
+		now := c.now()
+		wait = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		c.refused(ctx, path, resp.StatusCode, now, wait)
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
@@ -179,35 +224,94 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 	if resp.StatusCode/100 == 2 {
 		return body, 0, nil
 	}
-	wait = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+	if !rateRefusal(resp.StatusCode) {
+		wait = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+	}
 	return nil, wait, &StatusError{Provider: c.name, Path: path, StatusCode: resp.StatusCode, Body: snippet(body), RetryAfter: wait}
 }
 
-// waitTurn blocks until the client may start a request: after any pause
-// the upstream asked for and at least minInterval after the previous start.
-// A pause longer than maxWait fails fast, so a banned client does not keep
-// knocking (Binance escalates bans of clients that ignore them).
-func (c *apiClient) waitTurn(ctx context.Context, path string) error {
+// readLimits passes a response's rate-limit headers on: the provider's
+// count of the used weight to the budget, a pause to this client. The
+// count is the provider's window at the time it answered, which is closer
+// to now than to when the request was booked: should the two windows
+// differ, the correction then lands in the later one, where it can only
+// make the budget more careful.
+func (c *apiClient) readLimits(ctx context.Context, path string, h http.Header) {
+	if c.usedWeight != nil {
+		if used := c.usedWeight(h); used >= 0 {
+			c.budget.Observe(ctx, c.limit, c.now(), used)
+		}
+	}
+	if c.pauseUntil != nil {
+		if until := c.pauseUntil(h, c.now()); !until.IsZero() {
+			c.log.Warn("feeds: near upstream rate limit, pausing", "path", path, "until", until)
+			c.pause(until)
+		}
+	}
+}
+
+// refused records a 429 or 418: the host is banned for every caller until
+// the Retry-After has passed (at least a second when none is given, so
+// the callers do not knock again at once). A 418 means the deployment
+// ignored a 429 and its IP is banned: an operator must hear of it.
+func (c *apiClient) refused(ctx context.Context, path string, status int, now time.Time, wait time.Duration) {
+	until := now.Add(max(wait, time.Second))
+	c.budget.Ban(ctx, c.limit, now, until, status)
+	if status == http.StatusTeapot {
+		c.log.Error("feeds: upstream BANNED this deployment's IP (418): every request to the host stops until the ban ends; something sent requests inside a 429's Retry-After",
+			"host", c.limit.Name, "path", path, "until", until.UTC().Format(time.RFC3339))
+	}
+}
+
+// waitTurn blocks until the client may start a request of weight: at
+// least minInterval after its previous start and any pause its provider
+// asked of it, then in a window of the host's budget with room for the
+// weight and after any ban of the host. A wait longer than maxWait fails
+// fast, so a banned deployment does not keep knocking (Binance escalates
+// bans of clients that ignore them), and a full budget fails the caller
+// instead of queueing it for minutes.
+func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) error {
 	c.mu.Lock()
 	now := c.now()
-	start := now
-	if c.notBefore.After(start) {
-		start = c.notBefore
+	at := now
+	if c.notBefore.After(at) {
+		at = c.notBefore
 	}
-	wait := start.Sub(now)
-	if wait > c.maxWait {
-		c.mu.Unlock()
-		return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
-	}
-	c.notBefore = start.Add(c.minInterval)
+	c.notBefore = at.Add(c.minInterval)
 	c.mu.Unlock()
-	if wait <= 0 {
-		return nil
+	horizon := now.Add(c.maxWait)
+	if c.extraLimit != nil {
+		// The scarcer budget first: the main one is then booked from the
+		// time it allows.
+		if l, ok := c.extraLimit(path); ok {
+			start, ok := c.budget.Reserve(ctx, l, 1, at, horizon)
+			if !ok || start.After(horizon) {
+				return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
+			}
+			at = start
+		}
 	}
-	if err := c.sleep(ctx, wait); err != nil {
-		return fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
+	reached := now // the time this goroutine has waited until
+	for {
+		start, ok := c.budget.Reserve(ctx, c.limit, weight, at, horizon)
+		if !ok || start.After(horizon) {
+			return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
+		}
+		if !start.After(reached) {
+			return nil
+		}
+		if err := c.sleep(ctx, start.Sub(reached)); err != nil {
+			return fmt.Errorf("feeds: %s: GET %s: %w", c.name, path, err)
+		}
+		reached = start
+		// A ban that began while this caller slept holds it too: its
+		// booking is given up (an over-count, never an under-count).
+		ban := c.budget.BannedUntil(ctx, c.limit)
+		if !ban.After(start) {
+			return nil
+		}
+		at = ban
 	}
-	return nil
 }
 
 func (c *apiClient) pause(until time.Time) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 const (
@@ -36,7 +37,7 @@ func newOanda(cfg Config) *oanda {
 	o := &oanda{
 		log:    cfg.Logger.With("feed", NameOanda),
 		now:    cfg.Now,
-		api:    newAPIClient(NameOanda, cfg.BaseURL(HostOanda), cfg),
+		api:    newAPIClient(NameOanda, NameOanda, cfg.BaseURL(HostOanda), hostbudget.Limit{}, cfg),
 		majors: strings.Fields(syntheticForexMajors),
 		minors: strings.Fields(syntheticForexMinors),
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 const (
@@ -21,6 +22,11 @@ const (
 	okxRecentRows  = 1440
 	okxHistoryPage = 100
 )
+
+// okxLimit is OKX's public market-data budget per IP, taken from its
+// strictest endpoint we call (instruments and tickers: 20 requests per
+// 2 s; candles allow 40) so that one host budget covers them all.
+var okxLimit = hostbudget.Limit{Window: 2 * time.Second, Max: 20}
 
 // okx serves crypto/okx/spot (SPOT) and perpetual (linear USDT SWAP) from
 // the OKX v5 public REST API.
@@ -36,7 +42,7 @@ func newOKX(cfg Config) *okx {
 	o := &okx{
 		log:  log,
 		now:  cfg.Now,
-		api:  newAPIClient(NameOKX, cfg.BaseURL(HostOKX), cfg),
+		api:  newAPIClient(NameOKX, NameOKX, cfg.BaseURL(HostOKX), okxLimit, cfg),
 		info: newSymbolCache(log, cfg.Now, NameOKX, "instruments"),
 	}
 	o.api.minInterval = 100 * time.Millisecond // 20 requests per 2 s per endpoint

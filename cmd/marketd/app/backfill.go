@@ -8,9 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/worker"
@@ -58,7 +60,14 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 	if len(combos) == 0 {
 		return usagef("--exchange: no %s exchange %q with candles in region %s (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk))
 	}
-	reg, err := feeds.New(cfg.feedsConfig(m.logger(cfg)))
+	// The backfill spends the same provider budgets as the running workers.
+	opts, err := admission.RedisOptions(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	reg, err := feeds.New(cfg.feedsConfig(rdb, m.logger(cfg)))
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // Config is every setting of the process, read from MARKET_* environment
@@ -64,6 +67,9 @@ type Config struct {
 	// MaxCandleSymbols caps the symbols per combination whose candles are
 	// ingested (0 = all).
 	MaxCandleSymbols int
+	// FeedHeadroom is the fraction of each provider host's documented
+	// request budget the deployment plans to use (package hostbudget).
+	FeedHeadroom float64
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 }
@@ -109,6 +115,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
+	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
 }
 
@@ -243,6 +250,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
 		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
 	}
+	if c.FeedHeadroom, err = strconv.ParseFloat(get("MARKET_FEED_HEADROOM"), 64); err != nil || c.FeedHeadroom < 0.1 || c.FeedHeadroom > 1 {
+		return c, fmt.Errorf("MARKET_FEED_HEADROOM: must be a fraction from 0.1 to 1 (e.g. 0.8)")
+	}
 	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
 			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be all or a non-negative integer (0 = all)")
@@ -275,11 +285,14 @@ func parseFeedURLs(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// feedsConfig is the feeds' configuration of the process.
-func (c Config) feedsConfig(logger *slog.Logger) feeds.Config {
+// feedsConfig is the feeds' configuration of the process: every provider
+// request is booked in its host's budget, shared through rdb by every
+// process of the deployment (they share its IP).
+func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
+	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
-		Logger: logger, Seed: c.SyntheticSeed}
+		Logger: logger, Seed: c.SyntheticSeed, Budget: budget}
 }
 
 func decodeKey(s string) ([]byte, error) {

@@ -98,19 +98,21 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	reg, err := feeds.New(cfg.feedsConfig(logger))
-	if err != nil {
-		return nil, nil, err
-	}
 	opts, err := admission.RedisOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	queue, err := worker.NewQueueClient(cfg.RedisURL)
+	rdb := redis.NewClient(opts)
+	reg, err := feeds.New(cfg.feedsConfig(rdb, logger))
 	if err != nil {
+		_ = rdb.Close()
 		return nil, nil, err
 	}
-	rdb := redis.NewClient(opts)
+	queue, err := worker.NewQueueClient(cfg.RedisURL)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
 	closeAll := func() { _ = queue.Close(); _ = rdb.Close() }
 	bus := admission.NewBus(rdb, "", logger)
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }

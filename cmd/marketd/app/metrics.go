@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -31,6 +32,7 @@ func opsMetrics(reg *prometheus.Registry, redisURL string, db *store.DB, gate *a
 		return nil, nil, err
 	}
 	obs.Register(reg)
+	obs.ExportUpstreamHosts(feeds.BudgetHosts())
 	reg.MustRegister(queues, obs.NewDBCollector(db.OpsSnapshot), up.Collector())
 	if gate != nil {
 		reg.MustRegister(obs.NewGateCollector(gate.Stats))

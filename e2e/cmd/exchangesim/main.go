@@ -1,0 +1,67 @@
+// Command exchangesim serves the local Binance simulator (package
+// e2e/exchangesim) for benchmarks and manual runs: spot on /api/v3/...,
+// USDⓈ-M futures on /fapi/v1/... and /futures/data/..., all on one
+// loopback address, with Binance's documented weights and limits per IP,
+// and GET /sim/stats for the peak weight per window and the 429 and 418
+// counts. Point marketd at it with feeds' base URLs (binance and
+// binance-futures both http://<addr>).
+//
+//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/marketscreener/market/e2e/exchangesim"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:19500", "listen address (loopback only)")
+	seed := flag.Int64("seed", 1, "seed of the universe's prices and volumes")
+	spot := flag.Int("spot", 1200, "spot pairs")
+	perp := flag.Int("perpetual", 400, "USDT-M perpetuals")
+	window := flag.Duration("window", time.Minute, "weight-counting window (Binance: 1m)")
+	spotLimit := flag.Int("spot-limit", 6000, "spot weight per IP and window")
+	futLimit := flag.Int("futures-limit", 2400, "USDⓈ-M weight per IP and window")
+	firstBan := flag.Duration("first-ban", 2*time.Minute, "first 418 ban; each next one doubles, up to 3 days")
+	flag.Parse()
+	if err := run(*addr, exchangesim.Config{Seed: *seed, Spot: *spot, Perpetual: *perp, Window: *window,
+		SpotLimit: *spotLimit, FuturesLimit: *futLimit, FirstBan: *firstBan}); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr string, cfg exchangesim.Config) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("-addr: %s is not a loopback address (the simulator is for this machine only)", host)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: exchangesim.New(cfg), ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("exchangesim: serving Binance spot and USDⓈ-M on http://%s (stats: /sim/stats)", ln.Addr())
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-stop
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

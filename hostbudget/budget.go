@@ -1,0 +1,279 @@
+// Package hostbudget shares the request budget of each market-data
+// provider host among every caller of a deployment. Binance, OKX and
+// Coinbase limit an IP, not a client: every task, goroutine and worker
+// process behind that IP spends one budget, and one that ignores a 429
+// gets the whole deployment banned (418, from 2 minutes up to 3 days). So
+// the budget lives in Redis, beside the rate limiter, and every request is
+// booked there before it is sent.
+//
+// # Model
+//
+// A host's Limit is at most Max weight in each fixed window (Binance's
+// REQUEST_WEIGHT resets at the start of every minute). A budget plans only
+// Headroom of it (80 % by default), so the provider's own count, which
+// also sees what the budget cannot (another tool on the same IP, a request
+// that crossed a window boundary), stays below the limit. Reserve books a
+// request's weight in the first window, at or after the time asked, that
+// has room and is not banned, and says when that window opens: the caller
+// waits until then. The end of a window (an eighth of it, at most a
+// second) is not booked, so a request booked in one window is not counted
+// by the provider in the next. Observe raises a window's count to the provider's own figure
+// (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
+// process, until a 429's or a 418's Retry-After has passed.
+//
+// Windows are numbered from the Unix epoch on the callers' clock (the one
+// passed in, so tests may use a fixed one). The provider's clock is not
+// ours: skew between the workers and the provider moves a window edge by
+// the skew, which the guard and the headroom absorb, and the used-weight
+// header corrects.
+//
+// # Redis down
+//
+// When Redis does not answer, each process books in a budget of its own:
+// LocalShare of the planned budget (a quarter by default, so up to four
+// worker processes stay within it together) and the bans it has seen.
+// Redis is asked again a second after a failure, so an outage does not
+// cost every request a time-out. The outage is logged once; every request
+// it paces is counted in marketd_upstream_budget_local_total.
+package hostbudget
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/obs"
+)
+
+// Limit is the documented budget of one provider host.
+type Limit struct {
+	// Name is the host's logical name ("binance", "binance-futures",
+	// "okx"): its Redis key and its metric label.
+	Name string
+	// Window is the provider's counting window (Binance: one minute).
+	Window time.Duration
+	// Max is the weight allowed in a window; 0 means the host has no weight
+	// budget, only the bans its 429s and 418s impose.
+	Max int
+}
+
+// Defaults of Options.
+const (
+	DefaultHeadroom   = 0.8
+	DefaultLocalShare = 0.25
+	maxGuard          = time.Second
+	redisRetry        = time.Second
+)
+
+// Options configure a Budget.
+type Options struct {
+	// Redis holds the shared budget; nil keeps it in process (a single
+	// process: tests, the backfill command without a worker).
+	Redis *redis.Client
+	// Prefix is put before every key (the deployment's; tests' own).
+	Prefix string
+	// Headroom is the fraction of each Limit's Max planned (0 < h ≤ 1).
+	Headroom float64
+	// LocalShare is the fraction of the planned budget one process books
+	// on its own while Redis does not answer (with Redis nil: all of it).
+	LocalShare float64
+	Logger     *slog.Logger
+}
+
+// Budget books requests against the shared budgets of provider hosts.
+// It is safe for concurrent use.
+type Budget struct {
+	rdb        *redis.Client
+	prefix     string
+	headroom   float64
+	localShare float64
+	log        *slog.Logger
+	failing    atomic.Bool  // Redis failed last time (logged once per outage)
+	skipUntil  atomic.Int64 // after a failure, Redis is not asked until then (Unix ns, wall clock)
+
+	mu    sync.Mutex
+	local map[string]*localHost
+}
+
+// New returns a budget with o's settings (zero values take the defaults).
+func New(o Options) *Budget {
+	if o.Headroom <= 0 || o.Headroom > 1 {
+		o.Headroom = DefaultHeadroom
+	}
+	if o.LocalShare <= 0 || o.LocalShare > 1 {
+		o.LocalShare = DefaultLocalShare
+	}
+	if o.Redis == nil {
+		o.LocalShare = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Budget{rdb: o.Redis, prefix: o.Prefix, headroom: o.Headroom, localShare: o.LocalShare,
+		log: o.Logger, local: make(map[string]*localHost)}
+}
+
+// Planned is the weight a window of l may hold: Max·Headroom, at least 1.
+func (b *Budget) Planned(l Limit) int {
+	return max(1, int(math.Floor(float64(l.Max)*b.headroom)))
+}
+
+// Reserve books weight on l's host in the first window from at that has
+// room and no ban, and returns when the request may start (≥ at). It books
+// nothing and returns ok false when no window opening by horizon has room:
+// the caller then gives up instead of waiting past its patience. A request
+// heavier than a whole window goes alone in an empty one.
+func (b *Budget) Reserve(ctx context.Context, l Limit, weight int, at, horizon time.Time) (start time.Time, ok bool) {
+	if l.Max <= 0 {
+		weight = 0
+	}
+	start, ok, err := b.reserveShared(ctx, l, weight, at, horizon)
+	if err != nil {
+		obs.UpstreamBudgetLocal(l.Name)
+		start, ok = b.host(l).reserve(b.window(l), b.localPlanned(l), weight, at, horizon)
+	}
+	// A ban seen by this process holds even if Redis lost it.
+	if ban := b.host(l).bannedUntil(); ok && ban.After(start) {
+		return b.Reserve(ctx, l, weight, ban, horizon)
+	}
+	if ok {
+		obs.UpstreamWeight(l.Name, weight)
+	}
+	return start, ok
+}
+
+// BannedUntil is the end of the host's current ban (zero: none known).
+func (b *Budget) BannedUntil(ctx context.Context, l Limit) time.Time {
+	local := b.host(l).bannedUntil()
+	if !b.shared() {
+		return local
+	}
+	ms, err := b.rdb.HGet(ctx, b.key(l), "ban").Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		b.redisFailed(err)
+		return local
+	}
+	b.redisOK()
+	if shared := time.UnixMilli(ms); ms > 0 && shared.After(local) {
+		return shared
+	}
+	return local
+}
+
+// Ban pauses every caller of l's host, in every process, until until: the
+// provider answered status (429 or 418) with that Retry-After. A later ban
+// never shortens an earlier one.
+func (b *Budget) Ban(ctx context.Context, l Limit, at, until time.Time, status int) {
+	obs.UpstreamRefused(l.Name, status)
+	b.host(l).ban(until)
+	if !b.shared() {
+		return
+	}
+	w := b.window(l)
+	err := banScript.Run(ctx, b.rdb, []string{b.key(l)}, at.UnixMilli(), until.UnixMilli(), w.Milliseconds()).Err()
+	if err != nil {
+		b.redisFailed(err)
+		return
+	}
+	b.redisOK()
+}
+
+// Observe raises the count of the window holding at (when the provider
+// answered) to used, the provider's own count of the deployment's weight.
+// It never lowers it: requests booked but not yet sent are in ours only.
+func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
+	if l.Max <= 0 || used <= 0 {
+		return
+	}
+	obs.UpstreamUsedWeight(l.Name, used)
+	w := b.window(l)
+	if b.shared() {
+		err := observeScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), at.UnixMilli(), used).Err()
+		if err == nil {
+			b.redisOK()
+			return
+		}
+		b.redisFailed(err)
+	}
+	b.host(l).observe(w, at, used)
+}
+
+func (b *Budget) reserveShared(ctx context.Context, l Limit, weight int, at, horizon time.Time) (time.Time, bool, error) {
+	if !b.shared() {
+		return time.Time{}, false, errNoRedis
+	}
+	w := b.window(l)
+	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), b.Planned(l), weight,
+		at.UnixMilli(), horizon.UnixMilli(), guard(w).Milliseconds()).Int64Slice()
+	if err != nil || len(res) != 2 {
+		b.redisFailed(err)
+		return time.Time{}, false, errNoRedis
+	}
+	b.redisOK()
+	start := time.UnixMilli(res[1]).In(at.Location())
+	if start.Before(at) {
+		start = at
+	}
+	return start, res[0] == 1, nil
+}
+
+func (b *Budget) key(l Limit) string { return b.prefix + "marketd:budget:" + l.Name }
+
+// window is l's window, a minute when unset (bans only).
+func (b *Budget) window(l Limit) time.Duration {
+	if l.Window <= 0 {
+		return time.Minute
+	}
+	return l.Window
+}
+
+func (b *Budget) localPlanned(l Limit) int {
+	return max(1, int(math.Floor(float64(b.Planned(l))*b.localShare)))
+}
+
+func (b *Budget) host(l Limit) *localHost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h, ok := b.local[l.Name]
+	if !ok {
+		h = &localHost{used: make(map[int64]int)}
+		b.local[l.Name] = h
+	}
+	return h
+}
+
+// shared reports whether to ask Redis: there is one, and it has not
+// failed in the last redisRetry (so an outage does not cost every request
+// a dial time-out).
+func (b *Budget) shared() bool {
+	return b.rdb != nil && time.Now().UnixNano() >= b.skipUntil.Load()
+}
+
+func (b *Budget) redisFailed(err error) {
+	b.skipUntil.Store(time.Now().Add(redisRetry).UnixNano())
+	if !b.failing.Swap(true) {
+		b.log.Warn("hostbudget: Redis does not answer; each process paces provider requests with its own share of the budget until it does", "err", err)
+	}
+}
+
+func (b *Budget) redisOK() {
+	if b.failing.Swap(false) {
+		b.log.Info("hostbudget: Redis answers again; provider budgets are shared")
+	}
+}
+
+// guard is the end of a window not booked: a request booked just before
+// the edge might reach the provider after it and count in the next window.
+// An eighth of the window, at most a second: far above a request's transit
+// on a one-minute window, and still above it on the shortened windows of
+// tests and simulators.
+func guard(window time.Duration) time.Duration { return min(window/8, maxGuard) }
+
+// errNoRedis: the shared budget could not be asked; the local one answers.
+var errNoRedis = errors.New("hostbudget: no shared budget")

@@ -1,0 +1,173 @@
+package hostbudget_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/redistest"
+)
+
+var spot = hostbudget.Limit{Name: "binance", Window: time.Minute, Max: 6000}
+
+// t0 is a window's start; tests book at fixed times, so nothing depends
+// on the wall clock.
+var t0 = time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
+
+// twoProcesses returns two budgets on one Redis prefix, as two worker
+// processes of one deployment have.
+func twoProcesses(t *testing.T) (a, b *hostbudget.Budget, rdb *redis.Client, prefix string) {
+	t.Helper()
+	rdb = redistest.Client(t)
+	prefix = redistest.Prefix(t)
+	a = hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix})
+	b = hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix})
+	return a, b, rdb, prefix
+}
+
+// TestTwoProcessesShareOneBudget: concurrent bookings of two processes
+// never put more than the planned 80 % in a window, and the weight that
+// does not fit goes to the next windows, none lost.
+func TestTwoProcessesShareOneBudget(t *testing.T) {
+	t.Parallel()
+	a, b, _, _ := twoProcesses(t)
+	ctx := context.Background()
+	horizon := t0.Add(10 * time.Minute)
+	var mu sync.Mutex
+	perWindow := map[time.Time]int{}
+	var wg sync.WaitGroup
+	for i := range 3000 { // 6,000 weight of klines: more than a window plans
+		budget := a
+		if i%2 == 1 {
+			budget = b
+		}
+		wg.Go(func() {
+			start, ok := budget.Reserve(ctx, spot, 2, t0.Add(time.Second), horizon)
+			if !ok {
+				t.Errorf("booking %d refused within 10 minutes", i)
+				return
+			}
+			mu.Lock()
+			perWindow[start.Truncate(time.Minute)] += 2
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	planned := a.Planned(spot)
+	if planned != 4800 {
+		t.Fatalf("planned %d, want 80 %% of 6000", planned)
+	}
+	total := 0
+	for w, used := range perWindow {
+		total += used
+		if used > planned {
+			t.Errorf("window %s holds %d > planned %d", w.Format(time.TimeOnly), used, planned)
+		}
+	}
+	if total != 6000 || perWindow[t0] != planned || perWindow[t0.Add(time.Minute)] != 1200 {
+		t.Errorf("bookings by window %v, want 4800 then 1200", perWindow)
+	}
+}
+
+// TestBanPausesEveryProcess: a 429's Retry-After recorded by one process
+// holds the other's bookings until it ends; a shorter ban later does not
+// shorten it.
+func TestBanPausesEveryProcess(t *testing.T) {
+	t.Parallel()
+	a, b, _, _ := twoProcesses(t)
+	ctx := context.Background()
+	at := t0.Add(10 * time.Second)
+	a.Ban(ctx, spot, at, at.Add(7*time.Second), 429)
+	a.Ban(ctx, spot, at, at.Add(3*time.Second), 429)
+	start, ok := b.Reserve(ctx, spot, 2, at, at.Add(time.Minute))
+	if !ok || !start.Equal(at.Add(7*time.Second)) {
+		t.Errorf("start %s ok %v, want the ban's end %s", start, ok, at.Add(7*time.Second))
+	}
+	if got := b.BannedUntil(ctx, spot); !got.Equal(at.Add(7 * time.Second)) {
+		t.Errorf("BannedUntil %s", got)
+	}
+	// A 418's ban beyond the caller's patience books nothing.
+	a.Ban(ctx, spot, at, at.Add(2*time.Hour), 418)
+	if start, ok := b.Reserve(ctx, spot, 2, at, at.Add(time.Minute)); ok {
+		t.Errorf("booked at %s during a 2 h ban", start)
+	}
+}
+
+// TestObserveRaisesTheCount: the provider's count replaces a lower local
+// one, so weight spent by others on the IP is planned around.
+func TestObserveRaisesTheCount(t *testing.T) {
+	t.Parallel()
+	a, b, _, _ := twoProcesses(t)
+	ctx := context.Background()
+	at := t0.Add(30 * time.Second)
+	a.Observe(ctx, spot, at, 4790)
+	if start, ok := b.Reserve(ctx, spot, 20, at, at.Add(2*time.Minute)); !ok || !start.Equal(t0.Add(time.Minute)) {
+		t.Errorf("start %s ok %v, want the next window", start, ok)
+	}
+	a.Observe(ctx, spot, at, 100) // lower: ignored
+	if start, _ := b.Reserve(ctx, spot, 20, at, at.Add(2*time.Minute)); !start.Equal(t0.Add(time.Minute)) {
+		t.Errorf("start %s after a lower count, want the next window still", start)
+	}
+}
+
+// TestWindowEdgeIsNotBooked: a request booked in the last moments of a
+// window goes at the next one's start, so the provider cannot count it
+// in a window the budget did not book it in.
+func TestWindowEdgeIsNotBooked(t *testing.T) {
+	t.Parallel()
+	a, _, _, _ := twoProcesses(t)
+	at := t0.Add(59*time.Second + 500*time.Millisecond)
+	if start, ok := a.Reserve(context.Background(), spot, 2, at, at.Add(time.Minute)); !ok || !start.Equal(t0.Add(time.Minute)) {
+		t.Errorf("start %s ok %v, want %s", start, ok, t0.Add(time.Minute))
+	}
+}
+
+// TestRedisDownFallsBackToALocalShare: with Redis unreachable, a process
+// books within a quarter of the planned budget and still honours the bans
+// it has seen.
+func TestRedisDownFallsBackToALocalShare(t *testing.T) {
+	t.Parallel()
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	b := hostbudget.New(hostbudget.Options{Redis: dead, Prefix: "unused:"})
+	ctx := context.Background()
+	at := t0.Add(time.Second)
+	booked := 0
+	for {
+		start, ok := b.Reserve(ctx, spot, 100, at, at.Add(time.Minute))
+		if !ok || !start.Equal(at) {
+			break
+		}
+		booked += 100
+	}
+	if booked != 1200 {
+		t.Errorf("booked %d in the window without Redis, want a quarter of 4800", booked)
+	}
+	b.Ban(ctx, spot, at, at.Add(5*time.Minute), 418)
+	if start, ok := b.Reserve(ctx, spot, 2, at, at.Add(time.Minute)); ok {
+		t.Errorf("booked at %s during a ban without Redis", start)
+	}
+}
+
+// TestBanOnlyHost: a host without a weight budget books everything at
+// once but still waits out its bans.
+func TestBanOnlyHost(t *testing.T) {
+	t.Parallel()
+	a, b, _, _ := twoProcesses(t)
+	ctx := context.Background()
+	oanda := hostbudget.Limit{Name: "oanda"}
+	at := t0.Add(time.Second)
+	for range 1000 {
+		if start, ok := a.Reserve(ctx, oanda, 1, at, at); !ok || !start.Equal(at) {
+			t.Fatalf("start %s ok %v on a host without a budget", start, ok)
+		}
+	}
+	a.Ban(ctx, oanda, at, at.Add(2*time.Second), 429)
+	if start, ok := b.Reserve(ctx, oanda, 1, at, at.Add(time.Minute)); !ok || !start.Equal(at.Add(2*time.Second)) {
+		t.Errorf("start %s ok %v, want the ban's end", start, ok)
+	}
+}
