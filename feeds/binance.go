@@ -54,7 +54,6 @@ type binance struct {
 	info    *symbolCache // by instrument
 	now     func() time.Time
 	funding binanceFunding
-	oiLimit *rollingWindowLimiter // /futures/data/openInterestHist's own IP limit
 }
 
 func newBinance(cfg Config) *binance {
@@ -65,7 +64,6 @@ func newBinance(cfg Config) *binance {
 		futures: newAPIClient(NameBinance, binanceFuturesHost, cfg.BaseURL(HostBinanceFutures), binanceFuturesLimit, cfg),
 		info:    newSymbolCache(log, cfg.Now, NameBinance, "exchangeInfo"),
 		now:     cfg.Now,
-		oiLimit: newRollingWindowLimiter(openInterestHistLimit, openInterestHistWindow, cfg),
 	}
 	b.spot.weigh, b.futures.weigh = binanceSpotWeightOf, binanceFuturesWeightOf
 	b.spot.usedWeight, b.futures.usedWeight = binanceUsedWeight, binanceUsedWeight

@@ -26,12 +26,6 @@ const (
 	// binanceDefaultFundingHours is the funding interval of a symbol
 	// fundingInfo does not list.
 	binanceDefaultFundingHours = 8
-	// openInterestHistLimit and openInterestHistWindow are the documented
-	// IP limit of /futures/data/openInterestHist (1,000 requests per 5
-	// minutes, outside the request-weight budget); the adapter keeps to 90 %
-	// of it, leaving room for other callers on the same IP.
-	openInterestHistLimit  = 1000 * 9 / 10
-	openInterestHistWindow = 5 * time.Minute
 )
 
 // binanceFunding caches the funding rates and intervals of every USDT-M
@@ -256,9 +250,6 @@ func (b *binance) refreshFundingInfo(ctx context.Context, now time.Time) error {
 // that does not parse is logged and adds nothing; a failed request is
 // returned.
 func (b *binance) openInterest(ctx context.Context, of binancePerpOf, out FundamentalInputs) error {
-	if err := b.oiLimit.wait(ctx); err != nil {
-		return err
-	}
 	var hist []binanceOpenInterest
 	q := url.Values{"symbol": {of.symbol}, "period": {"1d"}, "limit": {"2"}}
 	if err := b.futures.getJSON(ctx, "/futures/data/openInterestHist", q, &hist); err != nil {
@@ -321,42 +312,4 @@ func openInterestMarketCap(p binanceOpenInterest, multiplier float64) (float64, 
 	}
 	mcap := supply * (value / size / multiplier)
 	return mcap, mcap > 0 && !math.IsInf(mcap, 0)
-}
-
-// rollingWindowLimiter lets at most limit calls start in any rolling
-// window, for an endpoint with an IP limit of its own. It is local to the
-// process.
-type rollingWindowLimiter struct {
-	limit  int
-	window time.Duration
-	now    func() time.Time
-	sleep  func(ctx context.Context, d time.Duration) error
-
-	mu     sync.Mutex
-	starts []time.Time // oldest first, within the window
-}
-
-func newRollingWindowLimiter(limit int, window time.Duration, cfg Config) *rollingWindowLimiter {
-	return &rollingWindowLimiter{limit: limit, window: window, now: cfg.Now, sleep: cfg.Sleep}
-}
-
-// wait blocks until a call may start and counts it.
-func (l *rollingWindowLimiter) wait(ctx context.Context) error {
-	for {
-		l.mu.Lock()
-		now := l.now()
-		for len(l.starts) > 0 && !l.starts[0].After(now.Add(-l.window)) {
-			l.starts = l.starts[1:]
-		}
-		if len(l.starts) < l.limit {
-			l.starts = append(l.starts, now)
-			l.mu.Unlock()
-			return nil
-		}
-		d := l.starts[0].Add(l.window).Sub(now)
-		l.mu.Unlock()
-		if err := l.sleep(ctx, d); err != nil {
-			return err
-		}
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/marketscreener/market/domain"
 )
@@ -184,44 +183,6 @@ func TestBinanceFundamentalsInputsFailAlone(t *testing.T) {
 	tb3.up.mux.Handle("/fapi/v1/fundingInfo", body(http.StatusOK, docFundingInfo))
 	if _, err := newBinance(tb3.cfg).Fundamentals(ctx, domain.Crypto, "BTC_USDT"); err == nil || domain.ErrorCode(err) == domain.ENOTFOUND {
 		t.Errorf("every input failing: err %v, want the upstream error (not ENOTFOUND)", err)
-	}
-}
-
-// TestOpenInterestHistLimiter: the endpoint's own IP limit (1,000 requests
-// per 5 minutes) is kept by a rolling window: the call past the limit
-// waits until the oldest leaves the window.
-func TestOpenInterestHistLimiter(t *testing.T) {
-	t.Parallel()
-	now := testNow
-	var waited []time.Duration
-	l := newRollingWindowLimiter(3, 5*time.Minute, Config{
-		Now: func() time.Time { return now },
-		Sleep: func(_ context.Context, d time.Duration) error {
-			waited = append(waited, d)
-			now = now.Add(d)
-			return nil
-		},
-	})
-	ctx := context.Background()
-	for i := range 3 {
-		if err := l.wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(time.Duration(i+1) * time.Second)
-	}
-	if len(waited) != 0 {
-		t.Fatalf("the first 3 calls waited %v", waited)
-	}
-	if err := l.wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Calls at 0, 1 and 3 s; the fourth comes at 6 s and waits for the
-	// first to leave the window at 5 min.
-	if want := 5*time.Minute - 6*time.Second; len(waited) != 1 || waited[0] != want {
-		t.Errorf("the fourth call waited %v, want [%v]", waited, want)
-	}
-	if openInterestHistLimit > 1000 || openInterestHistWindow != 5*time.Minute {
-		t.Errorf("limit %d per %v exceeds the documented 1,000 per 5 min", openInterestHistLimit, openInterestHistWindow)
 	}
 }
 
