@@ -77,13 +77,13 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
 			apiServer = api.New(apiCfg, db, deps.gate)
 			g.Go(func() error { return hub.Run(ctx) })
-			sandboxServer, sandboxHub, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
+			sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
 			if err != nil {
 				return err
 			}
 			defer closeSandbox()
-			if sandboxHub != nil {
-				g.Go(func() error { return sandboxHub.Run(ctx) })
+			if runSandbox != nil {
+				g.Go(func() error { return runSandbox(ctx) })
 			}
 			publicHandler := api.SandboxRouter(apiServer, sandboxServer)
 			g.Go(func() error { return deps.gate.Run(ctx) })
