@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +84,98 @@ func TestSandboxPipelineAnnouncesOnTheSandboxChannel(t *testing.T) {
 		var inv admission.Invalidation
 		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == admission.InvalidateDataKind &&
 			strings.HasPrefix(inv.ID, "tickers") {
+			return
+		}
+	}
+}
+
+// `marketd all` with a sandbox fills it too (MARKET_SANDBOX_REDIS_URL): a
+// sandbox key's stream carries the sandbox's synthetic screener and
+// verdict_changed events (data id sbx_…) besides its own pushes, and the
+// in-process sandbox worker announces its writes on the sandbox's channel.
+// Without a pipeline of its own, nothing but the pushes ever reached it.
+func TestMarketdAllFillsTheSandboxAndItsStream(t *testing.T) {
+	t.Parallel()
+	env, pipeline := sandboxEnv(t)
+	for k, v := range map[string]string{
+		"MARKET_REDIS_URL":          redistest.LeaseDB(t), // asynq queues of its own
+		"MARKET_SANDBOX_REDIS_URL":  pipeline["MARKET_REDIS_URL"],
+		"MARKET_FEEDS":              "synthetic",
+		"MARKET_TICKER_INTERVAL":    "1s",
+		"MARKET_CANDLE_INTERVAL":    "2s",
+		"MARKET_SCORE_INTERVAL":     "2s",
+		"MARKET_STATS_INTERVAL":     "0",
+		"MARKET_MAX_CANDLE_SYMBOLS": "3",
+	} {
+		env[k] = v
+	}
+	clientID := mustRun(t, env, "clients", "create", "--org", "Sandbox Co", "--tier", "business")
+	sandboxKey := mustRun(t, env, "keys", "issue", "--client", clientID, "--sandbox")
+
+	opts, err := redis.ParseURL(env["MARKET_SANDBOX_REDIS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	announced := rdb.Subscribe(ctx, admission.NewSandboxBus(rdb, "", nil).Channel())
+	defer announced.Close()
+	if _, err := announced.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := startServer(t, env, "all")
+	waitReady(t, srv)
+	base := "http://" + srv.HTTPAddr() + "/api/v1/public"
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream", nil)
+	req.Header.Set("X-API-Key", sandboxKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("sandbox stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	pushReq, _ := http.NewRequest(http.MethodPost, base+"/sandbox/verdict-change",
+		strings.NewReader(`{"market":"forex","symbol":"EUR_USD","new_verdict":"growth"}`))
+	pushReq.Header.Set("X-API-Key", sandboxKey)
+	pushReq.Header.Set("Content-Type", "application/json")
+	pushResp, err := http.DefaultClient.Do(pushReq)
+	if err != nil || pushResp.StatusCode != http.StatusAccepted {
+		t.Fatalf("push: %v %v", pushResp, err)
+	}
+	pushResp.Body.Close()
+
+	var screener, synthetic, push bool
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for !(screener && synthetic && push) && sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			ID      string `json:"id"`
+			Event   string `json:"event"`
+			Sandbox bool   `json:"sandbox"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("event data %q: %v", line, err)
+		}
+		screener = screener || ev.Event == "screener"
+		synthetic = synthetic || (ev.Event == "verdict_changed" && !ev.Sandbox && strings.HasPrefix(ev.ID, "sbx_"))
+		push = push || (ev.Event == "verdict_changed" && ev.Sandbox)
+	}
+	if !(screener && synthetic && push) {
+		t.Fatalf("the sandbox stream ended (%v) with screener %v, synthetic verdict change %v, push %v", sc.Err(), screener, synthetic, push)
+	}
+	for {
+		msg, err := announced.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("no write announcement on the sandbox's channel: %v", err)
+		}
+		var inv admission.Invalidation
+		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == admission.InvalidateDataKind {
 			return
 		}
 	}
