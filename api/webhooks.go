@@ -235,8 +235,8 @@ func (s *Server) registerWebhooks() {
 		Description: "Sends `{id, event: \"ping\", timestamp}` to the callback URL now, signed and sent exactly like a delivery (same headers, " +
 			"same client and address checks; works on a disabled subscription too), and answers the outcome within 15 s: " +
 			"HTTP status, latency, or the error's category. A ping does not count towards the consecutive failures and is not in the delivery log. " +
-			"Every failure before a TLS server answers is `unreachable`, without a latency: a ping tells an HTTPS receiver's answer, never " +
-			"whether a port is closed, filtered or open.",
+			"Every failure before a TLS server answers is `unreachable`, without a latency, answered 10 s after the ping started: a ping " +
+			"tells an HTTPS receiver's answer, never whether a port is closed, filtered or open.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.testWebhook)
 	huma.Register(s.humaAPI, huma.Operation{
@@ -367,10 +367,21 @@ func (s *Server) testWebhook(ctx context.Context, in *webhookIDInput) (*testOutp
 	id := "ping_" + hex.EncodeToString(b[:])
 	body, _ := json.Marshal(webhook.Ping{ID: id, Event: "ping", Timestamp: s.cfg.Now().UTC().Format(time.RFC3339)})
 	sender := webhook.Sender{Client: s.webhookClient, Now: s.cfg.Now}
+	start := time.Now()
 	full := sender.Send(ctx, t.Webhook.CallbackURL, webhook.Message{ID: id, Body: body, Secret: t.Secret, PreviousSecret: t.PreviousSecret})
 	s.cfg.Logger.Info("webhook test ping", "request_id", infoFrom(ctx).ID, "webhook_id", t.Webhook.ID,
 		"host", webhook.Host(t.Webhook.CallbackURL), "outcome", outcomeText(full), "latency_ms", full.Latency.Milliseconds())
 	res := full.ForClient()
+	if res.Err.Category == domain.ErrUnreachable {
+		// Every unreachable ping answers at the same moment, whatever
+		// stopped it (WebhookPingFloor).
+		wait := time.NewTimer(time.Until(start.Add(s.cfg.WebhookPingFloor)))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+		}
+	}
 	out := TestResult{EventID: id, Delivered: res.Err.OK()}
 	if res.Latency > 0 {
 		ms := int(res.Latency.Milliseconds())
