@@ -77,12 +77,26 @@ type Bus struct {
 	retry time.Duration
 }
 
-// NewBus returns a bus on channel prefix+"marketd:invalidate".
+// NewBus returns the service's bus, on channel prefix+"marketd:invalidate".
 func NewBus(rdb *redis.Client, prefix string, logger *slog.Logger) *Bus {
+	return newBus(rdb, prefix+"marketd:invalidate", logger)
+}
+
+// NewSandboxBus returns the sandbox's bus, on channel
+// prefix+"marketd:sandbox:invalidate": the sandbox pipeline's writes
+// announced to the sandbox servers' read caches only. Pub/sub channels
+// span every database of a Redis server, so the sandbox's queues being in
+// a database of their own does not keep its announcements off the live
+// channel; a channel of its own does.
+func NewSandboxBus(rdb *redis.Client, prefix string, logger *slog.Logger) *Bus {
+	return newBus(rdb, prefix+"marketd:sandbox:invalidate", logger)
+}
+
+func newBus(rdb *redis.Client, channel string, logger *slog.Logger) *Bus {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Bus{rdb: rdb, channel: prefix + "marketd:invalidate", logger: logger, retry: 500 * time.Millisecond}
+	return &Bus{rdb: rdb, channel: channel, logger: logger, retry: 500 * time.Millisecond}
 }
 
 // Channel is the pub/sub channel of the bus.
@@ -100,7 +114,7 @@ func (b *Bus) Publish(ctx context.Context, inv Invalidation) error {
 	return nil
 }
 
-// Run applies invalidations to keys and data (nil: none) until ctx ends,
+// Run applies invalidations to keys and data (either nil: none) until ctx ends,
 // reconnecting after Redis failures. Every (re)subscription empties both,
 // because messages published while this replica was not listening are
 // lost. It returns nil once ctx ends.
@@ -143,7 +157,9 @@ func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				keys.InvalidateAll()
+				if keys != nil {
+					keys.InvalidateAll()
+				}
 				if data != nil {
 					data.InvalidateAll()
 				}
@@ -160,7 +176,11 @@ func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
 
 func (b *Bus) apply(keys *KeyCache, data DataCache, payload string) {
 	var inv Invalidation
-	if err := json.Unmarshal([]byte(payload), &inv); err != nil {
+	err := json.Unmarshal([]byte(payload), &inv)
+	if keys == nil && (err != nil || inv.Kind != InvalidateDataKind) {
+		return // a data-only bus (the sandbox's): nothing of keys to act on
+	}
+	if err != nil {
 		// Forgetting everything is always safe; ignoring a revocation is not.
 		b.logger.Warn("admission: malformed invalidation, dropping the whole key cache", "payload", payload, "err", err)
 		keys.InvalidateAll()

@@ -5,13 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -169,4 +173,88 @@ func TestBusResubscribesAfterDisconnect(t *testing.T) {
 		return isUnauthorized(err)
 	})
 	waitSubscribed(t, cli, r)
+}
+
+// dataLog records what a bus dropped from a read cache.
+type dataLog struct {
+	mu      sync.Mutex
+	scopes  []string
+	flushes int
+}
+
+func (d *dataLog) Invalidate(s readcache.Scope) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.scopes = append(d.scopes, s.String())
+}
+
+func (d *dataLog) InvalidateAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.flushes++
+}
+
+func (d *dataLog) seen(s readcache.Scope) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.scopes, s.String())
+}
+
+// The sandbox pipeline's write announcements reach the sandbox server's
+// cache only: a live replica never drops its data for them (pub/sub
+// channels span Redis databases, so only a channel of their own keeps
+// them apart), and live announcements still reach live replicas.
+func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	rdb := redistest.Client(t)
+	live := admission.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	sandbox := admission.NewSandboxBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	if want := prefix + "marketd:sandbox:invalidate"; sandbox.Channel() != want || live.Channel() == sandbox.Channel() {
+		t.Fatalf("channels: live %q, sandbox %q, want the sandbox's %q", live.Channel(), sandbox.Channel(), want)
+	}
+	liveData, sandboxData := &dataLog{}, &dataLog{}
+	keys := admission.NewKeyCache(newFakeKeys().load, time.Hour, time.Now)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = live.Run(ctx, keys, liveData) }()
+	go func() { defer wg.Done(); _ = sandbox.Run(ctx, nil, sandboxData) }() // data only: no keys
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	// Subscribed once each has taken a probe of its own channel.
+	probe := func(bus *admission.Bus, data *dataLog, s readcache.Scope) {
+		t.Helper()
+		eventually(t, 10*time.Second, "announcement on "+bus.Channel(), func() bool {
+			if err := bus.Publish(ctx, admission.DataChanged(s)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			return data.seen(s)
+		})
+	}
+	probe(live, liveData, readcache.Analytics(domain.Stocks))
+	probe(sandbox, sandboxData, readcache.Analytics(domain.Forex))
+
+	sandboxWrite := readcache.Tickers(domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"})
+	liveWrite := readcache.Tickers(domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"})
+	if err := sandbox.Publish(ctx, admission.DataChanged(sandboxWrite)); err != nil {
+		t.Fatal(err)
+	}
+	// A key message on the sandbox's channel is not the sandbox cache's to act on.
+	if err := sandbox.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateAllKind}); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Publish(ctx, admission.DataChanged(liveWrite)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the sandbox write reaches the sandbox cache", func() bool { return sandboxData.seen(sandboxWrite) })
+	// Published after the sandbox's: once it arrived, the sandbox's would have too.
+	eventually(t, 5*time.Second, "the live write reaches the live cache", func() bool { return liveData.seen(liveWrite) })
+	if liveData.seen(sandboxWrite) {
+		t.Error("a sandbox write dropped live cached data")
+	}
+	if sandboxData.seen(liveWrite) {
+		t.Error("a live write reached the sandbox cache")
+	}
 }

@@ -56,6 +56,11 @@ type Config struct {
 	// worker's hardened delivery client (nil: one built from
 	// WebhookAllowPrivate, trusting the system roots).
 	WebhookClient *http.Client
+	// WebhookPingFloor is the earliest a test ping that reached no TLS
+	// server answers, from its start (webhook.Timeout when 0): a closed
+	// port fails at once and a filtered one at the dial's time-out, so
+	// the answer's timing would tell them apart as its body does not.
+	WebhookPingFloor time.Duration
 	// Cache holds hot reads; share it with the invalidation bus so writes
 	// drop it (a private one with readcache.DefaultTTL when nil).
 	Cache *readcache.Cache
@@ -127,6 +132,9 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	if cfg.StreamRecheck <= 0 {
 		cfg.StreamRecheck = DefaultStreamRecheck
+	}
+	if cfg.WebhookPingFloor <= 0 {
+		cfg.WebhookPingFloor = webhook.Timeout
 	}
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)

@@ -57,7 +57,7 @@ type NewSubscription struct {
 
 type createWebhookInput struct {
 	Body struct {
-		CallbackURL string `json:"callback_url" maxLength:"2048" doc:"https:// URL of your endpoint; private and internal addresses are refused" example:"https://hooks.example.com/market"`
+		CallbackURL string `json:"callback_url" maxLength:"2048" doc:"https:// URL of your endpoint, on port 443 (the default) or 1024-65535; private and internal addresses are refused" example:"https://hooks.example.com/market"`
 		Market      string `json:"market,omitempty" enum:"crypto,forex,stocks" doc:"Only this market's events; omitted means every market your tier allows" example:"crypto"`
 	}
 }
@@ -128,8 +128,8 @@ type TestResult struct {
 	EventID        string  `json:"event_id" doc:"The ping's id (body id and webhook-id header)" example:"ping_6f1d0c3b9a2e4f58"`
 	Delivered      bool    `json:"delivered" doc:"Whether your endpoint answered 2xx within 10 s" example:"true"`
 	ResponseStatus *int    `json:"response_status" nullable:"true" doc:"HTTP status of the answer; null when there was none" example:"200"`
-	ErrorCategory  *string `json:"error_category" nullable:"true" enum:"dns_failure,address_not_allowed,connect_failed,tls_error,timeout,http_status,invalid_response,internal_error" doc:"Why it failed; null on success" example:"tls_error"`
-	LatencyMS      int     `json:"latency_ms" doc:"Duration of the attempt in milliseconds" example:"143"`
+	ErrorCategory  *string `json:"error_category" nullable:"true" enum:"unreachable,address_not_allowed,tls_error,timeout,http_status,invalid_response,internal_error" doc:"Why it failed; null on success. unreachable: no TLS server answered (no address, refused, filtered, reset, not TLS), one category for all so that a ping cannot scan ports; address_not_allowed: the host resolves only to internal addresses, or the port is not allowed" example:"tls_error"`
+	LatencyMS      *int    `json:"latency_ms" nullable:"true" doc:"Duration of the attempt in milliseconds; null when no TLS server answered" example:"143"`
 }
 
 type testOutput struct {
@@ -234,7 +234,9 @@ func (s *Server) registerWebhooks() {
 		Summary: "Send a test ping now",
 		Description: "Sends `{id, event: \"ping\", timestamp}` to the callback URL now, signed and sent exactly like a delivery (same headers, " +
 			"same client and address checks; works on a disabled subscription too), and answers the outcome within 15 s: " +
-			"HTTP status, latency, or the error's category. A ping does not count towards the consecutive failures and is not in the delivery log.",
+			"HTTP status, latency, or the error's category. A ping does not count towards the consecutive failures and is not in the delivery log. " +
+			"Every failure before a TLS server answers is `unreachable`, without a latency, answered 10 s after the ping started: a ping " +
+			"tells an HTTPS receiver's answer, never whether a port is closed, filtered or open.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.testWebhook)
 	huma.Register(s.humaAPI, huma.Operation{
@@ -365,10 +367,26 @@ func (s *Server) testWebhook(ctx context.Context, in *webhookIDInput) (*testOutp
 	id := "ping_" + hex.EncodeToString(b[:])
 	body, _ := json.Marshal(webhook.Ping{ID: id, Event: "ping", Timestamp: s.cfg.Now().UTC().Format(time.RFC3339)})
 	sender := webhook.Sender{Client: s.webhookClient, Now: s.cfg.Now}
-	res := sender.Send(ctx, t.Webhook.CallbackURL, webhook.Message{ID: id, Body: body, Secret: t.Secret, PreviousSecret: t.PreviousSecret})
+	start := time.Now()
+	full := sender.Send(ctx, t.Webhook.CallbackURL, webhook.Message{ID: id, Body: body, Secret: t.Secret, PreviousSecret: t.PreviousSecret})
 	s.cfg.Logger.Info("webhook test ping", "request_id", infoFrom(ctx).ID, "webhook_id", t.Webhook.ID,
-		"host", webhook.Host(t.Webhook.CallbackURL), "outcome", outcomeText(res), "latency_ms", res.Latency.Milliseconds())
-	out := TestResult{EventID: id, Delivered: res.Err.OK(), LatencyMS: int(res.Latency.Milliseconds())}
+		"host", webhook.Host(t.Webhook.CallbackURL), "outcome", outcomeText(full), "latency_ms", full.Latency.Milliseconds())
+	res := full.ForClient()
+	if res.Err.Category == domain.ErrUnreachable {
+		// Every unreachable ping answers at the same moment, whatever
+		// stopped it (WebhookPingFloor).
+		wait := time.NewTimer(time.Until(start.Add(s.cfg.WebhookPingFloor)))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+		}
+	}
+	out := TestResult{EventID: id, Delivered: res.Err.OK()}
+	if res.Latency > 0 {
+		ms := int(res.Latency.Milliseconds())
+		out.LatencyMS = &ms
+	}
 	if res.Status != 0 {
 		st := res.Status
 		out.ResponseStatus = &st

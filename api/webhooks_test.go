@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -161,8 +162,10 @@ func TestWebhookSelfServiceEndpoints(t *testing.T) {
 	}))
 	t.Cleanup(rcv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw})
+	const pingFloor = 300 * time.Millisecond
 	srv := httptest.NewServer(api.New(api.Config{Region: "global", SecretBox: box, WebhookAllowPrivate: true,
-		WebhookClient: webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: ca})}, db, storeGate{db}).Handler())
+		WebhookClient:    webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: ca}),
+		WebhookPingFloor: pingFloor}, db, storeGate{db}).Handler())
 	t.Cleanup(srv.Close)
 	newClient := func(markets ...domain.Market) (hookClient, string) {
 		c := &domain.Client{OrgName: "Hooks", Tier: domain.Business, Markets: markets}
@@ -227,6 +230,42 @@ func TestWebhookSelfServiceEndpoints(t *testing.T) {
 	var hooks []api.Subscription
 	if st, body := a.do(t, http.MethodGet, "/webhooks", ""); json.Unmarshal(body, &hooks) != nil || hooks[0].ConsecutiveFailures != 0 {
 		t.Errorf("a ping counted as a failure: %d %s", st, body)
+	}
+
+	// A ping cannot scan ports: a port nobody listens on answers only
+	// "unreachable", without a latency; a privileged port other than 443
+	// cannot be subscribed at all.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "https://" + ln.Addr().String() + "/hook"
+	ln.Close()
+	if st, body := a.do(t, http.MethodPost, "/webhooks", `{"callback_url":"https://hooks.example.com:22/hook"}`); st != http.StatusBadRequest ||
+		!strings.Contains(string(body), "callback_url") || !strings.Contains(string(body), "port") {
+		t.Errorf("a callback on port 22: %d %s, want 400 naming callback_url and the port", st, body)
+	}
+	var closedSub api.NewSubscription
+	if st, body := a.do(t, http.MethodPost, "/webhooks", `{"callback_url":"`+closedURL+`"}`); st != http.StatusCreated ||
+		json.Unmarshal(body, &closedSub) != nil {
+		t.Fatalf("create on a closed port: %d %s", st, body)
+	}
+	start := time.Now()
+	st, body = a.do(t, http.MethodPost, "/webhooks/"+closedSub.ID+"/test", "")
+	took := time.Since(start)
+	var raw map[string]any
+	if st != http.StatusOK || json.Unmarshal(body, &raw) != nil || raw["error_category"] != domain.ErrUnreachable || raw["latency_ms"] != nil ||
+		raw["response_status"] != nil || raw["delivered"] != false {
+		t.Errorf("ping of a closed port: %d %s, want unreachable with no latency", st, body)
+	}
+	// The refusal comes at once; the answer waits for the floor that a
+	// filtered port's time-out would reach too (a bound the code holds,
+	// not a measure of speed).
+	if took < pingFloor {
+		t.Errorf("the closed port's ping answered after %s, before the %s every unreachable ping waits", took, pingFloor)
+	}
+	if st, body := a.do(t, http.MethodDelete, "/webhooks/"+closedSub.ID, ""); st != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", st, body)
 	}
 
 	// Delivery log and redelivery.

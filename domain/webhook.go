@@ -98,7 +98,7 @@ type WebhookDelivery struct {
 // failed attempt. Never an address, a resolver's answer or a host name.
 const (
 	ErrDNS            = "dns_failure"         // the host name did not resolve
-	ErrAddressRefused = "address_not_allowed" // it resolved only to private or internal addresses
+	ErrAddressRefused = "address_not_allowed" // it resolved only to private or internal addresses, or its port is not allowed
 	ErrConnect        = "connect_failed"      // no TCP connection (refused, unreachable)
 	ErrTLS            = "tls_error"           // handshake or certificate failure
 	ErrTimeout        = "timeout"             // no complete answer within the time-out
@@ -106,7 +106,21 @@ const (
 	ErrBadResponse    = "invalid_response"    // connection closed early, malformed answer, headers over 16 KiB
 	ErrInternal       = "internal_error"      // on our side (for example a secret that would not decrypt)
 	ErrUnknown        = "unknown"             // recorded before categories existed
+	// ErrUnreachable is a test ping's one answer for every failure before
+	// a TLS server answered: no address, refused, filtered, reset, or a
+	// server that does not speak TLS. Telling those apart would tell a
+	// closed port from a filtered or an open one: a port scanner.
+	ErrUnreachable = "unreachable"
 )
+
+// AllowedCallbackPort reports whether a callback URL may use port: 443 (the
+// default of https://) or an unprivileged port (1024-65535, where
+// receivers behind a proxy or on a developer's machine listen). The
+// privileged ports below 1024 are those of other services (SSH, SMTP,
+// LDAP, SMB...), which webhooks must not be able to knock on.
+func AllowedCallbackPort(port int) bool {
+	return port == 443 || (port >= 1024 && port <= 65535)
+}
 
 // DeliveryErrorCategories lists every category (documentation, validation).
 var DeliveryErrorCategories = []string{ErrDNS, ErrAddressRefused, ErrConnect, ErrTLS, ErrTimeout, ErrHTTPStatus,
@@ -132,8 +146,8 @@ func (e DeliveryError) String() string {
 }
 
 // ValidateCallbackURL checks a webhook callback URL as given by a client:
-// https only, a host name or a public IP address, no credentials, at most
-// 2048 characters. Host names are checked again when a delivery dials them
+// https only, a host name or a public IP address, port 443 or 1024-65535
+// (AllowedCallbackPort), no credentials, at most 2048 characters. Host names are checked again when a delivery dials them
 // (ForbiddenIP on every resolved address), because DNS can change;
 // allowPrivate (tests only) lifts the address rules.
 func ValidateCallbackURL(raw string, allowPrivate bool) (*url.URL, error) {
@@ -160,6 +174,11 @@ func ValidateCallbackURL(raw string, allowPrivate bool) (*url.URL, error) {
 	}
 	if u.Fragment != "" {
 		return bad("must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || !AllowedCallbackPort(n) {
+			return bad("must use port 443 (the default) or a port from 1024 to 65535")
+		}
 	}
 	if allowPrivate {
 		return u, nil

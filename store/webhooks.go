@@ -627,16 +627,33 @@ func (db *DB) WebhookDeliveries(ctx context.Context, clientID, webhookID string,
 // (ECONFLICT) and the event's market still in the client's tier
 // (EFORBIDDEN). It goes out in its event's place in the subscription's
 // order, with the same event id.
+//
+// The checks and the update are one transaction holding the subscription's
+// and the client's rows: a disabling outcome (RecordDelivery), a tier
+// change or a suspension either commits before (and the checks see it) or
+// waits for the redelivery (and then drops it with the other pending
+// deliveries), so a disabled or ineligible subscription never keeps a
+// pending redelivery.
 func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliveryID int64) (domain.WebhookDelivery, error) {
 	if err := db.ownWebhook(ctx, clientID, webhookID); err != nil {
 		return domain.WebhookDelivery{}, err
 	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	var status string
 	var market domain.Market
 	var allowed bool
-	err := db.Pool.QueryRow(ctx, `SELECT w.status, e.market, e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
+	// FOR SHARE: the subscription's and the client's newest committed
+	// rows, which no writer changes before this commits. (The delivery
+	// itself is locked by the update: writers lock a subscription before
+	// its deliveries, and so does this.)
+	err = tx.QueryRow(ctx, `SELECT w.status, e.market, e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
 		FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN clients c ON c.id = w.client_id
-		JOIN verdict_events e ON e.id = d.event_id WHERE d.id = $1 AND d.webhook_id = $2`, deliveryID, webhookID).Scan(&status, &market, &allowed)
+		JOIN verdict_events e ON e.id = d.event_id WHERE d.id = $1 AND d.webhook_id = $2
+		FOR SHARE OF w, c`, deliveryID, webhookID).Scan(&status, &market, &allowed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.WebhookDelivery{}, domain.Errorf(domain.ENOTFOUND, "no delivery %d of webhook subscription %s", deliveryID, webhookID)
 	}
@@ -651,7 +668,7 @@ func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliver
 		return domain.WebhookDelivery{}, domain.Errorf(domain.EFORBIDDEN,
 			"the market %s of this delivery is not included in your tier or in the subscription", market)
 	}
-	rows, err := db.Pool.Query(ctx, `WITH upd AS (
+	rows, err := tx.Query(ctx, `WITH upd AS (
 			UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), drop_reason = NULL, delivered_at = NULL
 			WHERE id = $1 RETURNING *
 		)
@@ -660,7 +677,10 @@ func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliver
 		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
 	}
 	out, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
-	return out, translate(err, "webhook delivery")
+	if err != nil {
+		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
+	}
+	return out, translate(tx.Commit(ctx), "webhook delivery")
 }
 
 // WebhookDeliveryStatus is a delivery's status and attempts (tests, CLI).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,5 +214,104 @@ func TestWebhookSelfService(t *testing.T) {
 	}
 	if _, err := db.Redeliver(ctx, c.ID, hook.ID, log[0].ID+1000); !notFound(err) {
 		t.Errorf("unknown delivery: %v", err)
+	}
+}
+
+// A redelivery never leaves a pending delivery on a disabled subscription,
+// nor one whose market the client's tier no longer covers, even when the
+// disabling outcome (the 10th failure in a row) or the downgrade commits
+// between Redeliver's checks and its update: both race it here, many
+// times over.
+func TestRedeliverRacesDisableAndDowngrade(t *testing.T) {
+	t.Parallel()
+	db, box, _ := hookFixture(t)
+	ctx := context.Background()
+	// setup is a fresh client with one subscription, a delivered event
+	// (the one to redeliver, crypto) and a claimed one (the 10th failure
+	// to be), the subscription 9 failures in.
+	setup := func() (clientID, hookID string, delivered int64) {
+		t.Helper()
+		c := newClient(t, db, nil)
+		hook, _, err := db.CreateWebhook(ctx, box, c.ID, "https://hooks.example.com/a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := verdictEvent(t, db, "BTC_USDT")
+		if _, err := db.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Pool.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now()
+			WHERE webhook_id = $1 AND event_id = $2 RETURNING id`, hook.ID, first).Scan(&delivered); err != nil {
+			t.Fatal(err)
+		}
+		return c.ID, hook.ID, delivered
+	}
+	// pending lists the subscription's pending deliveries and whether it
+	// may still receive them: active, and their market in the tier.
+	check := func(what, clientID, hookID string) {
+		t.Helper()
+		var bad int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+			JOIN clients c ON c.id = w.client_id JOIN verdict_events e ON e.id = d.event_id
+			WHERE d.webhook_id = $1 AND d.status = 'pending' AND (w.status <> 'active' OR NOT e.market = ANY (c.markets))`,
+			hookID).Scan(&bad); err != nil {
+			t.Fatal(err)
+		}
+		if bad > 0 {
+			t.Fatalf("%s: %d pending deliveries the subscription may not receive", what, bad)
+		}
+	}
+	race := func(a, b func()) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, f := range []func(){a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				f()
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	const rounds = 40
+	for range rounds {
+		clientID, hookID, delivered := setup()
+		verdictEvent(t, db, "ETH_USDT")
+		if _, err := db.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pool.Exec(ctx, `UPDATE webhooks SET consecutive_failures = $2 WHERE id = $1`,
+			hookID, domain.WebhookFailureLimit-1); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := db.ClaimDeliveries(ctx, box, 10, time.Minute)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %+v %v", claimed, err)
+		}
+		race(func() {
+			_, _ = db.Redeliver(ctx, clientID, hookID, delivered) // either outcome; the state is checked
+		}, func() {
+			fail := domain.DeliveryError{Category: domain.ErrHTTPStatus, Status: 500}
+			if disabled, err := db.RecordDelivery(ctx, claimed[0], fail, 500, time.Millisecond, time.Minute); err != nil || !disabled {
+				t.Errorf("the 10th failure: disabled %v, %v", disabled, err)
+			}
+		})
+		check("redelivery against the 10th failure", clientID, hookID)
+	}
+	for range rounds {
+		clientID, hookID, delivered := setup()
+		race(func() {
+			_, _ = db.Redeliver(ctx, clientID, hookID, delivered)
+		}, func() {
+			if _, err := db.SetClientTier(ctx, clientID, domain.Starter, []domain.Market{domain.Forex}); err != nil {
+				t.Error(err)
+			}
+			if _, err := db.DropIneligible(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		check("redelivery against a downgrade", clientID, hookID)
 	}
 }

@@ -38,6 +38,15 @@ func (forbiddenAddrError) Error() string {
 	return "refused to connect: the host resolves only to private or internal addresses"
 }
 
+// forbiddenPortError refuses a dial to a port callbacks may not use
+// (domain.AllowedCallbackPort): a subscription made before the rule, or a
+// URL that bypassed it.
+type forbiddenPortError struct{}
+
+func (forbiddenPortError) Error() string {
+	return "refused to connect: callbacks may not use this port"
+}
+
 // noAddressError: the host resolved to nothing.
 type noAddressError struct{}
 
@@ -77,6 +86,9 @@ func NewClient(cfg ClientConfig) *http.Client {
 		p, err := strconv.ParseUint(port, 10, 16)
 		if err != nil {
 			return nil, fmt.Errorf("bad port: %w", err)
+		}
+		if !domain.AllowedCallbackPort(int(p)) {
+			return nil, forbiddenPortError{}
 		}
 		ips, err := resolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
@@ -138,6 +150,7 @@ func NewClient(cfg ClientConfig) *http.Client {
 func classify(err error) domain.DeliveryError {
 	var (
 		forbidden forbiddenAddrError
+		badPort   forbiddenPortError
 		noAddr    noAddressError
 		dnsErr    *net.DNSError
 		opErr     *net.OpError
@@ -149,7 +162,7 @@ func classify(err error) domain.DeliveryError {
 		invalid   x509.CertificateInvalidError
 	)
 	switch {
-	case errors.As(err, &forbidden):
+	case errors.As(err, &forbidden), errors.As(err, &badPort):
 		return domain.DeliveryError{Category: domain.ErrAddressRefused}
 	case errors.As(err, &dnsErr), errors.As(err, &noAddr):
 		return domain.DeliveryError{Category: domain.ErrDNS}
@@ -162,6 +175,22 @@ func classify(err error) domain.DeliveryError {
 		return domain.DeliveryError{Category: domain.ErrTimeout}
 	}
 	return domain.DeliveryError{Category: domain.ErrBadResponse}
+}
+
+// serverSpokeTLS reports whether a failed request's TLS handshake got an
+// answer from a TLS server: a certificate we refuse, or an alert. (A
+// server that answers something else than TLS is not one.)
+func serverSpokeTLS(err error) bool {
+	var (
+		opErr     *net.OpError
+		certErr   *tls.CertificateVerificationError
+		alertErr  tls.AlertError
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	return errors.As(err, &certErr) || errors.As(err, &alertErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr) ||
+		errors.As(err, &invalid) || errors.As(err, &opErr) && opErr.Op == "remote error"
 }
 
 func isTimeout(err error) bool {

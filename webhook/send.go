@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -33,6 +35,30 @@ type Result struct {
 	// Status is the answer's HTTP status (0 without an answer).
 	Status  int
 	Latency time.Duration
+	// Connected: a TLS connection to the receiver was established and the
+	// request went out on it.
+	Connected bool
+	// spokeTLS: short of a connection, a TLS server answered the
+	// handshake (with a certificate it refused, or an alert).
+	spokeTLS bool
+}
+
+// ForClient is what a test ping may tell the client (POST
+// /webhooks/{id}/test): the result itself once a TLS server answered, and
+// otherwise one category, domain.ErrUnreachable, without a latency,
+// whatever stopped it (no address, refused, filtered, reset, not TLS):
+// anyone can subscribe any public host and port, so a finer answer, or
+// the time it took, would tell closed ports from filtered and open ones.
+// Our own refusals (address_not_allowed, internal_error) say themselves.
+func (r Result) ForClient() Result {
+	if r.Err.OK() || r.Connected || r.spokeTLS {
+		return r
+	}
+	switch r.Err.Category {
+	case domain.ErrAddressRefused, domain.ErrInternal:
+		return Result{Err: r.Err}
+	}
+	return Result{Err: domain.DeliveryError{Category: domain.ErrUnreachable}}
 }
 
 // Sender signs and sends messages.
@@ -72,16 +98,20 @@ func (s *Sender) Send(ctx context.Context, callbackURL string, msg Message) Resu
 	for k, v := range headers {
 		req.Header[k] = v
 	}
+	var connected atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { connected.Store(true) },
+	}))
 	start := time.Now()
 	resp, err := s.Client.Do(req)
 	if err != nil {
-		return Result{Err: classify(err), Latency: time.Since(start)}
+		return Result{Err: classify(err), Latency: time.Since(start), Connected: connected.Load(), spokeTLS: serverSpokeTLS(err)}
 	}
 	// Only the status counts: a 2xx whose body is cut short still
 	// answered, the receiver has the event.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxResponseBytes))
 	resp.Body.Close()
-	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
+	res := Result{Status: resp.StatusCode, Latency: time.Since(start), Connected: true}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		res.Err = domain.DeliveryError{Category: domain.ErrHTTPStatus, Status: resp.StatusCode}
 	}

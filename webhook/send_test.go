@@ -159,3 +159,84 @@ func TestHost(t *testing.T) {
 		t.Errorf("Host = %q", got)
 	}
 }
+
+// What a test ping tells the client cannot scan ports: a closed port, an
+// open one whose server does not speak TLS and an open one that never
+// answers all read the same, unreachable and without a latency; a port
+// callbacks may not use is refused before any dial. Once a TLS server
+// answers, the client learns what it needs to fix (its certificate, its
+// status).
+func TestPingResultCannotScanPorts(t *testing.T) {
+	t.Parallel()
+	listen := func(serve func(net.Conn)) string {
+		t.Helper()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serve(c)
+			}
+		}()
+		return "https://" + ln.Addr().String() + "/hook"
+	}
+	notTLS := listen(func(c net.Conn) {
+		defer c.Close()
+		_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n"))
+		buf := make([]byte, 512)
+		_, _ = c.Read(buf)
+	})
+	silent := listen(func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 512)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	})
+	resets := listen(func(c net.Conn) { c.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "https://" + ln.Addr().String() + "/hook" // nothing listens once closed
+	ln.Close()
+	ok := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	refusing := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusForbidden) })
+	trusted := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, ExtraRootsPEM: caPEM(ok)})
+	untrusted := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true})
+	ping := func(client *http.Client, url string) webhook.Result {
+		t.Helper()
+		// A silent port would hold the send for its whole time-out: the
+		// ping's context ends it sooner, as a client's request would.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		s := webhook.Sender{Client: client}
+		return s.Send(ctx, url, webhook.Message{ID: "ping_1", Body: []byte(`{}`), Secret: testSecret(t)}).ForClient()
+	}
+	unreachable := webhook.Result{Err: domain.DeliveryError{Category: domain.ErrUnreachable}}
+	for name, url := range map[string]string{"closed": closed, "not TLS": notTLS, "silent": silent, "closing at once": resets} {
+		if got := ping(trusted, url); got != unreachable {
+			t.Errorf("%s port: %+v, want %+v", name, got, unreachable)
+		}
+	}
+	if got := ping(trusted, "https://127.0.0.1:25/hook"); got.Err.Category != domain.ErrAddressRefused || got.Latency != 0 {
+		t.Errorf("port 25: %+v, want address_not_allowed without a latency", got)
+	}
+	if got := ping(untrusted, ok.URL); got.Err.Category != domain.ErrTLS {
+		t.Errorf("untrusted certificate: %+v, want tls_error", got)
+	}
+	if got := ping(trusted, refusing.URL); got.Err.Category != domain.ErrHTTPStatus || got.Status != 403 || !got.Connected || got.Latency <= 0 {
+		t.Errorf("a 403: %+v, want http_status 403 with its latency", got)
+	}
+	if got := ping(trusted, ok.URL); !got.Err.OK() || got.Status != 204 || got.Latency <= 0 {
+		t.Errorf("a 204: %+v, want delivered with its latency", got)
+	}
+}

@@ -72,6 +72,14 @@ type Config struct {
 	FeedHeadroom float64
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
+
+	// SandboxPipeline: this process's worker fills the sandbox
+	// (DatabaseURL is the sandbox's), so its writes are announced on the
+	// sandbox's invalidation channel, never the live one.
+	SandboxPipeline bool
+	// SandboxRedisURL holds the queues of the sandbox pipeline that
+	// `marketd all` runs in process ("" = it runs none).
+	SandboxRedisURL string
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -89,6 +97,8 @@ type envVar struct {
 var EnvVars = []envVar{
 	{"MARKET_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres URL (pgx format; `search_path` may be set as a query parameter)."},
 	{"MARKET_SANDBOX_DATABASE_URL", "", "Postgres URL of the sandbox's market data (its own schema, e.g. `search_path=sandbox`), filled by a worker and scheduler of its own on the `synthetic` feed; sandbox keys read it. Unset: sandbox keys get 503. `marketd migrate` migrates it too."},
+	{"MARKET_SANDBOX_PIPELINE", "false", "true on the worker and scheduler that fill the sandbox (their MARKET_DATABASE_URL is the sandbox's, MARKET_SANDBOX_DATABASE_URL unset): the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows."},
+	{"MARKET_SANDBOX_REDIS_URL", "", "`marketd all` only: Redis URL of the sandbox pipeline's queues (another database than MARKET_REDIS_URL's, e.g. redis://127.0.0.1:6379/1). With MARKET_SANDBOX_DATABASE_URL, the process then fills the sandbox too (a worker and a scheduler of its own on the synthetic feed). Unset: only a separate sandbox worker and scheduler fill it."},
 	{"MARKET_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL for queues, rate-limit windows and cache invalidation."},
 	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
 	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
@@ -147,9 +157,24 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
 		}
 	}
+	var err error
+	if c.SandboxPipeline, err = strconv.ParseBool(get("MARKET_SANDBOX_PIPELINE")); err != nil {
+		return c, fmt.Errorf("MARKET_SANDBOX_PIPELINE: must be true or false")
+	}
+	if c.SandboxPipeline && c.SandboxDatabaseURL != "" {
+		return c, fmt.Errorf("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
+	}
 	c.RedisURL = get("MARKET_REDIS_URL")
 	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 		return c, fmt.Errorf("MARKET_REDIS_URL: must be a redis:// or rediss:// URL")
+	}
+	if c.SandboxRedisURL = get("MARKET_SANDBOX_REDIS_URL"); c.SandboxRedisURL != "" {
+		if u, err := url.Parse(c.SandboxRedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			return c, fmt.Errorf("MARKET_SANDBOX_REDIS_URL: must be a redis:// or rediss:// URL")
+		}
+		if c.SandboxRedisURL == c.RedisURL {
+			return c, fmt.Errorf("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
+		}
 	}
 	c.HTTPAddr = get("MARKET_HTTP_ADDR")
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -173,7 +198,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.SecretKey = key
 	}
-	var err error
 	if c.AsynqmonWritable, err = strconv.ParseBool(get("MARKET_ASYNQMON_WRITABLE")); err != nil {
 		return c, fmt.Errorf("MARKET_ASYNQMON_WRITABLE: must be true or false")
 	}

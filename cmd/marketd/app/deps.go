@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
@@ -69,11 +70,13 @@ func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) 
 // newSandboxServer is the server of sandbox keys when the sandbox has a
 // database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
 // configuration over the sandbox's market data, with a read cache of its
-// own, a stream hub of its own over the sandbox's stream log (its
-// synthetic events and the clients' pushes; Run it), the client's webhooks
-// from the service's database, and the same gate (a sandbox key is rate
-// limited, never counted against the quota).
-func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (*api.Server, *stream.Hub, func(), error) {
+// own that the sandbox's invalidation bus keeps fresh, a stream hub of its
+// own over the sandbox's stream log (its synthetic events and the clients'
+// pushes), the client's webhooks from the service's database, and the same
+// gate (a sandbox key is rate limited, never counted against the quota).
+// run runs the hub and the bus until ctx ends.
+func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *store.DB, d *apiDeps, logger *slog.Logger) (
+	srv *api.Server, run func(context.Context) error, closeAll func(), err error) {
 	if cfg.SandboxDatabaseURL == "" {
 		return nil, nil, func() {}, nil
 	}
@@ -82,19 +85,27 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
 	logger = logger.With("sandbox", true)
-	var srv *api.Server
 	hub := newStreamHub(sdb, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
 	apiCfg.Stream, apiCfg.StreamData = hub, sdb
 	apiCfg.Logger = logger
-	apiCfg.Cache = readcache.New(readcache.DefaultTTL, time.Now)
+	cache := readcache.New(readcache.DefaultTTL, time.Now)
+	apiCfg.Cache = cache
 	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
-	return srv, hub, sdb.Close, nil
+	bus := admission.NewSandboxBus(d.rdb, "", logger)
+	run = func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return hub.Run(ctx) })
+		g.Go(func() error { return bus.Run(ctx, nil, cache) })
+		return g.Wait()
+	}
+	return srv, run, sdb.Close, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring
 // handlers to the worker. Writes are announced on the invalidation bus so
-// api replicas drop cached data. Ingest enqueues the scoring of what it
+// api replicas drop cached data (the sandbox's bus for a sandbox pipeline:
+// its writes concern the sandbox servers' caches only). Ingest enqueues the scoring of what it
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
@@ -115,6 +126,9 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	}
 	closeAll := func() { _ = queue.Close(); _ = rdb.Close() }
 	bus := admission.NewBus(rdb, "", logger)
+	if cfg.SandboxPipeline {
+		bus = admission.NewSandboxBus(rdb, "", logger)
+	}
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)

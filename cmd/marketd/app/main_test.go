@@ -147,13 +147,14 @@ func get(t *testing.T, url, key string) response {
 func TestConfigErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ k, v string }{
-		"database": {"MARKET_DATABASE_URL", "mysql://x"},
-		"redis":    {"MARKET_REDIS_URL", "http://x"},
-		"http":     {"MARKET_HTTP_ADDR", "8080"},
-		"region":   {"MARKET_REGION", "mars"},
-		"secret":   {"MARKET_SECRET_KEY", "short"},
-		"log":      {"MARKET_LOG_LEVEL", "loud"},
-		"trigger":  {"MARKET_SCORE_TRIGGER", "sometimes"},
+		"database":         {"MARKET_DATABASE_URL", "mysql://x"},
+		"redis":            {"MARKET_REDIS_URL", "http://x"},
+		"http":             {"MARKET_HTTP_ADDR", "8080"},
+		"region":           {"MARKET_REGION", "mars"},
+		"secret":           {"MARKET_SECRET_KEY", "short"},
+		"log":              {"MARKET_LOG_LEVEL", "loud"},
+		"trigger":          {"MARKET_SCORE_TRIGGER", "sometimes"},
+		"sandbox pipeline": {"MARKET_SANDBOX_PIPELINE", "maybe"},
 	} {
 		env := map[string]string{tc.k: tc.v}
 		_, errs, code := run(t, env, "api")

@@ -82,13 +82,13 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
 			apiServer = api.New(apiCfg, db, deps.gate)
 			g.Go(func() error { return hub.Run(ctx) })
-			sandboxServer, sandboxHub, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
+			sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
 			if err != nil {
 				return err
 			}
 			defer closeSandbox()
-			if sandboxHub != nil {
-				g.Go(func() error { return sandboxHub.Run(ctx) })
+			if runSandbox != nil {
+				g.Go(func() error { return runSandbox(ctx) })
 			}
 			publicHandler := api.SandboxRouter(apiServer, sandboxServer)
 			g.Go(func() error { return deps.gate.Run(ctx) })
@@ -152,48 +152,113 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			defer closeMetrics()
 			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, nil), logger) })
 		}
-		if role == "worker" || role == "all" {
-			w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
-			if err != nil {
-				return err
-			}
-			closeIngest, jobs, err := registerIngest(cfg, db, w, logger)
-			if err != nil {
-				return err
-			}
-			defer closeIngest()
-			g.Go(func() error { return w.Run(ctx) })
-			for _, job := range jobs {
-				g.Go(func() error { return job(ctx) })
-			}
+		closePipeline, err := runPipeline(ctx, g, cfg, db, role, logger)
+		if err != nil {
+			return err
 		}
-		if role != "api" {
-			// After a Redis flush, asynqmon and the queue metrics see the
-			// queues again without a restart.
-			g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
-		}
-		if role == "scheduler" || role == "all" {
-			served := cfg.served()
-			if _, unserved := feeds.Served(cfg.Feeds, cfg.Region); len(unserved) > 0 {
-				logger.Info("combinations no configured feed serves are not scheduled", "feeds", cfg.Feeds, "unserved", combinationNames(unserved))
-			}
-			entries := append(scheduler.IngestEntries(cfg.Region, served, cfg.TickerInterval, cfg.CandleInterval),
-				append(scheduler.ScoreEntries(cfg.Region, served, cfg.ScoreInterval),
-					scheduler.FundamentalsEntries(cfg.Region, served, cfg.FundamentalsInterval)...)...)
-			if cfg.StatsInterval > 0 {
-				entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
-			}
-			entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
-			s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
+		defer closePipeline()
+		if role == "all" {
+			closeSandbox, err := runSandboxPipeline(ctx, g, cfg, logger)
 			if err != nil {
 				return err
 			}
-			g.Go(func() error { return s.Run(ctx) })
+			defer closeSandbox()
 		}
 		err = g.Wait()
 		logger.Info("stopped")
 		return err
 	}
+}
+
+// runPipeline starts the worker of the roles that run one (worker, all)
+// and the scheduler of those that schedule (scheduler, all) in g, over db
+// and cfg's Redis; the returned func closes what they hold.
+func runPipeline(ctx context.Context, g *errgroup.Group, cfg Config, db *store.DB, role string, logger *slog.Logger) (func(), error) {
+	closeAll := func() {}
+	if role == "worker" || role == "all" {
+		w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		closeIngest, jobs, err := registerIngest(cfg, db, w, logger)
+		if err != nil {
+			return nil, err
+		}
+		closeAll = closeIngest
+		g.Go(func() error { return w.Run(ctx) })
+		for _, job := range jobs {
+			g.Go(func() error { return job(ctx) })
+		}
+	}
+	if role != "api" {
+		// After a Redis flush, asynqmon and the queue metrics see the
+		// queues again without a restart.
+		g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
+	}
+	if role == "scheduler" || role == "all" {
+		served := cfg.served()
+		if _, unserved := feeds.Served(cfg.Feeds, cfg.Region); len(unserved) > 0 {
+			logger.Info("combinations no configured feed serves are not scheduled", "feeds", cfg.Feeds, "unserved", combinationNames(unserved))
+		}
+		entries := append(scheduler.IngestEntries(cfg.Region, served, cfg.TickerInterval, cfg.CandleInterval),
+			append(scheduler.ScoreEntries(cfg.Region, served, cfg.ScoreInterval),
+				scheduler.FundamentalsEntries(cfg.Region, served, cfg.FundamentalsInterval)...)...)
+		if cfg.StatsInterval > 0 {
+			entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
+		}
+		entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+		s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		g.Go(func() error { return s.Run(ctx) })
+	}
+	return closeAll, nil
+}
+
+// runSandboxPipeline runs, in the process of every role (marketd all), the
+// sandbox's worker and scheduler too: the synthetic feed into the
+// sandbox's database (MARKET_SANDBOX_DATABASE_URL), which is where its
+// market data and its stream's synthetic verdict_changed and screener
+// events come from, with queues in a Redis database of their own
+// (MARKET_SANDBOX_REDIS_URL). Without that database there is no sandbox;
+// without that Redis nothing fills it (a separate sandbox worker and
+// scheduler may), and a sandbox key's stream carries its own pushes only:
+// said at start.
+func runSandboxPipeline(ctx context.Context, g *errgroup.Group, cfg Config, logger *slog.Logger) (func(), error) {
+	if cfg.SandboxDatabaseURL == "" {
+		return func() {}, nil
+	}
+	logger = logger.With("sandbox", true)
+	if cfg.SandboxRedisURL == "" {
+		logger.Warn("this process does not fill the sandbox (MARKET_SANDBOX_REDIS_URL is not set): sandbox keys see market data, " +
+			"verdict changes and screener events only from a sandbox worker and scheduler of their own (MARKET_SANDBOX_PIPELINE=true), " +
+			"else their own pushes only")
+		return func() {}, nil
+	}
+	scfg := sandboxPipelineConfig(cfg)
+	sdb, err := store.Open(ctx, scfg.DatabaseURL, store.Options{Logger: logger, MaxConns: 8})
+	if err != nil {
+		return nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
+	closePipeline, err := runPipeline(ctx, g, scfg, sdb, "all", logger)
+	if err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return func() { closePipeline(); sdb.Close() }, nil
+}
+
+// sandboxPipelineConfig is cfg turned to fill the sandbox: its database,
+// its Redis, the synthetic feed, every variable else the same.
+func sandboxPipelineConfig(cfg Config) Config {
+	s := cfg
+	s.DatabaseURL, s.RedisURL = cfg.SandboxDatabaseURL, cfg.SandboxRedisURL
+	s.SandboxDatabaseURL, s.SandboxRedisURL = "", ""
+	s.SandboxPipeline = true
+	s.Feeds = []string{feeds.NameSynthetic}
+	return s
 }
 
 // schemaCheck probes Postgres and the schema for readiness and keeps what
