@@ -280,7 +280,7 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		if err != nil {
 			return readcache.Body{}, err
 		}
-		if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && len(recs) == 0 {
+		if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && len(recs) == 0 {
 			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
 				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
@@ -522,7 +522,7 @@ func (s *Server) requireStats(ctx context.Context, m domain.Market) (store.Marke
 	if err != nil {
 		return st, s.problem(ctx, err)
 	}
-	if _, ok := domain.AnalyticsSource(s.cfg.Region, m); ok && st.ComputedAt.IsZero() {
+	if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && st.ComputedAt.IsZero() {
 		return st, s.problem(ctx, domain.Errorf(domain.EUNAVAILABLE, "the %s statistics have not been computed yet; retry shortly", m))
 	}
 	return st, nil

@@ -40,7 +40,11 @@ type Store interface {
 
 // Config configures the api.
 type Config struct {
-	Region  string
+	Region string
+	// Served is what the deployment's feeds serve (nil: every combination
+	// of the region's catalogue). A combination it does not serve is a
+	// 404, and it picks each market's analytics source.
+	Served  domain.Served
 	Version string
 	Logger  *slog.Logger
 	Now     func() time.Time

@@ -171,9 +171,8 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 		return nil, err
 	}
 	combo, ok := domain.LookupCombination(s.cfg.Region, m, in.Exchange, in.Instrument)
-	if !ok {
-		return nil, huma.Error404NotFound(fmt.Sprintf("no %s/%s/%s in this region (%s); available for %s: %s",
-			in.MarketType, in.Exchange, in.Instrument, s.cfg.Region, m, domain.DescribeAvailable(s.cfg.Region, m)))
+	if !ok || !s.cfg.Served.Has(combo) {
+		return nil, s.notAvailable(m, in.MarketType+"/"+in.Exchange+"/"+in.Instrument, ok)
 	}
 	snap, err := readcache.Load(ctx, s.cache, readcache.TickerSnapshot(combo), func(ctx context.Context) (tickerSnapshot, error) {
 		return s.loadTickers(ctx, combo)
@@ -254,14 +253,30 @@ func (s *Server) loadTickers(ctx context.Context, c domain.Combination) (tickerS
 
 // CandleCombination is the key of an exchange's candle feed (its health is
 // recorded there): candles are per exchange and symbol, not per
-// instrument, so the instrument is domain.CandleInstrument.
-func CandleCombination(region string, m domain.Market, exchange string) (domain.Combination, bool) {
+// instrument, so the instrument is domain.CandleInstrument. served reports
+// whether a candle-bearing combination of the exchange is served.
+func CandleCombination(region string, m domain.Market, exchange string, served domain.Served) (key domain.Combination, known, ok bool) {
 	for _, c := range domain.Catalogue(region) {
 		if c.Market == m && c.Exchange == exchange {
-			return domain.Combination{Market: m, Exchange: exchange, Instrument: domain.CandleInstrument}, true
+			known = true
+			if c.HasCandles() && served.Has(c) {
+				return domain.Combination{Market: m, Exchange: exchange, Instrument: domain.CandleInstrument}, true, true
+			}
 		}
 	}
-	return domain.Combination{}, false
+	return domain.Combination{}, known, false
+}
+
+// notAvailable is the 404 of a combination (what) of market m that the
+// region's catalogue lacks (known false) or that no configured feed
+// serves; its detail lists the market's served combinations.
+func (s *Server) notAvailable(m domain.Market, what string, known bool) error {
+	why := "no " + what + " in this region"
+	if known {
+		why = what + " is not served in this region"
+	}
+	return huma.Error404NotFound(fmt.Sprintf("%s (%s); available for %s: %s",
+		why, s.cfg.Region, m, domain.DescribeAvailable(s.cfg.Region, m, s.cfg.Served)))
 }
 
 type candleSeries struct {
@@ -284,10 +299,9 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 	if err := requireMarket(ctx, m); err != nil {
 		return nil, err
 	}
-	combo, ok := CandleCombination(s.cfg.Region, m, in.Exchange)
+	combo, known, ok := CandleCombination(s.cfg.Region, m, in.Exchange, s.cfg.Served)
 	if !ok {
-		return nil, huma.Error404NotFound(fmt.Sprintf("no %s exchange %q in this region (%s); available: %s",
-			m, in.Exchange, s.cfg.Region, domain.DescribeAvailable(s.cfg.Region, m)))
+		return nil, s.notAvailable(m, fmt.Sprintf("%s exchange %q", m, in.Exchange), known)
 	}
 	key := store.CandleKey{Market: m, Exchange: in.Exchange, Symbol: symbol, Timeframe: tf}
 	series, err := readcache.Load(ctx, s.cache, readcache.CandleSeries(m, in.Exchange, symbol, tf), func(ctx context.Context) (candleSeries, error) {

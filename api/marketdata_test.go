@@ -46,6 +46,13 @@ type marketFixture struct {
 
 func newMarketFixture(t testing.TB) *marketFixture {
 	t.Helper()
+	return newServedFixture(t, nil)
+}
+
+// newServedFixture is newMarketFixture's api with served as what the
+// deployment's feeds serve (nil: every combination of the catalogue).
+func newServedFixture(t testing.TB, served domain.Served) *marketFixture {
+	t.Helper()
 	db := storetest.New(t)
 	c := &domain.Client{OrgName: "Fixture", Tier: domain.Business, Markets: domain.Markets}
 	if err := db.CreateClient(context.Background(), c); err != nil {
@@ -58,7 +65,7 @@ func newMarketFixture(t testing.TB) *marketFixture {
 	f := &marketFixture{db: db, key: key, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	now := func() time.Time { return f.now }
 	f.cache = readcache.New(10*time.Second, now)
-	f.apiS = api.New(api.Config{Region: "global", Now: now, Cache: f.cache}, db, storeGate{db})
+	f.apiS = api.New(api.Config{Region: "global", Served: served, Now: now, Cache: f.cache}, db, storeGate{db})
 	f.srv = httptest.NewServer(f.apiS.Handler())
 	t.Cleanup(f.srv.Close)
 	return f

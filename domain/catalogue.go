@@ -64,11 +64,20 @@ func LookupCombination(region string, m Market, exchange, instrument string) (Co
 	return Combination{}, false
 }
 
-// DescribeAvailable lists the combinations of a market in a region, for 404 details.
-func DescribeAvailable(region string, m Market) string {
+// Served reports whether a feed the deployment is configured with serves
+// a combination. The nil Served serves every combination of the catalogue
+// (what the synthetic feed does).
+type Served func(Combination) bool
+
+// Has reports whether s serves c.
+func (s Served) Has(c Combination) bool { return s == nil || s(c) }
+
+// DescribeAvailable lists the served combinations of a market in a region,
+// for 404 details.
+func DescribeAvailable(region string, m Market, served Served) string {
 	var parts []string
 	for _, c := range catalogue[region] {
-		if c.Market == m {
+		if c.Market == m && served.Has(c) {
 			parts = append(parts, c.Exchange+"/"+c.Instrument)
 		}
 	}

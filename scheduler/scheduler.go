@@ -129,27 +129,15 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 	return fresh
 }
 
-// Served reports whether a configured feed serves a combination; nil
-// means every combination of the catalogue is served. A combination no
-// feed serves is never scheduled: its tasks could only fail.
-type Served func(domain.Combination) bool
-
-func (s Served) has(c domain.Combination) bool { return s == nil || s(c) }
-
-// sourceServed reports whether a market's analytics source in the region
-// is served: scoring, statistics and fundamentals read nothing else.
-func (s Served) sourceServed(region string, m domain.Market) (domain.Combination, bool) {
-	src, ok := domain.AnalyticsSource(region, m)
-	return src, ok && s.has(src)
-}
-
 // IngestEntries are the market-data entries for a region: tickers of
 // every served combination every tickerEvery, candles of every served
-// candle-bearing combination and timeframe every candleEvery.
-func IngestEntries(region string, served Served, tickerEvery, candleEvery time.Duration) []Entry {
+// candle-bearing combination and timeframe every candleEvery. A
+// combination no feed serves (served: what the deployment's feeds serve,
+// nil for every combination) is never scheduled: its tasks could only fail.
+func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery time.Duration) []Entry {
 	var combos []domain.Combination
 	for _, c := range domain.Catalogue(region) {
-		if served.has(c) {
+		if served.Has(c) {
 			combos = append(combos, c)
 		}
 	}
@@ -193,15 +181,15 @@ type candleSeries struct {
 // scoring) before the display-only series are loaded: crypto's intraday
 // series no longer waits behind the 15m and 1h candles of forex and
 // stocks, which nothing scores.
-func candleOrder(region string, served Served) []candleSeries {
+func candleOrder(region string, served domain.Served) []candleSeries {
 	var scored, rest []candleSeries
 	for _, tf := range candleTimeframes {
 		for _, c := range domain.Catalogue(region) {
-			if !c.HasCandles() || !served.has(c) {
+			if !c.HasCandles() || !served.Has(c) {
 				continue
 			}
 			sr := candleSeries{c, tf}
-			if worker.ScoresSeries(region, c.Market, c.Exchange, tf) {
+			if worker.ScoresSeries(region, served, c.Market, c.Exchange, tf) {
 				scored = append(scored, sr)
 			} else {
 				rest = append(rest, sr)
@@ -232,12 +220,12 @@ var candleTimeframes = func() []domain.Timeframe {
 // candle source is served is scored every scoreEvery, crypto in every
 // trading style, the other markets in the default one (style changes
 // crypto only).
-func ScoreEntries(region string, served Served, scoreEvery time.Duration) []Entry {
+func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration) []Entry {
 	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "score", Interval: scoreEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := served.sourceServed(region, m); !ok {
+			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {
@@ -253,12 +241,12 @@ func ScoreEntries(region string, served Served, scoreEvery time.Duration) []Entr
 
 // StatsEntries are the statistics entries for a region: every market whose
 // candle source is served every statsEvery.
-func StatsEntries(region string, served Served, statsEvery time.Duration) []Entry {
+func StatsEntries(region string, served domain.Served, statsEvery time.Duration) []Entry {
 	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := served.sourceServed(region, m); ok {
+			if _, ok := domain.AnalyticsSource(region, m, served); ok {
 				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, stamp(tick)),
 					Task: worker.NewStatsTask(m, tick), Queue: worker.QueueDefault, Timeout: 15 * time.Minute})
 			}
@@ -278,12 +266,12 @@ func WebhookEntries(every time.Duration) []Entry {
 
 // FundamentalsEntries refresh the fundamental inputs of every market's
 // served analytics source every `every`.
-func FundamentalsEntries(region string, served Served, every time.Duration) []Entry {
+func FundamentalsEntries(region string, served domain.Served, every time.Duration) []Entry {
 	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "ingest:fundamentals", Interval: every, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if src, ok := served.sourceServed(region, m); ok {
+			if src, ok := domain.AnalyticsSource(region, m, served); ok {
 				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, stamp(tick)),
 					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute})
 			}

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/worker"
@@ -182,5 +184,43 @@ func TestUnservedCombinationsAreNotScheduled(t *testing.T) {
 	}
 	if served := kinds["ingest:tickers"] + kinds["ingest:candles"]; all <= served {
 		t.Errorf("every combination: %d ingest jobs, binance alone %d", all, served)
+	}
+}
+
+// TestServedSourceIsScheduledFirst: with okx alone served, crypto's
+// analytics source is okx spot: its series in the scored timeframes load
+// first, and its fundamentals, scoring and statistics are scheduled.
+func TestServedSourceIsScheduledFirst(t *testing.T) {
+	t.Parallel()
+	okxOnly := func(c domain.Combination) bool { return c.Market == domain.Crypto && c.Exchange == "okx" }
+	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	ids := map[string][]string{}
+	entries := append(scheduler.IngestEntries(domain.DefaultRegion, okxOnly, time.Minute, time.Minute),
+		scheduler.ScoreEntries(domain.DefaultRegion, okxOnly, time.Minute)...)
+	entries = append(entries, scheduler.StatsEntries(domain.DefaultRegion, okxOnly, time.Minute)...)
+	entries = append(entries, scheduler.FundamentalsEntries(domain.DefaultRegion, okxOnly, time.Minute)...)
+	for _, e := range entries {
+		for _, j := range e.Tasks(tick) {
+			ids[e.Name] = append(ids[e.Name], strings.TrimSuffix(j.ID, ":20261122T101500"))
+		}
+	}
+	want := []string{"ingest:candles:crypto:okx:spot:4h", "ingest:candles:crypto:okx:spot:15m",
+		"ingest:candles:crypto:okx:spot:1h", "ingest:candles:crypto:okx:spot:1d"}
+	if got := ids["ingest:candles"]; len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("candle tasks start %v, want okx spot's scored series first %v", got[:min(len(got), len(want))], want)
+	}
+	if got := ids["ingest:fundamentals"]; !slices.Equal(got, []string{"ingest:fundamentals:crypto"}) {
+		t.Errorf("fundamentals tasks %v, want crypto's", got)
+	}
+	if len(ids["score"]) != len(analytics.ScoredStyles(domain.Crypto)) || !slices.Equal(ids["stats"], []string{"stats:crypto"}) {
+		t.Errorf("score tasks %v, stats tasks %v; want crypto's only", ids["score"], ids["stats"])
+	}
+	for _, e := range scheduler.FundamentalsEntries(domain.DefaultRegion, okxOnly, time.Minute) {
+		for _, j := range e.Tasks(tick) {
+			var p worker.IngestPayload
+			if err := json.Unmarshal(j.Task.Payload(), &p); err != nil || p.Exchange != "okx" || p.Instrument != "spot" {
+				t.Errorf("fundamentals task %s: payload %+v, %v; want okx spot's", j.ID, p, err)
+			}
+		}
 	}
 }

@@ -226,7 +226,7 @@ func TestIngestAnnouncesOnlyWantedSeries(t *testing.T) {
 // a timeframe of a style the market is scored in.
 func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 	tr := &worker.ScoreTrigger{Region: "global"}
-	fx, ok := domain.AnalyticsSource("global", domain.Forex)
+	fx, ok := domain.AnalyticsSource("global", domain.Forex, nil)
 	if !ok {
 		t.Fatal("no forex source")
 	}

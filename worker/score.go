@@ -56,6 +56,9 @@ type ScoreStore interface {
 type Scorer struct {
 	Store  ScoreStore
 	Region string
+	// Served is what the deployment's feeds serve (nil: every combination
+	// of the region's catalogue); it picks the analytics source.
+	Served domain.Served
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Notify announces new reports so api replicas drop cached analytics.
@@ -114,7 +117,7 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 // ScoreSymbols is Score restricted to the given symbols (nil = every
 // asset), with the same rules: what was already scored is skipped.
 func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analytics.Style, only []string) (scored, events int, err error) {
-	src, ok := domain.AnalyticsSource(s.Region, m)
+	src, ok := domain.AnalyticsSource(s.Region, m, s.Served)
 	if !ok {
 		return 0, 0, nil // the market has no candle feed in this region
 	}

@@ -61,6 +61,9 @@ type StatsStore interface {
 type StatsJob struct {
 	Store  StatsStore
 	Region string
+	// Served is what the deployment's feeds serve (nil: every combination
+	// of the region's catalogue); it picks the analytics source.
+	Served domain.Served
 	Logger *slog.Logger
 	Now    func() time.Time
 	Notify func(ctx context.Context, s readcache.Scope)
@@ -85,7 +88,7 @@ func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := domain.AnalyticsSource(j.Region, p.Market); ok && assets == 0 {
+	if _, ok := domain.AnalyticsSource(j.Region, p.Market, j.Served); ok && assets == 0 {
 		// Right after a start the daily candles are still being ingested:
 		// let asynq retry in a few seconds rather than wait for the next tick.
 		return fmt.Errorf("worker: statistics of %s: no daily candles yet; retrying", p.Market)
@@ -97,7 +100,7 @@ func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
 // assets they cover (0 when there is no daily history yet: nothing is
 // stored then).
 func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
-	src, ok := domain.AnalyticsSource(j.Region, m)
+	src, ok := domain.AnalyticsSource(j.Region, m, j.Served)
 	if !ok {
 		return 0, nil
 	}

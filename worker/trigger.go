@@ -71,6 +71,10 @@ type ScoreTrigger struct {
 	// Prefix starts every Redis key of the trigger (default "pipeline:").
 	Prefix string
 	Region string
+	// Served is what the deployment's feeds serve (nil: every combination
+	// of the region's catalogue); it picks the analytics source, as the
+	// Scorer's does.
+	Served domain.Served
 	Logger *slog.Logger
 	// Drop, when set, is asked before each wake-up is published; true
 	// drops it (tests prove the safety net with it).
@@ -145,15 +149,15 @@ func (tr *ScoreTrigger) Register(w *Worker) {
 // WantsCandles reports whether series of the market, exchange and
 // timeframe are scored (ScoresSeries).
 func (tr *ScoreTrigger) WantsCandles(m domain.Market, exchange string, tf domain.Timeframe) bool {
-	return ScoresSeries(tr.Region, m, exchange, tf)
+	return ScoresSeries(tr.Region, tr.Served, m, exchange, tf)
 }
 
 // ScoresSeries reports whether scoring reads candle series of the market,
-// exchange and timeframe in the region: of the market's analytics source
-// (candles are stored per exchange), in a timeframe a style of the market
-// is scored in.
-func ScoresSeries(region string, m domain.Market, exchange string, tf domain.Timeframe) bool {
-	src, ok := domain.AnalyticsSource(region, m)
+// exchange and timeframe in the region with the served combinations: of
+// the market's analytics source (candles are stored per exchange), in a
+// timeframe a style of the market is scored in.
+func ScoresSeries(region string, served domain.Served, m domain.Market, exchange string, tf domain.Timeframe) bool {
+	src, ok := domain.AnalyticsSource(region, m, served)
 	return ok && src.Exchange == exchange &&
 		slices.ContainsFunc(analytics.ScoredStyles(m), func(st analytics.Style) bool { return st.Timeframe() == tf })
 }
@@ -168,7 +172,7 @@ func (tr *ScoreTrigger) CandlesChanged(ctx context.Context, changed []store.Cand
 	}
 	symbols := map[target][]string{}
 	for _, k := range changed {
-		src, ok := domain.AnalyticsSource(tr.Region, k.Market)
+		src, ok := domain.AnalyticsSource(tr.Region, k.Market, tr.Served)
 		if !ok || src.Exchange != k.Exchange {
 			continue
 		}

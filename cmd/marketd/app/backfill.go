@@ -51,14 +51,15 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
+	served := cfg.served()
 	var combos []domain.Combination
 	for _, c := range domain.Catalogue(cfg.Region) {
-		if c.Market == mk && c.Exchange == *exchange && c.HasCandles() {
+		if c.Market == mk && c.Exchange == *exchange && c.HasCandles() && served.Has(c) {
 			combos = append(combos, c)
 		}
 	}
 	if len(combos) == 0 {
-		return usagef("--exchange: no %s exchange %q with candles in region %s (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk))
+		return usagef("--exchange: no %s exchange %q with candles served in region %s by MARKET_FEEDS (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk, served))
 	}
 	// The backfill spends the same provider budgets as the running workers.
 	opts, err := admission.RedisOptions(cfg.RedisURL)

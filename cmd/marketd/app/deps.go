@@ -87,6 +87,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	logger = logger.With("sandbox", true)
 	hub := newStreamHub(sdb, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
+	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
 	apiCfg.Stream, apiCfg.StreamData = hub, sdb
 	apiCfg.Logger = logger
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
@@ -130,9 +131,10 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		bus = admission.NewSandboxBus(rdb, "", logger)
 	}
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
-	sc := &worker.Scorer{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
+	served := cfg.served()
+	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
-	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Logger: logger, RunNow: w.RunNow}
+	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger, RunNow: w.RunNow}
 	trigger.Register(w)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
 	if cfg.ScoreTrigger {
@@ -141,7 +143,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		logger.Info("ingest does not trigger scoring (MARKET_SCORE_TRIGGER=false): the score tick alone scores", "interval", cfg.ScoreInterval)
 	}
 	in.Register(w)
-	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
+	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
@@ -162,9 +164,10 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 }
 
 // analyticsWarmup lists the markets and styles of the region not scored
-// yet ("forex/swing"), for /readyz's warming_up. A market whose analytics
-// source no feed serves is never scored, so it is not waited for.
-func analyticsWarmup(db *store.DB, region string, served func(domain.Combination) bool) func(ctx context.Context) ([]string, error) {
+// yet ("forex/swing"), for /readyz's warming_up. A market without an
+// analytics source among the served combinations is never scored, so it is
+// not waited for.
+func analyticsWarmup(db *store.DB, region string, served domain.Served) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		scored, err := db.ScoredStyles(ctx)
 		if err != nil {
@@ -172,7 +175,7 @@ func analyticsWarmup(db *store.DB, region string, served func(domain.Combination
 		}
 		var cold []string
 		for _, m := range domain.Markets {
-			if src, ok := domain.AnalyticsSource(region, m); !ok || !served(src) {
+			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ func TestSandboxKeyThroughMarketd(t *testing.T) {
 		_, _ = c.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sandboxSchema+" CASCADE")
 	})
 	env["MARKET_SANDBOX_DATABASE_URL"] = storetest.URLWithSchema(sandboxSchema)
+	env["MARKET_FEEDS"] = "okx" // the live data; the sandbox's is the synthetic feed's, every combination
 	_, errs, code := run(t, env, "migrate")
 	if code != 0 || !strings.Contains(errs, "sandbox: applied") {
 		t.Fatalf("migrate: exit %d: %s", code, errs)
@@ -49,6 +51,15 @@ func TestSandboxKeyThroughMarketd(t *testing.T) {
 
 	if r := get(t, base+"/usage", sandbox); r.status != 200 || r.body["used_this_month"] != 0.0 {
 		t.Fatalf("sandbox usage: %d %v, want 200 and nothing counted", r.status, r.body)
+	}
+	// A combination the live feeds do not serve is a 404 for a live key;
+	// the sandbox serves it (nothing ingested in this sandbox yet: 503).
+	if r := get(t, base+"/screener/crypto/binance/spot", live); r.status != http.StatusNotFound ||
+		!strings.Contains(fmt.Sprint(r.body["detail"]), "available for crypto: okx/spot, okx/perpetual") {
+		t.Errorf("live key, unserved combination: %d %v, want 404 listing okx's", r.status, r.body)
+	}
+	if r := get(t, base+"/screener/crypto/binance/spot", sandbox); r.status != http.StatusServiceUnavailable {
+		t.Errorf("sandbox key: %d %v, want 503 (served by the sandbox, nothing ingested)", r.status, r.body)
 	}
 	// Served by the sandbox server, over a sandbox with nothing scored yet
 	// (no sandbox worker here), not the 503 of a deployment without one.

@@ -76,7 +76,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 				return err
 			}
 			hub := newStreamHub(db, func() *api.Server { return apiServer }, logger)
-			apiCfg := api.Config{Region: cfg.Region, Logger: logger, Ready: readiness.Ready,
+			apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: db, StreamSlots: deps.slots,
 				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}

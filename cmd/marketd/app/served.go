@@ -7,13 +7,17 @@ import (
 	"github.com/marketscreener/market/feeds"
 )
 
-// served reports whether a feed of MARKET_FEEDS serves a combination: the
-// scheduler schedules only those.
-func (c Config) served() func(domain.Combination) bool {
-	return func(comb domain.Combination) bool {
-		_, ok := feeds.ServedBy(c.Feeds, comb)
-		return ok
+// served reports whether a feed of MARKET_FEEDS serves a combination of
+// the region: the scheduler schedules only those, the api answers 404 for
+// the others, and each market's analytics source is the first served one
+// (domain.AnalyticsSource), the same in every role.
+func (c Config) served() domain.Served {
+	set := map[domain.Combination]bool{}
+	served, _ := feeds.Served(c.Feeds, c.Region)
+	for _, comb := range served {
+		set[comb] = true
 	}
+	return func(comb domain.Combination) bool { return set[comb] }
 }
 
 // servedFor lists the combinations of the region a feed of MARKET_FEEDS

@@ -10,8 +10,8 @@ import (
 )
 
 // TestWarmupSkipsUnservedSources: nothing is scored yet; warming_up waits
-// for the markets whose analytics source is served, and not for the
-// others, which are never scheduled.
+// for the markets with an analytics source among the served combinations,
+// and not for the others, which are never scheduled.
 func TestWarmupSkipsUnservedSources(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -30,5 +30,14 @@ func TestWarmupSkipsUnservedSources(t *testing.T) {
 	}
 	if !slices.Contains(got, "crypto/swing") || slices.Contains(got, "forex/swing") || slices.Contains(got, "stocks/swing") {
 		t.Errorf("binance alone: warming_up %v, want crypto's styles only", got)
+	}
+	// okx alone: crypto's source is okx spot, which is served and scored.
+	cfg.Feeds = []string{"okx"}
+	got, err = analyticsWarmup(db, cfg.Region, cfg.served())(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, "crypto/swing") || slices.Contains(got, "forex/swing") {
+		t.Errorf("okx alone: warming_up %v, want crypto's styles only", got)
 	}
 }
