@@ -120,17 +120,23 @@ func (p binanceProto) decode(data []byte, emit func(event)) error {
 }
 
 // binanceKline is the kline event's payload; prices and volume are decimal
-// strings.
+// strings. encoding/json matches keys case-insensitively when no field has
+// the exact name, so the keys differing only in case from a read one (E, T,
+// L, V) get fields of their own: they would otherwise overwrite e, t, l, v.
 type binanceKline struct {
-	Event string `json:"e"`
-	K     struct {
-		Open   int64  `json:"t"`
-		O      string `json:"o"`
-		H      string `json:"h"`
-		L      string `json:"l"`
-		C      string `json:"c"`
-		V      string `json:"v"` // base asset volume, as the REST klines' volume
-		Closed bool   `json:"x"`
+	Event     string `json:"e"`
+	EventTime int64  `json:"E"`
+	K         struct {
+		Open      int64  `json:"t"`
+		CloseTime int64  `json:"T"`
+		O         string `json:"o"`
+		H         string `json:"h"`
+		L         string `json:"l"`
+		LastTrade int64  `json:"L"`
+		C         string `json:"c"`
+		V         string `json:"v"` // base asset volume, as the REST klines' volume
+		TakerBase string `json:"V"`
+		Closed    bool   `json:"x"`
 	} `json:"k"`
 }
 
