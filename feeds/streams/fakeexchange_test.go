@@ -23,9 +23,9 @@ import (
 type fakeExchange struct {
 	t          *testing.T
 	okx        bool
-	maxTopics  int           // per connection
-	maxPerSec  int           // incoming messages per second per connection
-	maxRequest int           // bytes per request, 0 for no bound
+	maxTopics  int // per connection
+	maxPerSec  int // incoming messages per second per connection
+	maxRequest int // bytes per request, 0 for no bound
 	srv        *httptest.Server
 	serverCtx  context.Context
 	stopServer context.CancelFunc

@@ -27,10 +27,19 @@ func newRecorder() *recorder {
 
 func (r *recorder) config(base map[string]string) Config {
 	return Config{
-		BaseURLs:   base,
-		OnCandle:   func(u CandleUpdate) { r.mu.Lock(); r.candles = append(r.candles, u); r.mu.Unlock() },
-		OnTickers:  func(_ domain.Combination, ts []domain.Ticker) { r.mu.Lock(); r.tickers = append(r.tickers, ts...); r.mu.Unlock() },
-		Repair:     func(_ context.Context, g Gap) error { r.mu.Lock(); r.gaps = append(r.gaps, g); r.mu.Unlock(); return nil },
+		BaseURLs: base,
+		OnCandle: func(u CandleUpdate) { r.mu.Lock(); r.candles = append(r.candles, u); r.mu.Unlock() },
+		OnTickers: func(_ domain.Combination, ts []domain.Ticker) {
+			r.mu.Lock()
+			r.tickers = append(r.tickers, ts...)
+			r.mu.Unlock()
+		},
+		Repair: func(_ context.Context, g Gap) error {
+			r.mu.Lock()
+			r.gaps = append(r.gaps, g)
+			r.mu.Unlock()
+			return nil
+		},
 		Metrics:    r,
 		MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 50 * time.Millisecond,
@@ -38,9 +47,13 @@ func (r *recorder) config(base map[string]string) Config {
 	}
 }
 
-func (r *recorder) StreamConnections(ep string, d int) { r.mu.Lock(); r.connections[ep] += d; r.mu.Unlock() }
-func (r *recorder) StreamReconnect(ep string)          { r.mu.Lock(); r.reconnects[ep]++; r.mu.Unlock() }
-func (r *recorder) GapRepair(ep string, err error)     { r.mu.Lock(); r.repairs[ep]++; r.mu.Unlock() }
+func (r *recorder) StreamConnections(ep string, d int) {
+	r.mu.Lock()
+	r.connections[ep] += d
+	r.mu.Unlock()
+}
+func (r *recorder) StreamReconnect(ep string)      { r.mu.Lock(); r.reconnects[ep]++; r.mu.Unlock() }
+func (r *recorder) GapRepair(ep string, err error) { r.mu.Lock(); r.repairs[ep]++; r.mu.Unlock() }
 
 func (r *recorder) lockedRead(f func()) { r.mu.Lock(); defer r.mu.Unlock(); f() }
 
