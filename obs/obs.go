@@ -95,6 +95,7 @@ func Register(reg prometheus.Registerer) {
 		scoreDuration, scoreRuns, scoreAssets, verdictChanges, scoreLastSuccess,
 		statsDuration, statsRuns, deliveries, deliveryLatency,
 		admissions, keyLookups, authThrottled, quotaSeconds)
+	reg.MustRegister(streamCollectors...)
 }
 
 // Feed names the ingest series of one feed combination and kind.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/obs"
 )
 
 // recorder collects what a Manager delivers.
@@ -361,3 +362,6 @@ func TestWindowLimiter(t *testing.T) {
 		t.Fatalf("attempt after the window refused (wait %v)", d)
 	}
 }
+
+// obs.Streams is the Metrics the service registers.
+var _ Metrics = obs.Streams{}
