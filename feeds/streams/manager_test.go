@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/streams/streamstest"
 	"github.com/marketscreener/market/obs"
 )
 
@@ -106,7 +107,7 @@ func TestBinanceShardsWithinDocumentedLimits(t *testing.T) {
 	} {
 		t.Run(tc.instrument, func(t *testing.T) {
 			t.Parallel()
-			fake := newFakeBinance(t, tc.maxTopics, tc.maxPerSec)
+			fake := streamstest.NewBinance(t, tc.maxTopics, tc.maxPerSec)
 			rec := newRecorder()
 			comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: tc.instrument}
 			syms := symbols(tc.symbols)
@@ -119,11 +120,11 @@ func TestBinanceShardsWithinDocumentedLimits(t *testing.T) {
 				}
 			}
 			topics = append(topics, binanceMiniTickers)
-			m := run(t, rec.config(map[string]string{tc.urlName: fake.url()}), plan)
+			m := run(t, rec.config(map[string]string{tc.urlName: fake.URL()}), plan)
 
-			eventually(t, "every stream subscribed", func() bool { return fake.allSubscribed(topics) })
-			eventually(t, "the combination live", func() bool { return m.Live(comb) })
-			accepted, maxTopics, maxInSec, _, breaches := fake.stats()
+			streamstest.Eventually(t, "every stream subscribed", func() bool { return fake.AllSubscribed(topics) })
+			streamstest.Eventually(t, "the combination live", func() bool { return m.Live(comb) })
+			accepted, maxTopics, maxInSec, _, breaches := fake.Stats()
 			if len(breaches) > 0 {
 				t.Fatalf("documented limits broken: %v", breaches)
 			}
@@ -132,21 +133,21 @@ func TestBinanceShardsWithinDocumentedLimits(t *testing.T) {
 			}
 			t.Logf("%d streams over %d connections; at most %d on one (limit %d), at most %d messages a second (limit %d)",
 				len(topics), accepted, maxTopics, tc.maxTopics, maxInSec, tc.maxPerSec)
-			if n := fake.pathCount(tc.path); n != accepted {
+			if n := fake.PathCount(tc.path); n != accepted {
 				t.Errorf("%d of %d connections on %s", n, accepted, tc.path)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := fake.pingAll(ctx); err != nil {
+			if err := fake.PingAll(ctx); err != nil {
 				t.Fatalf("server ping not answered: %v", err)
 			}
 
 			open := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
 			last := syms[len(syms)-1]
-			fake.publish(binanceKlineStream(Series{Symbol: last, Timeframe: tc.timeframes[0]}), klinePayload(binanceSymbol(last), open, "12.5", true))
-			fake.publish(binanceMiniTickers, fmt.Sprintf(`[{"e":"24hrMiniTicker","E":%d,"s":%q,"c":"12.5","o":"10","h":"20","l":"5","v":"100","q":"1250"},{"e":"24hrMiniTicker","E":1,"s":"NOTFOLLOWED","c":"1","o":"1","h":"1","l":"1","v":"1","q":"1"}]`, open.UnixMilli(), binanceSymbol(last)))
-			eventually(t, "the candle and the ticker", func() bool {
+			fake.Publish(binanceKlineStream(Series{Symbol: last, Timeframe: tc.timeframes[0]}), klinePayload(binanceSymbol(last), open, "12.5", true))
+			fake.Publish(binanceMiniTickers, fmt.Sprintf(`[{"e":"24hrMiniTicker","E":%d,"s":%q,"c":"12.5","o":"10","h":"20","l":"5","v":"100","q":"1250"},{"e":"24hrMiniTicker","E":1,"s":"NOTFOLLOWED","c":"1","o":"1","h":"1","l":"1","v":"1","q":"1"}]`, open.UnixMilli(), binanceSymbol(last)))
+			streamstest.Eventually(t, "the candle and the ticker", func() bool {
 				var ok bool
 				rec.lockedRead(func() { ok = len(rec.candles) == 1 && len(rec.tickers) == 1 })
 				return ok
@@ -174,28 +175,28 @@ func TestBinanceShardsWithinDocumentedLimits(t *testing.T) {
 // candle's open time.
 func TestReconnectRepairsGap(t *testing.T) {
 	t.Parallel()
-	fake := newFakeBinance(t, binanceSpotStreams, 5)
+	fake := streamstest.NewBinance(t, binanceSpotStreams, 5)
 	rec := newRecorder()
 	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	plan := Plan{Combination: comb, Series: []Series{{"BTC_USDT", domain.TF1m}, {"ETH_USDT", domain.TF1m}}}
-	m := run(t, rec.config(map[string]string{NameBinanceStream: fake.url()}), plan)
+	m := run(t, rec.config(map[string]string{NameBinanceStream: fake.URL()}), plan)
 	btc := binanceKlineStream(plan.Series[0])
-	eventually(t, "subscribed", func() bool { return fake.allSubscribed([]string{btc}) })
+	streamstest.Eventually(t, "subscribed", func() bool { return fake.AllSubscribed([]string{btc}) })
 
 	open := time.Date(2026, 11, 26, 15, 4, 0, 0, time.UTC)
-	fake.publish(btc, klinePayload("BTCUSDT", open, "11", false))
-	eventually(t, "the open candle", func() bool {
+	fake.Publish(btc, klinePayload("BTCUSDT", open, "11", false))
+	streamstest.Eventually(t, "the open candle", func() bool {
 		var n int
 		rec.lockedRead(func() { n = len(rec.candles) })
 		return n == 1
 	})
-	fake.dropAll()
-	eventually(t, "the gap repaired", func() bool {
+	fake.DropAll()
+	streamstest.Eventually(t, "the gap repaired", func() bool {
 		var n int
 		rec.lockedRead(func() { n = len(rec.gaps) })
 		return n == 1
 	})
-	eventually(t, "resubscribed", func() bool { return fake.allSubscribed([]string{btc}) && m.Live(comb) })
+	streamstest.Eventually(t, "resubscribed", func() bool { return fake.AllSubscribed([]string{btc}) && m.Live(comb) })
 	rec.lockedRead(func() {
 		want := Gap{Combination: comb, Symbol: "BTC_USDT", Timeframe: domain.TF1m, Since: open}
 		if rec.gaps[0] != want {
@@ -206,8 +207,8 @@ func TestReconnectRepairsGap(t *testing.T) {
 		}
 	})
 	// The stream keeps delivering on the new connection.
-	fake.publish(btc, klinePayload("BTCUSDT", open, "12", true))
-	eventually(t, "the closed candle", func() bool {
+	fake.Publish(btc, klinePayload("BTCUSDT", open, "12", true))
+	streamstest.Eventually(t, "the closed candle", func() bool {
 		var ok bool
 		rec.lockedRead(func() { ok = len(rec.candles) == 2 && rec.candles[1].Closed })
 		return ok
@@ -219,25 +220,25 @@ func TestReconnectRepairsGap(t *testing.T) {
 // no gap repair is needed because the connections overlapped.
 func TestRotationLosesNothing(t *testing.T) {
 	t.Parallel()
-	fake := newFakeBinance(t, binanceSpotStreams, 5)
+	fake := streamstest.NewBinance(t, binanceSpotStreams, 5)
 	rec := newRecorder()
-	cfg := rec.config(map[string]string{NameBinanceStream: fake.url()})
+	cfg := rec.config(map[string]string{NameBinanceStream: fake.URL()})
 	cfg.MaxAge = 400 * time.Millisecond
 	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	se := Series{"BTC_USDT", domain.TF1m}
 	run(t, cfg, Plan{Combination: comb, Series: []Series{se}})
 	stream := binanceKlineStream(se)
-	eventually(t, "subscribed", func() bool { return fake.allSubscribed([]string{stream}) })
+	streamstest.Eventually(t, "subscribed", func() bool { return fake.AllSubscribed([]string{stream}) })
 
 	start := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	sent := 0
-	for accepted, _, _, _, _ := fake.stats(); accepted < 4; accepted, _, _, _, _ = fake.stats() {
-		if fake.publish(stream, klinePayload("BTCUSDT", start.Add(time.Duration(sent)*time.Minute), "11", true)) > 0 {
+	for accepted, _, _, _, _ := fake.Stats(); accepted < 4; accepted, _, _, _, _ = fake.Stats() {
+		if fake.Publish(stream, klinePayload("BTCUSDT", start.Add(time.Duration(sent)*time.Minute), "11", true)) > 0 {
 			sent++
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	eventually(t, "every push delivered", func() bool {
+	streamstest.Eventually(t, "every push delivered", func() bool {
 		seen := map[time.Time]bool{}
 		rec.lockedRead(func() {
 			for _, c := range rec.candles {
@@ -246,7 +247,7 @@ func TestRotationLosesNothing(t *testing.T) {
 		})
 		return len(seen) == sent
 	})
-	accepted, _, _, _, breaches := fake.stats()
+	accepted, _, _, _, breaches := fake.Stats()
 	t.Logf("%d pushes over %d connections", sent, accepted)
 	if len(breaches) > 0 {
 		t.Errorf("limits broken: %v", breaches)
@@ -262,24 +263,24 @@ func TestRotationLosesNothing(t *testing.T) {
 // new connection before the old one goes.
 func TestServerShutdownRotates(t *testing.T) {
 	t.Parallel()
-	fake := newFakeBinance(t, binanceSpotStreams, 5)
+	fake := streamstest.NewBinance(t, binanceSpotStreams, 5)
 	rec := newRecorder()
 	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	se := Series{"BTC_USDT", domain.TF1m}
-	run(t, rec.config(map[string]string{NameBinanceStream: fake.url()}), Plan{Combination: comb, Series: []Series{se}})
+	run(t, rec.config(map[string]string{NameBinanceStream: fake.URL()}), Plan{Combination: comb, Series: []Series{se}})
 	stream := binanceKlineStream(se)
-	eventually(t, "subscribed", func() bool { return fake.allSubscribed([]string{stream}) })
-	old := fake.snapshot()[0]
-	old.write(context.Background(), `{"stream":"!serverShutdown","data":{"e":"serverShutdown","E":1770123456789}}`)
+	streamstest.Eventually(t, "subscribed", func() bool { return fake.AllSubscribed([]string{stream}) })
+	old := fake.Conns()[0]
+	old.Write(context.Background(), `{"stream":"!serverShutdown","data":{"e":"serverShutdown","E":1770123456789}}`)
 	// The replacement is ready once it delivers; keep pushing until it has.
-	eventually(t, "a second connection", func() bool {
-		fake.publish(stream, klinePayload("BTCUSDT", time.Unix(60, 0), "11", false))
-		accepted, _, _, _, _ := fake.stats()
+	streamstest.Eventually(t, "a second connection", func() bool {
+		fake.Publish(stream, klinePayload("BTCUSDT", time.Unix(60, 0), "11", false))
+		accepted, _, _, _, _ := fake.Stats()
 		return accepted == 2
 	})
-	eventually(t, "the old connection closed", func() bool {
-		fake.publish(stream, klinePayload("BTCUSDT", time.Unix(60, 0), "11", false))
-		for _, c := range fake.snapshot() {
+	streamstest.Eventually(t, "the old connection closed", func() bool {
+		fake.Publish(stream, klinePayload("BTCUSDT", time.Unix(60, 0), "11", false))
+		for _, c := range fake.Conns() {
 			if c == old {
 				return false
 			}
@@ -293,32 +294,32 @@ func TestServerShutdownRotates(t *testing.T) {
 // delivers the pushes as domain values.
 func TestOKXChannels(t *testing.T) {
 	t.Parallel()
-	fake := newFakeOKX(t)
+	fake := streamstest.NewOKX(t)
 	rec := newRecorder()
-	cfg := rec.config(map[string]string{NameOKXStream: fake.url()})
+	cfg := rec.config(map[string]string{NameOKXStream: fake.URL()})
 	cfg.PingAfter = 100 * time.Millisecond
 	comb := domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "perpetual"}
 	plan := Plan{Combination: comb, Series: []Series{{"BTC_USDT", domain.TF1h}, {"BTC_USDT", domain.TF1d}}, Tickers: true, Symbols: []string{"BTC_USDT"}}
 	m := run(t, cfg, plan)
 	topics := []string{"candle1H:BTC-USDT-SWAP", "candle1Dutc:BTC-USDT-SWAP", "tickers:BTC-USDT-SWAP"}
-	eventually(t, "subscribed", func() bool { return fake.allSubscribed(topics) && m.Live(comb) })
-	eventually(t, "a keep-alive ping", func() bool { _, _, _, pings, _ := fake.stats(); return pings > 0 })
+	streamstest.Eventually(t, "subscribed", func() bool { return fake.AllSubscribed(topics) && m.Live(comb) })
+	streamstest.Eventually(t, "a keep-alive ping", func() bool { _, _, _, pings, _ := fake.Stats(); return pings > 0 })
 
-	fake.publish("candle1H:BTC-USDT-SWAP", okxSDKSwapCandle)
-	fake.publish("tickers:BTC-USDT-SWAP", okxSDKSwapTickers)
-	eventually(t, "the candle and the ticker", func() bool {
+	fake.Publish("candle1H:BTC-USDT-SWAP", okxSDKSwapCandle)
+	fake.Publish("tickers:BTC-USDT-SWAP", okxSDKSwapTickers)
+	streamstest.Eventually(t, "the candle and the ticker", func() bool {
 		var ok bool
 		rec.lockedRead(func() { ok = len(rec.candles) == 1 && len(rec.tickers) == 1 })
 		return ok
 	})
-	accepted, _, _, _, breaches := fake.stats()
+	accepted, _, _, _, breaches := fake.Stats()
 	if len(breaches) > 0 {
 		t.Fatalf("limits broken: %v", breaches)
 	}
-	if b, p := fake.pathCount("/ws/v5/business"), fake.pathCount("/ws/v5/public"); accepted != 2 || b != 1 || p != 1 {
+	if b, p := fake.PathCount("/ws/v5/business"), fake.PathCount("/ws/v5/public"); accepted != 2 || b != 1 || p != 1 {
 		t.Errorf("%d connections: %d on business, %d on public; want one each", accepted, b, p)
 	}
-	if n := fake.requests(); n != 2 {
+	if n := fake.Requests(); n != 2 {
 		t.Errorf("%d subscribe requests, want one per connection", n)
 	}
 	rec.lockedRead(func() {

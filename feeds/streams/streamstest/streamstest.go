@@ -1,4 +1,8 @@
-package streams
+// Package streamstest is an in-process exchange websocket server for tests:
+// it speaks the documented protocols of Binance's combined streams and OKX's
+// v5 public channels, enforces their per-connection limits and records every
+// breach.
+package streamstest
 
 import (
 	"context"
@@ -14,13 +18,13 @@ import (
 	"github.com/coder/websocket"
 )
 
-// fakeExchange is an in-test websocket server speaking the exchanges'
+// Exchange is a websocket server speaking the exchanges'
 // documented protocol: Binance combined streams (streams in the URL, then
 // SUBSCRIBE requests answered {"result":null,"id":N}) or OKX v5 (subscribe
 // requests answered per channel, text "ping" answered "pong"). It enforces
 // the per-connection limits and records every breach, as the exchanges
 // disconnect (and eventually ban) a client that breaks them.
-type fakeExchange struct {
+type Exchange struct {
 	t          *testing.T
 	okx        bool
 	maxTopics  int // per connection
@@ -31,7 +35,7 @@ type fakeExchange struct {
 	stopServer context.CancelFunc
 
 	mu        sync.Mutex
-	conns     map[*fakeConn]bool
+	conns     map[*Conn]bool
 	accepted  int
 	pings     int // OKX text pings received
 	breaches  []string
@@ -41,7 +45,14 @@ type fakeExchange struct {
 	requested int // subscribe requests received
 }
 
-type fakeConn struct {
+// okxArg is one channel of an OKX subscribe request.
+type okxArg struct {
+	Channel string `json:"channel"`
+	InstID  string `json:"instId"`
+}
+
+// Conn is one accepted connection.
+type Conn struct {
 	ws     *websocket.Conn
 	wmu    sync.Mutex // one writer at a time, as publish and answers race
 	mu     sync.Mutex
@@ -49,38 +60,42 @@ type fakeConn struct {
 	times  []time.Time // incoming messages
 }
 
-func newFakeBinance(t *testing.T, maxTopics, maxPerSec int) *fakeExchange {
-	return startFake(t, &fakeExchange{maxTopics: maxTopics, maxPerSec: maxPerSec})
+// NewBinance starts a Binance combined-streams server allowing maxTopics
+// streams and maxPerSec incoming messages a second per connection (spot:
+// 1,024 and 5; USDⓈ-M: 200 and 10).
+func NewBinance(t *testing.T, maxTopics, maxPerSec int) *Exchange {
+	return start(t, &Exchange{maxTopics: maxTopics, maxPerSec: maxPerSec})
 }
 
-func newFakeOKX(t *testing.T) *fakeExchange {
+// NewOKX starts an OKX v5 server (candles and tickers alike, on any path).
+func NewOKX(t *testing.T) *Exchange {
 	// OKX documents no per-connection message rate for public channels
 	// (only 480 subscribe requests an hour); 20 a second flags a flood.
-	return startFake(t, &fakeExchange{okx: true, maxTopics: okxArgs, maxPerSec: 20, maxRequest: 64 << 10})
+	return start(t, &Exchange{okx: true, maxTopics: 1000, maxPerSec: 20, maxRequest: 64 << 10})
 }
 
-func startFake(t *testing.T, f *fakeExchange) *fakeExchange {
-	f.t, f.conns, f.paths = t, map[*fakeConn]bool{}, map[string]int{}
+func start(t *testing.T, f *Exchange) *Exchange {
+	f.t, f.conns, f.paths = t, map[*Conn]bool{}, map[string]int{}
 	f.serverCtx, f.stopServer = context.WithCancel(context.Background())
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(func() {
 		f.stopServer()
-		f.dropAll()
+		f.DropAll()
 		f.srv.Close()
 	})
 	return f
 }
 
-// url is the base URL the client is configured with.
-func (f *fakeExchange) url() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") }
+// URL is the base URL (ws://) a client is configured with.
+func (f *Exchange) URL() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") }
 
-func (f *fakeExchange) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Exchange) serve(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
 	}
 	ws.SetReadLimit(1 << 20)
-	c := &fakeConn{ws: ws, topics: map[string]bool{}}
+	c := &Conn{ws: ws, topics: map[string]bool{}}
 	if s := r.URL.Query().Get("streams"); s != "" {
 		f.subscribed(c, strings.Split(s, "/"))
 	}
@@ -117,7 +132,7 @@ func (f *fakeExchange) serve(w http.ResponseWriter, r *http.Request) {
 
 // countMessage records an incoming message; false when it breaks the
 // per-second limit.
-func (f *fakeExchange) countMessage(c *fakeConn) bool {
+func (f *Exchange) countMessage(c *Conn) bool {
 	now := time.Now()
 	c.mu.Lock()
 	c.times = append(c.times, now)
@@ -138,7 +153,7 @@ func (f *fakeExchange) countMessage(c *fakeConn) bool {
 	return true
 }
 
-func (f *fakeExchange) subscribed(c *fakeConn, topics []string) {
+func (f *Exchange) subscribed(c *Conn, topics []string) {
 	c.mu.Lock()
 	for _, t := range topics {
 		c.topics[t] = true
@@ -153,7 +168,7 @@ func (f *fakeExchange) subscribed(c *fakeConn, topics []string) {
 	}
 }
 
-func (f *fakeExchange) binanceRequest(c *fakeConn, data []byte) {
+func (f *Exchange) binanceRequest(c *Conn, data []byte) {
 	var req struct {
 		Method string          `json:"method"`
 		Params []string        `json:"params"`
@@ -167,15 +182,15 @@ func (f *fakeExchange) binanceRequest(c *fakeConn, data []byte) {
 	f.requested++
 	f.mu.Unlock()
 	f.subscribed(c, req.Params)
-	c.write(f.serverCtx, fmt.Sprintf(`{"result":null,"id":%s}`, req.ID))
+	c.Write(f.serverCtx, fmt.Sprintf(`{"result":null,"id":%s}`, req.ID))
 }
 
-func (f *fakeExchange) okxRequest(c *fakeConn, data []byte) {
+func (f *Exchange) okxRequest(c *Conn, data []byte) {
 	if string(data) == "ping" {
 		f.mu.Lock()
 		f.pings++
 		f.mu.Unlock()
-		c.write(f.serverCtx, "pong")
+		c.Write(f.serverCtx, "pong")
 		return
 	}
 	var req struct {
@@ -196,59 +211,61 @@ func (f *fakeExchange) okxRequest(c *fakeConn, data []byte) {
 	f.subscribed(c, keys)
 	for _, a := range req.Args {
 		b, _ := json.Marshal(map[string]any{"event": "subscribe", "arg": a, "connId": "a4d3ae55"})
-		c.write(f.serverCtx, string(b))
+		c.Write(f.serverCtx, string(b))
 	}
 }
 
-func (f *fakeExchange) breach(format string, args ...any) {
+func (f *Exchange) breach(format string, args ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.breaches = append(f.breaches, fmt.Sprintf(format, args...))
 }
 
-func (c *fakeConn) write(ctx context.Context, msg string) {
+// Write sends a text message on the connection.
+func (c *Conn) Write(ctx context.Context, msg string) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.ws.Write(ctx, websocket.MessageText, []byte(msg))
 }
 
-func (c *fakeConn) has(topic string) bool {
+func (c *Conn) has(topic string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.topics[topic]
 }
 
-func (f *fakeExchange) snapshot() []*fakeConn {
+// Conns lists the open connections.
+func (f *Exchange) Conns() []*Conn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*fakeConn, 0, len(f.conns))
+	out := make([]*Conn, 0, len(f.conns))
 	for c := range f.conns {
 		out = append(out, c)
 	}
 	return out
 }
 
-// publish sends a push to every connection subscribed to topic; Binance
+// Publish sends a push to every connection subscribed to topic; Binance
 // pushes are wrapped as combined streams deliver them. It reports how many
 // connections it reached.
-func (f *fakeExchange) publish(topic, payload string) int {
+func (f *Exchange) Publish(topic, payload string) int {
 	msg := payload
 	if !f.okx {
 		msg = fmt.Sprintf(`{"stream":%q,"data":%s}`, topic, payload)
 	}
 	n := 0
-	for _, c := range f.snapshot() {
+	for _, c := range f.Conns() {
 		if c.has(topic) {
-			c.write(f.serverCtx, msg)
+			c.Write(f.serverCtx, msg)
 			n++
 		}
 	}
 	return n
 }
 
-// allSubscribed reports whether every topic is held by some connection.
-func (f *fakeExchange) allSubscribed(topics []string) bool {
-	conns := f.snapshot()
+// AllSubscribed reports whether every topic is held by some connection.
+func (f *Exchange) AllSubscribed(topics []string) bool {
+	conns := f.Conns()
 	for _, t := range topics {
 		found := false
 		for _, c := range conns {
@@ -264,18 +281,18 @@ func (f *fakeExchange) allSubscribed(topics []string) bool {
 	return true
 }
 
-// dropAll cuts every connection without a close handshake, as a network
+// DropAll cuts every connection without a close handshake, as a network
 // failure does.
-func (f *fakeExchange) dropAll() {
-	for _, c := range f.snapshot() {
+func (f *Exchange) DropAll() {
+	for _, c := range f.Conns() {
 		_ = c.ws.CloseNow()
 	}
 }
 
-// pingAll pings every connection; websocket.Conn.Ping returns once the pong
+// PingAll pings every connection; websocket.Conn.Ping returns once the pong
 // with the same payload has come back.
-func (f *fakeExchange) pingAll(ctx context.Context) error {
-	for _, c := range f.snapshot() {
+func (f *Exchange) PingAll(ctx context.Context) error {
+	for _, c := range f.Conns() {
 		if err := c.ws.Ping(ctx); err != nil {
 			return err
 		}
@@ -283,26 +300,31 @@ func (f *fakeExchange) pingAll(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeExchange) pathCount(path string) int {
+// PathCount is how many connections were accepted on path.
+func (f *Exchange) PathCount(path string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.paths[path]
 }
 
-func (f *fakeExchange) requests() int {
+// Requests is how many subscribe requests were received.
+func (f *Exchange) Requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requested
 }
 
-func (f *fakeExchange) stats() (accepted, maxTopics, maxInSec, pings int, breaches []string) {
+// Stats are the connections accepted, the most topics one connection held,
+// the most messages one connection sent within a second, the OKX text pings
+// received and the limit breaches seen.
+func (f *Exchange) Stats() (accepted, maxTopics, maxInSec, pings int, breaches []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.accepted, f.maxSeen, f.maxInSec, f.pings, append([]string(nil), f.breaches...)
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+// Eventually polls cond until it holds or a generous deadline passes.
+func Eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
