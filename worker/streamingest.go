@@ -1,0 +1,379 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/store"
+)
+
+// StreamIngest stores what the exchanges' websockets push (package
+// feeds/streams) as ingest stores what REST returns: candles upserted and
+// announced to the score trigger, screener rows replaced. It streams every
+// combination of the region whose configured feed is the exchange itself
+// (binance, okx) and has streams; the scheduler's REST ingest keeps running
+// beside it as the safety net and for everything else.
+//
+// One process of a deployment streams at a time (a lease in Redis): the
+// exchanges count connections per IP, and every worker process of a
+// deployment shares one. The holder keeps the lease while it runs; another
+// worker takes over within LeaseTTL of its end.
+type StreamIngest struct {
+	In     *Ingester
+	Region string
+	Redis  redis.UniversalClient
+	// Streams configures the connections (base URLs, metrics, logger);
+	// OnCandle, OnTickers and Repair are set by Run.
+	Streams streams.Config
+	// FlushEvery bounds how long a pushed candle waits to be stored; a
+	// closed candle is stored at once. 0 means 1 s.
+	FlushEvery time.Duration
+	// TickerFlushEvery is how often the screener rows of a combination are
+	// replaced with the pushed ones; 0 means 5 s.
+	TickerFlushEvery time.Duration
+	// LeaseTTL is the streaming lease's length; 0 means 30 s.
+	LeaseTTL time.Duration
+	// LeaseKey is the lease's Redis key; "" means "streams:lease".
+	LeaseKey string
+	Logger   *slog.Logger
+}
+
+func (s *StreamIngest) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// Plans lists what the region streams: candles of every timeframe of the
+// candle combinations (the symbols REST ingest loads), and the screener
+// rows of every streamed combination. Combinations served by another feed
+// (synthetic, or a second exchange's fallback) are not streamed.
+func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
+	var plans []streams.Plan
+	for _, c := range domain.Catalogue(s.Region) {
+		p, ok := s.In.Feeds.For(c)
+		if !ok || p.Name() != c.Exchange || !streams.Supports(c) {
+			continue
+		}
+		all, err := p.Symbols(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		plan := streams.Plan{Combination: c, Tickers: true, Symbols: all}
+		if c.HasCandles() {
+			syms, err := s.In.candleSymbols(ctx, p, c)
+			if err != nil {
+				return nil, err
+			}
+			for _, sym := range syms {
+				for _, tf := range domain.Timeframes {
+					plan.Series = append(plan.Series, streams.Series{Symbol: sym, Timeframe: tf})
+				}
+			}
+		}
+		plans = append(plans, plan)
+	}
+	return plans, nil
+}
+
+// Run streams while it holds the lease, until ctx ends.
+func (s *StreamIngest) Run(ctx context.Context) error {
+	ttl := s.LeaseTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	key := s.LeaseKey
+	if key == "" {
+		key = "streams:lease"
+	}
+	token := time.Now().Format(time.RFC3339Nano)
+	for ctx.Err() == nil {
+		ok, err := s.Redis.SetNX(ctx, key, token, ttl).Result()
+		if err != nil || !ok {
+			waitCtx(ctx, ttl/3)
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go s.keepLease(lctx, cancel, key, token, ttl)
+		if err := s.lead(lctx); err != nil {
+			s.logger().Error("streams: not streaming", "err", err)
+			waitCtx(lctx, ttl)
+		}
+		cancel()
+		_ = releaseLease.Run(context.WithoutCancel(ctx), s.Redis, []string{key}, token).Err()
+	}
+	return nil
+}
+
+// extendLease and releaseLease act only on the caller's own lease.
+var (
+	extendLease  = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+	releaseLease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+)
+
+// keepLease extends the lease every third of its length and ends the
+// streaming (cancel) when it is lost.
+func (s *StreamIngest) keepLease(ctx context.Context, cancel context.CancelFunc, key, token string, ttl time.Duration) {
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := extendLease.Run(ctx, s.Redis, []string{key}, token, ttl.Milliseconds()).Int()
+		if err == nil && n == 0 {
+			s.logger().Warn("streams: lease lost; another worker streams")
+			cancel()
+			return
+		}
+	}
+}
+
+// lead streams the region's plans until ctx ends.
+func (s *StreamIngest) lead(ctx context.Context) error {
+	plans, err := s.Plans(ctx)
+	if err != nil || len(plans) == 0 {
+		if err == nil {
+			<-ctx.Done()
+		}
+		return err
+	}
+	candles := newCandleSink(s)
+	tickers := newTickerSink(s)
+	cfg := s.Streams
+	cfg.OnCandle = candles.add
+	cfg.OnTickers = tickers.add
+	cfg.Repair = func(ctx context.Context, g streams.Gap) error {
+		// Ingest resumes from the newest stored candle, which is at least
+		// the last one the stream delivered: the gap and nothing more.
+		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { candles.run(ctx) })
+	wg.Go(func() { tickers.run(ctx) })
+	s.logger().Info("streams: streaming", "combinations", len(plans))
+	err = streams.New(cfg).Run(ctx, plans)
+	wg.Wait()
+	return err
+}
+
+// candleSink batches pushed candles by series and open time (the newest
+// state of each wins) and stores them every FlushEvery, or at once when a
+// candle closes.
+type candleSink struct {
+	s    *StreamIngest
+	kick chan struct{}
+
+	mu      sync.Mutex
+	pending map[store.CandleKey]map[time.Time]domain.Candle
+	healthy map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
+}
+
+func newCandleSink(s *StreamIngest) *candleSink {
+	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
+		healthy: map[store.CandleKey]time.Time{}}
+}
+
+func (k *candleSink) add(u streams.CandleUpdate) {
+	if !u.Combination.HasCandles() {
+		return
+	}
+	key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
+	k.mu.Lock()
+	if k.pending[key] == nil {
+		k.pending[key] = map[time.Time]domain.Candle{}
+	}
+	k.pending[key][u.Candle.Time] = u.Candle
+	k.mu.Unlock()
+	if u.Closed {
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (k *candleSink) run(ctx context.Context) {
+	every := k.s.FlushEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			k.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush stores what is pending. A failed write is logged and dropped: the
+// REST ingest tick loads the same candles.
+func (k *candleSink) flush(ctx context.Context) {
+	k.mu.Lock()
+	pending := k.pending
+	k.pending = map[store.CandleKey]map[time.Time]domain.Candle{}
+	k.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	in := k.s.In
+	wanted, other := map[store.CandleKey][]domain.Candle{}, map[store.CandleKey][]domain.Candle{}
+	for key, byTime := range pending {
+		cs := slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
+		if in.Changes != nil && in.Changes.WantsCandles(key.Market, key.Exchange, key.Timeframe) {
+			wanted[key] = cs
+		} else {
+			other[key] = cs
+		}
+	}
+	if len(other) > 0 {
+		if err := in.Store.UpsertCandleSeries(ctx, other); err != nil {
+			k.s.logger().Warn("streams: storing candles failed", "series", len(other), "err", err)
+		}
+	}
+	if len(wanted) > 0 {
+		changed, err := in.Store.UpsertChangedCandles(ctx, wanted)
+		if err != nil {
+			k.s.logger().Warn("streams: storing candles failed", "series", len(wanted), "err", err)
+		}
+		if len(changed) > 0 {
+			in.Changes.CandlesChanged(ctx, changed)
+		}
+	}
+	k.recordHealth(ctx, pending)
+}
+
+// recordHealth notifies the api caches of the exchanges written and marks
+// their candle feeds healthy, at most once a minute per timeframe.
+func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
+	in := k.s.In
+	now := in.Now()
+	seen := map[store.CandleKey]bool{}
+	for key := range written {
+		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		in.notify(ctx, readcache.Candles(key.Market, key.Exchange))
+		if now.Sub(k.healthy[h]) < time.Minute {
+			continue
+		}
+		k.healthy[h] = now
+		c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: domain.CandleInstrument}
+		_ = in.Store.RecordFeedSuccess(ctx, c, "candles:"+string(key.Timeframe), now)
+	}
+}
+
+// tickerSink keeps the newest row of every symbol per combination (the
+// all-market streams send only the rows that changed) and replaces the
+// stored screener rows with them every TickerFlushEvery.
+type tickerSink struct {
+	s *StreamIngest
+
+	mu    sync.Mutex
+	rows  map[domain.Combination]map[string]domain.Ticker
+	dirty map[domain.Combination]bool
+}
+
+func newTickerSink(s *StreamIngest) *tickerSink {
+	return &tickerSink{s: s, rows: map[domain.Combination]map[string]domain.Ticker{}, dirty: map[domain.Combination]bool{}}
+}
+
+func (k *tickerSink) add(c domain.Combination, ts []domain.Ticker) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.rows[c] == nil {
+		k.rows[c] = map[string]domain.Ticker{}
+	}
+	for _, t := range ts {
+		k.rows[c][t.Symbol] = t
+	}
+	k.dirty[c] = true
+}
+
+func (k *tickerSink) run(ctx context.Context) {
+	every := k.s.TickerFlushEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush replaces the rows of every combination that changed. The rows the
+// stream has not pushed yet are taken from the store (the REST snapshot),
+// so a quiet symbol does not drop out of the screener.
+func (k *tickerSink) flush(ctx context.Context) {
+	k.mu.Lock()
+	var todo []domain.Combination
+	for c := range k.dirty {
+		todo = append(todo, c)
+	}
+	clear(k.dirty)
+	k.mu.Unlock()
+	in := k.s.In
+	for _, c := range todo {
+		stored, err := in.Store.Tickers(ctx, c)
+		if err != nil {
+			k.s.logger().Warn("streams: reading tickers failed", "combination", c.String(), "err", err)
+			continue
+		}
+		merged := make(map[string]domain.Ticker, len(stored))
+		for _, t := range stored {
+			merged[t.Symbol] = t
+		}
+		k.mu.Lock()
+		for sym, t := range k.rows[c] {
+			if old, ok := merged[sym]; !ok || t.UpdatedAt.After(old.UpdatedAt) {
+				merged[sym] = t
+			}
+		}
+		k.mu.Unlock()
+		rows := slices.Collect(maps.Values(merged))
+		if err := in.Store.ReplaceTickers(ctx, c, rows); err != nil {
+			k.s.logger().Warn("streams: storing tickers failed", "combination", c.String(), "err", err)
+			continue
+		}
+		observeRows(c, "tickers", len(rows))
+		_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
+		in.notify(ctx, readcache.Tickers(c))
+	}
+}
+
+// waitCtx waits d or until ctx ends.
+func waitCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
