@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/worker"
+)
+
+// streamJob is the worker job that streams the exchanges' websockets into
+// ingest (worker.StreamIngest), or nil when no combination of the region is
+// served by a feed with streams (the synthetic feed has none). The stream
+// hosts are the documented defaults (streams.Default*).
+func streamJob(cfg Config, reg *feeds.Registry, in *worker.Ingester, rdb redis.UniversalClient, logger *slog.Logger) func(context.Context) error {
+	streamed := false
+	for _, c := range domain.Catalogue(cfg.Region) {
+		if p, ok := reg.For(c); ok && p.Name() == c.Exchange && streams.Supports(c) {
+			streamed = true
+		}
+	}
+	if !streamed {
+		return nil
+	}
+	s := &worker.StreamIngest{In: in, Region: cfg.Region, Redis: rdb, Logger: logger,
+		Streams: streams.Config{Metrics: obs.Streams{}, Logger: logger}}
+	return s.Run
+}
