@@ -37,6 +37,11 @@ type StreamIngest struct {
 	// FlushEvery bounds how long a pushed candle waits to be stored; a
 	// closed candle is stored at once. 0 means 1 s.
 	FlushEvery time.Duration
+	// OpenEvery is how often the still-open candle of a series is stored
+	// (the exchanges push it every second or two; storing each push would
+	// cost a write per series and second for a price scoring reads once per
+	// open-candle slot). 0 means 10 s.
+	OpenEvery time.Duration
 	// TickerFlushEvery is how often the screener rows of a combination are
 	// replaced with the pushed ones; 0 means 5 s.
 	TickerFlushEvery time.Duration
@@ -172,19 +177,22 @@ func (s *StreamIngest) lead(ctx context.Context) error {
 
 // candleSink batches pushed candles by series and open time (the newest
 // state of each wins) and stores them every FlushEvery, or at once when a
-// candle closes.
+// candle closes; a series whose only news is its open candle waits until
+// OpenEvery has passed since its last write.
 type candleSink struct {
 	s    *StreamIngest
 	kick chan struct{}
 
-	mu      sync.Mutex
-	pending map[store.CandleKey]map[time.Time]domain.Candle
-	healthy map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
+	mu       sync.Mutex
+	pending  map[store.CandleKey]map[time.Time]domain.Candle
+	closed   map[store.CandleKey]bool      // pending holds a closed candle
+	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
+	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
 }
 
 func newCandleSink(s *StreamIngest) *candleSink {
 	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
-		healthy: map[store.CandleKey]time.Time{}}
+		closed: map[store.CandleKey]bool{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{}}
 }
 
 func (k *candleSink) add(u streams.CandleUpdate) {
@@ -197,6 +205,9 @@ func (k *candleSink) add(u streams.CandleUpdate) {
 		k.pending[key] = map[time.Time]domain.Candle{}
 	}
 	k.pending[key][u.Candle.Time] = u.Candle
+	if u.Closed {
+		k.closed[key] = true
+	}
 	k.mu.Unlock()
 	if u.Closed {
 		select {
@@ -228,10 +239,7 @@ func (k *candleSink) run(ctx context.Context) {
 // flush stores what is pending. A failed write is logged and dropped: the
 // REST ingest tick loads the same candles.
 func (k *candleSink) flush(ctx context.Context) {
-	k.mu.Lock()
-	pending := k.pending
-	k.pending = map[store.CandleKey]map[time.Time]domain.Candle{}
-	k.mu.Unlock()
+	pending := k.due()
 	if len(pending) == 0 {
 		return
 	}
@@ -260,6 +268,29 @@ func (k *candleSink) flush(ctx context.Context) {
 		}
 	}
 	k.recordHealth(ctx, pending)
+}
+
+// due takes the pending series to write now: those with a closed candle,
+// and those whose open-candle write is due.
+func (k *candleSink) due() map[store.CandleKey]map[time.Time]domain.Candle {
+	openEvery := k.s.OpenEvery
+	if openEvery <= 0 {
+		openEvery = 10 * time.Second
+	}
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[store.CandleKey]map[time.Time]domain.Candle{}
+	for key, byTime := range k.pending {
+		if !k.closed[key] && now.Before(k.openNext[key]) {
+			continue
+		}
+		out[key] = byTime
+		delete(k.pending, key)
+		delete(k.closed, key)
+		k.openNext[key] = now.Add(openEvery)
+	}
+	return out
 }
 
 // recordHealth notifies the api caches of the exchanges written and marks

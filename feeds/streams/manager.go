@@ -110,7 +110,7 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the reconnect delay; 0 means 1 s and 1 min.
 	MinBackoff, MaxBackoff time.Duration
 	// StaleAfter closes a connection that received nothing (no message, no
-	// ping) for that long; 0 means 2 min.
+	// ping) for that long; 0 means 5 min, above USDⓈ-M's 3-minute pings.
 	StaleAfter time.Duration
 }
 
@@ -149,7 +149,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.MaxBackoff = time.Minute
 	}
 	if cfg.StaleAfter <= 0 {
-		cfg.StaleAfter = 2 * time.Minute
+		cfg.StaleAfter = 5 * time.Minute
 	}
 	return cfg
 }
