@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,10 @@ type StreamIngest struct {
 	// TickerFlushEvery is how often the screener rows of a combination are
 	// replaced with the pushed ones; 0 means 5 s.
 	TickerFlushEvery time.Duration
+	// ReplanEvery is how often the symbols to follow are listed again (new
+	// listings, delistings); a changed plan restarts the connections. 0
+	// means 1 h.
+	ReplanEvery time.Duration
 	// LeaseTTL is the streaming lease's length; 0 means 30 s.
 	LeaseTTL time.Duration
 	// LeaseKey is the lease's Redis key; "" means "streams:lease".
@@ -146,14 +151,46 @@ func (s *StreamIngest) keepLease(ctx context.Context, cancel context.CancelFunc,
 	}
 }
 
-// lead streams the region's plans until ctx ends.
+// lead streams the region's plans until ctx ends, listing them again every
+// ReplanEvery and restarting the connections when they changed (the REST
+// tick covers the seconds a restart misses).
 func (s *StreamIngest) lead(ctx context.Context) error {
+	every := s.ReplanEvery
+	if every <= 0 {
+		every = time.Hour
+	}
 	plans, err := s.Plans(ctx)
-	if err != nil || len(plans) == 0 {
-		if err == nil {
-			<-ctx.Done()
-		}
+	if err != nil {
 		return err
+	}
+	for ctx.Err() == nil {
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.stream(runCtx, plans) }()
+		next := plans
+		for ctx.Err() == nil && reflect.DeepEqual(next, plans) {
+			waitCtx(ctx, every)
+			if p, err := s.Plans(ctx); err == nil {
+				next = p
+			} else if ctx.Err() == nil {
+				s.logger().Warn("streams: listing symbols failed; following the previous list", "err", err)
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			return err
+		}
+		plans = next
+	}
+	return nil
+}
+
+// stream runs the connections of plans and stores what they push until ctx
+// ends.
+func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
+	if len(plans) == 0 {
+		<-ctx.Done()
+		return nil
 	}
 	candles := newCandleSink(s)
 	tickers := newTickerSink(s)
@@ -170,7 +207,7 @@ func (s *StreamIngest) lead(ctx context.Context) error {
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
 	s.logger().Info("streams: streaming", "combinations", len(plans))
-	err = streams.New(cfg).Run(ctx, plans)
+	err := streams.New(cfg).Run(ctx, plans)
 	wg.Wait()
 	return err
 }

@@ -157,7 +157,7 @@ func (s *shard) replace(ctx context.Context, old *conn) *conn {
 	next, err := s.connect(ctx)
 	if err != nil {
 		cfg.Logger.Warn("streams: replacement connect failed", "endpoint", s.ep.name, "err", err)
-		old.born = time.Now().Add(-cfg.MaxAge + cfg.MinBackoff) // try again after a back-off
+		old.born = time.Now().Add(-cfg.MaxAge + cfg.MaxBackoff) // try again after the longest back-off
 		return old
 	}
 	t := time.NewTimer(cfg.ReadyTimeout)
@@ -168,7 +168,7 @@ func (s *shard) replace(ctx context.Context, old *conn) *conn {
 		cfg.Logger.Warn("streams: replacement not delivering yet, switching anyway", "endpoint", s.ep.name)
 	case <-next.done:
 		s.closeConn(next)
-		old.born = time.Now().Add(-cfg.MaxAge + cfg.MinBackoff)
+		old.born = time.Now().Add(-cfg.MaxAge + cfg.MaxBackoff)
 		return old
 	case <-ctx.Done():
 	}
