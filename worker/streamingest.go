@@ -52,9 +52,28 @@ type StreamIngest struct {
 	ReplanEvery time.Duration
 	// LeaseTTL is the streaming lease's length; 0 means 30 s.
 	LeaseTTL time.Duration
-	// LeaseKey is the lease's Redis key; "" means "streams:lease".
-	LeaseKey string
-	Logger   *slog.Logger
+	// KeyPrefix starts the Redis keys of the lease and the live marks
+	// ("streams:lease", "streams:live:crypto:binance"); tests isolate with it.
+	KeyPrefix string
+	Logger    *slog.Logger
+}
+
+// liveTTL is how long a live mark lasts unless refreshed (every
+// liveTTL/6): when the streaming worker stops, the scheduled REST ingest
+// takes its series back within that time.
+const liveTTL = 30 * time.Second
+
+func liveKey(prefix string, c domain.Combination) string {
+	return prefix + "streams:live:" + string(c.Market) + ":" + c.Exchange
+}
+
+// StreamedCandles is the Ingester's Streamed hook: whether the live mark of
+// the combination's exchange is set.
+func StreamedCandles(rdb redis.UniversalClient, keyPrefix string) func(ctx context.Context, c domain.Combination) bool {
+	return func(ctx context.Context, c domain.Combination) bool {
+		n, err := rdb.Exists(ctx, liveKey(keyPrefix, c)).Result()
+		return err == nil && n == 1
+	}
 }
 
 func (s *StreamIngest) logger() *slog.Logger {
@@ -102,10 +121,7 @@ func (s *StreamIngest) Run(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
-	key := s.LeaseKey
-	if key == "" {
-		key = "streams:lease"
-	}
+	key := s.KeyPrefix + "streams:lease"
 	token := time.Now().Format(time.RFC3339Nano)
 	for ctx.Err() == nil {
 		ok, err := s.Redis.SetNX(ctx, key, token, ttl).Result()
@@ -203,13 +219,69 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
 		return err
 	}
+	m := streams.New(cfg)
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
+	wg.Go(func() { s.markLive(ctx, m, plans) })
 	s.logger().Info("streams: streaming", "combinations", len(plans))
-	err := streams.New(cfg).Run(ctx, plans)
+	err := m.Run(ctx, plans)
 	wg.Wait()
 	return err
+}
+
+// markLive sets the live mark of every candle combination whose
+// connections are all up, so the scheduled REST ingest stops polling its
+// series, and clears it while they are not. Before the first mark, one
+// REST pass loads what happened since the last stored candles (the time
+// no worker streamed); after that, each dropped connection repairs its own
+// series' gaps.
+func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan) {
+	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
+	defer func() {
+		for c := range marked {
+			_ = s.Redis.Del(context.WithoutCancel(ctx), liveKey(s.KeyPrefix, c)).Err()
+		}
+	}()
+	for ctx.Err() == nil {
+		every := liveTTL / 6
+		for _, p := range plans {
+			c := p.Combination
+			if len(p.Series) == 0 {
+				continue
+			}
+			if !m.Live(c) {
+				every = 200 * time.Millisecond // mark it soon after it comes up
+				if marked[c] {
+					_ = s.Redis.Del(ctx, liveKey(s.KeyPrefix, c)).Err()
+					delete(marked, c)
+				}
+				continue
+			}
+			if !caughtUp[c] {
+				s.catchUp(ctx, p)
+				caughtUp[c] = true
+			}
+			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {
+				marked[c] = true
+			}
+		}
+		waitCtx(ctx, every)
+	}
+}
+
+// catchUp loads every series of a plan over REST from its newest stored
+// candle.
+func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan) {
+	byTF := map[domain.Timeframe][]string{}
+	for _, se := range p.Series {
+		byTF[se.Timeframe] = append(byTF[se.Timeframe], se.Symbol)
+	}
+	for tf, syms := range byTF {
+		if _, err := s.In.IngestCandles(ctx, p.Combination, tf, syms); err != nil && ctx.Err() == nil {
+			s.logger().Warn("streams: catching up over REST failed", "combination", p.Combination.String(), "timeframe", string(tf), "err", err)
+		}
+	}
 }
 
 // candleSink batches pushed candles by series and open time (the newest

@@ -107,9 +107,10 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	changes := &changeRecorder{}
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now, Changes: changes}
 	rdb := redistest.Client(t)
-	lease := redistest.Prefix(t) + "streams:lease"
+	prefix := redistest.Prefix(t)
+	in.Streamed = worker.StreamedCandles(rdb, prefix)
 	for range 2 { // the second waits for the lease
-		s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, LeaseKey: lease, LeaseTTL: 3 * time.Second, Logger: discard(),
+		s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, LeaseTTL: 3 * time.Second, Logger: discard(),
 			FlushEvery: 50 * time.Millisecond, TickerFlushEvery: 50 * time.Millisecond,
 			Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: spotWS.URL(), streams.NameBinanceFuturesStream: futWS.URL()},
 				MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
@@ -122,6 +123,11 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	spotTopics := []string{"btcusdt@kline_1h", "ethusdt@kline_1m", "ethusdt@kline_1w", "!miniTicker@arr"}
 	streamstest.Eventually(t, "spot streams subscribed", func() bool { return spotWS.AllSubscribed(spotTopics) })
 	streamstest.Eventually(t, "perpetual tickers subscribed", func() bool { return futWS.AllSubscribed([]string{"!miniTicker@arr"}) })
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	streamstest.Eventually(t, "spot candles marked live after a REST catch-up", func() bool { return in.Streamed(ctx, spot) })
+	if n := len(rest.asked()); n != 2*len(domain.Timeframes) {
+		t.Errorf("catch-up asked %d klines, want one per series (%d)", n, 2*len(domain.Timeframes))
+	}
 
 	open := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
 	spotWS.Publish("btcusdt@kline_1h", fmt.Sprintf(`{"e":"kline","E":1,"s":"BTCUSDT","k":{"t":%d,"T":%d,"s":"BTCUSDT","i":"1h","o":"10","c":"15","h":"20","l":"5","v":"100","x":false,"V":"1","L":3}}`,
@@ -139,6 +145,15 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	})
 	if accepted, _, _, _, breaches := spotWS.Stats(); accepted != 1 || len(breaches) > 0 {
 		t.Fatalf("spot connections = %d (want 1: one worker streams), breaches %v", accepted, breaches)
+	}
+
+	// The scheduled REST ingest now loads only series with nothing stored.
+	before := len(rest.asked())
+	if _, err := in.IngestCandles(ctx, spot, domain.TF1h, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rest.asked()[before:]; len(got) != 1 || got[0] != "ETHUSDT 1h " {
+		t.Errorf("scheduled ingest of a streamed exchange asked %q, want only ETHUSDT (nothing stored)", got)
 	}
 
 	spotWS.DropAll()

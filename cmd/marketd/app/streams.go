@@ -29,5 +29,6 @@ func streamJob(cfg Config, reg *feeds.Registry, in *worker.Ingester, rdb redis.U
 	}
 	s := &worker.StreamIngest{In: in, Region: cfg.Region, Redis: rdb, Logger: logger,
 		Streams: streams.Config{Metrics: obs.Streams{}, Logger: logger}}
+	in.Streamed = worker.StreamedCandles(rdb, "")
 	return s.Run
 }
