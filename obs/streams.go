@@ -37,3 +37,17 @@ func (Streams) GapRepair(endpoint string, err error) {
 	}
 	streamGapRepairs.WithLabelValues(endpoint, outcome).Inc()
 }
+
+// StreamEndpoints lists every endpoint label of the stream series.
+var StreamEndpoints = []string{"binance-spot", "binance-futures", "okx-public", "okx-business"}
+
+func init() {
+	// Every endpoint is exported from the start (at 0), so an alert on
+	// reconnects or on no connection is defined before the first event.
+	for _, ep := range StreamEndpoints {
+		streamConnections.WithLabelValues(ep)
+		streamReconnects.WithLabelValues(ep)
+		streamGapRepairs.WithLabelValues(ep, OutcomeSuccess)
+		streamGapRepairs.WithLabelValues(ep, OutcomeError)
+	}
+}

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -366,3 +367,26 @@ func TestWindowLimiter(t *testing.T) {
 
 // obs.Streams is the Metrics the service registers.
 var _ Metrics = obs.Streams{}
+
+// TestEndpointNamesAreMetricsLabels: the endpoints the manager names are
+// the label values obs exports from the start.
+func TestEndpointNamesAreMetricsLabels(t *testing.T) {
+	t.Parallel()
+	m := New(Config{})
+	seen := map[string]bool{}
+	for _, c := range []domain.Combination{
+		{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}, {Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"},
+		{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"}, {Market: domain.Crypto, Exchange: "okx", Instrument: "perpetual"},
+	} {
+		plan := Plan{Combination: c, Series: []Series{{"BTC_USDT", domain.TF1m}}, Tickers: true, Symbols: []string{"BTC_USDT"}}
+		for _, g := range m.endpointsOf(plan) {
+			seen[g.ep.name] = true
+			if !slices.Contains(obs.StreamEndpoints, g.ep.name) {
+				t.Errorf("endpoint %q is not in obs.StreamEndpoints", g.ep.name)
+			}
+		}
+	}
+	if len(seen) != len(obs.StreamEndpoints) {
+		t.Errorf("endpoints used %v, obs exports %v", seen, obs.StreamEndpoints)
+	}
+}
