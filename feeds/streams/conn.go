@@ -81,6 +81,9 @@ type conn struct {
 	retire  chan struct{} // closed when the server announces a shutdown
 	born    time.Time
 	lastMsg atomic.Int64 // unix nano of the last message or ping
+	// retried: a replacement asked for by retire failed; the age timer
+	// retries it (run goroutine only).
+	retried bool
 
 	// reader goroutine state
 	acksWanted, acks int
@@ -129,6 +132,10 @@ func (s *shard) run(ctx context.Context) {
 			}
 		}
 		age := time.NewTimer(time.Until(cur.born.Add(cfg.MaxAge)))
+		retire := cur.retire
+		if cur.retried {
+			retire = nil
+		}
 		select {
 		case <-ctx.Done():
 		case <-cur.done:
@@ -142,7 +149,7 @@ func (s *shard) run(ctx context.Context) {
 			_ = sleep(ctx, bo.delay())
 		case <-age.C:
 			cur = s.replace(ctx, cur)
-		case <-cur.retire:
+		case <-retire:
 			cur = s.replace(ctx, cur)
 		}
 		age.Stop()
@@ -157,8 +164,7 @@ func (s *shard) replace(ctx context.Context, old *conn) *conn {
 	next, err := s.connect(ctx)
 	if err != nil {
 		cfg.Logger.Warn("streams: replacement connect failed", "endpoint", s.ep.name, "err", err)
-		old.born = time.Now().Add(-cfg.MaxAge + cfg.MaxBackoff) // try again after the longest back-off
-		return old
+		return retryLater(old, cfg)
 	}
 	t := time.NewTimer(cfg.ReadyTimeout)
 	defer t.Stop()
@@ -168,13 +174,20 @@ func (s *shard) replace(ctx context.Context, old *conn) *conn {
 		cfg.Logger.Warn("streams: replacement not delivering yet, switching anyway", "endpoint", s.ep.name)
 	case <-next.done:
 		s.closeConn(next)
-		old.born = time.Now().Add(-cfg.MaxAge + cfg.MaxBackoff)
-		return old
+		return retryLater(old, cfg)
 	case <-ctx.Done():
 	}
 	_ = sleep(ctx, cfg.Overlap)
 	s.closeConn(old)
 	return next
+}
+
+// retryLater keeps old and has its replacement tried again after the
+// longest back-off.
+func retryLater(old *conn, cfg Config) *conn {
+	old.born = time.Now().Add(-cfg.MaxAge + cfg.MaxBackoff)
+	old.retried = true
+	return old
 }
 
 func (s *shard) closeConn(c *conn) {
