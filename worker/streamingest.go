@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -122,7 +124,9 @@ func (s *StreamIngest) Run(ctx context.Context) error {
 		ttl = 30 * time.Second
 	}
 	key := s.KeyPrefix + "streams:lease"
-	token := time.Now().Format(time.RFC3339Nano)
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:]) // this process's claim on the lease
 	for ctx.Err() == nil {
 		ok, err := s.Redis.SetNX(ctx, key, token, ttl).Result()
 		if err != nil || !ok {
@@ -168,8 +172,9 @@ func (s *StreamIngest) keepLease(ctx context.Context, cancel context.CancelFunc,
 }
 
 // lead streams the region's plans until ctx ends, listing them again every
-// ReplanEvery and restarting the connections when they changed (the REST
-// tick covers the seconds a restart misses).
+// ReplanEvery and restarting the connections when they changed (the new
+// connections catch up over REST before their series are marked live, as
+// after any start).
 func (s *StreamIngest) lead(ctx context.Context) error {
 	every := s.ReplanEvery
 	if every <= 0 {
