@@ -25,7 +25,6 @@ import (
 // the per-connection limits and records every breach, as the exchanges
 // disconnect (and eventually ban) a client that breaks them.
 type Exchange struct {
-	t          *testing.T
 	okx        bool
 	maxTopics  int // per connection
 	maxPerSec  int // incoming messages per second per connection
@@ -60,34 +59,55 @@ type Conn struct {
 	times  []time.Time // incoming messages
 }
 
-// NewBinance starts a Binance combined-streams server allowing maxTopics
+// Binance returns a Binance combined-streams handler allowing maxTopics
 // streams and maxPerSec incoming messages a second per connection (spot:
-// 1,024 and 5; USDⓈ-M: 200 and 10).
-func NewBinance(t *testing.T, maxTopics, maxPerSec int) *Exchange {
-	return start(t, &Exchange{maxTopics: maxTopics, maxPerSec: maxPerSec})
+// 1,024 and 5; USDⓈ-M: 200 and 10), for a simulator to mount on its own
+// server; Close ends its connections.
+func Binance(maxTopics, maxPerSec int) *Exchange {
+	return newExchange(&Exchange{maxTopics: maxTopics, maxPerSec: maxPerSec})
 }
 
-// NewOKX starts an OKX v5 server (candles and tickers alike, on any path).
-func NewOKX(t *testing.T) *Exchange {
+// OKX returns an OKX v5 handler (candles and tickers alike, on any path).
+func OKX() *Exchange {
 	// OKX documents no per-connection message rate for public channels
 	// (only 480 subscribe requests an hour); 20 a second flags a flood.
-	return start(t, &Exchange{okx: true, maxTopics: 1000, maxPerSec: 20, maxRequest: 64 << 10})
+	return newExchange(&Exchange{okx: true, maxTopics: 1000, maxPerSec: 20, maxRequest: 64 << 10})
+}
+
+// NewBinance serves Binance(maxTopics, maxPerSec) until the test ends.
+func NewBinance(t *testing.T, maxTopics, maxPerSec int) *Exchange {
+	return start(t, Binance(maxTopics, maxPerSec))
+}
+
+// NewOKX serves OKX() until the test ends.
+func NewOKX(t *testing.T) *Exchange { return start(t, OKX()) }
+
+func newExchange(f *Exchange) *Exchange {
+	f.conns, f.paths = map[*Conn]bool{}, map[string]int{}
+	f.serverCtx, f.stopServer = context.WithCancel(context.Background())
+	return f
 }
 
 func start(t *testing.T, f *Exchange) *Exchange {
-	f.t, f.conns, f.paths = t, map[*Conn]bool{}, map[string]int{}
-	f.serverCtx, f.stopServer = context.WithCancel(context.Background())
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewServer(f)
 	t.Cleanup(func() {
-		f.stopServer()
-		f.DropAll()
+		f.Close()
 		f.srv.Close()
 	})
 	return f
 }
 
-// URL is the base URL (ws://) a client is configured with.
+// Close drops every connection and refuses to serve on.
+func (f *Exchange) Close() {
+	f.stopServer()
+	f.DropAll()
+}
+
+// URL is the base URL (ws://) of the test server a client is configured with.
 func (f *Exchange) URL() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") }
+
+// ServeHTTP accepts a websocket connection and speaks the protocol on it.
+func (f *Exchange) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.serve(w, r) }
 
 func (f *Exchange) serve(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, nil)
