@@ -134,7 +134,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		return nil, nil, err
 	}
 	var jobs []func(context.Context) error
-	if job := streamJob(cfg, reg, in, rdb, logger); job != nil {
+	if job := streamJob(cfg, reg, in, rdb, nil, logger); job != nil {
 		jobs = append(jobs, job)
 	}
 	if box == nil {

@@ -26,7 +26,7 @@ func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := streamJob(Config{Region: tc.region}, reg, &worker.Ingester{Feeds: reg}, nil, nil)
+		job := streamJob(Config{Region: tc.region}, reg, &worker.Ingester{Feeds: reg}, nil, nil, nil)
 		if got := job != nil; got != tc.want {
 			t.Errorf("feeds %v in %s: streaming %v, want %v", tc.feeds, tc.region, got, tc.want)
 		}
