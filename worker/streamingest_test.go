@@ -87,10 +87,13 @@ func (c *changeRecorder) has(k store.CandleKey) bool {
 }
 
 // TestStreamIngestStoresPushes runs the stream ingest of the eu region
-// against in-test Binance stream and REST servers: pushed candles are
-// stored and announced to the score trigger, pushed tickers replace the
-// screener rows, a dropped connection's gap is fetched over REST, and a
-// second worker does not stream while the first holds the lease.
+// against in-test Binance stream and REST servers: one REST catch-up pass
+// before the exchange is marked live, after which scheduled REST ingest
+// loads only series with nothing stored; pushed candles stored and announced
+// to the score trigger (an open candle's later states held back, its close
+// stored at once); pushed tickers replacing the screener rows; a dropped
+// connection's gap fetched over REST; and a second worker not streaming
+// while the first holds the lease.
 func TestStreamIngestStoresPushes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -111,7 +114,7 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	in.Streamed = worker.StreamedCandles(rdb, prefix)
 	for range 2 { // the second waits for the lease
 		s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, LeaseTTL: 3 * time.Second, Logger: discard(),
-			FlushEvery: 50 * time.Millisecond, TickerFlushEvery: 50 * time.Millisecond,
+			FlushEvery: 50 * time.Millisecond, TickerFlushEvery: 50 * time.Millisecond, OpenEvery: time.Hour,
 			Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: spotWS.URL(), streams.NameBinanceFuturesStream: futWS.URL()},
 				MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
 		runCtx, cancel := context.WithCancel(ctx)
@@ -155,6 +158,30 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	if got := rest.asked()[before:]; len(got) != 1 || got[0] != "ETHUSDT 1h " {
 		t.Errorf("scheduled ingest of a streamed exchange asked %q, want only ETHUSDT (nothing stored)", got)
 	}
+
+	// A still-open candle's later states wait for OpenEvery; its close is
+	// stored at once. Pushes of one connection are handled in order, so
+	// once the ETH candle pushed after BTC's second state is stored, that
+	// state has been seen and held back.
+	kline := func(sym, tf string, open time.Time, c string, closed bool) string {
+		return fmt.Sprintf(`{"e":"kline","E":1,"s":%q,"k":{"t":%d,"s":%q,"i":%q,"o":"10","c":%q,"h":"20","l":"5","v":"100","x":%t}}`,
+			sym, open.UnixMilli(), sym, tf, c, closed)
+	}
+	spotWS.Publish("btcusdt@kline_1h", kline("BTCUSDT", "1h", open, "15.5", false))
+	spotWS.Publish("ethusdt@kline_1m", kline("ETHUSDT", "1m", open, "7", true))
+	eth1m := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "ETH_USDT", Timeframe: domain.TF1m}
+	streamstest.Eventually(t, "the closed ETH candle stored", func() bool {
+		cs, err := db.Candles(ctx, eth1m, 10)
+		return err == nil && len(cs) == 1 && cs[0].Close == 7
+	})
+	if cs, err := db.Candles(ctx, btc1h, 10); err != nil || len(cs) != 1 || cs[0].Close != 15 {
+		t.Fatalf("BTC 1h = %+v, %v; want the open candle's second state held back (close 15)", cs, err)
+	}
+	spotWS.Publish("btcusdt@kline_1h", kline("BTCUSDT", "1h", open, "15.7", true))
+	streamstest.Eventually(t, "the closed BTC candle stored at once", func() bool {
+		cs, err := db.Candles(ctx, btc1h, 10)
+		return err == nil && len(cs) == 1 && cs[0].Close == 15.7
+	})
 
 	spotWS.DropAll()
 	want := "BTCUSDT 1h " + strconv.FormatInt(open.UnixMilli(), 10)
