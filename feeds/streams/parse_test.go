@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -181,4 +182,32 @@ func TestDecodeRejectsBadNumbers(t *testing.T) {
 	if _, _, err := okxCandleRow([]string{"1", "1", "1", "1", "1", "Inf", "1", "1", "1"}, false); err == nil {
 		t.Fatal("an infinite volume decoded without error")
 	}
+}
+
+// FuzzDecode feeds arbitrary messages to both protocols: nothing panics,
+// and every number decoded is finite (non-finite text is refused).
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{binanceDocKline, binanceDocMiniTickers, okxSDKSwapCandle, okxSDKSwapTickers, okxDocSpotTickers,
+		`{"result":null,"id":1}`, "pong", `{"event":"notice"}`, `{"stream":"x@kline_1m","data":{"e":"kline","k":{"t":1,"o":"1e400"}}}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, p := range []protocol{binanceSpot(), okxPublic(time.Second)} {
+			_ = p.decode(data, func(ev event) {
+				c := ev.candle
+				for _, v := range []float64{c.Open, c.High, c.Low, c.Close, c.Volume} {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						t.Fatalf("non-finite candle value from %q", data)
+					}
+				}
+				for _, r := range ev.tickers {
+					for _, v := range []float64{r.ticker.Price, r.ticker.Volume} {
+						if math.IsNaN(v) || math.IsInf(v, 0) {
+							t.Fatalf("non-finite ticker value from %q", data)
+						}
+					}
+				}
+			})
+		}
+	})
 }
