@@ -177,11 +177,13 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	if cs, err := db.Candles(ctx, btc1h, 10); err != nil || len(cs) != 1 || cs[0].Close != 15 {
 		t.Fatalf("BTC 1h = %+v, %v; want the open candle's second state held back (close 15)", cs, err)
 	}
+	pushed := time.Now()
 	spotWS.Publish("btcusdt@kline_1h", kline("BTCUSDT", "1h", open, "15.7", true))
 	streamstest.Eventually(t, "the closed BTC candle stored at once", func() bool {
 		cs, err := db.Candles(ctx, btc1h, 10)
 		return err == nil && len(cs) == 1 && cs[0].Close == 15.7
 	})
+	t.Logf("closed candle pushed → stored: %v", time.Since(pushed))
 
 	spotWS.DropAll()
 	want := "BTCUSDT 1h " + strconv.FormatInt(open.UnixMilli(), 10)
