@@ -116,7 +116,9 @@ const (
 )
 
 // The spot tickers push example of
-// https://www.okx.com/docs-v5/en/#order-book-trading-market-data-ws-tickers-channel.
+// https://www.okx.com/docs-v5/en/#order-book-trading-market-data-ws-tickers-channel,
+// as remembered (the page could not be fetched here; its fields match the
+// SDK fixture above).
 const okxDocSpotTickers = `{"arg":{"channel":"tickers","instId":"BTC-USDT"},"data":[{"instType":"SPOT","instId":"BTC-USDT","last":"9999.99","lastSz":"0.1","askPx":"9999.99","askSz":"11","bidPx":"8888.88","bidSz":"5","open24h":"9000","high24h":"10000","low24h":"8888.88","volCcy24h":"2222","vol24h":"2222","sodUtc0":"2222","sodUtc8":"2222","ts":"1597026383085"}]}`
 
 func TestOKXDecodesPushes(t *testing.T) {
