@@ -3,6 +3,7 @@ module github.com/marketscreener/market
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/danielgtaylor/huma/v2 v2.37.2
 	github.com/google/go-cmp v0.7.0
 	github.com/hibiken/asynq v0.26.0

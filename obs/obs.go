@@ -96,6 +96,7 @@ func Register(reg prometheus.Registerer) {
 		statsDuration, statsRuns, deliveries, deliveryLatency,
 		admissions, keyLookups, authThrottled, quotaSeconds)
 	reg.MustRegister(upstreamCollectors()...)
+	reg.MustRegister(streamCollectors...)
 }
 
 // Feed names the ingest series of one feed combination and kind.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -104,6 +105,11 @@ type Ingester struct {
 	// new fundamentals), so the affected assets are scored at once; nil
 	// leaves scoring to the scheduler's tick.
 	Changes ChangeSink
+	// Streamed reports whether a websocket keeps the candles of an
+	// exchange's combination current (StreamIngest's live mark); the
+	// scheduled ingest then only loads series with nothing stored yet. nil
+	// means never.
+	Streamed func(ctx context.Context, c domain.Combination) bool
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -210,7 +216,8 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	if !ok {
 		return 0, fmt.Errorf("no configured feed serves %s: %w", c, asynq.SkipRetry)
 	}
-	if symbols == nil {
+	scheduled := symbols == nil
+	if scheduled {
 		var err error
 		if symbols, err = in.candleSymbols(ctx, p, c); err != nil {
 			return 0, err
@@ -219,6 +226,9 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, symbols)
 	if err != nil {
 		return 0, ours(err)
+	}
+	if scheduled && in.Streamed != nil && in.Streamed(ctx, c) {
+		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
 	}
 	now := in.Now()
 	const flushEvery = 40 // series per transaction: bounded memory, few round trips

@@ -151,6 +151,9 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		return nil, nil, err
 	}
 	var jobs []func(context.Context) error
+	if job := streamJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
+		jobs = append(jobs, job)
+	}
 	if box == nil {
 		logger.Warn("webhook deliveries are off: MARKET_SECRET_KEY is not set")
 	} else {

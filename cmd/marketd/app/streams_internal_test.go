@@ -1,0 +1,34 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/worker"
+)
+
+// TestStreamJobOnlyForFeedsWithStreams: a deployment on the synthetic feed
+// (or on feeds without streams) opens no websocket; one on binance does.
+func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		feeds  []string
+		region string
+		want   bool
+	}{
+		{[]string{"synthetic"}, "global", false},
+		{[]string{"coinbase"}, "us", false},
+		{[]string{"binance"}, "global", true},
+		{[]string{"okx"}, "eu", true},
+		{[]string{"synthetic", "binance"}, "global", false}, // synthetic serves binance's combinations first
+	} {
+		reg, err := feeds.New(feeds.Config{Names: tc.feeds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := streamJob(Config{Region: tc.region}, reg, &worker.Ingester{Feeds: reg}, nil, nil, nil)
+		if got := job != nil; got != tc.want {
+			t.Errorf("feeds %v in %s: streaming %v, want %v", tc.feeds, tc.region, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+// Package streams follows the exchanges' public market-data websockets:
+// Binance spot and USDⓈ-M combined streams (<symbol>@kline_<interval> and
+// !miniTicker@arr) and OKX's candle and tickers channels. It turns their
+// pushes into domain candles (with the exchange's closed flag) and tickers
+// as they change; REST (package feeds) stays the source for backfill, for
+// the gap a dropped connection leaves, and for whatever no stream serves.
+//
+// A Manager shards the series of each combination over connections within
+// the documented per-connection limits, paces subscribe requests under the
+// per-connection message rate, spaces connection attempts under the per-IP
+// budget, reconnects with back-off, and after a reconnect asks the caller to
+// repair each series' gap from the last candle it saw. Connections are
+// replaced before the exchange's 24 h cut: the new one is subscribed and
+// delivering before the old one is closed, so the overlap delivers some
+// updates twice and none never; consumers upsert, so a duplicate is free.
+//
+// Documented limits followed (as of 2026-11):
+//   - Binance spot, https://github.com/binance/binance-spot-api-docs/blob/master/web-socket-streams.md:
+//     wss://stream.binance.com:9443, ≤ 1,024 streams a connection, ≤ 5
+//     incoming messages a second (pings, pongs and subscribe requests alike),
+//     ≤ 300 connection attempts per 5 minutes per IP, 24 h connections,
+//     a ping every 20 s to be answered with the same payload, and a
+//     serverShutdown event asking for a new connection. The all-market
+//     !ticker@arr stream is retired (CHANGELOG 2025-11-14, 2026-02-24):
+//     !miniTicker@arr carries what the screener needs.
+//   - Binance USDⓈ-M, https://developers.binance.com/docs/derivatives/usds-margined-futures/websocket-market-streams:
+//     ≤ 200 streams a connection, ≤ 10 incoming messages a second, pings
+//     every 3 minutes, 24 h connections; klines and tickers are "market"
+//     streams served under wss://fstream.binance.com/market (the unrouted
+//     legacy paths stopped carrying them on 2026-04-23).
+//   - OKX, https://www.okx.com/docs-v5/en/#overview-websocket: candles on
+//     /ws/v5/business, tickers on /ws/v5/public; 3 connection requests a
+//     second per IP, 480 subscribe requests an hour per connection, a
+//     subscribe request ≤ 64 KB, and a connection that carries nothing for
+//     30 s is closed, so a text "ping" is sent after 25 s of silence and
+//     answered by "pong".
+//
+// Candles are those of the followed timeframes as the exchange builds them;
+// no timeframe is derived from another here.
+package streams

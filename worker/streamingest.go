@@ -1,0 +1,296 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/streams"
+)
+
+// StreamIngest stores what the exchanges' websockets push (package
+// feeds/streams) as ingest stores what REST returns: candles upserted and
+// announced to the score trigger, screener rows replaced. It streams every
+// combination of the region whose configured feed is the exchange itself
+// (binance, okx) and has streams; the scheduler's REST ingest keeps running
+// beside it as the safety net and for everything else.
+//
+// One process of a deployment streams at a time (a lease in Redis): the
+// exchanges count connections per IP, and every worker process of a
+// deployment shares one. The holder keeps the lease while it runs; another
+// worker takes over within LeaseTTL of its end.
+type StreamIngest struct {
+	In     *Ingester
+	Region string
+	Redis  redis.UniversalClient
+	// Streams configures the connections (base URLs, metrics, logger);
+	// OnCandle, OnTickers and Repair are set by Run.
+	Streams streams.Config
+	// FlushEvery bounds how long a pushed candle waits to be stored; a
+	// closed candle is stored at once. 0 means 1 s.
+	FlushEvery time.Duration
+	// OpenEvery is how often the still-open candle of a series is stored
+	// (the exchanges push it every second or two; storing each push would
+	// cost a write per series and second for a price scoring reads once per
+	// open-candle slot). 0 means 10 s.
+	OpenEvery time.Duration
+	// TickerFlushEvery is how often the screener rows of a combination are
+	// replaced with the pushed ones; 0 means 5 s.
+	TickerFlushEvery time.Duration
+	// ReplanEvery is how often the symbols to follow are listed again (new
+	// listings, delistings); a changed plan restarts the connections. 0
+	// means 1 h.
+	ReplanEvery time.Duration
+	// LeaseTTL is the streaming lease's length; 0 means 30 s.
+	LeaseTTL time.Duration
+	// KeyPrefix starts the Redis keys of the lease and the live marks
+	// ("streams:lease", "streams:live:crypto:binance"); tests isolate with it.
+	KeyPrefix string
+	Logger    *slog.Logger
+}
+
+// liveTTL is how long a live mark lasts unless refreshed (every
+// liveTTL/6): when the streaming worker stops, the scheduled REST ingest
+// takes its series back within that time.
+const liveTTL = 30 * time.Second
+
+func liveKey(prefix string, c domain.Combination) string {
+	return prefix + "streams:live:" + string(c.Market) + ":" + c.Exchange
+}
+
+// StreamedCandles is the Ingester's Streamed hook: whether the live mark of
+// the combination's exchange is set.
+func StreamedCandles(rdb redis.UniversalClient, keyPrefix string) func(ctx context.Context, c domain.Combination) bool {
+	return func(ctx context.Context, c domain.Combination) bool {
+		n, err := rdb.Exists(ctx, liveKey(keyPrefix, c)).Result()
+		return err == nil && n == 1
+	}
+}
+
+func (s *StreamIngest) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// Plans lists what the region streams: candles of every timeframe of the
+// candle combinations (the symbols REST ingest loads), and the screener
+// rows of every streamed combination. Combinations served by another feed
+// (synthetic, or a second exchange's fallback) are not streamed.
+func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
+	var plans []streams.Plan
+	for _, c := range domain.Catalogue(s.Region) {
+		p, ok := s.In.Feeds.For(c)
+		if !ok || p.Name() != c.Exchange || !streams.Supports(c) {
+			continue
+		}
+		all, err := p.Symbols(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		plan := streams.Plan{Combination: c, Tickers: true, Symbols: all}
+		if c.HasCandles() {
+			syms, err := s.In.candleSymbols(ctx, p, c)
+			if err != nil {
+				return nil, err
+			}
+			for _, sym := range syms {
+				for _, tf := range domain.Timeframes {
+					plan.Series = append(plan.Series, streams.Series{Symbol: sym, Timeframe: tf})
+				}
+			}
+		}
+		plans = append(plans, plan)
+	}
+	return plans, nil
+}
+
+// Run streams while it holds the lease, until ctx ends.
+func (s *StreamIngest) Run(ctx context.Context) error {
+	ttl := s.LeaseTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	key := s.KeyPrefix + "streams:lease"
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:]) // this process's claim on the lease
+	for ctx.Err() == nil {
+		ok, err := s.Redis.SetNX(ctx, key, token, ttl).Result()
+		if err != nil || !ok {
+			waitCtx(ctx, ttl/3)
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go s.keepLease(lctx, cancel, key, token, ttl)
+		if err := s.lead(lctx); err != nil {
+			s.logger().Error("streams: not streaming", "err", err)
+			waitCtx(lctx, ttl)
+		}
+		cancel()
+		_ = releaseLease.Run(context.WithoutCancel(ctx), s.Redis, []string{key}, token).Err()
+	}
+	return nil
+}
+
+// extendLease and releaseLease act only on the caller's own lease.
+var (
+	extendLease  = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+	releaseLease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+)
+
+// keepLease extends the lease every third of its length and ends the
+// streaming (cancel) when it is lost.
+func (s *StreamIngest) keepLease(ctx context.Context, cancel context.CancelFunc, key, token string, ttl time.Duration) {
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := extendLease.Run(ctx, s.Redis, []string{key}, token, ttl.Milliseconds()).Int()
+		if err == nil && n == 0 {
+			s.logger().Warn("streams: lease lost; another worker streams")
+			cancel()
+			return
+		}
+	}
+}
+
+// lead streams the region's plans until ctx ends, listing them again every
+// ReplanEvery and restarting the connections when they changed (the new
+// connections catch up over REST before their series are marked live, as
+// after any start).
+func (s *StreamIngest) lead(ctx context.Context) error {
+	every := s.ReplanEvery
+	if every <= 0 {
+		every = time.Hour
+	}
+	plans, err := s.Plans(ctx)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.stream(runCtx, plans) }()
+		next := plans
+		for ctx.Err() == nil && reflect.DeepEqual(next, plans) {
+			waitCtx(ctx, every)
+			if p, err := s.Plans(ctx); err == nil {
+				next = p
+			} else if ctx.Err() == nil {
+				s.logger().Warn("streams: listing symbols failed; following the previous list", "err", err)
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			return err
+		}
+		plans = next
+	}
+	return nil
+}
+
+// stream runs the connections of plans and stores what they push until ctx
+// ends.
+func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
+	if len(plans) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	candles := newCandleSink(s)
+	tickers := newTickerSink(s)
+	cfg := s.Streams
+	cfg.OnCandle = candles.add
+	cfg.OnTickers = tickers.add
+	cfg.Repair = func(ctx context.Context, g streams.Gap) error {
+		// Ingest resumes from the newest stored candle, which is at least
+		// the last one the stream delivered: the gap and nothing more.
+		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
+		return err
+	}
+	m := streams.New(cfg)
+	var wg sync.WaitGroup
+	wg.Go(func() { candles.run(ctx) })
+	wg.Go(func() { tickers.run(ctx) })
+	wg.Go(func() { s.markLive(ctx, m, plans) })
+	s.logger().Info("streams: streaming", "combinations", len(plans))
+	err := m.Run(ctx, plans)
+	wg.Wait()
+	return err
+}
+
+// markLive sets the live mark of every candle combination whose
+// connections are all up, so the scheduled REST ingest stops polling its
+// series, and clears it while they are not. Before the first mark, one
+// REST pass loads what happened since the last stored candles (the time
+// no worker streamed); after that, each dropped connection repairs its own
+// series' gaps.
+func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan) {
+	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
+	defer func() {
+		for c := range marked {
+			_ = s.Redis.Del(context.WithoutCancel(ctx), liveKey(s.KeyPrefix, c)).Err()
+		}
+	}()
+	for ctx.Err() == nil {
+		every := liveTTL / 6
+		for _, p := range plans {
+			c := p.Combination
+			if len(p.Series) == 0 {
+				continue
+			}
+			if !m.Live(c) {
+				every = 200 * time.Millisecond // mark it soon after it comes up
+				if marked[c] {
+					_ = s.Redis.Del(ctx, liveKey(s.KeyPrefix, c)).Err()
+					delete(marked, c)
+				}
+				continue
+			}
+			if !caughtUp[c] {
+				s.catchUp(ctx, p)
+				caughtUp[c] = true
+			}
+			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {
+				marked[c] = true
+			}
+		}
+		waitCtx(ctx, every)
+	}
+}
+
+// catchUp loads every series of a plan over REST from its newest stored
+// candle.
+func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan) {
+	byTF := map[domain.Timeframe][]string{}
+	for _, se := range p.Series {
+		byTF[se.Timeframe] = append(byTF[se.Timeframe], se.Symbol)
+	}
+	for tf, syms := range byTF {
+		if _, err := s.In.IngestCandles(ctx, p.Combination, tf, syms); err != nil && ctx.Err() == nil {
+			s.logger().Warn("streams: catching up over REST failed", "combination", p.Combination.String(), "timeframe", string(tf), "err", err)
+		}
+	}
+}
+
+// waitCtx waits d or until ctx ends.
+func waitCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

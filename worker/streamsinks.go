@@ -1,0 +1,238 @@
+package worker
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/store"
+)
+
+// candleSink batches pushed candles by series and open time (the newest
+// state of each wins) and stores them every FlushEvery, or at once when a
+// candle closes; a series whose only news is its open candle waits until
+// OpenEvery has passed since its last write.
+type candleSink struct {
+	s    *StreamIngest
+	kick chan struct{}
+
+	mu       sync.Mutex
+	pending  map[store.CandleKey]map[time.Time]domain.Candle
+	closed   map[store.CandleKey]bool      // pending holds a closed candle
+	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
+	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
+}
+
+func newCandleSink(s *StreamIngest) *candleSink {
+	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
+		closed: map[store.CandleKey]bool{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{}}
+}
+
+func (k *candleSink) add(u streams.CandleUpdate) {
+	if !u.Combination.HasCandles() {
+		return
+	}
+	key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
+	k.mu.Lock()
+	if k.pending[key] == nil {
+		k.pending[key] = map[time.Time]domain.Candle{}
+	}
+	k.pending[key][u.Candle.Time] = u.Candle
+	if u.Closed {
+		k.closed[key] = true
+	}
+	k.mu.Unlock()
+	if u.Closed {
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (k *candleSink) run(ctx context.Context) {
+	every := k.s.FlushEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			k.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush stores what is pending. A failed write is logged and dropped: the
+// REST ingest tick loads the same candles.
+func (k *candleSink) flush(ctx context.Context) {
+	pending := k.due()
+	if len(pending) == 0 {
+		return
+	}
+	in := k.s.In
+	wanted, other := map[store.CandleKey][]domain.Candle{}, map[store.CandleKey][]domain.Candle{}
+	for key, byTime := range pending {
+		cs := slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
+		if in.Changes != nil && in.Changes.WantsCandles(key.Market, key.Exchange, key.Timeframe) {
+			wanted[key] = cs
+		} else {
+			other[key] = cs
+		}
+	}
+	if len(other) > 0 {
+		if err := in.Store.UpsertCandleSeries(ctx, other); err != nil {
+			k.s.logger().Warn("streams: storing candles failed", "series", len(other), "err", err)
+		}
+	}
+	if len(wanted) > 0 {
+		changed, err := in.Store.UpsertChangedCandles(ctx, wanted)
+		if err != nil {
+			k.s.logger().Warn("streams: storing candles failed", "series", len(wanted), "err", err)
+		}
+		if len(changed) > 0 {
+			in.Changes.CandlesChanged(ctx, changed)
+		}
+	}
+	k.recordHealth(ctx, pending)
+}
+
+// due takes the pending series to write now: those with a closed candle,
+// and those whose open-candle write is due.
+func (k *candleSink) due() map[store.CandleKey]map[time.Time]domain.Candle {
+	openEvery := k.s.OpenEvery
+	if openEvery <= 0 {
+		openEvery = 10 * time.Second
+	}
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[store.CandleKey]map[time.Time]domain.Candle{}
+	for key, byTime := range k.pending {
+		if !k.closed[key] && now.Before(k.openNext[key]) {
+			continue
+		}
+		out[key] = byTime
+		delete(k.pending, key)
+		delete(k.closed, key)
+		k.openNext[key] = now.Add(openEvery)
+	}
+	return out
+}
+
+// recordHealth notifies the api caches of the exchanges written and marks
+// their candle feeds healthy, at most once a minute per timeframe.
+func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
+	in := k.s.In
+	now := in.Now()
+	seen := map[store.CandleKey]bool{}
+	for key := range written {
+		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		in.notify(ctx, readcache.Candles(key.Market, key.Exchange))
+		if now.Sub(k.healthy[h]) < time.Minute {
+			continue
+		}
+		k.healthy[h] = now
+		c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: domain.CandleInstrument}
+		_ = in.Store.RecordFeedSuccess(ctx, c, "candles:"+string(key.Timeframe), now)
+	}
+}
+
+// tickerSink keeps the newest row of every symbol per combination (the
+// all-market streams send only the rows that changed) and replaces the
+// stored screener rows with them every TickerFlushEvery.
+type tickerSink struct {
+	s *StreamIngest
+
+	mu    sync.Mutex
+	rows  map[domain.Combination]map[string]domain.Ticker
+	dirty map[domain.Combination]bool
+}
+
+func newTickerSink(s *StreamIngest) *tickerSink {
+	return &tickerSink{s: s, rows: map[domain.Combination]map[string]domain.Ticker{}, dirty: map[domain.Combination]bool{}}
+}
+
+func (k *tickerSink) add(c domain.Combination, ts []domain.Ticker) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.rows[c] == nil {
+		k.rows[c] = map[string]domain.Ticker{}
+	}
+	for _, t := range ts {
+		k.rows[c][t.Symbol] = t
+	}
+	k.dirty[c] = true
+}
+
+func (k *tickerSink) run(ctx context.Context) {
+	every := k.s.TickerFlushEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush replaces the rows of every combination that changed. The rows the
+// stream has not pushed yet are taken from the store (the REST snapshot),
+// so a quiet symbol does not drop out of the screener.
+func (k *tickerSink) flush(ctx context.Context) {
+	k.mu.Lock()
+	var todo []domain.Combination
+	for c := range k.dirty {
+		todo = append(todo, c)
+	}
+	clear(k.dirty)
+	k.mu.Unlock()
+	in := k.s.In
+	for _, c := range todo {
+		stored, err := in.Store.Tickers(ctx, c)
+		if err != nil {
+			k.s.logger().Warn("streams: reading tickers failed", "combination", c.String(), "err", err)
+			continue
+		}
+		merged := make(map[string]domain.Ticker, len(stored))
+		for _, t := range stored {
+			merged[t.Symbol] = t
+		}
+		k.mu.Lock()
+		for sym, t := range k.rows[c] {
+			if old, ok := merged[sym]; !ok || t.UpdatedAt.After(old.UpdatedAt) {
+				merged[sym] = t
+			}
+		}
+		k.mu.Unlock()
+		rows := slices.Collect(maps.Values(merged))
+		if err := in.Store.ReplaceTickers(ctx, c, rows); err != nil {
+			k.s.logger().Warn("streams: storing tickers failed", "combination", c.String(), "err", err)
+			continue
+		}
+		observeRows(c, "tickers", len(rows))
+		_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
+		in.notify(ctx, readcache.Tickers(c))
+	}
+}
