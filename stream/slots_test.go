@@ -17,13 +17,13 @@ func TestSlotsCapAndGiveBackACrashedReplicasSlots(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	slots := stream.NewSlots(rdb, prefix, 0, nil)
-	var releases []func()
+	var held []*stream.Slot
 	for i := range 3 {
-		rel, ok := slots.Acquire(ctx, "c1", 3)
+		slot, ok := slots.Acquire(ctx, "c1", 3)
 		if !ok {
 			t.Fatalf("slot %d refused", i)
 		}
-		releases = append(releases, rel)
+		held = append(held, slot)
 	}
 	if _, ok := slots.Acquire(ctx, "c1", 3); ok {
 		t.Fatal("a fourth slot of three was given")
@@ -31,8 +31,8 @@ func TestSlotsCapAndGiveBackACrashedReplicasSlots(t *testing.T) {
 	if _, ok := slots.Acquire(ctx, "c2", 3); !ok {
 		t.Fatal("another client was refused")
 	}
-	releases[0]()
-	releases[0]() // twice is harmless
+	held[0].Release()
+	held[0].Release() // twice is harmless
 	if _, ok := slots.Acquire(ctx, "c1", 3); !ok {
 		t.Fatal("a released slot did not come back")
 	}
@@ -56,11 +56,11 @@ func TestSlotsRefreshKeepsALiveStreamsLease(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	slots := stream.NewSlots(rdb, prefix, 300*time.Millisecond, nil)
-	rel, ok := slots.Acquire(ctx, "c", 1)
+	slot, ok := slots.Acquire(ctx, "c", 1)
 	if !ok {
 		t.Fatal("refused")
 	}
-	defer rel()
+	defer slot.Release()
 	deadline := time.Now().Add(time.Second) // past three TTLs
 	for time.Now().Before(deadline) {
 		if _, ok := slots.Acquire(ctx, "c", 1); ok {
