@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 )
 
@@ -369,4 +371,97 @@ func TestStreamReplayingToASlowReaderEndsWhenItsKeyIsRevoked(t *testing.T) {
 	waitUntilBlocked(t, server, nil)
 	at := keyChanges[0].apply(t, f)
 	waitConnEnded(t, r, server, at)
+}
+
+// Streams of a client over its cap after Redis lost the count (here the
+// client's set deleted) end with a closing 429, until the cap holds.
+func TestStreamCapHoldsAfterRedisLosesTheCount(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t, domain.Starter, domain.Crypto) // 2 streams
+	ttl := 3 * time.Second                                  // refreshed every second
+	a, b := f.replicaWith(t, replicaOptions{slotTTL: ttl}), f.replicaWith(t, replicaOptions{slotTTL: ttl})
+	rdb := redistest.Client(t)
+	count := f.prefix + "marketd:streams:" + f.clientID
+	var streams []*sseConn
+	open := func(r *streamReplica) (ok bool) {
+		c, resp := openStream(t, r.srv.URL, f.key, "", nil)
+		if c == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("open: %d, want 200 or 429", resp.StatusCode)
+			}
+			return false
+		}
+		streams = append(streams, c)
+		return true
+	}
+	for range 2 {
+		if !open(a) {
+			t.Fatal("a stream under the cap was refused")
+		}
+	}
+	// The replica holding both registers them again before it admits one.
+	if err := rdb.Del(context.Background(), count).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if open(a) {
+		t.Fatal("a third stream of two admitted beside the first two")
+	}
+	// Another replica cannot know of them (unless a's refresh came first).
+	if err := rdb.Del(context.Background(), count).Err(); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 2 {
+		if open(b) {
+			admitted++
+		}
+	}
+	t.Logf("the other replica admitted %d", admitted)
+	alive := func() int {
+		n := 0
+		for _, c := range streams {
+			select {
+			case <-c.done:
+			default:
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for alive() > 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams of a cap of 2 alive after 15 s", alive())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for end := time.Now().Add(2 * ttl / 3); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := alive(); n != 2 {
+			t.Fatalf("%d streams alive, want 2", n)
+		}
+	}
+	for i, c := range streams {
+		select {
+		case <-c.done:
+		default:
+			continue
+		}
+		closed := false
+		for len(c.events) > 0 {
+			ev := <-c.events
+			if ev.Event != "closed" {
+				continue
+			}
+			var got api.StreamClosed
+			if err := json.Unmarshal([]byte(ev.Data), &got); err != nil || got.Status != http.StatusTooManyRequests ||
+				!strings.Contains(got.Detail, "at most 2 event streams") {
+				t.Fatalf("stream %d closed with %+v (%v), want 429 stating the cap", i, ev, err)
+			}
+			closed = true
+		}
+		if !closed {
+			t.Fatalf("stream %d ended without a closing event", i)
+		}
+	}
 }

@@ -239,21 +239,28 @@ func (s *Slots) refreshLoop() {
 	t := time.NewTicker(s.ttl / 3)
 	defer t.Stop()
 	for range t.C {
-		s.mu.Lock()
-		ids := make([]string, 0, len(s.clients))
-		for id := range s.clients {
-			ids = append(ids, id)
-		}
-		if len(ids) == 0 {
-			s.running = false
-			s.mu.Unlock()
+		if !s.refreshAll() {
 			return
 		}
-		s.mu.Unlock()
-		for _, id := range ids {
-			s.refresh(id)
-		}
 	}
+}
+
+// refreshAll refreshes every client's leases; false when no stream holds
+// a slot (the loop then stops).
+func (s *Slots) refreshAll() bool {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.clients))
+	for id := range s.clients {
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		s.running = false
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.refresh(id)
+	}
+	return len(ids) > 0
 }
 
 // refresh extends the client's leases, re-registers those that are gone
