@@ -26,9 +26,10 @@ const (
 // replaying, idle, or blocked writing to a client that does not read. It
 // rechecks the key every StreamRecheck (revoked, client suspended or past
 // its contract, a requested market out of the tier) and watches the
-// stream's slot. On a refusal it keeps the reason, lets the stream's
-// writes run for streamCloseGrace more (a blocked one included) and
-// cancels the stream's context, which stops a replay's query too.
+// stream's slot. On a refusal it keeps the reason, cancels the stream's
+// context (which stops a replay's query too) and lets the stream's writes
+// run for streamCloseGrace more, a blocked one included: net/http closes
+// the connection when that write fails.
 type streamGuard struct {
 	reason atomic.Pointer[StreamClosed]
 	stop   context.CancelFunc
@@ -46,8 +47,10 @@ func (s *Server) guardStream(ctx context.Context, end context.CancelFunc, w *sse
 			return
 		}
 		g.reason.Store(why)
-		w.endBy(time.Now().Add(streamCloseGrace))
+		// Cancelled first, so a write the cut refuses is seen as the end
+		// it is, not as a failure.
 		end()
+		w.endBy(time.Now().Add(streamCloseGrace))
 	}()
 	return g
 }
