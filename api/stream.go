@@ -125,8 +125,8 @@ func (s *Server) registerStream() {
 			"it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all " +
 			"keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a " +
 			"revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403), whatever the " +
-			"stream is doing (replaying, idle, or waiting on a client that does not read: that one gets no event, the " +
-			"connection is closed). If the service loses its count of open streams (a Redis failure), the streams are " +
+			"stream is doing (replaying, idle, or waiting on a client that does not read: that one has 250 ms to take the " +
+			"event, then its connection is closed). If the service loses its count of open streams (a Redis failure), the streams are " +
 			"counted again in the order they re-register, and one that finds the cap full ends with `closed` (429).\n\n" +
 			"A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the " +
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
