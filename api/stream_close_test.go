@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/stream"
 )
 
 // closeDeadline is how long a test waits for a stream to end after its
@@ -418,29 +422,38 @@ func TestStreamCapHoldsAfterRedisLosesTheCount(t *testing.T) {
 		}
 	}
 	t.Logf("the other replica admitted %d", admitted)
-	alive := func() int {
-		n := 0
-		for _, c := range streams {
-			select {
-			case <-c.done:
-			default:
-				n++
-			}
-		}
-		return n
-	}
 	deadline := time.Now().Add(15 * time.Second)
-	for alive() > 2 {
+	for aliveStreams(streams) > 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d streams of a cap of 2 alive after 15 s", alive())
+			t.Fatalf("%d streams of a cap of 2 alive after 15 s", aliveStreams(streams))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	for end := time.Now().Add(2 * ttl / 3); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if n := alive(); n != 2 {
+		if n := aliveStreams(streams); n != 2 {
 			t.Fatalf("%d streams alive, want 2", n)
 		}
 	}
+	checkEndedOverTheCap(t, streams, "at most 2 event streams")
+}
+
+// aliveStreams counts the streams that have not ended.
+func aliveStreams(streams []*sseConn) int {
+	n := 0
+	for _, c := range streams {
+		select {
+		case <-c.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// checkEndedOverTheCap checks that every stream that ended did so with a
+// closing 429 stating the cap.
+func checkEndedOverTheCap(t *testing.T, streams []*sseConn, detail string) {
+	t.Helper()
 	for i, c := range streams {
 		select {
 		case <-c.done:
@@ -455,7 +468,7 @@ func TestStreamCapHoldsAfterRedisLosesTheCount(t *testing.T) {
 			}
 			var got api.StreamClosed
 			if err := json.Unmarshal([]byte(ev.Data), &got); err != nil || got.Status != http.StatusTooManyRequests ||
-				!strings.Contains(got.Detail, "at most 2 event streams") {
+				!strings.Contains(got.Detail, detail) {
 				t.Fatalf("stream %d closed with %+v (%v), want 429 stating the cap", i, ev, err)
 			}
 			closed = true
@@ -463,5 +476,82 @@ func TestStreamCapHoldsAfterRedisLosesTheCount(t *testing.T) {
 		if !closed {
 			t.Fatalf("stream %d ended without a closing event", i)
 		}
+	}
+}
+
+// flakyConn fails every write while down is set (Redis unreachable).
+type flakyConn struct {
+	net.Conn
+	down *atomic.Bool
+}
+
+var errRedisDown = errors.New("redis down (test)")
+
+func (c *flakyConn) Write(p []byte) (int, error) {
+	if c.down.Load() {
+		return 0, errRedisDown
+	}
+	return c.Conn.Write(p)
+}
+
+// flakyRedis is a client of the test Redis that fails while down is set.
+func flakyRedis(t *testing.T, down *atomic.Bool) *redis.Client {
+	t.Helper()
+	opts := redistest.Options(t)
+	opts.MaxRetries = -1
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if down.Load() {
+			return nil, errRedisDown
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &flakyConn{Conn: c, down: down}, nil
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// Streams a replica admitted while its Redis was away are registered when
+// it answers again: the one over the cap ends with a closing 429.
+func TestStreamsCountedDuringARedisOutageAreCappedWhenItReturns(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t, domain.Starter, domain.Crypto) // 2 streams
+	var down atomic.Bool
+	ttl := 3 * time.Second // refreshed every second
+	a := f.replicaWith(t, replicaOptions{slotTTL: ttl, slots: flakyRedis(t, &down)})
+	b := f.replicaWith(t, replicaOptions{slotTTL: ttl})
+	var streams []*sseConn
+	open := func(r *streamReplica) {
+		t.Helper()
+		c, resp := openStream(t, r.srv.URL, f.key, "", nil)
+		if c == nil {
+			t.Fatalf("open: %d, want 200", resp.StatusCode)
+		}
+		streams = append(streams, c)
+	}
+	down.Store(true)
+	open(a) // counted by a alone
+	open(a)
+	open(b) // counted in Redis
+	down.Store(false)
+	deadline := time.Now().Add(15 * time.Second)
+	for aliveStreams(streams) > 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams of a cap of 2 alive 15 s after Redis returned", aliveStreams(streams))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-streams[1].done: // a's youngest found the cap full
+	default:
+		t.Fatalf("alive: %d; want a's second stream ended", aliveStreams(streams))
+	}
+	checkEndedOverTheCap(t, streams, "at most 2 event streams")
+	if n, err := stream.NewSlots(redistest.Client(t), f.prefix, 0, nil).Open(context.Background(), f.clientID); err != nil || n != 2 {
+		t.Fatalf("open slots %d (%v), want 2", n, err)
 	}
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
@@ -67,6 +70,7 @@ func (f *streamFixture) replica(t *testing.T) *streamReplica {
 type replicaOptions struct {
 	data    api.StreamData                  // what streams read (the fixture's store when nil)
 	slotTTL time.Duration                   // the stream slots' lease (stream.DefaultSlotTTL when 0)
+	slots   *redis.Client                   // the stream slots' Redis (the test Redis when nil)
 	listen  func(net.Listener) net.Listener // wraps the server's listener
 }
 
@@ -82,7 +86,7 @@ func (f *streamFixture) replicaWith(t *testing.T, o replicaOptions) *streamRepli
 	r.hub = stream.NewHub(stream.HubConfig{Source: f.db,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return srv.RenderStreamEvent(ctx, e) }})
 	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: o.data,
-		StreamSlots: stream.NewSlots(rdb, f.prefix, o.slotTTL, nil), StreamHeartbeat: 100 * time.Millisecond,
+		StreamSlots: stream.NewSlots(cmp.Or(o.slots, rdb), f.prefix, o.slotTTL, nil), StreamHeartbeat: 100 * time.Millisecond,
 		RequestTimeout: 300 * time.Millisecond}, f.db, gate) // a stream outlives the request budget
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
