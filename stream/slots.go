@@ -258,7 +258,9 @@ func (s *Slots) refreshAll() bool {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		s.refresh(id)
+		if s.refresh(id) != nil {
+			break // Redis away: the next round tries again, without a wait per client
+		}
 	}
 	return len(ids) > 0
 }
@@ -266,7 +268,7 @@ func (s *Slots) refreshAll() bool {
 // refresh extends the client's leases, re-registers those that are gone
 // under the cap, and closes Lost of those that found no room. On a Redis
 // error every stream keeps its place until the next refresh.
-func (s *Slots) refresh(clientID string) {
+func (s *Slots) refresh(clientID string) error {
 	l := s.lock(clientID)
 	l.Lock()
 	defer l.Unlock()
@@ -274,15 +276,16 @@ func (s *Slots) refresh(clientID string) {
 	cs := s.clients[clientID]
 	s.mu.Unlock()
 	if cs == nil || len(cs.held) == 0 {
-		return
+		return nil
 	}
 	candidates := slices.Clone(cs.held)
 	held, err := s.register(context.Background(), clientID, candidates, cs.max)
 	if err != nil {
-		return
+		return err
 	}
 	s.settle(cs, candidates, held)
 	s.forgetIfEmpty(clientID, cs)
+	return nil
 }
 
 // Lost is closed when the stream lost its place under the cap (see
