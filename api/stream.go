@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -69,9 +70,10 @@ type StreamScreener struct {
 
 // StreamClosed is the data of the last event of a stream the service ends:
 // the key was revoked (401), the client suspended or past its contract, or
-// its tier no longer covers a requested market (403).
+// its tier no longer covers a requested market (403), or the stream lost
+// its place under the client's stream cap (429).
 type StreamClosed struct {
-	Status int    `json:"status" example:"401"`
+	Status int    `json:"status" enum:"401,403,429" example:"401"`
 	Detail string `json:"detail" example:"invalid API key: the key has been revoked"`
 }
 
@@ -122,7 +124,10 @@ func (s *Server) registerStream() {
 			"Opening a stream is one request against the rate limit and the quota; it then lasts as long as you keep " +
 			"it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all " +
 			"keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a " +
-			"revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403).\n\n" +
+			"revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403), whatever the " +
+			"stream is doing (replaying, idle, or waiting on a client that does not read: that one has 250 ms to take the " +
+			"event, then its connection is closed). If the service loses its count of open streams (a Redis failure), the streams are " +
+			"counted again in the order they re-register, and one that finds the cap full ends with `closed` (429).\n\n" +
 			"A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the " +
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
@@ -159,16 +164,13 @@ func (s *Server) getStream(ctx context.Context, in *streamInput) (*huma.StreamRe
 	if s.cfg.Stream == nil || s.cfg.StreamData == nil {
 		return nil, huma.Error503ServiceUnavailable("the event stream is not available on this server")
 	}
-	release := func() {}
+	var slot *stream.Slot // nil: no cap
 	if s.cfg.StreamSlots != nil {
-		max := p.Client.Tier.MaxStreams()
-		rel, ok := s.cfg.StreamSlots.Acquire(ctx, p.Client.ID, max)
-		if !ok {
-			return nil, huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests,
-				fmt.Sprintf("at most %d event streams may be open at once on the %s tier; close one first", max, p.Client.Tier)),
+		var ok bool
+		if slot, ok = s.cfg.StreamSlots.Acquire(ctx, p.Client.ID, p.Client.Tier.MaxStreams()); !ok {
+			return nil, huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, streamCapDetail(p.Client.Tier)+"; close one first"),
 				http.Header{"Retry-After": {"5"}})
 		}
-		release = rel
 	}
 	match := func(e domain.StreamEvent) bool {
 		// A push is its client's only (a live stream has no client here:
@@ -178,14 +180,20 @@ func (s *Server) getStream(ctx context.Context, in *streamInput) (*huma.StreamRe
 	}
 	sub, err := s.cfg.Stream.Subscribe(ctx, match)
 	if err != nil {
-		release()
+		slot.Release()
 		return nil, huma.Error503ServiceUnavailable("the event stream is not available right now; retry shortly")
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		defer release()
+		defer slot.Release()
 		defer sub.Close()
-		s.serveStream(hctx, req, sub)
+		s.serveStream(hctx, req, sub, slot)
 	}}, nil
+}
+
+// streamCapDetail says the client's stream cap (429 at open, and the
+// closing event of a stream that lost its slot).
+func streamCapDetail(t domain.Tier) string {
+	return fmt.Sprintf("at most %d event streams may be open at once on the %s tier", t.MaxStreams(), t)
 }
 
 // checkStream validates the parameters (400), then the markets (403).
@@ -237,15 +245,50 @@ func (s *Server) checkStream(ctx context.Context, p *principal, in *streamInput)
 
 // sseWriter writes the stream, each write under a deadline of its own
 // (the server's WriteTimeout would otherwise cut every stream after a
-// minute), flushed at once.
+// minute), flushed at once. A stream's guard may end the writes from
+// another goroutine (cut).
 type sseWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+
+	mu  sync.Mutex
+	cut time.Time // set: the stream is ending, no write lasts past it
 }
 
+// errStreamEnding refuses the writes of a stream its guard is ending.
+var errStreamEnding = errors.New("api: the stream is ending")
+
 func (w *sseWriter) write(b []byte) error {
+	if err := w.arm(); err != nil {
+		return err
+	}
+	return w.send(b)
+}
+
+// arm gives the next write its deadline, or refuses it once cut.
+func (w *sseWriter) arm() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.cut.IsZero() {
+		return errStreamEnding
+	}
 	_ = w.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	return nil
+}
+
+// endBy makes every write fail at t, one blocked at this moment on a
+// client that does not read included (a connection's write deadline
+// applies to a pending write too), and refuses new ones. It is the one
+// method safe to call beside a write.
+func (w *sseWriter) endBy(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cut = t
+	_ = w.rc.SetWriteDeadline(t)
+}
+
+func (w *sseWriter) send(b []byte) error {
 	if _, err := w.w.Write(b); err != nil {
 		return err
 	}
@@ -253,6 +296,11 @@ func (w *sseWriter) write(b []byte) error {
 }
 
 func (w *sseWriter) event(id int64, name string, data []byte) error {
+	w.format(id, name, data)
+	return w.write(w.buf)
+}
+
+func (w *sseWriter) format(id int64, name string, data []byte) {
 	w.buf = w.buf[:0]
 	if id > 0 {
 		w.buf = append(w.buf, "id: "...)
@@ -264,11 +312,11 @@ func (w *sseWriter) event(id int64, name string, data []byte) error {
 	w.buf = append(w.buf, "\ndata: "...)
 	w.buf = append(w.buf, data...)
 	w.buf = append(w.buf, "\n\n"...)
-	return w.write(w.buf)
 }
 
-func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.Subscription) {
-	ctx := hctx.Context()
+func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.Subscription, slot *stream.Slot) {
+	ctx, cancel := context.WithCancel(hctx.Context())
+	defer cancel()
 	hctx.SetHeader("Content-Type", "text/event-stream")
 	hctx.SetHeader("Cache-Control", "no-store")
 	hctx.SetHeader("X-Accel-Buffering", "no") // nginx: do not buffer
@@ -278,10 +326,12 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 	// The request has no body to read: without this, the server's
 	// ReadTimeout would end the stream's context.
 	_ = w.rc.SetReadDeadline(time.Time{})
+	// The guard runs beside the replay and the writes, from the start.
+	guard := s.guardStream(ctx, cancel, w, req, slot)
+	defer guard.finish(w)
 	if err := w.write([]byte("retry: 2000\n\n")); err != nil {
 		return
 	}
-	allowed := req.filter.Markets
 	sent := sub.Start
 	if req.last >= 0 {
 		var err error
@@ -294,33 +344,12 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 	}
 	heartbeat := time.NewTicker(s.cfg.StreamHeartbeat)
 	defer heartbeat.Stop()
-	recheck := time.NewTicker(s.cfg.StreamRecheck)
-	defer recheck.Stop()
-	checker, _ := s.gate.(KeyRechecker)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-heartbeat.C:
 			if w.write([]byte(": heartbeat\n\n")) != nil {
-				return
-			}
-		case <-recheck.C:
-			if checker == nil {
-				continue
-			}
-			out, err := checker.Recheck(ctx, req.keyHash)
-			if err != nil {
-				continue // an outage: keep streaming, ask again
-			}
-			if !out.Admitted() {
-				s.closeStream(w, out.Status, out.Detail)
-				return
-			}
-			allowed = slices.DeleteFunc(slices.Clone(req.filter.Markets), func(m domain.Market) bool { return !out.Client.AllowsMarket(m) })
-			if len(allowed) < len(req.filter.Markets) {
-				s.closeStream(w, http.StatusForbidden, fmt.Sprintf("your tier no longer includes every market of this stream (allowed: %v)",
-					domain.MarketNames(out.Client.Markets)))
 				return
 			}
 		case e, ok := <-sub.C:
@@ -330,7 +359,7 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 				_ = w.write([]byte(": reconnect with Last-Event-ID\n\n"))
 				return
 			}
-			if !e.Pos.After(sent) || !slices.Contains(allowed, e.Market) {
+			if !e.Pos.After(sent) {
 				continue
 			}
 			if w.event(e.ID, e.Kind, e.Data) != nil {
@@ -376,11 +405,6 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 		after = upTo
 	}
 	return after, nil
-}
-
-func (s *Server) closeStream(w *sseWriter, status int, detail string) {
-	data, _ := json.Marshal(StreamClosed{Status: status, Detail: detail})
-	_ = w.event(0, "closed", data)
 }
 
 // SandboxSyntheticIDPrefix starts the data id of a sandbox stream's synthetic

@@ -2,15 +2,19 @@ package api_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
@@ -59,21 +63,41 @@ func newStreamFixture(t *testing.T, tier domain.Tier, markets ...domain.Market) 
 
 func (f *streamFixture) replica(t *testing.T) *streamReplica {
 	t.Helper()
+	return f.replicaWith(t, replicaOptions{})
+}
+
+// replicaOptions change a test replica.
+type replicaOptions struct {
+	data    api.StreamData                  // what streams read (the fixture's store when nil)
+	slotTTL time.Duration                   // the stream slots' lease (stream.DefaultSlotTTL when 0)
+	slots   *redis.Client                   // the stream slots' Redis (the test Redis when nil)
+	listen  func(net.Listener) net.Listener // wraps the server's listener
+}
+
+func (f *streamFixture) replicaWith(t *testing.T, o replicaOptions) *streamReplica {
+	t.Helper()
+	if o.data == nil {
+		o.data = f.db
+	}
 	rdb := redistest.Client(t)
 	gate := admission.New(admission.Config{Redis: rdb, Prefix: f.prefix, Keys: f.db, Usage: f.db})
 	r := &streamReplica{gate: gate}
 	var srv *api.Server
 	r.hub = stream.NewHub(stream.HubConfig{Source: f.db,
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return srv.RenderStreamEvent(ctx, e) }})
-	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: f.db,
-		StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil), StreamHeartbeat: 100 * time.Millisecond,
+	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: o.data,
+		StreamSlots: stream.NewSlots(cmp.Or(o.slots, rdb), f.prefix, o.slotTTL, nil), StreamHeartbeat: 100 * time.Millisecond,
 		RequestTimeout: 300 * time.Millisecond}, f.db, gate) // a stream outlives the request budget
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = gate.Run(ctx) }()
 	go func() { defer wg.Done(); _ = r.hub.Run(ctx) }()
-	r.srv = httptest.NewServer(srv.Handler())
+	r.srv = httptest.NewUnstartedServer(srv.Handler())
+	if o.listen != nil {
+		r.srv.Listener = o.listen(r.srv.Listener)
+	}
+	r.srv.Start()
 	t.Cleanup(func() {
 		cancel()
 		r.srv.CloseClientConnections()

@@ -8,3 +8,7 @@ func (h *Hub) Turns() int64 { return h.turns.Load() }
 
 // Wake asks the hub to read now (what a commit's notification does).
 func (h *Hub) Wake() { h.poke() }
+
+// RefreshNow refreshes every lease of s at once, as its loop does every
+// third of the TTL.
+func (s *Slots) RefreshNow() { s.refreshAll() }

@@ -2,6 +2,9 @@ package stream_test
 
 import (
 	"context"
+	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,13 +20,13 @@ func TestSlotsCapAndGiveBackACrashedReplicasSlots(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	slots := stream.NewSlots(rdb, prefix, 0, nil)
-	var releases []func()
+	var held []*stream.Slot
 	for i := range 3 {
-		rel, ok := slots.Acquire(ctx, "c1", 3)
+		slot, ok := slots.Acquire(ctx, "c1", 3)
 		if !ok {
 			t.Fatalf("slot %d refused", i)
 		}
-		releases = append(releases, rel)
+		held = append(held, slot)
 	}
 	if _, ok := slots.Acquire(ctx, "c1", 3); ok {
 		t.Fatal("a fourth slot of three was given")
@@ -31,8 +34,8 @@ func TestSlotsCapAndGiveBackACrashedReplicasSlots(t *testing.T) {
 	if _, ok := slots.Acquire(ctx, "c2", 3); !ok {
 		t.Fatal("another client was refused")
 	}
-	releases[0]()
-	releases[0]() // twice is harmless
+	held[0].Release()
+	held[0].Release() // twice is harmless
 	if _, ok := slots.Acquire(ctx, "c1", 3); !ok {
 		t.Fatal("a released slot did not come back")
 	}
@@ -56,16 +59,205 @@ func TestSlotsRefreshKeepsALiveStreamsLease(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	slots := stream.NewSlots(rdb, prefix, 300*time.Millisecond, nil)
-	rel, ok := slots.Acquire(ctx, "c", 1)
+	slot, ok := slots.Acquire(ctx, "c", 1)
 	if !ok {
 		t.Fatal("refused")
 	}
-	defer rel()
+	defer slot.Release()
 	deadline := time.Now().Add(time.Second) // past three TTLs
 	for time.Now().Before(deadline) {
 		if _, ok := slots.Acquire(ctx, "c", 1); ok {
 			t.Fatal("a live stream's lease ran out while it was refreshed")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func mustAcquire(t *testing.T, s *stream.Slots, clientID string, max int) *stream.Slot {
+	t.Helper()
+	slot, ok := s.Acquire(context.Background(), clientID, max)
+	if !ok {
+		t.Fatalf("a slot of %d refused", max)
+	}
+	t.Cleanup(slot.Release)
+	return slot
+}
+
+func lost(s *stream.Slot) bool {
+	select {
+	case <-s.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// alive counts the slots that did not lose their place.
+func alive(slots ...*stream.Slot) int {
+	n := 0
+	for _, s := range slots {
+		if !lost(s) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSlotsAfterRedisLostItsStateNeverMoreThanTheCap(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	key := prefix + "marketd:streams:c"
+	// Leases that outlive the test: the refreshes run when it says.
+	a := stream.NewSlots(rdb, prefix, time.Hour, nil)
+	b := stream.NewSlots(redistest.Client(t), prefix, time.Hour, nil)
+	a1, a2 := mustAcquire(t, a, "c", 2), mustAcquire(t, a, "c", 2)
+
+	// Redis loses the client's set: the replica holding the two streams
+	// registers them again before it admits another.
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Acquire(ctx, "c", 2); ok {
+		t.Fatal("a third stream of two was admitted beside the first two")
+	}
+	if n, err := a.Open(ctx, "c"); err != nil || n != 2 {
+		t.Fatalf("open %d (%v), want 2", n, err)
+	}
+
+	// Another replica cannot know of them: it admits two more. At the
+	// older streams' refresh they find the cap full and lose their place.
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b1, b2 := mustAcquire(t, b, "c", 2), mustAcquire(t, b, "c", 2)
+	a.RefreshNow()
+	b.RefreshNow()
+	if !lost(a1) || !lost(a2) || lost(b1) || lost(b2) {
+		t.Fatalf("lost: a1 %v a2 %v b1 %v b2 %v, want the first two only", lost(a1), lost(a2), lost(b1), lost(b2))
+	}
+	for range 3 { // and it stays so
+		a.RefreshNow()
+		b.RefreshNow()
+		if n, err := a.Open(ctx, "c"); err != nil || n != 2 || alive(a1, a2, b1, b2) != 2 {
+			t.Fatalf("open %d (%v), alive %d, want 2", n, err, alive(a1, a2, b1, b2))
+		}
+	}
+	// A lost slot's release gives back nothing it does not hold.
+	a1.Release()
+	if _, ok := a.Acquire(ctx, "c", 2); ok {
+		t.Fatal("a lost slot's release freed another stream's slot")
+	}
+	b1.Release()
+	mustAcquire(t, a, "c", 2)
+}
+
+// With the refreshes on their own clock: four streams of a cap of two
+// after a loss of state, two of them end within a refresh and no more.
+func TestSlotsRefreshLoopBringsTheCountBackUnderTheCap(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	ttl := 600 * time.Millisecond // refreshed every 200 ms
+	a := stream.NewSlots(rdb, prefix, ttl, nil)
+	b := stream.NewSlots(redistest.Client(t), prefix, ttl, nil)
+	held := []*stream.Slot{mustAcquire(t, a, "c", 2), mustAcquire(t, a, "c", 2)}
+	if err := rdb.Del(ctx, prefix+"marketd:streams:c").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		// A refresh of a's may come first: then b is refused, as it should.
+		if s, ok := b.Acquire(ctx, "c", 2); ok {
+			t.Cleanup(s.Release)
+			held = append(held, s)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(held...) > 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams of a cap of 2 alive after 10 s", alive(held...))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		n, err := a.Open(ctx, "c")
+		if err != nil || n > 2 || alive(held...) != 2 {
+			t.Fatalf("open %d (%v), alive %d, want 2", n, err, alive(held...))
+		}
+	}
+}
+
+// flakyConn fails every write while down is set (Redis unreachable).
+type flakyConn struct {
+	net.Conn
+	down *atomic.Bool
+}
+
+var errDown = errors.New("redis down (test)")
+
+func (c *flakyConn) Write(p []byte) (int, error) {
+	if c.down.Load() {
+		return 0, errDown
+	}
+	return c.Conn.Write(p)
+}
+
+// flakyRedis is a client of the test Redis that fails while down is set.
+func flakyRedis(t *testing.T, down *atomic.Bool) *redis.Client {
+	t.Helper()
+	opts := redistest.Options(t)
+	opts.MaxRetries = -1
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if down.Load() {
+			return nil, errDown
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &flakyConn{Conn: c, down: down}, nil
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func TestSlotsCountedDuringAnOutageAreRegisteredWhenRedisReturns(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	a := stream.NewSlots(flakyRedis(t, &down), prefix, time.Hour, nil)
+	b := stream.NewSlots(redistest.Client(t), prefix, time.Hour, nil)
+	a1 := mustAcquire(t, a, "c", 3)
+
+	// Redis away from a: it counts its own streams of the client, the one
+	// registered before included, against the same cap.
+	down.Store(true)
+	a2, a3 := mustAcquire(t, a, "c", 3), mustAcquire(t, a, "c", 3)
+	if _, ok := a.Acquire(ctx, "c", 3); ok {
+		t.Fatal("a fourth stream of three admitted during the outage")
+	}
+	a.RefreshNow() // fails: every stream keeps its place
+	if alive(a1, a2, a3) != 3 {
+		t.Fatal("a failed refresh took a stream's place")
+	}
+	b1 := mustAcquire(t, b, "c", 3) // another replica, Redis reachable
+
+	// Back: a registers its streams, oldest first, under the cap; the
+	// youngest finds it full.
+	down.Store(false)
+	a.RefreshNow()
+	if lost(a1) || lost(a2) || !lost(a3) || lost(b1) {
+		t.Fatalf("lost: a1 %v a2 %v a3 %v b1 %v, want a3 only", lost(a1), lost(a2), lost(a3), lost(b1))
+	}
+	if n, err := a.Open(ctx, "c"); err != nil || n != 3 {
+		t.Fatalf("open %d (%v), want 3", n, err)
+	}
+	if _, ok := b.Acquire(ctx, "c", 3); ok {
+		t.Fatal("a fourth stream of three admitted after the outage")
 	}
 }
