@@ -41,11 +41,13 @@ const (
 	DefaultStreamRecheck   = 250 * time.Millisecond
 	DefaultStreamReplays   = 3
 	streamReplayPage       = 500
-	// streamReplayPageTimeout bounds the database work of one replay page
-	// (its query and the screener rows it renders).
-	streamReplayPageTimeout = 2 * time.Second
-	streamWriteTimeout      = 10 * time.Second
+	streamWriteTimeout     = 10 * time.Second
 )
+
+// StreamQueryTimeout bounds the database work of one replay page (its
+// query and the screener rows it renders); the stream pool's statements
+// get it as their statement_timeout too.
+const StreamQueryTimeout = 2 * time.Second
 
 // StreamVerdictChanged is the data of a verdict_changed event: the webhook
 // delivery's body, plus sandbox on the events of a sandbox push.
@@ -362,7 +364,7 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 // An id the stream does not hold (pruned after its 48 hours, or never one
 // of ours) is answered with a resync event, and the stream goes on live.
 func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamRequest, upTo domain.StreamPos) (domain.StreamPos, error) {
-	pctx, cancel := context.WithTimeout(ctx, streamReplayPageTimeout)
+	pctx, cancel := context.WithTimeout(ctx, StreamQueryTimeout)
 	after, ok, err := s.cfg.StreamData.StreamPosOf(pctx, req.last)
 	cancel()
 	if err != nil {
@@ -397,7 +399,7 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 
 // replayPage reads and renders one page of a replay: its database work
 // takes one of the Config.StreamReplays tokens and has
-// streamReplayPageTimeout, and none of it waits on the client (the page
+// StreamQueryTimeout, and none of it waits on the client (the page
 // is written after). full reports a page of streamReplayPage events: more
 // may follow.
 func (s *Server) replayPage(ctx context.Context, f store.StreamFilter, after, upTo domain.StreamPos) (page []stream.Event, full bool, err error) {
@@ -407,7 +409,7 @@ func (s *Server) replayPage(ctx context.Context, f store.StreamFilter, after, up
 		return nil, false, ctx.Err()
 	}
 	defer func() { <-s.replays }()
-	ctx, cancel := context.WithTimeout(ctx, streamReplayPageTimeout)
+	ctx, cancel := context.WithTimeout(ctx, StreamQueryTimeout)
 	defer cancel()
 	events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, f, after, upTo, streamReplayPage)
 	if err != nil {

@@ -61,6 +61,9 @@ type Config struct {
 	MaxCandleSymbols   int
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
+	// StreamDBConns is the size of the api's Postgres pool of event-stream
+	// reads (the hub's and the replays'), apart from the request pool.
+	StreamDBConns int
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -102,6 +105,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
+	{"MARKET_STREAM_DB_CONNS", "4", "Postgres connections of an api replica's event streams (GET /stream), apart from its 16 request connections, so streams never take a request's: one for the replica's reader of the log, the others for the pages of resuming streams' replays (each page at most 2 s). The sandbox's streams get a pool of the same size. 2 to 64."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "", "Symbols per combination whose candles are ingested, by volume (default: all with synthetic, 50 with real feeds)."},
 }
 
@@ -231,6 +235,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
 		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
+	}
+	if c.StreamDBConns, err = strconv.Atoi(get("MARKET_STREAM_DB_CONNS")); err != nil || c.StreamDBConns < 2 || c.StreamDBConns > 64 {
+		return c, fmt.Errorf("MARKET_STREAM_DB_CONNS: must be an integer from 2 to 64 (e.g. 4)")
 	}
 	if v := get("MARKET_MAX_CANDLE_SYMBOLS"); v != "" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

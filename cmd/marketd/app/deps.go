@@ -57,6 +57,15 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	}, nil
 }
 
+// openStreamDB opens the pool of a database's event-stream reads (the
+// hub's, the replays'): apart from the request pool, so that streams never
+// take a request's connection, and with every statement bounded by the
+// stream's query budget. One connection is the hub's; the others serve
+// the replays (api.Config.StreamReplays).
+func openStreamDB(ctx context.Context, cfg Config, url string, logger *slog.Logger) (*store.DB, error) {
+	return store.Open(ctx, url, store.Options{Logger: logger, MaxConns: int32(cfg.StreamDBConns), StatementTimeout: api.StreamQueryTimeout})
+}
+
 // newStreamHub is the api replica's event hub: it reads the stream's log
 // from Postgres and renders events with the api (set before the hub runs).
 func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) *stream.Hub {
@@ -69,7 +78,7 @@ func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) 
 // newSandboxServer is the server of sandbox keys when the sandbox has a
 // database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
 // configuration over the sandbox's market data, with a read cache of its
-// own, a stream hub of its own over the sandbox's stream log (its
+// own, a stream hub and stream pool of its own over the sandbox's stream log (its
 // synthetic events and the clients' pushes; Run it), the client's webhooks
 // from the service's database, and the same gate (a sandbox key is rate
 // limited, never counted against the quota).
@@ -81,15 +90,20 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
+	streamDB, err := openStreamDB(ctx, cfg, cfg.SandboxDatabaseURL, logger)
+	if err != nil {
+		sdb.Close()
+		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
 	logger = logger.With("sandbox", true)
 	var srv *api.Server
-	hub := newStreamHub(sdb, func() *api.Server { return srv }, logger)
+	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
-	apiCfg.Stream, apiCfg.StreamData = hub, sdb
+	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
 	apiCfg.Logger = logger
 	apiCfg.Cache = readcache.New(readcache.DefaultTTL, time.Now)
 	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
-	return srv, hub, sdb.Close, nil
+	return srv, hub, func() { streamDB.Close(); sdb.Close() }, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring
@@ -128,6 +142,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	in.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
+	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
 		closeAll()
