@@ -162,9 +162,11 @@ func (db *DB) PruneStreamEvents(ctx context.Context, before time.Time) (int64, e
 			break
 		}
 	}
-	// A combination without an event left has nothing to replay.
-	_, err := db.Pool.Exec(ctx, `DELETE FROM stream_screener_latest l
-		WHERE NOT EXISTS (SELECT 1 FROM stream_events s WHERE s.id = l.event_id)`)
+	// A combination whose newest event is older than every event left has
+	// nothing to replay. (By position: a refresh committing meanwhile
+	// moves its row past the bound, and a recheck of the row keeps it.)
+	_, err := db.Pool.Exec(ctx, `DELETE FROM stream_screener_latest
+		WHERE seq < (SELECT min(seq) FROM stream_events)`)
 	return total, translate(err, "stream events")
 }
 

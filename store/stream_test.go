@@ -378,3 +378,62 @@ func TestPruneStreamEventsDeletesOnlyOlderEvents(t *testing.T) {
 		t.Fatalf("%d combinations with a newest event (%v), want spot's only", latest, err)
 	}
 }
+
+// A log written before the log was numbered at commit keeps its order
+// ((transaction, id), as it was read then) when migration 00014 numbers
+// it, so the ids clients hold resume where they left off; rows written
+// after come after them.
+func TestNumberingTheLogKeepsTheOrderItWasReadIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storetest.CreateSchema(t)
+	db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := store.MigrateTo(db, ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`
+	a, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Rollback(ctx) //nolint:errcheck
+	if _, err := a.Exec(ctx, insert, "A1"); err != nil { // A's transaction is older than B's
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, insert, "B1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(ctx, insert, "A2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, insert, "C1"); err != nil {
+		t.Fatal(err)
+	}
+	events := eventually(t, db, 4)
+	var got []string
+	for _, e := range events {
+		got = append(got, e.Verdict.Symbol)
+	}
+	if fmt.Sprint(got) != "[A1 A2 B1 C1]" {
+		t.Fatalf("order after numbering %v, want [A1 A2 B1 C1] ((transaction, id), then commits after)", got)
+	}
+	// A client that had A2 (its id, from before) resumes with B1.
+	p, ok, err := db.StreamPosOf(ctx, events[1].ID)
+	if err != nil || !ok {
+		t.Fatalf("position of A2's id: %v %v", ok, err)
+	}
+	if rest, err := db.StreamEvents(ctx, p, 10); err != nil || len(rest) != 2 || rest[0].Verdict.Symbol != "B1" {
+		t.Fatalf("after A2: %+v (%v), want B1, C1", rest, err)
+	}
+}
