@@ -401,7 +401,7 @@ func TestNumberingTheLogKeepsTheOrderItWasReadIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Rollback(ctx) //nolint:errcheck
+	defer a.Rollback(ctx)                                //nolint:errcheck
 	if _, err := a.Exec(ctx, insert, "A1"); err != nil { // A's transaction is older than B's
 		t.Fatal(err)
 	}
