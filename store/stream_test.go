@@ -401,8 +401,9 @@ func TestNumberingTheLogKeepsTheOrderItWasReadIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Rollback(ctx)                                //nolint:errcheck
-	if _, err := a.Exec(ctx, insert, "A1"); err != nil { // A's transaction is older than B's
+	defer a.Rollback(ctx) //nolint:errcheck
+	// A's transaction is older than B's.
+	if _, err := a.Exec(ctx, insert, "A1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, insert, "B1"); err != nil {
