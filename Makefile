@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -111,6 +111,14 @@ bench-latency: build
 ## bench-stream: the event stream: a verdict change to 500 open streams over 2 api replicas, against a bare SSE broadcaster (see BENCHMARKS.md).
 bench-stream: build
 	$(GO) run ./e2e/cmd/streambench -marketd bin/marketd
+
+## bench-stream-replay: 16 streams of one key replaying a full 48 h log from its oldest id while another client's GET /usage is measured (p99, non-200) and the api's stream queries are timed (see BENCHMARKS.md).
+bench-stream-replay: build
+	$(GO) run ./e2e/cmd/streambench -marketd bin/marketd -mode replay $(BENCH_ARGS)
+
+## bench-stream-hold: the longest gap between screener events on a live stream while a transaction of another database and an idle one of this database hold xids for 30 s (see BENCHMARKS.md).
+bench-stream-hold: build
+	$(GO) run ./e2e/cmd/streambench -marketd bin/marketd -mode hold $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -79,6 +79,10 @@ type Config struct {
 	// DefaultStreamRecheck when 0).
 	StreamHeartbeat time.Duration
 	StreamRecheck   time.Duration
+	// StreamReplays is how many replay pages of resumed streams run at
+	// once (DefaultStreamReplays when 0). StreamData should be a pool of
+	// its own with one connection more, kept for the hub.
+	StreamReplays int
 	// Sandbox makes this the sandbox keys' server (see SandboxRouter): it
 	// serves sandbox keys only, and the store it is given holds the
 	// sandbox's data. SandboxPusher stores POST /sandbox/verdict-change.
@@ -113,6 +117,8 @@ type Server struct {
 	cacheControls cacheControls
 	// webhookClient sends test pings.
 	webhookClient *http.Client
+	// replays holds a token per replay page running (Config.StreamReplays).
+	replays chan struct{}
 }
 
 // New builds the api with every operation registered.
@@ -140,10 +146,13 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.WebhookPingFloor <= 0 {
 		cfg.WebhookPingFloor = webhook.Timeout
 	}
+	if cfg.StreamReplays <= 0 {
+		cfg.StreamReplays = DefaultStreamReplays
+	}
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
-	s := &Server{cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
+	s := &Server{replays: make(chan struct{}, cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
 		fast: &fastPath{}, realClock: realClock}
 	if s.webhookClient == nil {

@@ -40,9 +40,15 @@ type KeyRechecker interface {
 const (
 	DefaultStreamHeartbeat = 15 * time.Second
 	DefaultStreamRecheck   = 250 * time.Millisecond
+	DefaultStreamReplays   = 3
 	streamReplayPage       = 500
 	streamWriteTimeout     = 10 * time.Second
 )
+
+// StreamQueryTimeout bounds the database work of one replay page (its
+// query and the screener rows it renders); the stream pool's statements
+// get it as their statement_timeout too.
+const StreamQueryTimeout = 2 * time.Second
 
 // StreamVerdictChanged is the data of a verdict_changed event: the webhook
 // delivery's body, plus sandbox on the events of a sandbox push.
@@ -77,6 +83,15 @@ type StreamClosed struct {
 	Detail string `json:"detail" example:"invalid API key: the key has been revoked"`
 }
 
+// StreamResync is the data of the event a resumed stream sends instead of
+// a replay when the stream no longer holds the client's Last-Event-ID
+// (older than the log's retention, or never one of its ids). Live events
+// follow it.
+type StreamResync struct {
+	LastEventID string `json:"last_event_id" doc:"The Last-Event-ID the stream could not resume from" example:"18234"`
+	Detail      string `json:"detail" example:"event 18234 is no longer held (events are kept at least 24 hours): reload the current state from the REST endpoints (screener, reports); live events follow"`
+}
+
 type streamInput struct {
 	Market      string `query:"market" maxLength:"64" doc:"Comma-separated markets (crypto, forex, stocks); omitted means every market of your tier" example:"crypto"`
 	Events      string `query:"events" maxLength:"64" doc:"Comma-separated event kinds: verdict_changed, screener; omitted means both" example:"verdict_changed,screener"`
@@ -93,12 +108,13 @@ func (s *Server) registerStream() {
 		domain.EventVerdictChanged: StreamVerdictChanged{},
 		domain.EventScreener:       StreamScreener{},
 		"closed":                   StreamClosed{},
+		"resync":                   StreamResync{},
 	}
 	var schemas []*huma.Schema
-	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, "closed"} {
+	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, "closed", "resync"} {
 		schemas = append(schemas, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject,
 			Properties: map[string]*huma.Schema{
-				"id":    {Type: huma.TypeInteger, Description: "The event's id (absent on closed), opaque and not monotonic: send the last one received back as Last-Event-ID"},
+				"id":    {Type: huma.TypeInteger, Description: "The event's id (absent on closed and resync), opaque and not monotonic: send the last one received back as Last-Event-ID"},
 				"event": {Type: huma.TypeString, Description: "The event name", Extensions: map[string]any{"const": name}},
 				"data":  s.humaAPI.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(events[name]), true, name),
 			},
@@ -119,8 +135,10 @@ func (s *Server) registerStream() {
 			"(the rows of a combination, after each refresh), for the markets and kinds you ask for. Every event has an " +
 			"`id`; reconnect with `Last-Event-ID` (or `last_event_id`) and you first get every event after it that you " +
 			"missed (kept at least 24 hours; of the screener events, the newest per combination, each being a full " +
-			"snapshot), then live events: nothing lost, nothing twice. A comment line (`: heartbeat`) every 15 s keeps " +
-			"proxies from closing the connection.\n\n" +
+			"snapshot), then live events: nothing lost, nothing twice. An id the stream no longer holds (older than the " +
+			"retention, or not one of its ids) is not replayed: the stream sends one `resync` event (no `id`) telling you " +
+			"to reload the current state from the REST endpoints, then live events. A comment line (`: heartbeat`) every " +
+			"15 s keeps proxies from closing the connection.\n\n" +
 			"Opening a stream is one request against the rate limit and the quota; it then lasts as long as you keep " +
 			"it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all " +
 			"keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a " +
@@ -372,32 +390,33 @@ func (s *Server) serveStream(hctx huma.Context, req streamRequest, sub *stream.S
 
 // replayStream sends the events after the client's Last-Event-ID up to
 // the subscription's start and returns the position the client now has.
-// An id the stream does not hold (pruned after its 48 hours, or never
-// one of ours) replays everything held.
+// An id the stream does not hold (pruned after its 48 hours, or never one
+// of ours) is answered with a resync event, and the stream goes on live.
 func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamRequest, upTo domain.StreamPos) (domain.StreamPos, error) {
-	after, ok, err := s.cfg.StreamData.StreamPosOf(ctx, req.last)
+	pctx, cancel := context.WithTimeout(ctx, StreamQueryTimeout)
+	after, ok, err := s.cfg.StreamData.StreamPosOf(pctx, req.last)
+	cancel()
 	if err != nil {
 		return after, err
 	}
 	if !ok {
-		after = domain.StreamPos{}
+		last := strconv.FormatInt(req.last, 10)
+		data, _ := json.Marshal(StreamResync{LastEventID: last, Detail: "event " + last + " is no longer held (events are kept at least " +
+			"24 hours): reload the current state from the REST endpoints (screener, reports); live events follow"})
+		return upTo, w.event(0, "resync", data)
 	}
 	for upTo.After(after) {
-		events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, req.filter, after, upTo, streamReplayPage)
+		page, full, err := s.replayPage(ctx, req.filter, after, upTo)
 		if err != nil {
 			return after, err
 		}
-		for _, e := range events {
-			data, err := s.RenderStreamEvent(ctx, e)
-			if err != nil {
-				return after, err
-			}
-			if err := w.event(e.ID, e.Kind, data); err != nil {
+		for _, e := range page {
+			if err := w.event(e.ID, e.Kind, e.Data); err != nil {
 				return after, err
 			}
 			after = e.Pos
 		}
-		if len(events) < streamReplayPage {
+		if !full {
 			break
 		}
 	}
@@ -405,6 +424,35 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 		after = upTo
 	}
 	return after, nil
+}
+
+// replayPage reads and renders one page of a replay: its database work
+// takes one of the Config.StreamReplays tokens and has
+// StreamQueryTimeout, and none of it waits on the client (the page
+// is written after). full reports a page of streamReplayPage events: more
+// may follow.
+func (s *Server) replayPage(ctx context.Context, f store.StreamFilter, after, upTo domain.StreamPos) (page []stream.Event, full bool, err error) {
+	select {
+	case s.replays <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	defer func() { <-s.replays }()
+	ctx, cancel := context.WithTimeout(ctx, StreamQueryTimeout)
+	defer cancel()
+	events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, f, after, upTo, streamReplayPage)
+	if err != nil {
+		return nil, false, err
+	}
+	page = make([]stream.Event, len(events))
+	for i, e := range events {
+		data, err := s.RenderStreamEvent(ctx, e)
+		if err != nil {
+			return nil, false, err
+		}
+		page[i] = stream.Event{StreamEvent: e, Data: data}
+	}
+	return page, len(events) == streamReplayPage, nil
 }
 
 // SandboxSyntheticIDPrefix starts the data id of a sandbox stream's synthetic

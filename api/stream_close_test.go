@@ -167,15 +167,19 @@ func (f *streamFixture) waitReadable(t *testing.T, id int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := f.db.LastStreamPos(context.Background())
+		last, err := f.db.LastStreamPos(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.ID == id {
+		p, held, err := f.db.StreamPosOf(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held && !p.After(last) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stream event %d not readable after 30 s (the log ends at %+v)", id, p)
+			t.Fatalf("stream event %d not readable after 30 s (held %v at %+v; the log ends at %+v)", id, held, p, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -271,6 +271,79 @@ func TestStreamResumeAfterADroppedConnectionLosesNothingAndRepeatsNothing(t *tes
 	}
 }
 
+// A resume from an id the stream no longer holds (pruned, or never one of
+// its ids) replays nothing: one resync event telling the client to reload
+// from the REST endpoints, then live events.
+func TestStreamResumeFromAnIdNoLongerHeldSendsResyncThenLiveEvents(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t, domain.Business)
+	r := f.replica(t)
+	first, resp := openStream(t, r.srv.URL, f.key, "?events=verdict_changed", nil)
+	if first == nil {
+		t.Fatalf("open: %d", resp.StatusCode)
+	}
+	f.verdictEvent(t, domain.Crypto, "GONE_USDT")
+	pruned := first.next(t).ID
+	first.closeFn()
+	<-first.done
+	if _, err := f.db.Pool.Exec(context.Background(), `DELETE FROM stream_events WHERE id = $1`, pruned); err != nil {
+		t.Fatal(err)
+	}
+	f.verdictEvent(t, domain.Crypto, "MISSED_USDT") // after the pruned id: a replay would send it
+	for _, last := range []string{pruned, "0"} {
+		c, resp := openStream(t, r.srv.URL, f.key, "?events=verdict_changed", http.Header{"Last-Event-Id": {last}})
+		if c == nil {
+			t.Fatalf("resume from %s: %d", last, resp.StatusCode)
+		}
+		ev := c.next(t)
+		var rs api.StreamResync
+		if ev.Event != "resync" || ev.ID != "" || json.Unmarshal([]byte(ev.Data), &rs) != nil || rs.LastEventID != last ||
+			!strings.Contains(rs.Detail, "REST") {
+			t.Fatalf("resume from %s: first event %+v, want a resync without id naming it", last, ev)
+		}
+		live := f.verdictEvent(t, domain.Crypto, "LIVE_USDT")
+		if ev := c.next(t); ev.Event != "verdict_changed" || verdictOf(t, ev).ID != fmt.Sprint(live) {
+			t.Fatalf("resume from %s: after the resync %+v, want the live event %d", last, ev, live)
+		}
+		c.closeFn()
+		<-c.done
+	}
+}
+
+// A replay longer than a page goes on page after page, each resuming
+// where the last ended: every event once, in order, then live ones.
+func TestStreamReplayOfManyPagesSendsEveryEventOnceInOrder(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t, domain.Enterprise)
+	r := f.replica(t)
+	first, resp := openStream(t, r.srv.URL, f.key, "?events=verdict_changed", nil)
+	if first == nil {
+		t.Fatalf("open: %d", resp.StatusCode)
+	}
+	f.verdictEvent(t, domain.Crypto, "FIRST_USDT")
+	from := first.next(t).ID
+	first.closeFn()
+	<-first.done
+	const n = 1234 // two full pages of 500 and a part
+	if _, err := f.db.Pool.Exec(context.Background(), `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		SELECT 'crypto', 'R' || i || '_USDT', 'neutral', 'growth', 25, clock_timestamp() FROM generate_series(1, $1) i`, n); err != nil {
+		t.Fatal(err)
+	}
+	c, resp := openStream(t, r.srv.URL, f.key, "?events=verdict_changed", http.Header{"Last-Event-Id": {from}})
+	if c == nil {
+		t.Fatalf("resume: %d", resp.StatusCode)
+	}
+	for i := 1; i <= n; i++ {
+		if ev := c.next(t); verdictOf(t, ev).Symbol != fmt.Sprintf("R%d_USDT", i) {
+			t.Fatalf("replayed event %d: %+v", i, ev)
+		}
+	}
+	live := f.verdictEvent(t, domain.Crypto, "LIVE_USDT")
+	if ev := c.next(t); verdictOf(t, ev).ID != fmt.Sprint(live) {
+		t.Fatalf("after the replay %+v, want the live event %d", ev, live)
+	}
+}
+
 func TestStreamCarriesScreenerRefreshesAndHeartbeats(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t, domain.Enterprise)

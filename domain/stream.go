@@ -17,19 +17,20 @@ const (
 // StreamEventKinds lists the kinds in canonical order.
 var StreamEventKinds = []string{EventVerdictChanged, EventScreener}
 
-// StreamPos is a position in the stream's log: the inserting transaction
-// and the row id. Readers take only rows of transactions that have ended
-// (migration 00010), in this order, so "every event after a position"
-// never misses one that committed late.
+// StreamPos is a position in the stream's log: the row's place in commit
+// order (migration 00016). The rows committed at any moment are the
+// positions up to some n (but for gaps), so "every event after a
+// position" never misses one that committed late.
 type StreamPos struct {
-	XID int64
-	ID  int64
+	Seq int64
 }
 
 // After reports whether p comes after q.
-func (p StreamPos) After(q StreamPos) bool {
-	return p.XID > q.XID || p.XID == q.XID && p.ID > q.ID
-}
+func (p StreamPos) After(q StreamPos) bool { return p.Seq > q.Seq }
+
+// StreamRetention is how long the stream's log keeps an event (a resume
+// is guaranteed for 24 h; the periodic prune deletes rows older than this).
+const StreamRetention = 48 * time.Hour
 
 // StreamEvent is one row of the stream's log. ID is the event's id on the
 // wire; Pos orders the events.

@@ -83,6 +83,10 @@ var (
 	authThrottled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "marketd_admission_auth_throttled_total", Help: "Requests refused (429) by the failed-authentication throttle.",
 	})
+	streamQuery = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "marketd_stream_query_duration_seconds", Help: "Queries of the event stream (GET /stream) by query: hub (the replica's read of the log), last (where the log ends), position (of a Last-Event-ID), replay (a page of a resume). Each has a 2 s budget.",
+		Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
+	}, []string{"query"})
 	quotaSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "marketd_admission_quota_duration_seconds", Help: "Time a request waits for the monthly quota ledger (Postgres).",
 		Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
@@ -94,7 +98,7 @@ func Register(reg prometheus.Registerer) {
 	reg.MustRegister(ingestDuration, ingestRuns, ingestErrors, ingestRows, ingestLastSuccess,
 		scoreDuration, scoreRuns, scoreAssets, verdictChanges, scoreLastSuccess,
 		statsDuration, statsRuns, deliveries, deliveryLatency,
-		admissions, keyLookups, authThrottled, quotaSeconds)
+		admissions, keyLookups, authThrottled, quotaSeconds, streamQuery)
 	reg.MustRegister(upstreamCollectors()...)
 	reg.MustRegister(streamCollectors...)
 }
@@ -291,3 +295,8 @@ func (u *Up) Set(dependency string, up bool) {
 
 // Collector is the gauge, for registration.
 func (u *Up) Collector() prometheus.Collector { return u.g }
+
+// StreamQuery records the duration of one query of the event stream.
+func StreamQuery(query string, took time.Duration) {
+	streamQuery.WithLabelValues(query).Observe(took.Seconds())
+}

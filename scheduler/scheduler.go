@@ -279,3 +279,15 @@ func FundamentalsEntries(region string, served domain.Served, every time.Duratio
 		return jobs
 	}}}
 }
+
+// StreamPruneInterval is how often the event stream's log is pruned: the
+// rows past the retention of one interval are a few thousand at most.
+const StreamPruneInterval = 10 * time.Minute
+
+// StreamPruneEntries prune the event stream's log every `every`.
+func StreamPruneEntries(every time.Duration) []Entry {
+	return []Entry{{Name: "stream:prune", Interval: every, Tasks: func(tick time.Time) []Job {
+		return []Job{{ID: "stream:prune:" + tick.UTC().Format("20060102T150405"),
+			Task: worker.NewStreamPruneTask(tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute}}
+	}}}
+}

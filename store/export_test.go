@@ -30,3 +30,13 @@ func (db *DB) candlesByRows(ctx context.Context, k CandleKey, limit int) ([]doma
 	})
 	return out, translate(err, "candles")
 }
+
+// MigrateTo applies the migrations up to and including version.
+func MigrateTo(db *DB, ctx context.Context, version int64) error {
+	p, err := db.migrator(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,7 +25,10 @@ type Options struct {
 	// (tests get a schema of their own this way).
 	Schema   string
 	MaxConns int32
-	Logger   *slog.Logger
+	// StatementTimeout, when set, is every statement's limit on the
+	// server (Postgres statement_timeout): a budget no caller can forget.
+	StatementTimeout time.Duration
+	Logger           *slog.Logger
 }
 
 // DB is the application's handle on Postgres.
@@ -45,6 +49,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/obs"
 )
 
 // StreamFilter selects the events one stream receives.
@@ -25,16 +27,11 @@ type StreamFilter struct {
 // streamEventColumns: a verdict_changed row carries its event in
 // verdict_events (e), or in its push_* columns when it is a sandbox push
 // (migration 00012).
-const streamEventColumns = `s.id, s.xid::text::bigint, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
+const streamEventColumns = `s.id, s.seq, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
 	coalesce(e.id, s.push_event_id), coalesce(e.symbol, s.push_symbol), coalesce(e.old_verdict, s.push_old_verdict),
 	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at)`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
-	return scanStreamEventAnd(row)
-}
-
-// scanStreamEventAnd scans an event's columns and then extra ones.
-func scanStreamEventAnd(row pgx.CollectableRow, extra ...any) (domain.StreamEvent, error) {
 	var (
 		ev                            domain.StreamEvent
 		market                        string
@@ -43,11 +40,10 @@ func scanStreamEventAnd(row pgx.CollectableRow, extra ...any) (domain.StreamEven
 		symbol, oldV, newV            *string
 		eat                           *time.Time
 	)
-	if err := row.Scan(append([]any{&ev.ID, &ev.Pos.XID, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
-		&eid, &symbol, &oldV, &newV, &score, &eat}, extra...)...); err != nil {
+	if err := row.Scan(&ev.ID, &ev.Pos.Seq, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
+		&eid, &symbol, &oldV, &newV, &score, &eat); err != nil {
 		return ev, err
 	}
-	ev.Pos.ID = ev.ID
 	ev.Market, ev.At = domain.Market(market), ev.At.UTC()
 	if exchange != nil {
 		ev.Exchange = *exchange
@@ -65,32 +61,32 @@ func scanStreamEventAnd(row pgx.CollectableRow, extra ...any) (domain.StreamEven
 	return ev, nil
 }
 
-// ended is the condition of a row whose transaction has ended (committed,
-// since the row is visible): older than the oldest transaction still
-// running when the statement's snapshot was taken.
-const ended = `s.xid < pg_snapshot_xmin(pg_current_snapshot())`
+// timeStreamQuery records a stream query's duration (the stream's
+// queries have a budget of their own: see README, "Event stream").
+func timeStreamQuery(query string, start time.Time) {
+	obs.StreamQuery(query, time.Since(start))
+}
 
-// LastStreamPos is the newest position of the stream that is final: every
-// event before it is committed, and every event committed later comes
-// after it. A stream that starts here and reads "after" misses nothing.
+// LastStreamPos is the newest position of the stream. Every event up to
+// it is committed, and every event committed later comes after it (rows
+// are numbered at commit, in commit order: migration 00016), so a stream
+// that starts here and reads "after" misses nothing.
 func (db *DB) LastStreamPos(ctx context.Context) (domain.StreamPos, error) {
+	defer timeStreamQuery("last", time.Now())
 	var p domain.StreamPos
-	err := db.Pool.QueryRow(ctx, `SELECT s.xid::text::bigint, s.id FROM stream_events s WHERE `+ended+`
-		ORDER BY s.xid DESC, s.id DESC LIMIT 1`).Scan(&p.XID, &p.ID)
-	if err != nil && errors.Is(err, pgx.ErrNoRows) {
-		return domain.StreamPos{}, nil
-	}
+	err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM stream_events`).Scan(&p.Seq)
 	return p, translate(err, "stream events")
 }
 
 // StreamEvents returns up to limit events after a position, every kind
-// and every client's, in stream order, only of transactions that have
-// ended: what one api replica fans out to its streams.
+// and every client's, in stream order: what one api replica fans out to
+// its streams. A transaction that commits later than a read gets
+// positions after every row that read returned, so the next read takes it.
 func (db *DB) StreamEvents(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
+	defer timeStreamQuery("hub", time.Now())
 	rows, err := db.Pool.Query(ctx, `SELECT `+streamEventColumns+` FROM stream_events s
 		LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
-		WHERE `+ended+` AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
-		ORDER BY s.xid, s.id LIMIT $3`, after.XID, after.ID, limit)
+		WHERE s.seq > $1 ORDER BY s.seq LIMIT $2`, after.Seq, limit)
 	if err != nil {
 		return nil, translate(err, "stream events")
 	}
@@ -98,46 +94,12 @@ func (db *DB) StreamEvents(ctx context.Context, after domain.StreamPos, limit in
 	return out, translate(err, "stream events")
 }
 
-// StreamEventsHeld is StreamEvents, and whether, in the same snapshot,
-// committed events after the position are held back: their transaction is
-// newer than one still running, so they become readable when that one
-// ends (the hub then reads again shortly instead of at its safety poll).
-func (db *DB) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, bool, error) {
-	// One row at least: the events (none: one row of NULLs, id 0) with the
-	// flag beside each. Every part of one statement shares its snapshot.
-	rows, err := db.Pool.Query(ctx, `WITH x AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
-		ev (id, xid, kind, market, exchange, instrument, sandbox, at, eid, symbol, old_verdict, new_verdict, overall_score, eat) AS (
-			SELECT `+streamEventColumns+`
-			FROM stream_events s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
-			WHERE s.xid < (SELECT xmin FROM x) AND (s.xid, s.id) > ($1::bigint::text::xid8, $2)
-			ORDER BY s.xid, s.id LIMIT $3)
-		SELECT coalesce(s.id, 0), coalesce(s.xid, 0), coalesce(s.kind, ''), coalesce(s.market, ''),
-			s.exchange, s.instrument, s.sandbox, coalesce(s.at, 'epoch'),
-			s.eid, s.symbol, s.old_verdict, s.new_verdict, s.overall_score, s.eat, h.held
-		FROM ev s RIGHT JOIN (SELECT EXISTS (SELECT 1 FROM stream_events h
-			WHERE h.xid >= (SELECT xmin FROM x) AND (h.xid, h.id) > ($1::bigint::text::xid8, $2)) AS held) h ON true
-		ORDER BY s.xid, s.id`, after.XID, after.ID, limit)
-	if err != nil {
-		return nil, false, translate(err, "stream events")
-	}
-	var held bool
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.StreamEvent, error) {
-		return scanStreamEventAnd(row, &held)
-	})
-	if err != nil {
-		return nil, false, translate(err, "stream events")
-	}
-	if len(out) == 1 && out[0].ID == 0 {
-		out = out[:0]
-	}
-	return out, held, nil
-}
-
 // StreamPosOf is the position of the event with the given wire id; false
 // when the stream does not hold it (never was, or pruned).
 func (db *DB) StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool, error) {
-	p := domain.StreamPos{ID: id}
-	err := db.Pool.QueryRow(ctx, `SELECT xid::text::bigint FROM stream_events WHERE id = $1`, id).Scan(&p.XID)
+	defer timeStreamQuery("position", time.Now())
+	var p domain.StreamPos
+	err := db.Pool.QueryRow(ctx, `SELECT seq FROM stream_events WHERE id = $1 AND seq IS NOT NULL`, id).Scan(&p.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.StreamPos{}, false, nil
 	}
@@ -145,29 +107,67 @@ func (db *DB) StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool
 }
 
 // ReplayStreamEvents returns up to limit events of f after a position, up
-// to and including upTo (a position the hub reached: final), in stream
-// order: what a stream resumed with Last-Event-ID missed. Every
-// verdict_changed event is returned; of the screener events only the
-// newest of each combination in the range, since a screener event is a
-// full snapshot that supersedes the older ones.
+// to and including upTo (a position the hub reached), in stream order:
+// what a stream resumed with Last-Event-ID missed. Every verdict_changed
+// event is returned; of the screener events only each combination's
+// newest (a screener event is a full snapshot that supersedes the older
+// ones), and only when it is in the range: a combination refreshed after
+// upTo has its newest event among the live ones that follow the replay.
+//
+// Its cost is the page's: the verdict events are read by position from an
+// index, the screener events from stream_screener_latest (one row per
+// combination), and a page resumes where the last ended.
 func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upTo domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
-	rows, err := db.Pool.Query(ctx, `WITH r AS (
-			SELECT * FROM stream_events s
-			WHERE (s.xid, s.id) > ($1::bigint::text::xid8, $2) AND (s.xid, s.id) <= ($3::bigint::text::xid8, $4)
-				AND s.market = ANY($5) AND s.kind = ANY($6)
-				AND (s.sandbox_client_id IS NULL OR s.sandbox_client_id = nullif($7, '')::uuid)
-		)
-		SELECT `+streamEventColumns+` FROM r s LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
-		WHERE s.kind <> 'screener' OR NOT EXISTS (
-			SELECT 1 FROM r n WHERE n.kind = 'screener' AND n.market = s.market AND n.exchange = s.exchange
-				AND n.instrument = s.instrument AND (n.xid, n.id) > (s.xid, s.id))
-		ORDER BY s.xid, s.id LIMIT $8`,
-		after.XID, after.ID, upTo.XID, upTo.ID, domain.MarketNames(f.Markets), f.Kinds, f.SandboxClientID, limit)
+	defer timeStreamQuery("replay", time.Now())
+	rows, err := db.Pool.Query(ctx, `WITH page AS (
+			(SELECT s.id, s.seq FROM stream_events s
+			WHERE $6 AND s.kind = 'verdict_changed' AND s.seq > $1 AND s.seq <= $2 AND s.market = ANY($3)
+				AND (s.sandbox_client_id IS NULL OR s.sandbox_client_id = nullif($4, '')::uuid)
+			ORDER BY s.seq LIMIT $5)
+			UNION ALL
+			(SELECT l.event_id, l.seq FROM stream_screener_latest l
+			WHERE $7 AND l.seq > $1 AND l.seq <= $2 AND l.market = ANY($3)
+			ORDER BY l.seq LIMIT $5)
+			ORDER BY seq LIMIT $5)
+		SELECT `+streamEventColumns+` FROM page p JOIN stream_events s ON s.id = p.id
+		LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
+		ORDER BY s.seq`,
+		after.Seq, upTo.Seq, domain.MarketNames(f.Markets), f.SandboxClientID, limit,
+		slices.Contains(f.Kinds, domain.EventVerdictChanged), slices.Contains(f.Kinds, domain.EventScreener))
 	if err != nil {
 		return nil, translate(err, "stream events")
 	}
 	out, err := pgx.CollectRows(rows, scanStreamEvent)
 	return out, translate(err, "stream events")
+}
+
+// pruneBatch bounds the rows one statement of PruneStreamEvents deletes,
+// so that each of its transactions stays short.
+const pruneBatch = 5000
+
+// PruneStreamEvents deletes the log's events older than before, a batch
+// per transaction, and returns how many it deleted. It runs apart from the
+// writers (the worker's stream:prune task), so no writer's transaction
+// ever carries a prune.
+func (db *DB) PruneStreamEvents(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := db.Pool.Exec(ctx, `DELETE FROM stream_events WHERE id IN (
+			SELECT id FROM stream_events WHERE at < $1 LIMIT $2)`, before, pruneBatch)
+		if err != nil {
+			return total, translate(err, "stream events")
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch {
+			break
+		}
+	}
+	// A combination whose newest event is older than every event left has
+	// nothing to replay. (By position: a refresh committing meanwhile
+	// moves its row past the bound, and a recheck of the row keeps it.)
+	_, err := db.Pool.Exec(ctx, `DELETE FROM stream_screener_latest
+		WHERE seq < (SELECT min(seq) FROM stream_events)`)
+	return total, translate(err, "stream events")
 }
 
 // SandboxPusher stores the pushes of POST /sandbox/verdict-change: Live
@@ -202,8 +202,8 @@ func (p SandboxPusher) InsertSandboxVerdictEvent(ctx context.Context, clientID s
 		return v, translate(err, "sandbox verdict event")
 	}
 	v.At = v.At.UTC()
-	// stream_written notifies the sandbox's channel at commit (and prunes
-	// now and then), as the log's triggers do.
+	// stream_written notifies the sandbox's channel at commit, as the
+	// log's triggers do.
 	if _, err := p.Sandbox.Pool.Exec(ctx, `INSERT INTO stream_events (kind, market, sandbox_client_id,
 			push_event_id, push_symbol, push_old_verdict, push_new_verdict, push_overall_score, push_at)
 		SELECT 'verdict_changed', $1, $2, $3, $4, $5, $6, $7, $8 FROM (SELECT stream_written(current_schema())) w`,

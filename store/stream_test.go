@@ -2,6 +2,10 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,11 +15,10 @@ import (
 )
 
 // A plain "id > last seen" reader skips id 1 for ever when id 2 commits
-// first and is read before id 1 commits. The stream's readers take only
-// rows of ended transactions, in (transaction, id) order: an open writer
-// holds the stream back (it never skips it), and writers never wait for
-// each other.
-func TestStreamEventsWaitForALateCommitInsteadOfSkippingIt(t *testing.T) {
+// first and is read before id 1 commits. The stream's rows are numbered at
+// commit, in commit order: the late commit comes after what was read, and
+// the reader waits for no open transaction.
+func TestStreamEventsNeverSkipALateCommit(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	ctx := context.Background()
@@ -32,41 +35,109 @@ func TestStreamEventsWaitForALateCommitInsteadOfSkippingIt(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, insert, "LATER"); err != nil { // commits at once: no waiting
 		t.Fatal(err)
 	}
-	if events, err := db.StreamEvents(ctx, domain.StreamPos{}, 10); err != nil || len(events) != 0 {
-		t.Fatalf("while an earlier writer is open the stream gave %+v (%v), want nothing yet", events, err)
+	// The open writer holds nothing back.
+	events, err := db.StreamEvents(ctx, domain.StreamPos{}, 10)
+	if err != nil || len(events) != 1 || events[0].Verdict.Symbol != "LATER" {
+		t.Fatalf("while an earlier writer is open the stream gave %+v (%v), want LATER", events, err)
 	}
-	if p, err := db.LastStreamPos(ctx); err != nil || p != (domain.StreamPos{}) {
-		t.Fatalf("last position %+v (%v) while an earlier writer is open", p, err)
-	}
-	// LATER is committed but held back: the hub is told so, and reads
-	// again until it is readable.
-	if events, held, err := db.StreamEventsHeld(ctx, domain.StreamPos{}, 10); err != nil || len(events) != 0 || !held {
-		t.Fatalf("while an earlier writer is open: %+v held %v (%v), want nothing, held", events, held, err)
+	later := events[0]
+	if p, err := db.LastStreamPos(ctx); err != nil || p != later.Pos {
+		t.Fatalf("last position %+v (%v), want LATER's %+v", p, err, later.Pos)
 	}
 	if err := early.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Other tests' transactions, anywhere in the cluster, may hold the
-	// stream back a moment longer.
-	events := eventually(t, db, 2)
-	if events[0].Verdict.Symbol != "EARLY" || events[1].Verdict.Symbol != "LATER" || !events[1].Pos.After(events[0].Pos) {
-		t.Fatalf("order: %+v then %+v", events[0].Verdict, events[1].Verdict)
+	// The late commit comes after the position already read.
+	rest, err := db.StreamEvents(ctx, later.Pos, 10)
+	if err != nil || len(rest) != 1 || rest[0].Verdict.Symbol != "EARLY" || !rest[0].Pos.After(later.Pos) {
+		t.Fatalf("after LATER: %+v (%v), want EARLY after it", rest, err)
 	}
-	if rest, err := db.StreamEvents(ctx, events[1].Pos, 10); err != nil || len(rest) != 0 {
+	if rest, err := db.StreamEvents(ctx, rest[0].Pos, 10); err != nil || len(rest) != 0 {
 		t.Fatalf("after the last: %+v (%v)", rest, err)
 	}
-	if got, held, err := db.StreamEventsHeld(ctx, domain.StreamPos{}, 10); err != nil || held || len(got) != 2 || got[0].Pos != events[0].Pos || got[1].Pos != events[1].Pos ||
-		got[1].Verdict == nil || got[1].Verdict.Symbol != "LATER" {
-		t.Fatalf("with the flag: %+v held %v (%v), want %+v, not held", got, held, err, events)
-	}
-	if rest, held, err := db.StreamEventsHeld(ctx, events[1].Pos, 10); err != nil || held || len(rest) != 0 {
-		t.Fatalf("with the flag, after the last: %+v held %v (%v)", rest, held, err)
-	}
-	if p, ok, err := db.StreamPosOf(ctx, events[1].ID); err != nil || !ok || p != events[1].Pos {
-		t.Fatalf("position of id %d: %+v %v %v", events[1].ID, p, ok, err)
+	if p, ok, err := db.StreamPosOf(ctx, later.ID); err != nil || !ok || p != later.Pos {
+		t.Fatalf("position of id %d: %+v %v %v", later.ID, p, ok, err)
 	}
 	if _, ok, err := db.StreamPosOf(ctx, 1<<40); err != nil || ok {
 		t.Fatalf("an id never given: %v %v", ok, err)
+	}
+}
+
+// Writers committing at once, in transactions of several events that
+// stay open a random while, and a reader following "after the last
+// position read" as fast as it can: the reader gets every committed event
+// exactly once, and a rolled-back transaction's none.
+func TestStreamReaderFollowingConcurrentWritersGetsEveryEventOnce(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	const writers, txs, perTx = 6, 15, 2
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range txs {
+				tx, err := db.Pool.Begin(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for j := range perTx {
+					if _, err := tx.Exec(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+						VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`, fmt.Sprintf("W%dT%dE%d", w, i, j)); err != nil {
+						errs <- err
+						return
+					}
+					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				}
+				if i%5 == 4 {
+					err = tx.Rollback(ctx)
+				} else {
+					err = tx.Commit(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(errs) }()
+	want := writers * (txs - txs/5) * perTx
+	seen := map[string]bool{}
+	var after domain.StreamPos
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < want {
+		events, err := db.StreamEvents(ctx, after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if seen[e.Verdict.Symbol] {
+				t.Fatalf("%s read twice", e.Verdict.Symbol)
+			}
+			seen[e.Verdict.Symbol] = true
+			after = e.Pos
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of %d events in 30 s: a late commit was skipped", len(seen), want)
+		}
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var committed int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM stream_events`).Scan(&committed); err != nil || committed != want {
+		t.Fatalf("the log holds %d rows (%v), want %d", committed, err, want)
+	}
+	for s := range seen {
+		for _, rolledBack := range []string{"T4E", "T9E", "T14E"} {
+			if strings.Contains(s, rolledBack) {
+				t.Fatalf("%s of a rolled-back transaction was read", s)
+			}
+		}
 	}
 }
 
@@ -120,6 +191,24 @@ func TestReplayKeepsEveryVerdictAndTheNewestScreenerPerCombination(t *testing.T)
 	}
 	if len(paged) != 3 || paged[0] != got[0].ID || paged[2] != got[2].ID {
 		t.Fatalf("paged replay %v, want %v", paged, got)
+	}
+	// A range that ends before spot's newest refresh: spot's older one is
+	// superseded by that newer one, which follows the range (live), so
+	// the range replays perp and the verdict only.
+	upTo := all[3].Pos
+	if got, err := db.ReplayStreamEvents(ctx, f, domain.StreamPos{}, upTo, 100); err != nil || len(got) != 2 ||
+		got[0].Instrument != "perpetual" || got[1].Verdict == nil || got[1].Verdict.Symbol != "A" {
+		t.Fatalf("replay up to %+v: %+v (%v), want perp's refresh and verdict A", upTo, got, err)
+	}
+	// One kind only.
+	f.Kinds = []string{domain.EventScreener}
+	if got, err := db.ReplayStreamEvents(ctx, f, domain.StreamPos{}, last, 100); err != nil || len(got) != 2 ||
+		got[0].Instrument != "perpetual" || got[1].Instrument != "spot" {
+		t.Fatalf("screener replay %+v (%v)", got, err)
+	}
+	f.Kinds = []string{domain.EventVerdictChanged}
+	if got, err := db.ReplayStreamEvents(ctx, f, got[0].Pos, last, 100); err != nil || len(got) != 1 || got[0].Verdict.Symbol != "A" {
+		t.Fatalf("verdict replay %+v (%v)", got, err)
 	}
 }
 
@@ -205,11 +294,6 @@ func TestSandboxPushGoesIntoTheSandboxsLogForItsClientOnly(t *testing.T) {
 	if all[0].SandboxClientID != "" || all[0].Verdict.Symbol != "SYN1" || all[3].Verdict.Symbol != "SYN2" {
 		t.Fatalf("log %+v", all)
 	}
-	// The hub's read (with the held-back flag) carries the push's event too.
-	held, _, err := sandbox.StreamEventsHeld(ctx, domain.StreamPos{}, 100)
-	if err != nil || len(held) != 4 || held[1].Verdict == nil || *held[1].Verdict != *p.Verdict {
-		t.Fatalf("the hub's read of the sandbox's log: %+v (%v), want the push's event %+v second", held, err, p.Verdict)
-	}
 	// The service's log: the pushes are in its outbox (webhooks), not in
 	// its stream.
 	if events, err := live.StreamEvents(ctx, domain.StreamPos{}, 100); err != nil || len(events) != 0 {
@@ -234,9 +318,8 @@ func TestSandboxPushGoesIntoTheSandboxsLogForItsClientOnly(t *testing.T) {
 	}
 }
 
-// eventually waits until the log holds n events (those of transactions
-// that have ended: another test's open transaction holds them back a
-// moment) and returns them.
+// eventually waits until the log holds n events (their transactions
+// committed) and returns them.
 func eventually(t *testing.T, db *store.DB, n int) []domain.StreamEvent {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -255,5 +338,103 @@ func eventually(t *testing.T, db *store.DB, n int) []domain.StreamEvent {
 			t.Fatalf("log %+v after 10 s, want %d events", events, n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The prune deletes the events older than its bound (and the combinations'
+// newest screener events among them), the others stay readable and
+// replayable, and an id it deleted has no position any more.
+func TestPruneStreamEventsDeletesOnlyOlderEvents(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	perp := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"}
+	for _, c := range []domain.Combination{spot, perp, spot} {
+		if err := db.ReplaceTickers(ctx, c, []domain.Ticker{{Symbol: "BTC_USDT", Price: 1, Volume: 1, UpdatedAt: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := eventually(t, db, 3)
+	// spot's first refresh and perp's only one are 49 hours old.
+	if _, err := db.Pool.Exec(ctx, `UPDATE stream_events SET at = now() - interval '49 hours' WHERE id = ANY($1)`,
+		[]int64{all[0].ID, all[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.PruneStreamEvents(ctx, time.Now().Add(-domain.StreamRetention))
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	if _, ok, err := db.StreamPosOf(ctx, all[0].ID); err != nil || ok {
+		t.Fatalf("a pruned id still has a position (%v)", err)
+	}
+	f := store.StreamFilter{Markets: domain.Markets, Kinds: domain.StreamEventKinds}
+	got, err := db.ReplayStreamEvents(ctx, f, domain.StreamPos{}, all[2].Pos, 100)
+	if err != nil || len(got) != 1 || got[0].ID != all[2].ID {
+		t.Fatalf("replay after the prune %+v (%v), want spot's newest refresh only", got, err)
+	}
+	var latest int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM stream_screener_latest`).Scan(&latest); err != nil || latest != 1 {
+		t.Fatalf("%d combinations with a newest event (%v), want spot's only", latest, err)
+	}
+}
+
+// A log written before the log was numbered at commit keeps its order
+// ((transaction, id), as it was read then) when migration 00016 numbers
+// it, so the ids clients hold resume where they left off; rows written
+// after come after them.
+func TestNumberingTheLogKeepsTheOrderItWasReadIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storetest.CreateSchema(t)
+	db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := store.MigrateTo(db, ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
+		VALUES ('crypto', $1, 'neutral', 'growth', 30, clock_timestamp())`
+	a, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Rollback(ctx) //nolint:errcheck
+	// A's transaction is older than B's.
+	if _, err := a.Exec(ctx, insert, "A1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, insert, "B1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(ctx, insert, "A2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, insert, "C1"); err != nil {
+		t.Fatal(err)
+	}
+	events := eventually(t, db, 4)
+	var got []string
+	for _, e := range events {
+		got = append(got, e.Verdict.Symbol)
+	}
+	if fmt.Sprint(got) != "[A1 A2 B1 C1]" {
+		t.Fatalf("order after numbering %v, want [A1 A2 B1 C1] ((transaction, id), then commits after)", got)
+	}
+	// A client that had A2 (its id, from before) resumes with B1.
+	p, ok, err := db.StreamPosOf(ctx, events[1].ID)
+	if err != nil || !ok {
+		t.Fatalf("position of A2's id: %v %v", ok, err)
+	}
+	if rest, err := db.StreamEvents(ctx, p, 10); err != nil || len(rest) != 2 || rest[0].Verdict.Symbol != "B1" {
+		t.Fatalf("after A2: %+v (%v), want B1, C1", rest, err)
 	}
 }

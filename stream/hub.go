@@ -3,9 +3,10 @@
 // many connections) and fans each event out to the subscribed connections,
 // and Slots caps how many streams a client holds open across replicas.
 //
-// Ordering and loss: the log is read in (transaction, id) order, and only
-// rows of transactions that have ended (migration 00010), so "the events
-// after position P" is a complete answer at any moment. The hub hands out
+// Ordering and loss: the log is read in commit order (each row is numbered
+// when its transaction commits, under a lock the commit releases:
+// migration 00016), so "the events after position P" is a complete answer
+// at any moment, and no transaction outside the log holds it back. The hub hands out
 // events in that order and Subscribe returns the position the hub had
 // reached when the subscription began: a connection replays
 // (Last-Event-ID, Start] from Postgres and then takes the live events,
@@ -38,15 +39,6 @@ type Listener interface {
 	ListenStream(ctx context.Context, wake func()) error
 }
 
-// HoldSource is a Source that also says, in the same snapshot, whether
-// committed events after the position are held back (their transaction is
-// newer than one still running: they become readable when it ends). The
-// hub then reads again shortly, with a backoff, instead of waiting for its
-// safety poll. store.DB is one.
-type HoldSource interface {
-	StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) (events []domain.StreamEvent, held bool, err error)
-}
-
 // Event is one event with its wire form (the SSE data line), rendered once
 // per replica.
 type Event struct {
@@ -60,17 +52,9 @@ type Renderer func(ctx context.Context, e domain.StreamEvent) ([]byte, error)
 
 // DefaultPoll is how often a hub with subscribers reads the log when no
 // wake-up came: a safety net only. Commits wake the hub (Postgres
-// NOTIFY), and events a wake-up found held back are read again
-// after HeldRetry, doubling up to HeldRetryMax, until they are readable.
-// A hub without subscribers reads nothing at all.
+// NOTIFY, delivered once the commit is readable). A hub without
+// subscribers reads nothing at all.
 const DefaultPoll = 5 * time.Second
-
-// HeldRetry and HeldRetryMax bound the backoff of the reads that wait for
-// held-back events (see HoldSource).
-const (
-	HeldRetry    = 20 * time.Millisecond
-	HeldRetryMax = time.Second
-)
 
 // pageSize bounds one read of the log.
 const pageSize = 500
@@ -229,9 +213,7 @@ func (h *Hub) dropLocked(s *Subscription) {
 
 // Run reads the log until ctx ends, then closes every subscription. It
 // reads only while there are subscribers: on a wake-up (a commit's
-// notification), every Poll as a safety net, and,
-// while committed events are held back behind an older transaction, again
-// after a short backoff until they are readable.
+// notification), and every Poll as a safety net.
 func (h *Hub) Run(ctx context.Context) error {
 	defer func() {
 		h.mu.Lock()
@@ -248,7 +230,6 @@ func (h *Hub) Run(ctx context.Context) error {
 	timer := time.NewTimer(h.cfg.Poll)
 	defer timer.Stop()
 	failing := false
-	retry := time.Duration(0) // the held-back backoff; 0 when nothing is held
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,11 +242,10 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.mu.Unlock()
 		if !live {
 			// No subscribers: no reads, no timer. A subscription pokes.
-			retry = 0
 			h.turns.Add(1)
 			continue
 		}
-		held, err := h.poll(ctx)
+		err := h.poll(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if !failing {
@@ -276,20 +256,13 @@ func (h *Hub) Run(ctx context.Context) error {
 			h.cfg.Logger.Info("stream: reading the event log again")
 			failing = false
 		}
-		next := h.cfg.Poll
-		if held && err == nil {
-			retry = min(max(retry*2, HeldRetry), HeldRetryMax)
-			next = min(retry, h.cfg.Poll)
-		} else {
-			retry = 0
-		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
-		timer.Reset(next)
+		timer.Reset(h.cfg.Poll)
 		h.turns.Add(1)
 	}
 }
@@ -302,31 +275,19 @@ func (h *Hub) listenSource(ctx context.Context, l Listener) {
 	_ = l.ListenStream(ctx, h.poke)
 }
 
-// read is one query of the log: the events after a position and whether
-// committed events after them are held back (false when the source cannot
-// tell: the safety poll then takes them).
-func (h *Hub) read(ctx context.Context, after domain.StreamPos) ([]domain.StreamEvent, bool, error) {
-	h.reads.Add(1)
-	if hs, ok := h.cfg.Source.(HoldSource); ok {
-		return hs.StreamEventsHeld(ctx, after, pageSize)
-	}
-	events, err := h.cfg.Source.StreamEvents(ctx, after, pageSize)
-	return events, false, err
-}
-
-// poll reads and fans out every event after the hub's position; held
-// reports events held back behind an older transaction.
-func (h *Hub) poll(ctx context.Context) (held bool, err error) {
+// poll reads and fans out every event after the hub's position.
+func (h *Hub) poll(ctx context.Context) error {
 	for {
 		h.mu.Lock()
 		after := h.last
 		h.mu.Unlock()
-		events, held, err := h.read(ctx, after)
+		h.reads.Add(1)
+		events, err := h.cfg.Source.StreamEvents(ctx, after, pageSize)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if len(events) == 0 {
-			return held, nil
+			return nil
 		}
 		out := make([]Event, 0, len(events))
 		for _, e := range events {
@@ -334,7 +295,7 @@ func (h *Hub) poll(ctx context.Context) (held bool, err error) {
 			if h.wanted(e) { // no one to send it to: no rendering (a screener read)
 				if data, err = h.cfg.Render(ctx, e); err != nil {
 					h.publish(out)
-					return false, err
+					return err
 				}
 			}
 			out = append(out, Event{StreamEvent: e, Data: data})
@@ -343,7 +304,7 @@ func (h *Hub) poll(ctx context.Context) (held bool, err error) {
 			continue // a new subscriber wants an event left unrendered
 		}
 		if len(events) < pageSize {
-			return held, nil
+			return nil
 		}
 	}
 }

@@ -22,7 +22,7 @@ func (l *memLog) add(n int) {
 	defer l.mu.Unlock()
 	for range n {
 		id := int64(len(l.events) + 1)
-		l.events = append(l.events, domain.StreamEvent{ID: id, Pos: domain.StreamPos{XID: id, ID: id}, Kind: domain.EventScreener, Market: domain.Crypto})
+		l.events = append(l.events, domain.StreamEvent{ID: id, Pos: domain.StreamPos{Seq: id}, Kind: domain.EventScreener, Market: domain.Crypto})
 	}
 }
 
@@ -30,13 +30,13 @@ func (l *memLog) LastStreamPos(context.Context) (domain.StreamPos, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := int64(len(l.events))
-	return domain.StreamPos{XID: n, ID: n}, nil
+	return domain.StreamPos{Seq: n}, nil
 }
 
 func (l *memLog) StreamEvents(_ context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := l.events[min(int(after.ID), len(l.events)):]
+	out := l.events[min(int(after.Seq), len(l.events)):]
 	return append([]domain.StreamEvent(nil), out[:min(limit, len(out))]...), nil
 }
 
@@ -58,7 +58,7 @@ func TestHubHandsOutEventsInOrderAndDropsASubscriberThatFallsBehind(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reader.Start.ID != 3 || slow.Start.ID != 3 {
+	if reader.Start.Seq != 3 || slow.Start.Seq != 3 {
 		t.Fatalf("start %d %d, want 3", reader.Start, slow.Start)
 	}
 	log.add(3)
@@ -140,8 +140,8 @@ func TestHubRendersOnlyWhatSomeoneWants(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				if rendered > 6-int(crypto.Start.ID) {
-					t.Fatalf("%d renders for %d wanted events", rendered, 6-crypto.Start.ID)
+				if rendered > 6-int(crypto.Start.Seq) {
+					t.Fatalf("%d renders for %d wanted events", rendered, 6-crypto.Start.Seq)
 				}
 				_ = sub
 				return
@@ -150,34 +150,6 @@ func TestHubRendersOnlyWhatSomeoneWants(t *testing.T) {
 			t.Fatal("event 6 not delivered")
 		}
 	}
-}
-
-// heldLog is a memLog whose newest events can be held back, as Postgres
-// holds back rows of a transaction newer than one still running.
-type heldLog struct {
-	memLog
-	held int // how many of the newest events are held back
-}
-
-func (l *heldLog) hold(n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.held = n
-}
-
-func (l *heldLog) StreamEventsHeld(ctx context.Context, after domain.StreamPos, limit int) ([]domain.StreamEvent, bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	readable := l.events[:len(l.events)-l.held]
-	out := readable[min(int(after.ID), len(readable)):]
-	return append([]domain.StreamEvent(nil), out[:min(limit, len(out))]...), l.held > 0, nil
-}
-
-func (l *heldLog) LastStreamPos(context.Context) (domain.StreamPos, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := int64(len(l.events) - l.held)
-	return domain.StreamPos{XID: n, ID: n}, nil
 }
 
 func runHub(t *testing.T, cfg stream.HubConfig) *stream.Hub {
@@ -240,8 +212,8 @@ func TestHubReadsOnlyWhileItHasSubscribers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub.Start.ID != 2 {
-		t.Fatalf("first subscriber starts at %d, want the log's end 2", sub.Start.ID)
+	if sub.Start.Seq != 2 {
+		t.Fatalf("first subscriber starts at %d, want the log's end 2", sub.Start.Seq)
 	}
 	log.add(1)
 	if e := next(t, sub); e.ID != 3 {
@@ -259,43 +231,11 @@ func TestHubReadsOnlyWhileItHasSubscribers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Start.ID != 5 {
-		t.Fatalf("subscriber after an idle spell starts at %d, want 5", again.Start.ID)
+	if again.Start.Seq != 5 {
+		t.Fatalf("subscriber after an idle spell starts at %d, want 5", again.Start.Seq)
 	}
 	log.add(1)
 	if e := next(t, again); e.ID != 6 {
 		t.Fatalf("live event %d after an idle spell, want 6 (4 and 5 are replay material)", e.ID)
-	}
-}
-
-// A wake-up that finds events held back behind an older transaction reads
-// again, with a backoff, until they are readable: they arrive without a
-// second wake-up and long before the safety poll.
-func TestHubRetriesHeldBackEventsUntilReadable(t *testing.T) {
-	t.Parallel()
-	log := &heldLog{}
-	hub := runHub(t, stream.HubConfig{Source: log, Poll: time.Hour})
-	sub, err := hub.Subscribe(context.Background(), func(domain.StreamEvent) bool { return true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.hold(1)
-	log.add(1)
-	waitTurns(t, hub, 1) // the commit's notification: the event is held back
-	select {
-	case e := <-sub.C:
-		t.Fatalf("a held-back event was delivered: %d", e.ID)
-	default:
-	}
-	log.hold(0) // the older transaction ended; no notification follows
-	if e := next(t, sub); e.ID != 1 {
-		t.Fatalf("event %d, want 1", e.ID)
-	}
-	// Nothing held: the hub goes back to waiting for wake-ups.
-	reads := hub.Reads()
-	log.add(1)
-	waitTurns(t, hub, 1)
-	if e := next(t, sub); e.ID != 2 || hub.Reads() != reads+1 {
-		t.Fatalf("event %d after %d reads, want 2 after one", e.ID, hub.Reads()-reads)
 	}
 }

@@ -80,6 +80,10 @@ type Config struct {
 	// SandboxRedisURL holds the queues of the sandbox pipeline that
 	// `marketd all` runs in process ("" = it runs none).
 	SandboxRedisURL string
+
+	// StreamDBConns is the size of the api's Postgres pool of event-stream
+	// reads (the hub's and the replays'), apart from the request pool.
+	StreamDBConns int
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -126,6 +130,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
 	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
+	{"MARKET_STREAM_DB_CONNS", "4", "Postgres connections of an api replica's event streams (GET /stream), apart from its 16 request connections, so streams never take a request's: one for the replica's reader of the log, the others for the pages of resuming streams' replays (each page at most 2 s). The sandbox's streams get a pool of the same size. 2 to 64."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
 }
 
@@ -276,6 +281,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.FeedHeadroom, err = strconv.ParseFloat(get("MARKET_FEED_HEADROOM"), 64); err != nil || c.FeedHeadroom < 0.1 || c.FeedHeadroom > 1 {
 		return c, fmt.Errorf("MARKET_FEED_HEADROOM: must be a fraction from 0.1 to 1 (e.g. 0.8)")
+	}
+	if c.StreamDBConns, err = strconv.Atoi(get("MARKET_STREAM_DB_CONNS")); err != nil || c.StreamDBConns < 2 || c.StreamDBConns > 64 {
+		return c, fmt.Errorf("MARKET_STREAM_DB_CONNS: must be an integer from 2 to 64 (e.g. 4)")
 	}
 	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {

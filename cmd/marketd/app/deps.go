@@ -58,6 +58,15 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	}, nil
 }
 
+// openStreamDB opens the pool of a database's event-stream reads (the
+// hub's, the replays'): apart from the request pool, so that streams never
+// take a request's connection, and with every statement bounded by the
+// stream's query budget. One connection is the hub's; the others serve
+// the replays (api.Config.StreamReplays).
+func openStreamDB(ctx context.Context, cfg Config, url string, logger *slog.Logger) (*store.DB, error) {
+	return store.Open(ctx, url, store.Options{Logger: logger, MaxConns: int32(cfg.StreamDBConns), StatementTimeout: api.StreamQueryTimeout})
+}
+
 // newStreamHub is the api replica's event hub: it reads the stream's log
 // from Postgres and renders events with the api (set before the hub runs).
 func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) *stream.Hub {
@@ -70,8 +79,8 @@ func newStreamHub(db *store.DB, render func() *api.Server, logger *slog.Logger) 
 // newSandboxServer is the server of sandbox keys when the sandbox has a
 // database (MARKET_SANDBOX_DATABASE_URL; nil otherwise): the api's
 // configuration over the sandbox's market data, with a read cache of its
-// own that the sandbox's invalidation bus keeps fresh, a stream hub of its
-// own over the sandbox's stream log (its synthetic events and the clients'
+// own that the sandbox's invalidation bus keeps fresh, a stream hub and a
+// stream pool of its own over the sandbox's stream log (its synthetic events and the clients'
 // pushes), the client's webhooks from the service's database, and the same
 // gate (a sandbox key is rate limited, never counted against the quota).
 // run runs the hub and the bus until ctx ends.
@@ -84,11 +93,16 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
+	streamDB, err := openStreamDB(ctx, cfg, cfg.SandboxDatabaseURL, logger)
+	if err != nil {
+		sdb.Close()
+		return nil, nil, nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+	}
 	logger = logger.With("sandbox", true)
-	hub := newStreamHub(sdb, func() *api.Server { return srv }, logger)
+	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
 	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
-	apiCfg.Stream, apiCfg.StreamData = hub, sdb
+	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
 	apiCfg.Logger = logger
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
 	apiCfg.Cache = cache
@@ -100,7 +114,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 		g.Go(func() error { return bus.Run(ctx, nil, cache) })
 		return g.Wait()
 	}
-	return srv, run, sdb.Close, nil
+	return srv, run, func() { streamDB.Close(); sdb.Close() }, nil
 }
 
 // registerIngest adds the market-data ingest and the analytics scoring
@@ -145,6 +159,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	in.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
+	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
 		closeAll()

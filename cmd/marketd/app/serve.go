@@ -75,10 +75,15 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			if err != nil {
 				return err
 			}
-			hub := newStreamHub(db, func() *api.Server { return apiServer }, logger)
+			streamDB, err := openStreamDB(ctx, cfg, cfg.DatabaseURL, logger)
+			if err != nil {
+				return err
+			}
+			defer streamDB.Close()
+			hub := newStreamHub(streamDB, func() *api.Server { return apiServer }, logger)
 			apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
 				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
-				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: db, StreamSlots: deps.slots,
+				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
 			apiServer = api.New(apiCfg, db, deps.gate)
 			g.Go(func() error { return hub.Run(ctx) })
@@ -207,6 +212,7 @@ func runPipeline(ctx context.Context, g *errgroup.Group, cfg Config, db *store.D
 			entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
 		}
 		entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+		entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 		s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
 		if err != nil {
 			closeAll()

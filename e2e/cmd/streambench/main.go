@@ -1,9 +1,12 @@
-// Command streambench measures the event stream (GET /stream): how long a
-// committed verdict change takes to reach every open stream, over several
-// api replicas, and the api processes' CPU per delivered event, against a
-// baseline in the same run: a bare SSE broadcaster (this program with
-// -bare, another process) writing the same bytes to the same number of
-// connections the moment it is told, with no Postgres and no poll.
+// Command streambench measures the event stream (GET /stream). Three
+// modes:
+//
+// -mode latency (the default): how long a committed verdict change takes
+// to reach every open stream, over several api replicas, and the api
+// processes' CPU per delivered event, against a baseline in the same run:
+// a bare SSE broadcaster (this program with -bare, another process)
+// writing the same bytes to the same number of connections the moment it
+// is told, with no Postgres and no poll.
 //
 //  1. it creates a fresh schema in the test database, migrates it with
 //     the marketd binary, creates enterprise clients (50 streams each) and
@@ -22,6 +25,29 @@
 //     drops the schema.
 //
 //     go run ./e2e/cmd/streambench -marketd bin/marketd [-streams 500] [-replicas 2] [-events 40] [-interval 100ms]
+//
+// -mode replay: replays must not take the pool from request traffic. It
+// fills a full 48 h log (-screener rows over the 9 combinations of the
+// global region, one per combination every 10 s, and -verdicts verdict
+// changes), starts one api process, opens -streams streams of one
+// enterprise key resuming from the log's oldest id, and meanwhile
+// measures another client's GET /usage (-usage-rate a second, for as long
+// as the replays last and at least -usage-for): latency p50/p99/max and
+// non-200 answers. Then it prints each replay's duration and events, and
+// the api's stream query durations (marketd_stream_query_duration_seconds:
+// how many, and how many over 1 s and 2 s).
+//
+//	go run ./e2e/cmd/streambench -marketd bin/marketd -mode replay [-streams 16] [-screener 155520] [-verdicts 20000]
+//
+// -mode hold: streams must not wait for strangers. One api process, one
+// live stream of screener events, and a screener refresh committed every
+// -every; after a few seconds a write transaction in another database on
+// the same server and an idle-in-transaction session holding an xid in
+// this one are held open for -hold. It prints the longest gap between two
+// screener events received during the hold and how many refreshes were
+// committed and received.
+//
+//	go run ./e2e/cmd/streambench -marketd bin/marketd -mode hold [-hold 30s] [-every 1s]
 package main
 
 import (
@@ -46,8 +72,73 @@ import (
 	"github.com/marketscreener/market/store"
 )
 
+// bench is what every mode shares: the schema, the store on it, the
+// marketd environment.
+type bench struct {
+	bin    string
+	dbURL  string
+	schema string
+	env    []string
+	db     *store.DB
+	admin  *pgx.Conn
+}
+
+// newBench creates and migrates a fresh schema.
+func newBench(ctx context.Context, bin, dbURL, redisURL string) *bench {
+	b := &bench{bin: bin, dbURL: dbURL, schema: fmt.Sprintf("streambench_%d", os.Getpid())}
+	admin, err := pgx.Connect(ctx, dbURL)
+	check(err)
+	b.admin = admin
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+b.schema)
+	check(err)
+	url := dbURL + "&search_path=" + b.schema
+	b.env = append(os.Environ(), "MARKET_DATABASE_URL="+url, "MARKET_REDIS_URL="+redisURL, "MARKET_LOG_LEVEL=warn")
+	cmd := exec.Command(bin, "migrate")
+	cmd.Env = b.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.close()
+		log.Fatalf("migrate: %v: %s", err, out)
+	}
+	b.db, err = store.Open(ctx, dbURL, store.Options{Schema: b.schema, MaxConns: 4})
+	check(err)
+	return b
+}
+
+func (b *bench) close() {
+	if b.db != nil {
+		b.db.Close()
+	}
+	_, _ = b.admin.Exec(context.Background(), "DROP SCHEMA "+b.schema+" CASCADE")
+	_ = b.admin.Close(context.Background())
+}
+
+// client creates an enterprise client and returns a key of it.
+func (b *bench) client(ctx context.Context, name string) string {
+	c := &domain.Client{OrgName: name, Tier: domain.Enterprise, Markets: domain.Markets}
+	check(b.db.CreateClient(ctx, c))
+	key, _, err := b.db.IssueKey(ctx, c.ID)
+	check(err)
+	return key
+}
+
+// api starts replica i of marketd api and waits until it is ready.
+func (b *bench) api(i int) *exec.Cmd {
+	p := exec.Command(b.bin, "api")
+	p.Env = append(b.env, fmt.Sprintf("MARKET_HTTP_ADDR=127.0.0.1:%d", 19410+i), fmt.Sprintf("MARKET_OPS_ADDR=127.0.0.1:%d", 19420+i))
+	p.Stderr = os.Stderr
+	check(p.Start())
+	return p
+}
+
 func main() {
 	bare := flag.Bool("bare", false, "run as the bare SSE broadcaster (internal)")
+	mode := flag.String("mode", "latency", "latency, replay or hold (see the command's doc)")
+	verdicts := flag.Int("verdicts", 20000, "replay: verdict changes in the 48 h log")
+	screener := flag.Int("screener", 155520, "replay: screener events in the 48 h log (9 combinations, one every 10 s each: 155,520)")
+	usageRate := flag.Int("usage-rate", 8, "replay: GET /usage requests a second (the other client's; enterprise allows 10)")
+	usageFor := flag.Duration("usage-for", 20*time.Second, "replay: measure GET /usage at least this long")
+	hold := flag.Duration("hold", 30*time.Second, "hold: how long the outside transactions stay open")
+	every := flag.Duration("every", time.Second, "hold: a screener refresh committed this often")
 	bin := flag.String("marketd", "bin/marketd", "the marketd binary")
 	streams := flag.Int("streams", 500, "open streams (and as many to the baseline)")
 	replicas := flag.Int("replicas", 2, "api replicas")
@@ -61,39 +152,40 @@ func main() {
 		return
 	}
 	ctx := context.Background()
-	schema := fmt.Sprintf("streambench_%d", os.Getpid())
-	admin, err := pgx.Connect(ctx, *dbURL)
-	check(err)
-	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
-	check(err)
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
-	url := *dbURL + "&search_path=" + schema
-	env := append(os.Environ(), "MARKET_DATABASE_URL="+url, "MARKET_REDIS_URL="+*redisURL, "MARKET_LOG_LEVEL=warn")
-	cmd := exec.Command(*bin, "migrate")
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		log.Fatalf("migrate: %v: %s", err, out)
+	b := newBench(ctx, *bin, *dbURL, *redisURL)
+	defer b.close()
+	switch *mode {
+	case "latency":
+		runLatency(ctx, b, *streams, *replicas, *events, *interval)
+	case "replay":
+		if !flagSet("streams") {
+			*streams = 16
+		}
+		runReplay(ctx, b, *streams, *verdicts, *screener, *usageRate, *usageFor)
+	case "hold":
+		runHold(ctx, b, *hold, *every)
+	default:
+		log.Printf("unknown -mode %q (latency, replay, hold)", *mode)
 	}
-	db, err := store.Open(ctx, *dbURL, store.Options{Schema: schema, MaxConns: 4})
-	check(err)
-	defer db.Close()
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func runLatency(ctx context.Context, b *bench, streams, replicas, events int, interval time.Duration) {
+	db := b.db
 	var keys []string
-	for len(keys)*50 < *streams {
-		c := &domain.Client{OrgName: fmt.Sprintf("bench %d", len(keys)), Tier: domain.Enterprise, Markets: domain.Markets}
-		check(db.CreateClient(ctx, c))
-		key, _, err := db.IssueKey(ctx, c.ID)
-		check(err)
-		keys = append(keys, key)
+	for len(keys)*50 < streams {
+		keys = append(keys, b.client(ctx, fmt.Sprintf("bench %d", len(keys))))
 	}
 
 	var procs []*exec.Cmd
 	var bases []string
-	for i := range *replicas {
-		p := exec.Command(*bin, "api")
-		p.Env = append(env, fmt.Sprintf("MARKET_HTTP_ADDR=127.0.0.1:%d", 19410+i), fmt.Sprintf("MARKET_OPS_ADDR=127.0.0.1:%d", 19420+i))
-		p.Stderr = os.Stderr
-		check(p.Start())
-		procs = append(procs, p)
+	for i := range replicas {
+		procs = append(procs, b.api(i))
 		bases = append(bases, fmt.Sprintf("http://127.0.0.1:%d", 19410+i))
 	}
 	self, _ := os.Executable()
@@ -106,24 +198,24 @@ func main() {
 			_ = p.Wait()
 		}
 	}()
-	for i := range *replicas {
+	for i := range replicas {
 		waitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", 19420+i))
 	}
 	waitReady("http://127.0.0.1:19430/ready")
 
-	commits := make([]time.Time, *events)
+	commits := make([]time.Time, events)
 	var mu sync.Mutex
-	live := newRecorder(*events)
-	base := newRecorder(*events)
-	for i := range *streams {
+	live := newRecorder(events)
+	base := newRecorder(events)
+	for i := range streams {
 		go live.read(bases[i%len(bases)]+"/api/v1/public/stream?events=verdict_changed", keys[i/50], &mu, commits)
 		go base.read("http://127.0.0.1:19430/stream", "", &mu, commits)
 	}
-	live.waitOpen(*streams)
-	base.waitOpen(*streams)
+	live.waitOpen(streams)
+	base.waitOpen(streams)
 	cpu0 := cpuOf(procs)
 
-	for i := range *events {
+	for i := range events {
 		var id int64
 		mu.Lock()
 		err := db.Pool.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
@@ -136,18 +228,18 @@ func main() {
 		resp, err := http.Post("http://127.0.0.1:19430/publish?id="+strconv.FormatInt(id, 10), "text/plain", nil)
 		check(err)
 		resp.Body.Close()
-		time.Sleep(*interval)
+		time.Sleep(interval)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && (live.count() < *streams**events || base.count() < *streams**events) {
+	for time.Now().Before(deadline) && (live.count() < streams*events || base.count() < streams*events) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cpu := cpuOf(procs) - cpu0
-	fmt.Printf("streams %d over %d api replicas, %d events every %s\n", *streams, *replicas, *events, *interval)
+	fmt.Printf("streams %d over %d api replicas, %d events every %s\n", streams, replicas, events, interval)
 	b50, b99, bmax := base.report()
 	l50, l99, lmax := live.report()
-	fmt.Printf("baseline (bare broadcaster): p50 %s  p99 %s  max %s  missing %d  twice %d\n", b50, b99, bmax, base.missing(*streams**events), base.twice)
-	fmt.Printf("GET /stream:                 p50 %s  p99 %s  max %s  missing %d  twice %d\n", l50, l99, lmax, live.missing(*streams**events), live.twice)
+	fmt.Printf("baseline (bare broadcaster): p50 %s  p99 %s  max %s  missing %d  twice %d\n", b50, b99, bmax, base.missing(streams*events), base.twice)
+	fmt.Printf("GET /stream:                 p50 %s  p99 %s  max %s  missing %d  twice %d\n", l50, l99, lmax, live.missing(streams*events), live.twice)
 	fmt.Printf("ratio stream/baseline: p50 %.1f  p99 %.1f\n", float64(l50)/float64(max(b50, 1)), float64(l99)/float64(max(b99, 1)))
 	fmt.Printf("api CPU per delivered event: %s (%d deliveries, %s in all replicas)\n",
 		time.Duration(int64(cpu)/int64(max(live.count(), 1))), live.count(), cpu)
