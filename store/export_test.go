@@ -40,3 +40,14 @@ func MigrateTo(db *DB, ctx context.Context, version int64) error {
 	_, err = p.UpTo(ctx, version)
 	return err
 }
+
+// MigrateDownTo undoes the migrations newer than version, as goose's down
+// steps do: a database as an earlier release left it.
+func (db *DB) MigrateDownTo(ctx context.Context, version int64) error {
+	p, err := db.migrator(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = p.DownTo(ctx, version)
+	return err
+}
