@@ -49,9 +49,11 @@ type Config struct {
 	AlpacaKeyID      string
 	AlpacaSecret     string
 	SyntheticSeed    int64
-	TickerInterval   time.Duration
-	CandleInterval   time.Duration
-	ScoreInterval    time.Duration
+	// SyntheticAssets is the synthetic feed's count of crypto base assets.
+	SyntheticAssets int
+	TickerInterval  time.Duration
+	CandleInterval  time.Duration
+	ScoreInterval   time.Duration
 	// ScoreTrigger: ingest has what it changed scored at once (the tick
 	// is the safety net); false leaves scoring to the tick alone.
 	ScoreTrigger         bool
@@ -114,6 +116,7 @@ var EnvVars = []envVar{
 	{"MARKET_ALPACA_KEY_ID", "", "Alpaca market-data key id (required by the alpaca feed)."},
 	{"MARKET_ALPACA_SECRET", "", "Alpaca market-data secret (required by the alpaca feed)."},
 	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
+	{"MARKET_SYNTHETIC_ASSETS", strconv.Itoa(feeds.SyntheticDefaultCryptoAssets), "Crypto base assets of the synthetic feed (1–" + strconv.Itoa(feeds.SyntheticMaxCryptoAssets) + "), for scale benchmarks without an exchange: beyond the default table, assets get symbols and price paths derived from the seed, and each crypto combination lists its default share of them (binance spot every one against USDT)."},
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "Safety-net period of analytics scoring per market and trading style: ingest already enqueues the scoring of what it changed at once; the tick scores whatever that missed (assets with nothing new are skipped)."},
@@ -239,6 +242,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("MARKET_SYNTHETIC_SEED: must be an integer")
 	}
 	c.SyntheticSeed = seed
+	if c.SyntheticAssets, err = strconv.Atoi(get("MARKET_SYNTHETIC_ASSETS")); err != nil || c.SyntheticAssets < 1 || c.SyntheticAssets > feeds.SyntheticMaxCryptoAssets {
+		return c, fmt.Errorf("MARKET_SYNTHETIC_ASSETS: must be an integer from 1 to %d (default %d)", feeds.SyntheticMaxCryptoAssets, feeds.SyntheticDefaultCryptoAssets)
+	}
 	if c.TickerInterval, err = time.ParseDuration(get("MARKET_TICKER_INTERVAL")); err != nil || c.TickerInterval < time.Second {
 		return c, fmt.Errorf("MARKET_TICKER_INTERVAL: must be a duration of at least 1s (e.g. 10s)")
 	}
@@ -316,7 +322,7 @@ func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
-		Logger: logger, Seed: c.SyntheticSeed, Budget: budget}
+		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget}
 }
 
 func decodeKey(s string) ([]byte, error) {
