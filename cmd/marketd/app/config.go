@@ -16,9 +16,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/worker"
 )
 
 // Config is every setting of the process, read from MARKET_* environment
@@ -72,6 +74,9 @@ type Config struct {
 	// FeedHeadroom is the fraction of each provider host's documented
 	// request budget the deployment plans to use (package hostbudget).
 	FeedHeadroom float64
+	// CandleRetention is how long candles of each timeframe are kept; a
+	// timeframe without an entry is kept forever.
+	CandleRetention map[domain.Timeframe]time.Duration
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 
@@ -129,6 +134,7 @@ var EnvVars = []envVar{
 	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
 	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
+	{"MARKET_CANDLE_RETENTION", formatCandleRetention(worker.DefaultCandleRetention()), "How long candles of each timeframe are kept: comma-separated `timeframe=age` (`14d`, `2w`, `36h`, or `forever`); a timeframe not listed keeps its default. At least the span of the " + strconv.Itoa(api.MaxCandleLimit) + " candles GET /ohlcv serves (1m: 16h40m). Older candles are deleted every 15 minutes in small batches, and backfill does not load them."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
 }
 
@@ -283,12 +289,108 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.FeedHeadroom, err = strconv.ParseFloat(get("MARKET_FEED_HEADROOM"), 64); err != nil || c.FeedHeadroom < 0.1 || c.FeedHeadroom > 1 {
 		return c, fmt.Errorf("MARKET_FEED_HEADROOM: must be a fraction from 0.1 to 1 (e.g. 0.8)")
 	}
+	if c.CandleRetention, err = parseCandleRetention(get("MARKET_CANDLE_RETENTION")); err != nil {
+		return c, err
+	}
 	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
 			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be all or a non-negative integer (0 = all)")
 		}
 	}
 	return c, nil
+}
+
+// parseCandleRetention reads MARKET_CANDLE_RETENTION over the defaults:
+// comma-separated timeframe=age entries, each timeframe once; an age is a
+// number of days (d) or weeks (w), a Go duration, or forever.
+func parseCandleRetention(v string) (map[domain.Timeframe]time.Duration, error) {
+	out := worker.DefaultCandleRetention()
+	seen := map[domain.Timeframe]bool{}
+	for _, entry := range strings.Split(v, ",") {
+		if entry = strings.TrimSpace(entry); entry == "" {
+			continue
+		}
+		name, raw, _ := strings.Cut(entry, "=")
+		tf, ok := domain.ParseTimeframe(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: must be timeframe=age with a timeframe of %s", entry, timeframeList())
+		}
+		if seen[tf] {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: %s is given twice", entry, tf)
+		}
+		seen[tf] = true
+		raw = strings.ToLower(strings.TrimSpace(raw))
+		if raw == "forever" {
+			delete(out, tf)
+			continue
+		}
+		keep, err := parseAge(raw)
+		if err != nil {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: age must be like 14d, 2w, 36h or forever", entry)
+		}
+		if least := api.MaxCandleLimit * tf.Duration(); keep < least {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: keeps fewer than the %d candles GET /ohlcv serves: at least %s",
+				entry, api.MaxCandleLimit, formatLeast(least))
+		}
+		out[tf] = keep
+	}
+	return out, nil
+}
+
+// parseAge reads "14d", "2w" or a Go duration ("36h").
+func parseAge(s string) (time.Duration, error) {
+	var unit time.Duration
+	switch {
+	case strings.HasSuffix(s, "d"):
+		unit = 24 * time.Hour
+	case strings.HasSuffix(s, "w"):
+		unit = 7 * 24 * time.Hour
+	default:
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.Atoi(s[:len(s)-1])
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("bad age %q", s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// formatRetention writes an age as parseAge reads it: whole days as "Nd".
+func formatRetention(d time.Duration) string {
+	if d <= 0 {
+		return "forever"
+	}
+	if d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
+}
+
+// formatLeast writes a least accepted age the way an operator would type
+// it: whole days rounded up from a day on.
+func formatLeast(d time.Duration) string {
+	if d < 24*time.Hour {
+		return d.String()
+	}
+	return formatRetention((d + 24*time.Hour - 1).Truncate(24 * time.Hour))
+}
+
+// formatCandleRetention writes a retention as MARKET_CANDLE_RETENTION,
+// every timeframe shortest first.
+func formatCandleRetention(r map[domain.Timeframe]time.Duration) string {
+	entries := make([]string, 0, len(domain.Timeframes))
+	for _, tf := range domain.Timeframes {
+		entries = append(entries, string(tf)+"="+formatRetention(r[tf]))
+	}
+	return strings.Join(entries, ",")
+}
+
+func timeframeList() string {
+	names := make([]string, len(domain.Timeframes))
+	for i, tf := range domain.Timeframes {
+		names[i] = string(tf)
+	}
+	return strings.Join(names, ", ")
 }
 
 // parseFeedURLs reads MARKET_FEED_URLS: comma-separated name=url entries,
