@@ -19,9 +19,9 @@ const TypeCandleRetention = "candles:retention"
 // a timeframe without an entry is kept forever. The largest read of any
 // timeframe is GET /ohlcv's 1,000 newest candles (scoring reads 500 of
 // 15m, 1h, 4h and 1d, the statistics 400 daily ones), so each intraday
-// timeframe keeps about three times that: a series that missed ingest for
-// a while still serves a full page. Daily and weekly candles are a few
-// rows a year per symbol and are the statistics' history: kept.
+// timeframe keeps three to four times that: a series that missed ingest for
+// a while still serves a full page. Daily and weekly candles, at most 365
+// rows a year per symbol, are the statistics' history: kept.
 func DefaultCandleRetention() map[domain.Timeframe]time.Duration {
 	const day = 24 * time.Hour
 	return map[domain.Timeframe]time.Duration{
