@@ -29,8 +29,12 @@ type MarketData interface {
 // instead of served as if it were live.
 const (
 	tickerStaleAfter = 5 * time.Minute
-	maxCandleLimit   = 1000
+	maxCandleLimit   = MaxCandleLimit
 )
+
+// MaxCandleLimit is the most candles GET /ohlcv serves at once: candle
+// retention keeps at least that span of every timeframe.
+const MaxCandleLimit = 1000
 
 // ScreenerRecord is one screener row.
 type ScreenerRecord struct {

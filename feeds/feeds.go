@@ -106,6 +106,9 @@ type Config struct {
 	Now func() time.Time
 	// Seed makes the synthetic feed reproducible.
 	Seed int64
+	// SyntheticCryptoAssets is the synthetic feed's count of crypto base
+	// assets; 0 means SyntheticDefaultCryptoAssets.
+	SyntheticCryptoAssets int
 	// Sleep waits between retries; nil means a real timer that honours ctx.
 	// Tests inject a recorder so back-off and Retry-After cost no time.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -164,7 +167,7 @@ func New(cfg Config) (*Registry, error) {
 func newProvider(name string, cfg Config) (Provider, error) {
 	switch name {
 	case NameSynthetic:
-		return NewSynthetic(cfg.Seed, cfg.Now), nil
+		return NewSyntheticSized(cfg.Seed, cfg.Now, cfg.SyntheticCryptoAssets), nil
 	case NameBinance:
 		return newBinance(cfg), nil
 	case NameOKX:

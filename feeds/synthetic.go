@@ -39,9 +39,20 @@ const (
 	syntheticMaxLimit = 50000  // candles per call, to bound memory
 )
 
-// NewSynthetic returns the synthetic feed for seed; now nil means time.Now.
-// It serves every combination of every region's catalogue.
+// NewSynthetic returns the synthetic feed for seed with its default
+// universe; now nil means time.Now. It serves every combination of every
+// region's catalogue.
 func NewSynthetic(seed int64, now func() time.Time) *Synthetic {
+	return NewSyntheticSized(seed, now, 0)
+}
+
+// NewSyntheticSized is NewSynthetic with cryptoAssets crypto base assets
+// (0 means the default, SyntheticDefaultCryptoAssets). Beyond the fixed
+// table, assets get symbols and paths derived from the seed, and each
+// crypto combination lists a share of them in proportion to its default
+// share, so scale benchmarks can run thousands of symbols without an
+// exchange.
+func NewSyntheticSized(seed int64, now func() time.Time, cryptoAssets int) *Synthetic {
 	if now == nil {
 		now = time.Now
 	}
@@ -55,7 +66,7 @@ func NewSynthetic(seed int64, now func() time.Time) *Synthetic {
 	s.factors[domain.Crypto] = s.newPath("factor", "crypto", cryptoFactorSigma, cryptoFactorTrend)
 	s.factors[domain.Stocks] = s.newPath("factor", "stocks", stockFactorSigma, stockFactorTrend)
 	s.factors[domain.Forex] = s.newPath("factor", "usd", usdFactorSigma, usdFactorTrend)
-	crypto := s.cryptoPaths()
+	crypto := s.cryptoPaths(cryptoAssets)
 	stocks := s.stockPaths()
 	forex := s.currencyPaths()
 	for _, region := range domain.Regions {
@@ -101,9 +112,9 @@ type pathAsset struct {
 	sigma float64 // idiosyncratic daily vol
 }
 
-func (s *Synthetic) cryptoPaths() []pathAsset {
+func (s *Synthetic) cryptoPaths(n int) []pathAsset {
 	var out []pathAsset
-	for _, a := range parseAssets(syntheticCrypto) {
+	for _, a := range s.cryptoAssets(n) {
 		h := mix64(s.seed ^ hashString("crypto", a.name))
 		sigma, beta, trend := 0.022+0.022*unit(h), 0.8+0.6*unit(mix64(h)), 0.12+0.1*unit(mix64(h+1))
 		switch a.name {
@@ -145,6 +156,7 @@ func (s *Synthetic) currencyPaths() map[string]pathAsset {
 
 func (s *Synthetic) cryptoUniverse(c domain.Combination, assets []pathAsset) *universe {
 	shape := cryptoShapeOf(c)
+	shape.count = scaledCount(shape.count, len(assets))
 	u := &universe{bySymbol: map[string]*instrument{}}
 	btc := assets[0]
 	factor := cryptoFactorSigma

@@ -291,3 +291,13 @@ func StreamPruneEntries(every time.Duration) []Entry {
 			Task: worker.NewStreamPruneTask(tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute}}
 	}}}
 }
+
+// RetentionEntries delete the candles past their timeframe's retention
+// every `every` (worker.RetentionJob). Deleting what is gone deletes
+// nothing, so a tick run twice or late is harmless.
+func RetentionEntries(every time.Duration) []Entry {
+	return []Entry{{Name: "candles:retention", Interval: every, Tasks: func(tick time.Time) []Job {
+		return []Job{{ID: "candles:retention:" + tick.UTC().Format("20060102T150405"),
+			Task: worker.NewCandleRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
+	}}}
+}

@@ -224,3 +224,26 @@ func TestServedSourceIsScheduledFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionEntryOncePerTick: the candle retention task is enqueued once
+// per tick on the default queue, however many replicas enqueue it.
+func TestRetentionEntryOncePerTick(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	entries := scheduler.RetentionEntries(15 * time.Minute)
+	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	s, err := scheduler.New(scheduler.Config{RedisURL: url, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.EnqueueTick(context.Background(), entries[0], tick) + s.EnqueueTick(context.Background(), entries[0], tick); n != 1 {
+		t.Fatalf("two enqueues of one tick added %d tasks, want 1", n)
+	}
+	opt, _ := asynq.ParseRedisURI(url)
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	tasks, err := insp.ListPendingTasks(worker.QueueDefault)
+	if err != nil || len(tasks) != 1 || tasks[0].Type != worker.TypeCandleRetention {
+		t.Fatalf("default queue holds %v (%v), want one %s task", tasks, err, worker.TypeCandleRetention)
+	}
+}

@@ -311,11 +311,15 @@ func (db *DB) FeedHealthOf(ctx context.Context, c domain.Combination, kind strin
 	return h, translate(err, "feed health")
 }
 
-// PruneCandles deletes the candles of an exchange and timeframe that
-// opened before the given time and returns how many went.
-func (db *DB) PruneCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, before time.Time) (int64, error) {
-	tag, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3 AND open_time < $4`,
-		string(m), exchange, string(tf), before.UTC())
+// DeleteCandlesBefore deletes at most limit candles of a timeframe, of
+// every series, that opened before the given time, and returns how many
+// went. Each call is one short statement on the (timeframe, open_time)
+// index (migration 00016): a caller deletes a backlog in batches, never
+// in one long transaction, and ingest keeps writing meanwhile.
+func (db *DB) DeleteCandlesBefore(ctx context.Context, tf domain.Timeframe, before time.Time, limit int) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM candles WHERE timeframe = $1 AND open_time < $2 LIMIT $3))`,
+		string(tf), before.UTC(), limit)
 	if err != nil {
 		return 0, translate(err, "candles")
 	}

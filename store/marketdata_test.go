@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -189,22 +190,52 @@ func TestTickerFilterInclusive(t *testing.T) {
 	}
 }
 
-func TestPruneCandles(t *testing.T) {
+// DeleteCandlesBefore deletes only the given timeframe's candles older
+// than the cut-off, of every series, at most limit a call, and nothing
+// once they are gone.
+func TestDeleteCandlesBefore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storetest.New(t)
-	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	if err := db.UpsertCandles(ctx, k, makeCandles(100, start, domain.TF1m, 0)); err != nil {
+	keys := []store.CandleKey{
+		{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m},
+		{Market: domain.Crypto, Exchange: "okx", Symbol: "ETH_USDT", Timeframe: domain.TF1m},
+		{Market: domain.Forex, Exchange: "oanda", Symbol: "EUR_USD", Timeframe: domain.TF1m},
+	}
+	other := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF5m}
+	for i, k := range keys {
+		if err := db.UpsertCandles(ctx, k, makeCandles(100, start, domain.TF1m, float64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.UpsertCandles(ctx, other, makeCandles(100, start.Add(-24*time.Hour), domain.TF5m, 0)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := db.PruneCandles(ctx, domain.Crypto, "binance", domain.TF1m, start.Add(40*time.Minute))
-	if err != nil || n != 40 {
-		t.Fatalf("pruned %d (%v), want 40", n, err)
+	cut := start.Add(40 * time.Minute)
+	var batches []int64
+	for range 5 {
+		n, err := db.DeleteCandlesBefore(ctx, domain.TF1m, cut, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches = append(batches, n)
 	}
-	left, _ := db.Candles(ctx, k, 1000)
-	if len(left) != 60 || !left[0].Time.Equal(start.Add(40*time.Minute)) {
-		t.Fatalf("left %d candles from %v", len(left), left[0].Time)
+	// 3 series × 40 old candles: two full batches, the rest, then nothing.
+	if want := []int64{50, 50, 20, 0, 0}; !slices.Equal(batches, want) {
+		t.Fatalf("batches deleted %v, want %v", batches, want)
+	}
+	for _, k := range keys {
+		left, err := db.Candles(ctx, k, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 60 || !left[0].Time.Equal(cut) {
+			t.Errorf("%s: %d candles left from %v, want 60 from %v", k.Symbol, len(left), left[0].Time, cut)
+		}
+	}
+	if left, _ := db.Candles(ctx, other, 1000); len(left) != 100 {
+		t.Errorf("5m series: %d candles left, want all 100 (another timeframe)", len(left))
 	}
 }
 

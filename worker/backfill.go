@@ -32,10 +32,27 @@ type BackfillEvent struct {
 // backfillPage is the number of candles asked per provider request.
 const backfillPage = 1000
 
+// RetainedStart is where a backfill from start begins: start, or the
+// retention's cut-off of tf when start is older (what the retention task
+// would delete is never loaded), on tf's boundary.
+func (in *Ingester) RetainedStart(tf domain.Timeframe, start time.Time) time.Time {
+	return retainedSince(in.Retention, tf, in.Now(), tf.Truncate(start))
+}
+
+// retainedSince is t, or the cut-off of tf's retention at now when t is
+// before it.
+func retainedSince(retention map[domain.Timeframe]time.Duration, tf domain.Timeframe, now, t time.Time) time.Time {
+	if cut, ok := RetentionCutoff(retention, tf, now); ok && t.Before(cut) {
+		return cut
+	}
+	return t
+}
+
 // Backfill loads the history of the given symbols from start to now, page
 // by page, saving its progress after every page so an interrupted run
 // resumes where it stopped (a series already finished from an earlier or
-// equal start is skipped).
+// equal start is skipped). A start older than tf's retention begins at the
+// retention's cut-off instead.
 func (in *Ingester) Backfill(ctx context.Context, bs BackfillStore, c domain.Combination, tf domain.Timeframe,
 	symbols []string, start time.Time, progress func(BackfillEvent)) (int, error) {
 	p, ok := in.Feeds.For(c)
@@ -48,7 +65,7 @@ func (in *Ingester) Backfill(ctx context.Context, bs BackfillStore, c domain.Com
 			return 0, fmt.Errorf("worker: backfill: symbols of %s: %w", c, err)
 		}
 	}
-	start = tf.Truncate(start)
+	start = in.RetainedStart(tf, start)
 	total := 0
 	for i, sym := range symbols {
 		k := store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}

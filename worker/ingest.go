@@ -72,20 +72,7 @@ type IngestStore interface {
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
-	PruneCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, before time.Time) (int64, error)
 	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error
-}
-
-// CandleRetention is how long candles of each timeframe are kept; a zero
-// duration keeps them forever (daily and weekly history feeds the
-// statistics). Short timeframes would otherwise grow without bound.
-var CandleRetention = map[domain.Timeframe]time.Duration{
-	domain.TF1m:  3 * 24 * time.Hour,
-	domain.TF5m:  14 * 24 * time.Hour,
-	domain.TF15m: 30 * 24 * time.Hour,
-	domain.TF30m: 60 * 24 * time.Hour,
-	domain.TF1h:  180 * 24 * time.Hour,
-	domain.TF4h:  2 * 365 * 24 * time.Hour,
 }
 
 // Ingester runs the ingest tasks.
@@ -110,6 +97,10 @@ type Ingester struct {
 	// scheduled ingest then only loads series with nothing stored yet. nil
 	// means never.
 	Streamed func(ctx context.Context, c domain.Combination) bool
+	// Retention is how long candles of each timeframe are kept (the
+	// RetentionJob's): backfill never loads what it would delete. nil
+	// keeps everything.
+	Retention map[domain.Timeframe]time.Duration
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -194,14 +185,6 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	}
 	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
 	in.notify(ctx, readcache.Candles(c.Market, c.Exchange))
-	// Prune once an hour (the first tick of the hour), not on every tick.
-	if keep := CandleRetention[pl.Timeframe]; keep > 0 && pl.Tick.Minute() == 0 {
-		if n, err := in.Store.PruneCandles(ctx, c.Market, c.Exchange, pl.Timeframe, in.Now().Add(-keep)); err != nil {
-			in.logger().Warn("prune candles", "combination", c.String(), "timeframe", pl.Timeframe, "err", err)
-		} else if n > 0 {
-			in.logger().Info("pruned candles", "combination", c.String(), "timeframe", pl.Timeframe, "deleted", n)
-		}
-	}
 	in.logger().Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
 	return nil
 }
@@ -263,8 +246,10 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
 		if last, ok := latest[sym]; ok {
-			since = last
-			limit = min(int(now.Sub(last)/tf.Duration())+2, 1000)
+			// A series stalled for longer than its retention resumes at the
+			// cut-off: older candles would only be deleted again.
+			since = retainedSince(in.Retention, tf, now, last)
+			limit = min(int(now.Sub(since)/tf.Duration())+2, 1000)
 		}
 		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
 		if err != nil {

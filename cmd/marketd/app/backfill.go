@@ -72,7 +72,7 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: m.logger(cfg), Now: time.Now}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: m.logger(cfg), Now: time.Now, Retention: cfg.CandleRetention}
 	var symbols []string
 	for _, s := range strings.Split(*symbolsFlag, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -84,6 +84,13 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 		}
 	}
 	start := time.Now().AddDate(0, 0, -*days)
+	if kept := in.RetainedStart(tf, start); kept.After(start) {
+		// Candles older than the retention would be deleted within the
+		// quarter hour: they are not loaded.
+		fmt.Fprintf(m.Stderr, "%s candles are kept %s (MARKET_CANDLE_RETENTION): loading from %s, not %d days back\n",
+			tf, formatRetention(cfg.CandleRetention[tf]), kept.Format(time.RFC3339), *days)
+		start = kept
+	}
 	report := m.backfillReporter(tf, start)
 	total := 0
 	for _, c := range combos {

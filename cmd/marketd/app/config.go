@@ -16,9 +16,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/worker"
 )
 
 // Config is every setting of the process, read from MARKET_* environment
@@ -49,9 +51,11 @@ type Config struct {
 	AlpacaKeyID      string
 	AlpacaSecret     string
 	SyntheticSeed    int64
-	TickerInterval   time.Duration
-	CandleInterval   time.Duration
-	ScoreInterval    time.Duration
+	// SyntheticAssets is the synthetic feed's count of crypto base assets.
+	SyntheticAssets int
+	TickerInterval  time.Duration
+	CandleInterval  time.Duration
+	ScoreInterval   time.Duration
 	// ScoreTrigger: ingest has what it changed scored at once (the tick
 	// is the safety net); false leaves scoring to the tick alone.
 	ScoreTrigger         bool
@@ -70,6 +74,9 @@ type Config struct {
 	// FeedHeadroom is the fraction of each provider host's documented
 	// request budget the deployment plans to use (package hostbudget).
 	FeedHeadroom float64
+	// CandleRetention is how long candles of each timeframe are kept; a
+	// timeframe without an entry is kept forever.
+	CandleRetention map[domain.Timeframe]time.Duration
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 
@@ -118,6 +125,7 @@ var EnvVars = []envVar{
 	{"MARKET_ALPACA_KEY_ID", "", "Alpaca market-data key id (required by the alpaca feed)."},
 	{"MARKET_ALPACA_SECRET", "", "Alpaca market-data secret (required by the alpaca feed)."},
 	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
+	{"MARKET_SYNTHETIC_ASSETS", strconv.Itoa(feeds.SyntheticDefaultCryptoAssets), "Crypto base assets of the synthetic feed (1–" + strconv.Itoa(feeds.SyntheticMaxCryptoAssets) + "), for scale benchmarks without an exchange: beyond the default table, assets get symbols and price paths derived from the seed, and each crypto combination lists its default share of them (binance spot every one against USDT)."},
 	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
 	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
 	{"MARKET_SCORE_INTERVAL", "1m", "Safety-net period of analytics scoring per market and trading style: ingest already enqueues the scoring of what it changed at once; the tick scores whatever that missed (assets with nothing new are skipped)."},
@@ -131,6 +139,7 @@ var EnvVars = []envVar{
 	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
 	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
 	{"MARKET_STREAM_DB_CONNS", "4", "Postgres connections of an api replica's event streams (GET /stream), apart from its 16 request connections, so streams never take a request's: one for the replica's reader of the log, the others for the pages of resuming streams' replays (each page at most 2 s). The sandbox's streams get a pool of the same size. 2 to 64."},
+	{"MARKET_CANDLE_RETENTION", formatCandleRetention(worker.DefaultCandleRetention()), "How long candles of each timeframe are kept: comma-separated `timeframe=age` (`14d`, `2w`, `36h`, or `forever`); a timeframe not listed keeps its default. At least the span of the " + strconv.Itoa(api.MaxCandleLimit) + " candles GET /ohlcv serves (1m: 16h40m). Older candles are deleted every 15 minutes in small batches, and backfill does not load them."},
 	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
 }
 
@@ -244,6 +253,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("MARKET_SYNTHETIC_SEED: must be an integer")
 	}
 	c.SyntheticSeed = seed
+	if c.SyntheticAssets, err = strconv.Atoi(get("MARKET_SYNTHETIC_ASSETS")); err != nil || c.SyntheticAssets < 1 || c.SyntheticAssets > feeds.SyntheticMaxCryptoAssets {
+		return c, fmt.Errorf("MARKET_SYNTHETIC_ASSETS: must be an integer from 1 to %d (default %d)", feeds.SyntheticMaxCryptoAssets, feeds.SyntheticDefaultCryptoAssets)
+	}
 	if c.TickerInterval, err = time.ParseDuration(get("MARKET_TICKER_INTERVAL")); err != nil || c.TickerInterval < time.Second {
 		return c, fmt.Errorf("MARKET_TICKER_INTERVAL: must be a duration of at least 1s (e.g. 10s)")
 	}
@@ -285,12 +297,108 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.StreamDBConns, err = strconv.Atoi(get("MARKET_STREAM_DB_CONNS")); err != nil || c.StreamDBConns < 2 || c.StreamDBConns > 64 {
 		return c, fmt.Errorf("MARKET_STREAM_DB_CONNS: must be an integer from 2 to 64 (e.g. 4)")
 	}
+	if c.CandleRetention, err = parseCandleRetention(get("MARKET_CANDLE_RETENTION")); err != nil {
+		return c, err
+	}
 	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
 		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
 			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be all or a non-negative integer (0 = all)")
 		}
 	}
 	return c, nil
+}
+
+// parseCandleRetention reads MARKET_CANDLE_RETENTION over the defaults:
+// comma-separated timeframe=age entries, each timeframe once; an age is a
+// number of days (d) or weeks (w), a Go duration, or forever.
+func parseCandleRetention(v string) (map[domain.Timeframe]time.Duration, error) {
+	out := worker.DefaultCandleRetention()
+	seen := map[domain.Timeframe]bool{}
+	for _, entry := range strings.Split(v, ",") {
+		if entry = strings.TrimSpace(entry); entry == "" {
+			continue
+		}
+		name, raw, _ := strings.Cut(entry, "=")
+		tf, ok := domain.ParseTimeframe(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: must be timeframe=age with a timeframe of %s", entry, timeframeList())
+		}
+		if seen[tf] {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: %s is given twice", entry, tf)
+		}
+		seen[tf] = true
+		raw = strings.ToLower(strings.TrimSpace(raw))
+		if raw == "forever" {
+			delete(out, tf)
+			continue
+		}
+		keep, err := parseAge(raw)
+		if err != nil {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: age must be like 14d, 2w, 36h or forever", entry)
+		}
+		if least := api.MaxCandleLimit * tf.Duration(); keep < least {
+			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: keeps fewer than the %d candles GET /ohlcv serves: at least %s",
+				entry, api.MaxCandleLimit, formatLeast(least))
+		}
+		out[tf] = keep
+	}
+	return out, nil
+}
+
+// parseAge reads "14d", "2w" or a Go duration ("36h").
+func parseAge(s string) (time.Duration, error) {
+	var unit time.Duration
+	switch {
+	case strings.HasSuffix(s, "d"):
+		unit = 24 * time.Hour
+	case strings.HasSuffix(s, "w"):
+		unit = 7 * 24 * time.Hour
+	default:
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.Atoi(s[:len(s)-1])
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("bad age %q", s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// formatRetention writes an age as parseAge reads it: whole days as "Nd".
+func formatRetention(d time.Duration) string {
+	if d <= 0 {
+		return "forever"
+	}
+	if d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
+}
+
+// formatLeast writes a least accepted age the way an operator would type
+// it: whole days rounded up from a day on.
+func formatLeast(d time.Duration) string {
+	if d < 24*time.Hour {
+		return d.String()
+	}
+	return formatRetention((d + 24*time.Hour - 1).Truncate(24 * time.Hour))
+}
+
+// formatCandleRetention writes a retention as MARKET_CANDLE_RETENTION,
+// every timeframe shortest first.
+func formatCandleRetention(r map[domain.Timeframe]time.Duration) string {
+	entries := make([]string, 0, len(domain.Timeframes))
+	for _, tf := range domain.Timeframes {
+		entries = append(entries, string(tf)+"="+formatRetention(r[tf]))
+	}
+	return strings.Join(entries, ",")
+}
+
+func timeframeList() string {
+	names := make([]string, len(domain.Timeframes))
+	for i, tf := range domain.Timeframes {
+		names[i] = string(tf)
+	}
+	return strings.Join(names, ", ")
 }
 
 // parseFeedURLs reads MARKET_FEED_URLS: comma-separated name=url entries,
@@ -324,7 +432,7 @@ func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
-		Logger: logger, Seed: c.SyntheticSeed, Budget: budget}
+		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget}
 }
 
 func decodeKey(s string) ([]byte, error) {

@@ -157,6 +157,9 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		logger.Info("ingest does not trigger scoring (MARKET_SCORE_TRIGGER=false): the score tick alone scores", "interval", cfg.ScoreInterval)
 	}
 	in.Register(w)
+	in.Retention = cfg.CandleRetention
+	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: time.Now}
+	rj.Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
 	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)

@@ -123,3 +123,23 @@ func TestFeedURLErrorsNameVariableAndEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntheticAssetsSetting: MARKET_SYNTHETIC_ASSETS defaults to the
+// synthetic feed's default universe, accepts a scale-benchmark size and
+// refuses a value out of range naming the variable.
+func TestSyntheticAssetsSetting(t *testing.T) {
+	t.Parallel()
+	def, err := loadConfig(nil)
+	if err != nil || def.SyntheticAssets != feeds.SyntheticDefaultCryptoAssets {
+		t.Fatalf("default: %d, %v; want %d", def.SyntheticAssets, err, feeds.SyntheticDefaultCryptoAssets)
+	}
+	big, err := loadConfig(map[string]string{"MARKET_SYNTHETIC_ASSETS": "2000"})
+	if err != nil || big.SyntheticAssets != 2000 {
+		t.Fatalf("2000: %d, %v", big.SyntheticAssets, err)
+	}
+	for _, bad := range []string{"0", "-5", "many", "20001"} {
+		if _, err := loadConfig(map[string]string{"MARKET_SYNTHETIC_ASSETS": bad}); err == nil || !strings.Contains(err.Error(), "MARKET_SYNTHETIC_ASSETS") {
+			t.Errorf("MARKET_SYNTHETIC_ASSETS=%s: %v, want an error naming the variable", bad, err)
+		}
+	}
+}
