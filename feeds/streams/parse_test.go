@@ -115,10 +115,10 @@ const (
 	okxSDKSwapTickers = `{"arg":{"channel":"tickers","instId":"BTC-USDT-SWAP"},"data":[{"instType":"SWAP","instId":"BTC-USDT-SWAP","last":"103700","lastSz":"0.01","askPx":"103700","askSz":"1004.09","bidPx":"103699.9","bidSz":"299.02","open24h":"103897.5","high24h":"104628.1","low24h":"100700","sodUtc0":"102740.1","sodUtc8":"102480.1","volCcy24h":"109187.9625","vol24h":"10918796.25","ts":"1747141319306"}]}`
 )
 
-// The spot tickers push example of
+// The spot tickers "Push Data Example" of
 // https://www.okx.com/docs-v5/en/#order-book-trading-market-data-ws-tickers-channel,
-// as remembered (the page could not be fetched here; its fields match the
-// SDK fixture above).
+// verbatim (checked against a copy of that page: qiuham/crypto-api-docs,
+// docs/okx/order/book/trading-market-data-ws-tickers-channel.md).
 const okxDocSpotTickers = `{"arg":{"channel":"tickers","instId":"BTC-USDT"},"data":[{"instType":"SPOT","instId":"BTC-USDT","last":"9999.99","lastSz":"0.1","askPx":"9999.99","askSz":"11","bidPx":"8888.88","bidSz":"5","open24h":"9000","high24h":"10000","low24h":"8888.88","volCcy24h":"2222","vol24h":"2222","sodUtc0":"2222","sodUtc8":"2222","ts":"1597026383085"}]}`
 
 func TestOKXDecodesPushes(t *testing.T) {
