@@ -224,7 +224,7 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
-	wg.Go(func() { s.markLive(ctx, m, plans) })
+	wg.Go(func() { s.markLive(ctx, m, plans, candles) })
 	s.logger().Info("streams: streaming", "combinations", len(plans))
 	err := m.Run(ctx, plans)
 	wg.Wait()
@@ -235,9 +235,12 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 // connections are all up, so the scheduled REST ingest stops polling its
 // series, and clears it while they are not. Before the first mark, one
 // REST pass loads what happened since the last stored candles (the time
-// no worker streamed); after that, each dropped connection repairs its own
-// series' gaps.
-func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan) {
+// no worker streamed), or the initial history of a series with none; only
+// then are the plan's pushed candles stored (the sink holds them), since
+// REST resumes from the newest stored candle and a pushed one stored first
+// would leave a new series without its history. After that, each dropped
+// connection repairs its own series' gaps.
+func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	defer func() {
 		for c := range marked {
@@ -261,6 +264,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans [
 			}
 			if !caughtUp[c] {
 				s.catchUp(ctx, p)
+				candles.release(p)
 				caughtUp[c] = true
 			}
 			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {

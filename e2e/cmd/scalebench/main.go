@@ -67,9 +67,9 @@ type options struct {
 
 // styles are the crypto styles and the timeframe each scores.
 var styles = []struct {
-	name string
-	tf   time.Duration
-}{{"scalp", 15 * time.Minute}, {"intraday", time.Hour}, {"swing", 4 * time.Hour}, {"position", 24 * time.Hour}}
+	name, label string
+	tf          time.Duration
+}{{"scalp", "15m", 15 * time.Minute}, {"intraday", "1h", time.Hour}, {"swing", "4h", 4 * time.Hour}, {"position", "1d", 24 * time.Hour}}
 
 func main() {
 	var o options
@@ -590,7 +590,7 @@ func report(w io.Writer, rs []*result) {
 		return fmt.Sprintf("%s; %d not within 90 s", benchkit.Dist(r.candle), r.candleMissing)
 	})
 	for _, st := range styles {
-		row("closed "+st.tf.String()+" candle → "+st.name+" report rescored, p50 / p95 / max", "p95 < 5 s", func(r *result) string {
+		row("closed "+st.label+" candle → "+st.name+" report rescored, p50 / p95 / max", "p95 < 5 s", func(r *result) string {
 			if len(r.rescore[st.name]) == 0 && r.rescoreMiss[st.name] == 0 {
 				return "no close in the window"
 			}
