@@ -17,8 +17,8 @@ import (
 // state of each wins) and stores them every FlushEvery, or at once when a
 // candle closes; a series whose only news is its open candle waits until
 // OpenEvery has passed since its last write. A series is held (its pushes
-// kept, the newest state per open time) until its plan is released, once
-// its REST catch-up is done.
+// kept, the newest state per open time) until it is released, once its
+// timeframe's REST catch-up is done.
 type candleSink struct {
 	s    *StreamIngest
 	kick chan struct{}
@@ -37,11 +37,11 @@ func newCandleSink(s *StreamIngest) *candleSink {
 		released: map[store.CandleKey]bool{}}
 }
 
-// release lets the plan's series be stored and flushes what they hold.
-func (k *candleSink) release(p streams.Plan) {
+// release lets series of c be stored and flushes what they hold.
+func (k *candleSink) release(c domain.Combination, series []streams.Series) {
 	k.mu.Lock()
-	for _, se := range p.Series {
-		k.released[store.CandleKey{Market: p.Combination.Market, Exchange: p.Combination.Exchange, Symbol: se.Symbol, Timeframe: se.Timeframe}] = true
+	for _, se := range series {
+		k.released[store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: se.Symbol, Timeframe: se.Timeframe}] = true
 	}
 	k.mu.Unlock()
 	select {

@@ -56,7 +56,7 @@ func (h *streamHub) admit(ip string, now time.Time) bool {
 	return true
 }
 
-// serve is the websocket route.
+// serveStream is a family's websocket route: the attempt budget, then the protocol.
 func (s *Sim) serveStream(h *streamHub) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.admit(clientIP(r), s.cfg.Now()) {
