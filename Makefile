@@ -12,7 +12,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold clean
+.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -107,6 +107,16 @@ bench-webhooks:
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
+
+## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and streams),
+## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report
+## latencies, CPU per minute, Postgres growth a day, peak weight per budget, 429s/418s (see BENCHMARKS.md).
+## Takes ~10-20 minutes (the window reaches a 15-minute close). BENCH_ARGS passes flags, e.g.
+## -synthetic MARKET_SYNTHETIC_ASSETS=2000 for the same figures on the synthetic feed; BENCH_LOCK as above.
+bench-scale: build
+	$(GO) build -o bin/exchangesim ./e2e/cmd/exchangesim
+	$(GO) build -o bin/scalebench ./e2e/cmd/scalebench
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -sim-bin bin/exchangesim $(BENCH_ARGS)
 
 ## bench-stream: the event stream: a verdict change to 500 open streams over 2 api replicas, against a bare SSE broadcaster (see BENCHMARKS.md).
 bench-stream: build

@@ -224,7 +224,7 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
-	wg.Go(func() { s.markLive(ctx, m, plans) })
+	wg.Go(func() { s.markLive(ctx, m, plans, candles) })
 	s.logger().Info("streams: streaming", "combinations", len(plans))
 	err := m.Run(ctx, plans)
 	wg.Wait()
@@ -235,9 +235,13 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 // connections are all up, so the scheduled REST ingest stops polling its
 // series, and clears it while they are not. Before the first mark, one
 // REST pass loads what happened since the last stored candles (the time
-// no worker streamed); after that, each dropped connection repairs its own
-// series' gaps.
-func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan) {
+// no worker streamed), or the initial history of a series with none; only
+// then are a timeframe's pushed candles stored (the sink holds them), since
+// REST resumes from the newest stored candle and a pushed one stored first
+// would leave a new series without its history, or an old one with a gap.
+// After that, each dropped
+// connection repairs its own series' gaps.
+func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	defer func() {
 		for c := range marked {
@@ -260,7 +264,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans [
 				continue
 			}
 			if !caughtUp[c] {
-				s.catchUp(ctx, p)
+				s.catchUp(ctx, p, candles)
 				caughtUp[c] = true
 			}
 			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {
@@ -272,16 +276,28 @@ func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans [
 }
 
 // catchUp loads every series of a plan over REST from its newest stored
-// candle.
-func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan) {
-	byTF := map[domain.Timeframe][]string{}
+// candle, shortest timeframe first, and releases each timeframe's held
+// pushes once it is loaded: at a whole exchange's size the pass takes
+// minutes of request budget, and the short timeframes' pushes are the
+// ones that cannot wait.
+func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *candleSink) {
+	byTF := map[domain.Timeframe][]streams.Series{}
 	for _, se := range p.Series {
-		byTF[se.Timeframe] = append(byTF[se.Timeframe], se.Symbol)
+		byTF[se.Timeframe] = append(byTF[se.Timeframe], se)
 	}
-	for tf, syms := range byTF {
+	for _, tf := range domain.Timeframes {
+		series := byTF[tf]
+		if len(series) == 0 {
+			continue
+		}
+		syms := make([]string, len(series))
+		for i, se := range series {
+			syms[i] = se.Symbol
+		}
 		if _, err := s.In.IngestCandles(ctx, p.Combination, tf, syms); err != nil && ctx.Err() == nil {
 			s.logger().Warn("streams: catching up over REST failed", "combination", p.Combination.String(), "timeframe", string(tf), "err", err)
 		}
+		candles.release(p.Combination, series)
 	}
 }
 

@@ -16,7 +16,9 @@ import (
 // candleSink batches pushed candles by series and open time (the newest
 // state of each wins) and stores them every FlushEvery, or at once when a
 // candle closes; a series whose only news is its open candle waits until
-// OpenEvery has passed since its last write.
+// OpenEvery has passed since its last write. A series is held (its pushes
+// kept, the newest state per open time) until it is released, once its
+// timeframe's REST catch-up is done.
 type candleSink struct {
 	s    *StreamIngest
 	kick chan struct{}
@@ -26,11 +28,26 @@ type candleSink struct {
 	closed   map[store.CandleKey]bool      // pending holds a closed candle
 	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
 	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
+	released map[store.CandleKey]bool
 }
 
 func newCandleSink(s *StreamIngest) *candleSink {
 	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
-		closed: map[store.CandleKey]bool{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{}}
+		closed: map[store.CandleKey]bool{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
+		released: map[store.CandleKey]bool{}}
+}
+
+// release lets series of c be stored and flushes what they hold.
+func (k *candleSink) release(c domain.Combination, series []streams.Series) {
+	k.mu.Lock()
+	for _, se := range series {
+		k.released[store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: se.Symbol, Timeframe: se.Timeframe}] = true
+	}
+	k.mu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (k *candleSink) add(u streams.CandleUpdate) {
@@ -120,7 +137,7 @@ func (k *candleSink) due() map[store.CandleKey]map[time.Time]domain.Candle {
 	defer k.mu.Unlock()
 	out := map[store.CandleKey]map[time.Time]domain.Candle{}
 	for key, byTime := range k.pending {
-		if !k.closed[key] && now.Before(k.openNext[key]) {
+		if !k.released[key] || !k.closed[key] && now.Before(k.openNext[key]) {
 			continue
 		}
 		out[key] = byTime

@@ -8,17 +8,27 @@
 // limit, and a 418 ban, escalating from 2 minutes to 3 days, for an IP
 // that sends during a 429's back-off.
 //
+// The market streams are served on the same listener: spot combined
+// streams on /stream and USDⓈ-M on /market/stream (so the binance-stream
+// and binance-futures-stream hosts are both ws://<addr>), speaking the
+// protocol of feeds/streams/streamstest with the documented limits
+// (streams per connection, incoming messages a second, connection
+// attempts per IP and window, the 24 h cut). Kline pushes come from the
+// same candle model as the REST klines, the closed state within 100 ms of
+// the close; !miniTicker@arr every second.
+//
 // Sim is an http.Handler: mount it in an httptest.Server, or run the
 // e2e/cmd/exchangesim binary. GET /sim/stats reports the peak weight per
-// window and the 429 and 418 counts (for benchmarks). Market streams
-// (websocket) are served by routes added in Sim.routes beside the REST
-// ones.
+// window, the 429 and 418 counts, and the stream connections and messages
+// (for benchmarks). Close stops the streams.
 package exchangesim
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -42,6 +52,22 @@ type Config struct {
 	FirstBan, MaxBan time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// SpotStreams and FuturesStreams are the streams allowed on one
+	// connection (Binance: 1,024 spot, 200 USDⓈ-M); SpotMessages and
+	// FuturesMessages the incoming messages a second (5 and 10). A breach
+	// closes the connection.
+	SpotStreams, FuturesStreams   int
+	SpotMessages, FuturesMessages int
+	// StreamAttempts are the connection attempts allowed per IP in
+	// StreamAttemptWindow (Binance: 300 per 5 minutes), per family.
+	StreamAttempts      int
+	StreamAttemptWindow time.Duration
+	// StreamMaxAge is when the server cuts a connection (Binance: 24 h).
+	StreamMaxAge time.Duration
+	// KlineEvery spaces the pushes of open klines (Binance: 2 s);
+	// TickerEvery those of !miniTicker@arr (1 s).
+	KlineEvery, TickerEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -55,6 +81,20 @@ func (c Config) withDefaults() Config {
 	def(&c.SpotLimit, 6000)
 	def(&c.FuturesLimit, 2400)
 	def(&c.FuturesDataLimit, 1000)
+	def(&c.SpotStreams, 1024)
+	def(&c.FuturesStreams, 200)
+	def(&c.SpotMessages, 5)
+	def(&c.FuturesMessages, 10)
+	def(&c.StreamAttempts, 300)
+	durDef := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	durDef(&c.StreamAttemptWindow, 5*time.Minute)
+	durDef(&c.StreamMaxAge, 24*time.Hour)
+	durDef(&c.KlineEvery, 2*time.Second)
+	durDef(&c.TickerEvery, time.Second)
 	if c.Window <= 0 {
 		c.Window = time.Minute
 	}
@@ -76,6 +116,12 @@ type Sim struct {
 	universe *universe
 	mux      *http.ServeMux
 	limits   map[family]*limiter
+
+	spotStreams, futuresStreams *streamHub
+	hubs                        []*streamHub
+	stop                        context.Context
+	cancel                      context.CancelFunc
+	pushOnce                    sync.Once // the push loop starts with the first stream connection
 }
 
 // New returns a simulator of cfg.
@@ -87,12 +133,15 @@ func New(cfg Config) *Sim {
 		futuresAPI:  newLimiter(cfg.Window, cfg.FuturesLimit, cfg),
 		futuresData: newLimiter(5*cfg.Window, cfg.FuturesDataLimit, cfg),
 	}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	s.spotStreams = newStreamHub(cfg.SpotStreams, cfg.SpotMessages, cfg, s.universe.spotBy, s.universe.spot)
+	s.futuresStreams = newStreamHub(cfg.FuturesStreams, cfg.FuturesMessages, cfg, s.universe.futuresBy, s.universe.futures)
+	s.hubs = []*streamHub{s.spotStreams, s.futuresStreams}
 	s.routes()
 	return s
 }
 
-// routes registers every path. Streams (websocket: /ws, /stream) belong
-// here too, beside the REST routes.
+// routes registers every path.
 func (s *Sim) routes() {
 	s.rest("GET /api/v3/exchangeInfo", spotAPI, s.spotExchangeInfo)
 	s.rest("GET /api/v3/ticker/24hr", spotAPI, s.spotTickers)
@@ -104,6 +153,8 @@ func (s *Sim) routes() {
 	s.rest("GET /fapi/v1/premiumIndex", futuresAPI, s.premiumIndex)
 	s.rest("GET /fapi/v1/fundingInfo", futuresAPI, s.fundingInfo)
 	s.rest("GET /futures/data/openInterestHist", futuresData, s.openInterestHist)
+	s.mux.HandleFunc("GET /stream", s.serveStream(s.spotStreams))
+	s.mux.HandleFunc("GET /market/stream", s.serveStream(s.futuresStreams))
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
@@ -141,6 +192,9 @@ type Stats struct {
 	Spot        FamilyStats `json:"spot"`
 	Futures     FamilyStats `json:"futures"`
 	FuturesData FamilyStats `json:"futures_data"`
+	// SpotStreams and FuturesStreams are the market streams' traffic.
+	SpotStreams    StreamStats `json:"spot_streams"`
+	FuturesStreams StreamStats `json:"futures_streams"`
 }
 
 // FamilyStats count one family's traffic (every IP together).
@@ -155,7 +209,8 @@ type FamilyStats struct {
 
 // Stats returns the counters.
 func (s *Sim) Stats() Stats {
-	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats()}
+	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats(),
+		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats()}
 }
 
 // family is a set of paths sharing one budget per IP.

@@ -2,11 +2,13 @@
 // e2e/exchangesim) for benchmarks and manual runs: spot on /api/v3/...,
 // USDⓈ-M futures on /fapi/v1/... and /futures/data/..., all on one
 // loopback address, with Binance's documented weights and limits per IP,
-// and GET /sim/stats for the peak weight per window and the 429 and 418
-// counts. Point marketd at it with feeds' base URLs (binance and
-// binance-futures both http://<addr>).
+// the market streams on ws://<addr>/stream (spot) and /market/stream
+// (USDⓈ-M), and GET /sim/stats for the peak weight per window, the 429
+// and 418 counts and the stream traffic. Point marketd at it with
+// MARKET_FEED_URLS: binance and binance-futures http://<addr>,
+// binance-stream and binance-futures-stream ws://<addr>.
 //
-//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400]
+//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h]
 package main
 
 import (
@@ -33,9 +35,12 @@ func main() {
 	spotLimit := flag.Int("spot-limit", 6000, "spot weight per IP and window")
 	futLimit := flag.Int("futures-limit", 2400, "USDⓈ-M weight per IP and window")
 	firstBan := flag.Duration("first-ban", 2*time.Minute, "first 418 ban; each next one doubles, up to 3 days")
+	attempts := flag.Int("stream-attempts", 300, "stream connection attempts per IP in 5 minutes, per family")
+	maxAge := flag.Duration("stream-max-age", 24*time.Hour, "a stream connection is cut after this long")
 	flag.Parse()
 	if err := run(*addr, exchangesim.Config{Seed: *seed, Spot: *spot, Perpetual: *perp, Window: *window,
-		SpotLimit: *spotLimit, FuturesLimit: *futLimit, FirstBan: *firstBan}); err != nil {
+		SpotLimit: *spotLimit, FuturesLimit: *futLimit, FirstBan: *firstBan,
+		StreamAttempts: *attempts, StreamMaxAge: *maxAge}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -52,12 +57,14 @@ func run(addr string, cfg exchangesim.Config) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: exchangesim.New(cfg), ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("exchangesim: serving Binance spot and USDⓈ-M on http://%s (stats: /sim/stats)", ln.Addr())
+	sim := exchangesim.New(cfg)
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("exchangesim: serving Binance spot and USDⓈ-M on http://%s, streams on ws://%s (stats: /sim/stats)", ln.Addr(), ln.Addr())
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-stop
+		sim.Close()
 		_ = srv.Close()
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

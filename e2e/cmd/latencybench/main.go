@@ -39,8 +39,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -62,7 +60,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/e2e/benchkit"
 )
 
 type options struct {
@@ -267,17 +266,17 @@ type env struct {
 
 func withEnv(o options, bin string, extra map[string]string, fn func(*env) error) (err error) {
 	ctx := context.Background()
-	e := &env{schema: "latency_" + randomHex(6), http: &http.Client{Timeout: 10 * time.Second},
+	e := &env{schema: "latency_" + benchkit.RandomHex(6), http: &http.Client{Timeout: 10 * time.Second},
 		base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/public", o.httpPort), ops: fmt.Sprintf("http://127.0.0.1:%d", o.opsPort)}
-	if err := execSQL(ctx, o.databaseURL, "CREATE SCHEMA "+e.schema); err != nil {
+	if err := benchkit.ExecSQL(ctx, o.databaseURL, "CREATE SCHEMA "+e.schema); err != nil {
 		return err
 	}
 	defer func() {
-		err = errors.Join(err, execSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE"))
+		err = errors.Join(err, benchkit.ExecSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+e.schema+" CASCADE"))
 	}()
 	// The lease outlasts the run: cold start (≤ 5 min), -settle, the
 	// windows, and a margin.
-	redisURL, release, err := leaseRedisDB(ctx, o.redisURL, 10*time.Minute+o.settle+o.cpuWindow+o.latWindow)
+	redisURL, release, err := benchkit.LeaseRedisDB(ctx, o.redisURL, 10*time.Minute+o.settle+o.cpuWindow+o.latWindow)
 	if err != nil {
 		return err
 	}
@@ -295,7 +294,7 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 	}
 	defer os.Remove(caFile)
 	e.vars = map[string]string{
-		"MARKET_DATABASE_URL": e.dbURL, "MARKET_REDIS_URL": redisURL, "MARKET_SECRET_KEY": randomHex(32),
+		"MARKET_DATABASE_URL": e.dbURL, "MARKET_REDIS_URL": redisURL, "MARKET_SECRET_KEY": benchkit.RandomHex(32),
 		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
 		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_FEEDS": "synthetic", "MARKET_STATS_INTERVAL": "0",
 		"MARKET_WEBHOOK_ALLOW_PRIVATE": "true", "MARKET_WEBHOOK_CA_FILE": caFile,
@@ -422,7 +421,7 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	if o.barrier != nil {
 		o.barrier()
 	}
-	c0, err := procCPU(e.proc.Process.Pid)
+	c0, err := benchkit.ProcCPU(e.proc.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -442,7 +441,7 @@ func (e *env) coldAndCPU(o options, r *result) error {
 	go func() { counted <- e.countRescorings(t0, stop) }()
 	time.Sleep(o.cpuWindow)
 	<-profiled
-	c1, err := procCPU(e.proc.Process.Pid)
+	c1, err := benchkit.ProcCPU(e.proc.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -576,23 +575,6 @@ func (e *env) profile(o options, r *result, seconds int) {
 		return
 	}
 	log.Printf("CPU profile: %s", path)
-}
-
-// procCPU is a process's user + system CPU time so far (/proc/<pid>/stat,
-// fields 14 and 15, in clock ticks of 1/100 s).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 func (e *env) latency(o options, r *result) error {
@@ -740,88 +722,6 @@ func (r *receiver) arrivals() map[int64]time.Time {
 	return out
 }
 
-// leaseRedisDB takes one of the databases the tests lease (redistest: a
-// SETNX lock per database in the shared one), flushes it and returns its
-// URL and the release.
-func leaseRedisDB(ctx context.Context, shared string, ttl time.Duration) (string, func(), error) {
-	opts, err := redis.ParseURL(shared)
-	if err != nil {
-		return "", nil, err
-	}
-	rdb := redis.NewClient(opts)
-	token := randomHex(8)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		for n := 1; n <= 12; n++ {
-			lock := fmt.Sprintf("redistest:db-lease:%d", n)
-			ok, err := rdb.SetNX(ctx, lock, token, ttl).Result()
-			if err != nil {
-				rdb.Close()
-				return "", nil, err
-			}
-			if !ok {
-				continue
-			}
-			o := *opts
-			o.DB = n
-			db := redis.NewClient(&o)
-			_ = db.FlushDB(ctx).Err()
-			release := func() {
-				_ = db.FlushDB(context.Background()).Err()
-				db.Close()
-				const script = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
-				_ = rdb.Eval(context.Background(), script, []string{lock}, token).Err()
-				rdb.Close()
-			}
-			return fmt.Sprintf("redis://%s/%d", o.Addr, n), release, nil
-		}
-		if time.Now().After(deadline) {
-			rdb.Close()
-			return "", nil, errors.New("no Redis database free to lease (1-12)")
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func execSQL(ctx context.Context, databaseURL, sql string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(p*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-func dist(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "no samples"
-	}
-	r := func(d time.Duration) string {
-		if d < 10*time.Second {
-			return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
-		}
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
-	}
-	return fmt.Sprintf("%s / %s / %s s (n=%d)", r(pct(ds, 0.5)), r(pct(ds, 0.95)), r(slices.Max(ds)), len(ds))
-}
-
 func report(w io.Writer, o options, rs []*result) {
 	fmt.Fprintf(w, "\n| measure | %s |\n|---|%s\n", names(rs), strings.Repeat("---|", len(rs)))
 	row := func(label string, f func(*result) string) {
@@ -853,8 +753,8 @@ func report(w io.Writer, o options, rs []*result) {
 			return "—"
 		})
 	}
-	row("candle stored → verdict event committed, p50 / p95 / max", func(r *result) string { return dist(r.candleToEvent) })
-	row("verdict event committed → delivery received, p50 / p95 / max", func(r *result) string { return dist(r.eventToDelivery) })
+	row("candle stored → verdict event committed, p50 / p95 / max", func(r *result) string { return benchkit.Dist(r.candleToEvent) })
+	row("verdict event committed → delivery received, p50 / p95 / max", func(r *result) string { return benchkit.Dist(r.eventToDelivery) })
 	row("events (no candle sample: candle rewritten first)", func(r *result) string { return fmt.Sprintf("%d (%d)", r.events, r.lost) })
 }
 

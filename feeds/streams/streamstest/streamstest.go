@@ -41,7 +41,10 @@ type Exchange struct {
 	maxSeen   int // most topics one connection held
 	maxInSec  int // most messages one connection sent within a second
 	paths     map[string]int
-	requested int // subscribe requests received
+	requested int   // subscribe requests received
+	received  int64 // incoming messages
+	pushed    int64 // pushes written
+	cutAfter  time.Duration
 }
 
 // okxArg is one channel of an OKX subscribe request.
@@ -72,6 +75,14 @@ func OKX() *Exchange {
 	// OKX documents no per-connection message rate for public channels
 	// (only 480 subscribe requests an hour); 20 a second flags a flood.
 	return newExchange(&Exchange{okx: true, maxTopics: 1000, maxPerSec: 20, maxRequest: 64 << 10})
+}
+
+// CutAfter makes the server close every connection d after it was
+// accepted, as the exchanges cut connections at 24 h; call it before
+// serving.
+func (f *Exchange) CutAfter(d time.Duration) *Exchange {
+	f.cutAfter = d
+	return f
 }
 
 // NewBinance serves Binance(maxTopics, maxPerSec) until the test ends.
@@ -124,6 +135,10 @@ func (f *Exchange) serve(w http.ResponseWriter, r *http.Request) {
 	f.accepted++
 	f.paths[r.URL.Path]++
 	f.mu.Unlock()
+	if f.cutAfter > 0 {
+		cut := time.AfterFunc(f.cutAfter, func() { _ = ws.CloseNow() })
+		defer cut.Stop()
+	}
 	defer func() {
 		f.mu.Lock()
 		delete(f.conns, c)
@@ -165,6 +180,7 @@ func (f *Exchange) countMessage(c *Conn) bool {
 	c.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.received++
 	f.maxInSec = max(f.maxInSec, n)
 	if n > f.maxPerSec {
 		f.breaches = append(f.breaches, fmt.Sprintf("%d messages within a second", n))
@@ -280,7 +296,35 @@ func (f *Exchange) Publish(topic, payload string) int {
 			n++
 		}
 	}
+	f.mu.Lock()
+	f.pushed += int64(n)
+	f.mu.Unlock()
 	return n
+}
+
+// Topics lists the topics some connection holds, each once.
+func (f *Exchange) Topics() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range f.Conns() {
+		c.mu.Lock()
+		for t := range c.topics {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// Traffic is the connections open now, the incoming messages received and
+// the pushes written since the server started.
+func (f *Exchange) Traffic() (open int, received, pushed int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns), f.received, f.pushed
 }
 
 // AllSubscribed reports whether every topic is held by some connection.

@@ -1,0 +1,626 @@
+// Command scalebench measures `marketd all` at exchange scale against the
+// local Binance simulator (e2e/cmd/exchangesim, REST and streams), both
+// run as processes of their own, marketd on a fresh schema and Redis
+// database:
+//
+//  1. cold: from the process start until every spot symbol (the crypto
+//     analytics source; the simulator serves every one enough history) has
+//     a report in each crypto style (counted in Postgres every 2 s);
+//  2. steady: over -window (extended to the first 15-minute close after
+//     it starts, unless -extend=false), at every minute close -per-minute sampled
+//     symbols' closed 1m candle is polled in GET /ohlcv until it shows the
+//     close stored at or after the close (Postgres): close → visible; at
+//     every close of a scored timeframe (15m scalp, 1h intraday, 4h swing,
+//     1d position) the reports of that style are watched: close → first
+//     rewrite (updated_at) of each, across the universe;
+//  3. the CPU seconds of marketd per minute (/proc/<pid>/stat) during the
+//     cold start and the steady window, the schema's size
+//     (pg_total_relation_size of its tables) before and after the window
+//     scaled to a day, and the simulator's /sim/stats: peak weight per
+//     window of each budget, 429s, 418s, stream connections and pushes.
+//
+// With -synthetic KEY=VALUE (repeatable; e.g. MARKET_SYNTHETIC_ASSETS=2000
+// where the build has that setting) it measures the same on the synthetic
+// feed with those settings, after the simulator run.
+//
+//	go run ./e2e/cmd/scalebench -bin bin/marketd -sim-bin bin/exchangesim [-spot 1200] [-perpetual 400] [-window 5m] \
+//	    [-env KEY=VALUE ...] [-synthetic MARKET_SYNTHETIC_ASSETS=2000]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketscreener/market/e2e/benchkit"
+	"github.com/marketscreener/market/e2e/exchangesim"
+)
+
+type options struct {
+	bin, simBin           string
+	simAddr               string
+	spot, perp            int
+	databaseURL, redisURL string
+	httpPort, opsPort     int
+	coldLimit, window     time.Duration
+	perMinute             int
+	logLevel              string
+	env, synthetic        envFlag
+	skipSim, extend       bool
+}
+
+// styles are the crypto styles and the timeframe each scores.
+var styles = []struct {
+	name, label string
+	tf          time.Duration
+}{{"scalp", "15m", 15 * time.Minute}, {"intraday", "1h", time.Hour}, {"swing", "4h", 4 * time.Hour}, {"position", "1d", 24 * time.Hour}}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/marketd", "the marketd binary")
+	flag.StringVar(&o.simBin, "sim-bin", "bin/exchangesim", "the simulator binary (go build ./e2e/cmd/exchangesim)")
+	flag.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:19500", "the simulator's loopback address")
+	flag.IntVar(&o.spot, "spot", 1200, "spot pairs of the simulated universe")
+	flag.IntVar(&o.perp, "perpetual", 400, "USDT-M perpetuals of the simulated universe")
+	flag.StringVar(&o.databaseURL, "database-url", envOr("MARKET_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres database (a schema of its own is created per run)")
+	flag.StringVar(&o.redisURL, "redis-url", envOr("MARKET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"), "Redis; a database is leased like the tests do")
+	flag.IntVar(&o.httpPort, "http-port", 19130, "marketd's public port")
+	flag.IntVar(&o.opsPort, "ops-port", 19131, "marketd's ops port")
+	flag.DurationVar(&o.coldLimit, "cold-limit", 10*time.Minute, "give up waiting for every report after this long")
+	flag.DurationVar(&o.window, "window", 5*time.Minute, "steady-state window (extended to the first 15-minute close in it, plus a minute)")
+	flag.IntVar(&o.perMinute, "per-minute", 8, "symbols whose closed 1m candle is timed at every minute close")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "MARKET_LOG_LEVEL of marketd (its log is kept in the temp directory)")
+	flag.Var(&o.env, "env", "KEY=VALUE added to marketd's environment in the simulator run (repeatable)")
+	flag.Var(&o.synthetic, "synthetic", "KEY=VALUE: also measure the synthetic feed with these settings (repeatable), e.g. MARKET_SYNTHETIC_ASSETS=2000")
+	flag.BoolVar(&o.extend, "extend", true, "extend the window to the first 15-minute close in it (the scalp rescoring)")
+	flag.BoolVar(&o.skipSim, "skip-sim", false, "skip the simulator run (with -synthetic: the synthetic run alone)")
+	flag.Parse()
+	var rs []*result
+	if !o.skipSim {
+		r, err := runSim(o)
+		if err != nil {
+			log.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	if len(o.synthetic) > 0 {
+		env := map[string]string{"MARKET_FEEDS": "synthetic"}
+		for k, v := range o.synthetic {
+			env[k] = v
+		}
+		r := &result{name: "synthetic " + strings.Join(o.synthetic.pairs(), " ")}
+		if err := withDeployment(o, env, func(d *deployment) error { return d.measure(o, r) }); err != nil {
+			log.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	report(os.Stdout, rs)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// result is one run's figures.
+type result struct {
+	name          string
+	target        int // spot symbols to be scored
+	cold          time.Duration
+	coldMissing   string // what was not scored within -cold-limit
+	coldCPU       float64
+	steady        time.Duration
+	steadyCPU     float64
+	candle        []time.Duration
+	candleMissing int
+	rescore       map[string][]time.Duration // style → close → rewrite
+	rescoreMiss   map[string]int
+	bytesPerDay   float64
+	sim           *exchangesim.Stats
+}
+
+// runSim measures marketd against the simulator process.
+func runSim(o options) (*result, error) {
+	stop, err := startSim(o)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	host := "127.0.0.1:" + o.simAddr[strings.LastIndexByte(o.simAddr, ':')+1:]
+	env := map[string]string{"MARKET_FEEDS": "binance", "MARKET_FEED_URLS": fmt.Sprintf(
+		"binance=http://%s,binance-futures=http://%s,binance-stream=ws://%s,binance-futures-stream=ws://%s", host, host, host, host)}
+	for k, v := range o.env {
+		env[k] = v
+	}
+	r := &result{name: fmt.Sprintf("simulator %d spot + %d perpetual", o.spot, o.perp)}
+	err = withDeployment(o, env, func(d *deployment) error {
+		if err := d.measure(o, r); err != nil {
+			return err
+		}
+		st, err := simStats(o.simAddr)
+		r.sim = st
+		return err
+	})
+	return r, err
+}
+
+// startSim runs the simulator binary until stop.
+func startSim(o options) (stop func(), err error) {
+	cmd := exec.Command(o.simBin, "-addr", o.simAddr, "-spot", fmt.Sprint(o.spot), "-perpetual", fmt.Sprint(o.perp))
+	logFile, err := os.CreateTemp("", "scalebench-sim-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		logFile.Close()
+		log.Printf("simulator log: %s", logFile.Name())
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := simStats(o.simAddr); err == nil {
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, errors.New("the simulator did not answer within 30 s")
+		}
+	}
+}
+
+func simStats(addr string) (*exchangesim.Stats, error) {
+	resp, err := http.Get("http://" + addr + "/sim/stats")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st exchangesim.Stats
+	return &st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// deployment is one marketd process on a schema and Redis database of its own.
+type deployment struct {
+	vars   map[string]string
+	dbURL  string
+	schema string
+	key    string
+	proc   *exec.Cmd
+	start  time.Time
+	base   string
+	http   *http.Client
+	db     *pgxpool.Pool // the bench's own reads (concurrent)
+}
+
+func withDeployment(o options, extra map[string]string, fn func(*deployment) error) (err error) {
+	ctx := context.Background()
+	d := &deployment{schema: "scale_" + benchkit.RandomHex(6), http: &http.Client{Timeout: 10 * time.Second},
+		base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/public", o.httpPort)}
+	if err := benchkit.ExecSQL(ctx, o.databaseURL, "CREATE SCHEMA "+d.schema); err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, benchkit.ExecSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+d.schema+" CASCADE"))
+	}()
+	redisURL, release, err := benchkit.LeaseRedisDB(ctx, o.redisURL, o.coldLimit+o.window+30*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer release()
+	u, _ := url.Parse(o.databaseURL)
+	q := u.Query()
+	q.Set("search_path", d.schema)
+	u.RawQuery = q.Encode()
+	d.dbURL = u.String()
+	d.vars = map[string]string{
+		"MARKET_DATABASE_URL": d.dbURL, "MARKET_REDIS_URL": redisURL, "MARKET_SECRET_KEY": benchkit.RandomHex(32),
+		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
+		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_STATS_INTERVAL": "0",
+	}
+	for k, v := range extra {
+		d.vars[k] = v
+	}
+	if err := d.prepare(o); err != nil {
+		return err
+	}
+	if d.db, err = pgxpool.New(ctx, d.dbURL); err != nil {
+		return err
+	}
+	defer d.db.Close()
+	stop, err := d.run(o)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return fn(d)
+}
+
+// prepare migrates the schema and issues an enterprise key.
+func (d *deployment) prepare(o options) error {
+	if _, err := d.cli(o.bin, "migrate"); err != nil {
+		return err
+	}
+	clientID, err := d.cli(o.bin, "clients", "create", "--org", "scalebench", "--tier", "enterprise", "--rate-limit", "100000")
+	if err != nil {
+		return err
+	}
+	d.key, err = d.cli(o.bin, "keys", "issue", "--client", clientID)
+	return err
+}
+
+// run starts `marketd all`; stop interrupts it.
+func (d *deployment) run(o options) (stop func(), err error) {
+	logFile, err := os.CreateTemp("", "scalebench-marketd-*.log")
+	if err != nil {
+		return nil, err
+	}
+	d.proc = exec.Command(o.bin, "all")
+	d.proc.Env = d.environ()
+	d.proc.Stdout, d.proc.Stderr = logFile, logFile
+	d.start = time.Now()
+	if err := d.proc.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	return func() {
+		_ = d.proc.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = d.proc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = d.proc.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		log.Printf("marketd log: %s", logFile.Name())
+	}, nil
+}
+
+func (d *deployment) environ() []string {
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range d.vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (d *deployment) cli(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = d.environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("marketd %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// getJSON GETs a public path into out.
+func (d *deployment) getJSON(path string, out any) (time.Time, error) {
+	req, _ := http.NewRequest(http.MethodGet, d.base+path, nil)
+	req.Header.Set("X-API-Key", d.key)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer resp.Body.Close()
+	at := time.Now()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return at, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return at, json.Unmarshal(b, out)
+}
+
+func (d *deployment) cpu() time.Duration {
+	c, err := benchkit.ProcCPU(d.proc.Process.Pid)
+	if err != nil {
+		log.Printf("cpu: %v", err)
+	}
+	return c
+}
+
+// measure runs the cold start and the steady window.
+func (d *deployment) measure(o options, r *result) error {
+	syms, err := d.spotSymbols()
+	if err != nil {
+		return err
+	}
+	r.target = len(syms)
+	d.waitScored(o, r)
+	c0, size0, t0 := d.cpu(), d.schemaSize(), time.Now()
+	r.coldCPU = c0.Seconds() / t0.Sub(d.start).Minutes()
+	log.Printf("%s: cold start %s (%s), CPU %.1f s/min; steady window from %s", r.name, r.cold.Round(time.Second), r.coldMissing, r.coldCPU, t0.UTC().Format(time.TimeOnly))
+	end := t0.Add(o.window)
+	if q := t0.Truncate(15 * time.Minute).Add(15*time.Minute + 90*time.Second); o.extend && q.After(end) {
+		end = q
+	}
+	r.rescore, r.rescoreMiss = map[string][]time.Duration{}, map[string]int{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sample := spread(syms, 5*o.perMinute)
+	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)); b, i = b.Add(time.Minute), i+1 {
+		time.Sleep(time.Until(b))
+		for j := range o.perMinute {
+			sym := sample[(i*o.perMinute+j)%len(sample)]
+			wg.Go(func() {
+				lat, ok := d.closedCandleLatency(sym, b)
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					r.candle = append(r.candle, lat)
+				} else {
+					r.candleMissing++
+				}
+			})
+		}
+		for _, st := range styles {
+			if b.Truncate(st.tf).Equal(b) {
+				wg.Go(func() {
+					lats, missing := d.rescoreLatency(st.name, b, r.target)
+					mu.Lock()
+					defer mu.Unlock()
+					r.rescore[st.name] = append(r.rescore[st.name], lats...)
+					r.rescoreMiss[st.name] += missing
+				})
+			}
+		}
+	}
+	wg.Wait()
+	time.Sleep(time.Until(end))
+	c1, size1, t1 := d.cpu(), d.schemaSize(), time.Now()
+	r.steady = t1.Sub(t0)
+	r.steadyCPU = (c1 - c0).Seconds() / r.steady.Minutes()
+	r.bytesPerDay = float64(size1-size0) / r.steady.Hours() * 24
+	return nil
+}
+
+// spotSymbols lists the binance spot screener (the crypto analytics
+// source) once it is filled.
+func (d *deployment) spotSymbols() ([]string, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var rows []struct {
+			Symbol string `json:"symbol"`
+		}
+		_, err := d.getJSON("/screener/crypto/binance/spot", &rows)
+		if err == nil && len(rows) > 0 {
+			out := make([]string, len(rows))
+			for i, row := range rows {
+				out[i] = row.Symbol
+			}
+			slices.Sort(out)
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no spot screener after 5 minutes: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitScored polls the reports per crypto style until each style has one
+// per target symbol, or -cold-limit.
+func (d *deployment) waitScored(o options, r *result) {
+	ctx := context.Background()
+	for {
+		counts := map[string]int{}
+		rows, err := d.db.Query(ctx, `SELECT style, count(*) FROM analytics_reports WHERE market = 'crypto' GROUP BY style`)
+		if err == nil {
+			for rows.Next() {
+				var s string
+				var n int
+				if rows.Scan(&s, &n) == nil {
+					counts[s] = n
+				}
+			}
+			rows.Close()
+		}
+		var short []string
+		for _, st := range styles {
+			if counts[st.name] < r.target {
+				short = append(short, fmt.Sprintf("%s %d/%d", st.name, counts[st.name], r.target))
+			}
+		}
+		r.cold = time.Since(d.start)
+		if len(short) == 0 {
+			r.coldMissing = "all scored"
+			return
+		}
+		if r.cold > o.coldLimit {
+			r.coldMissing = "NOT all scored: " + strings.Join(short, ", ")
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// closedCandleLatency polls GET /ohlcv for the 1m candle of sym closing
+// at b until it shows the close stored at or after b (the final write);
+// false when that did not happen within 90 s.
+func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration, bool) {
+	open := b.Add(-time.Minute)
+	var final *float64
+	for i := 0; time.Since(b) < 90*time.Second; i++ {
+		if final == nil && i%5 == 0 {
+			final = d.storedFinal(sym, open, b)
+		}
+		var cs []struct {
+			Time  time.Time `json:"time"`
+			Close float64   `json:"close"`
+		}
+		at, err := d.getJSON("/ohlcv/crypto/binance/"+sym+"/1m?limit=3", &cs)
+		for _, c := range cs {
+			if err == nil && final != nil && c.Time.Equal(open) && c.Close == *final {
+				return at.Sub(b), true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return 0, false
+}
+
+// storedFinal is the stored close of a candle if it was written at or
+// after its close, nil otherwise.
+func (d *deployment) storedFinal(sym string, open, closeAt time.Time) *float64 {
+	var c float64
+	err := d.db.QueryRow(context.Background(), `SELECT close FROM candles WHERE market = 'crypto' AND exchange = 'binance'
+		AND symbol = $1 AND timeframe = '1m' AND open_time = $2 AND updated_at >= $3`, sym, open, closeAt).Scan(&c)
+	if err != nil {
+		return nil
+	}
+	return &c
+}
+
+// rescoreLatency watches the reports of a style from the close at b for a
+// minute: each report's first rewrite after b, and how many of target
+// were not rewritten.
+func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]time.Duration, int) {
+	first := map[string]time.Duration{}
+	for time.Since(b) < time.Minute && len(first) < target {
+		rows, err := d.db.Query(context.Background(), `SELECT symbol, updated_at FROM analytics_reports
+			WHERE market = 'crypto' AND style = $1 AND updated_at >= $2`, style, b)
+		if err == nil {
+			for rows.Next() {
+				var sym string
+				var at time.Time
+				if rows.Scan(&sym, &at) == nil {
+					if _, seen := first[sym]; !seen {
+						first[sym] = at.Sub(b)
+					}
+				}
+			}
+			rows.Close()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return slices.Collect(maps.Values(first)), target - len(first)
+}
+
+// schemaSize is the bytes of the schema's tables (with indexes and TOAST).
+func (d *deployment) schemaSize() int64 {
+	var n int64
+	err := d.db.QueryRow(context.Background(), `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+		FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relkind IN ('r', 'm')`,
+		d.schema).Scan(&n)
+	if err != nil {
+		log.Printf("schema size: %v", err)
+	}
+	return n
+}
+
+// spread picks n symbols evenly over syms.
+func spread(syms []string, n int) []string {
+	if len(syms) <= n {
+		return syms
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = syms[i*len(syms)/n]
+	}
+	return out
+}
+
+// envFlag is a repeatable KEY=VALUE flag.
+type envFlag map[string]string
+
+func (f *envFlag) String() string { return strings.Join(f.pairs(), " ") }
+
+func (f *envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	if *f == nil {
+		*f = envFlag{}
+	}
+	(*f)[k] = v
+	return nil
+}
+
+func (f envFlag) pairs() []string {
+	out := make([]string, 0, len(f))
+	for k, v := range f {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// report prints the figures as a Markdown table, a column per run.
+func report(w io.Writer, rs []*result) {
+	fmt.Fprintf(w, "\n| measure | goal |")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %s |", r.name)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---|", len(rs)))
+	row := func(label, goal string, f func(*result) string) {
+		fmt.Fprintf(w, "| %s | %s |", label, goal)
+		for _, r := range rs {
+			fmt.Fprintf(w, " %s |", f(r))
+		}
+		fmt.Fprintln(w)
+	}
+	row("cold start → every spot symbol has a report in every crypto style", "< 5 min", func(r *result) string {
+		return fmt.Sprintf("%s (%d symbols; %s)", r.cold.Round(time.Second), r.target, r.coldMissing)
+	})
+	row("closed 1m candle → visible in GET /ohlcv, p50 / p95 / max", "p95 < 3 s", func(r *result) string {
+		return fmt.Sprintf("%s; %d not within 90 s", benchkit.Dist(r.candle), r.candleMissing)
+	})
+	for _, st := range styles {
+		row("closed "+st.label+" candle → "+st.name+" report rescored, p50 / p95 / max", "p95 < 5 s", func(r *result) string {
+			if len(r.rescore[st.name]) == 0 && r.rescoreMiss[st.name] == 0 {
+				return "no close in the window"
+			}
+			return fmt.Sprintf("%s; %d not within 60 s", benchkit.Dist(r.rescore[st.name]), r.rescoreMiss[st.name])
+		})
+	}
+	row("marketd CPU s per minute, cold start / steady", "", func(r *result) string {
+		return fmt.Sprintf("%.1f / %.1f (steady window %s)", r.coldCPU, r.steadyCPU, r.steady.Round(time.Second))
+	})
+	row("Postgres growth per day (steady window scaled)", "", func(r *result) string {
+		return fmt.Sprintf("%.0f MB", r.bytesPerDay/1e6)
+	})
+	budget := func(f exchangesim.FamilyStats) string {
+		return fmt.Sprintf("%d / %d (%.0f %%), 429: %d, 418: %d", f.PeakWeight, f.Limit, 100*float64(f.PeakWeight)/float64(max(f.Limit, 1)), f.Refused429, f.Banned418)
+	}
+	simRow := func(label, goal string, f func(*exchangesim.Stats) string) {
+		row(label, goal, func(r *result) string {
+			if r.sim == nil {
+				return "—"
+			}
+			return f(r.sim)
+		})
+	}
+	simRow("spot weight: peak per minute / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.Spot) })
+	simRow("USDⓈ-M weight: peak per minute / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.Futures) })
+	simRow("futures/data: peak per 5 min / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.FuturesData) })
+	streams := func(s exchangesim.StreamStats) string {
+		return fmt.Sprintf("%d connections (%d open, %d refused), most streams on one %d/%d, %d pushes, %d breaches",
+			s.Connections, s.Open, s.Refused429, s.MostStreams, s.MaxStreamsPerConn, s.Pushed, len(s.Breaches))
+	}
+	simRow("spot streams", "0 refused, 0 breaches", func(s *exchangesim.Stats) string { return streams(s.SpotStreams) })
+	simRow("USDⓈ-M streams", "0 refused, 0 breaches", func(s *exchangesim.Stats) string { return streams(s.FuturesStreams) })
+}

@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/e2e/exchangesim"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/feeds/streams/streamstest"
+	"github.com/marketscreener/market/redistest"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+	"github.com/marketscreener/market/worker"
+)
+
+// TestStreamIngestLoadsTheHistoryOfNewSeries: against the local exchange
+// simulator, whose streams push every series' open candle long before the
+// REST catch-up (slowed here) reaches it, every new series still gets its
+// initial history (worker.InitialCandles), not just the pushed candles.
+func TestStreamIngestLoadsTheHistoryOfNewSeries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1, KlineEvery: 20 * time.Millisecond})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/klines") {
+			time.Sleep(50 * time.Millisecond)
+		}
+		sim.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(slow)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.New(t)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	in.Streamed = worker.StreamedCandles(rdb, prefix)
+	s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
+		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
+		Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws}}}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = s.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	streamstest.Eventually(t, "spot candles marked live after the REST catch-up", func() bool { return in.Streamed(ctx, spot) })
+	for _, sym := range []string{"BTC_USDT", "ETH_USDT", "BTC_FDUSD"} {
+		for _, tf := range domain.Timeframes {
+			cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) < worker.InitialCandles {
+				t.Errorf("%s %s: %d candles stored, want the initial %d", sym, tf, len(cs), worker.InitialCandles)
+			}
+		}
+	}
+}
