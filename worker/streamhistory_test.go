@@ -55,15 +55,24 @@ func TestStreamIngestLoadsTheHistoryOfNewSeries(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	streamstest.Eventually(t, "spot candles marked live after the REST catch-up", func() bool { return in.Streamed(ctx, spot) })
+	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot) })
+	// The mark is set while the catch-up loads the history: every series
+	// gets its initial history, pushed candles arriving meanwhile held.
+	stored := func(sym string, tf domain.Timeframe) int {
+		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	for _, sym := range []string{"BTC_USDT", "ETH_USDT", "BTC_FDUSD"} {
 		for _, tf := range domain.Timeframes {
-			cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}, 1000)
-			if err != nil {
-				t.Fatal(err)
+			for stored(sym, tf) < worker.InitialCandles && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
 			}
-			if len(cs) < worker.InitialCandles {
-				t.Errorf("%s %s: %d candles stored, want the initial %d", sym, tf, len(cs), worker.InitialCandles)
+			if n := stored(sym, tf); n < worker.InitialCandles {
+				t.Errorf("%s %s: %d candles stored, want the initial %d", sym, tf, n, worker.InitialCandles)
 			}
 		}
 	}

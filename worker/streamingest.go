@@ -233,17 +233,23 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 
 // markLive sets the live mark of every candle combination whose
 // connections are all up, so the scheduled REST ingest stops polling its
-// series, and clears it while they are not. Before the first mark, one
-// REST pass loads what happened since the last stored candles (the time
-// no worker streamed), or the initial history of a series with none; only
-// then are a timeframe's pushed candles stored (the sink holds them), since
-// REST resumes from the newest stored candle and a pushed one stored first
-// would leave a new series without its history, or an old one with a gap.
-// After that, each dropped
-// connection repairs its own series' gaps.
+// series, and clears it while they are not. When the connections first
+// come up, one REST pass (catchUp, in the background) loads what happened
+// since the last stored candles (the time no worker streamed), or the
+// initial history of a series with none; only then are a timeframe's
+// pushed candles stored (the sink holds them), since REST resumes from the
+// newest stored candle and a pushed one stored first would leave a new
+// series without its history, or an old one with a gap. The mark is set
+// while that pass runs: the pass loads every series the scheduled ingest
+// would, and both sharing the host's request budget starved the pass at a
+// whole exchange's size (minutes of budget). The marks are refreshed
+// whatever the passes do, so a combination marked live stays marked.
+// After the pass, each dropped connection repairs its own series' gaps.
 func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
+	var passes sync.WaitGroup
 	defer func() {
+		passes.Wait()
 		for c := range marked {
 			_ = s.Redis.Del(context.WithoutCancel(ctx), liveKey(s.KeyPrefix, c)).Err()
 		}
@@ -264,8 +270,8 @@ func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans [
 				continue
 			}
 			if !caughtUp[c] {
-				s.catchUp(ctx, p, candles)
 				caughtUp[c] = true
+				passes.Go(func() { s.catchUp(ctx, p, candles) })
 			}
 			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {
 				marked[c] = true
