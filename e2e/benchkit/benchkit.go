@@ -1,15 +1,18 @@
 // Package benchkit holds what the benchmark commands under e2e/cmd share:
 // a Redis database leased as the tests lease one (redistest), SQL on the
-// benchmark's own schema, a process's CPU time, and percentiles.
+// benchmark's own schema, marketd's CLI run with the benchmark's
+// environment, a process's CPU time, and percentiles.
 package benchkit
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,8 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// procCPU is a process's user + system CPU time so far (/proc/<pid>/stat,
-// fields 14 and 15, in clock ticks of 1/100 s).
 // ProcCPU is the CPU time (user + system) of process pid so far, from
 // /proc/<pid>/stat (Linux; ticks of 10 ms).
 func ProcCPU(pid int) (time.Duration, error) {
@@ -125,4 +126,26 @@ func Dist(ds []time.Duration) string {
 		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
 	}
 	return fmt.Sprintf("%s / %s / %s s (n=%d)", r(Pct(ds, 0.5)), r(Pct(ds, 0.95)), r(slices.Max(ds)), len(ds))
+}
+
+// Environ is a marketd process's environment: PATH and HOME, and vars.
+func Environ(vars map[string]string) []string {
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// CLI runs the marketd binary bin with args in the environment of vars and
+// returns its trimmed standard output; an error carries its standard error.
+func CLI(vars map[string]string, bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = Environ(vars)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("marketd %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
 }

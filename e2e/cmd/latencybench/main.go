@@ -37,7 +37,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -342,23 +341,10 @@ func withEnv(o options, bin string, extra map[string]string, fn func(*env) error
 	return fn(e)
 }
 
-func (e *env) environ() []string {
-	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range e.vars {
-		out = append(out, k+"="+v)
-	}
-	return out
-}
+func (e *env) environ() []string { return benchkit.Environ(e.vars) }
 
 func (e *env) cli(bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = e.environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("marketd %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
+	return benchkit.CLI(e.vars, bin, args...)
 }
 
 func (e *env) get(path string) (int, []byte, error) {

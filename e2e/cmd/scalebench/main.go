@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -298,23 +297,10 @@ func (d *deployment) run(o options) (stop func(), err error) {
 	}, nil
 }
 
-func (d *deployment) environ() []string {
-	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range d.vars {
-		out = append(out, k+"="+v)
-	}
-	return out
-}
+func (d *deployment) environ() []string { return benchkit.Environ(d.vars) }
 
 func (d *deployment) cli(bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = d.environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("marketd %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
+	return benchkit.CLI(d.vars, bin, args...)
 }
 
 // getJSON GETs a public path into out.
