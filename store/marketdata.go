@@ -25,6 +25,14 @@ func (db *DB) ReplaceTickers(ctx context.Context, c domain.Combination, tickers 
 		return translate(err, "tickers")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	// Writers of one combination (the REST refresh, the stream's ticker
+	// sink) take turns: two delete-then-copy transactions at once would
+	// each delete only the rows they saw, and the second copy would then
+	// collide with the first's rows.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/tickers/' || $1 || '/' || $2 || '/' || $3, 0))`,
+		string(c.Market), c.Exchange, c.Instrument); err != nil {
+		return translate(err, "tickers")
+	}
 	if _, err := tx.Exec(ctx, `DELETE FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3`,
 		string(c.Market), c.Exchange, c.Instrument); err != nil {
 		return translate(err, "tickers")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,6 +164,48 @@ func BenchmarkUpsertCandles1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// TestConcurrentReplaceTickersTakeTurns: writers of one combination at
+// once (the REST refresh and the stream's ticker sink) each succeed, and
+// the rows are one writer's whole snapshot; without turns the second
+// delete-then-copy collided with the first's rows (a unique violation).
+func TestConcurrentReplaceTickersTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	const writers, rounds = 4, 25
+	errs := make(chan error, writers*rounds)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				errs <- db.ReplaceTickers(ctx, spot, makeTickers(20, at.Add(time.Duration(r)*time.Second), float64(w+1)))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a concurrent replace failed: %v", err)
+		}
+	}
+	got, err := db.Tickers(ctx, spot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d rows after the replaces, want one snapshot of 20", len(got))
+	}
+	// makeTickers' row i of a writer's snapshot has price scale×(i+1).
+	scale := got[0].Price
+	for i, tk := range got {
+		if tk.Price != scale*float64(i+1) || !tk.UpdatedAt.Equal(got[0].UpdatedAt) {
+			t.Fatalf("rows of two snapshots: %+v and %+v", got[0], tk)
+		}
 	}
 }
 
