@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
@@ -483,42 +480,6 @@ func checkEndedOverTheCap(t *testing.T, streams []*sseConn, detail string) {
 	}
 }
 
-// flakyConn fails every write while down is set (Redis unreachable).
-type flakyConn struct {
-	net.Conn
-	down *atomic.Bool
-}
-
-var errRedisDown = errors.New("redis down (test)")
-
-func (c *flakyConn) Write(p []byte) (int, error) {
-	if c.down.Load() {
-		return 0, errRedisDown
-	}
-	return c.Conn.Write(p)
-}
-
-// flakyRedis is a client of the test Redis that fails while down is set.
-func flakyRedis(t *testing.T, down *atomic.Bool) *redis.Client {
-	t.Helper()
-	opts := redistest.Options(t)
-	opts.MaxRetries = -1
-	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if down.Load() {
-			return nil, errRedisDown
-		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &flakyConn{Conn: c, down: down}, nil
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // Streams a replica admitted while its Redis was away are registered when
 // it answers again: the one over the cap ends with a closing 429.
 func TestStreamsCountedDuringARedisOutageAreCappedWhenItReturns(t *testing.T) {
@@ -526,7 +487,7 @@ func TestStreamsCountedDuringARedisOutageAreCappedWhenItReturns(t *testing.T) {
 	f := newStreamFixture(t, domain.Starter, domain.Crypto) // 2 streams
 	var down atomic.Bool
 	ttl := 3 * time.Second // refreshed every second
-	a := f.replicaWith(t, replicaOptions{slotTTL: ttl, slots: flakyRedis(t, &down)})
+	a := f.replicaWith(t, replicaOptions{slotTTL: ttl, slots: redistest.Flaky(t, &down)})
 	b := f.replicaWith(t, replicaOptions{slotTTL: ttl})
 	var streams []*sseConn
 	open := func(r *streamReplica) {

@@ -2,8 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,48 +187,12 @@ func TestSlotsRefreshLoopBringsTheCountBackUnderTheCap(t *testing.T) {
 	}
 }
 
-// flakyConn fails every write while down is set (Redis unreachable).
-type flakyConn struct {
-	net.Conn
-	down *atomic.Bool
-}
-
-var errDown = errors.New("redis down (test)")
-
-func (c *flakyConn) Write(p []byte) (int, error) {
-	if c.down.Load() {
-		return 0, errDown
-	}
-	return c.Conn.Write(p)
-}
-
-// flakyRedis is a client of the test Redis that fails while down is set.
-func flakyRedis(t *testing.T, down *atomic.Bool) *redis.Client {
-	t.Helper()
-	opts := redistest.Options(t)
-	opts.MaxRetries = -1
-	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if down.Load() {
-			return nil, errDown
-		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &flakyConn{Conn: c, down: down}, nil
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 func TestSlotsCountedDuringAnOutageAreRegisteredWhenRedisReturns(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
-	a := stream.NewSlots(flakyRedis(t, &down), prefix, time.Hour, nil)
+	a := stream.NewSlots(redistest.Flaky(t, &down), prefix, time.Hour, nil)
 	b := stream.NewSlots(redistest.Client(t), prefix, time.Hour, nil)
 	a1 := mustAcquire(t, a, "c", 3)
 
