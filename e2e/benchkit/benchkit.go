@@ -149,3 +149,32 @@ func CLI(vars map[string]string, bin string, args ...string) (string, error) {
 	}
 	return strings.TrimSpace(stdout.String()), nil
 }
+
+// EnvFlag is a repeatable MARKET_NAME=value flag: settings added to a
+// marketd process's environment.
+type EnvFlag map[string]string
+
+func (f *EnvFlag) String() string { return strings.Join(f.Pairs(), " ") }
+
+// Set adds one MARKET_NAME=value.
+func (f *EnvFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(k, "MARKET_") {
+		return fmt.Errorf("want MARKET_NAME=value, got %q", s)
+	}
+	if *f == nil {
+		*f = EnvFlag{}
+	}
+	(*f)[k] = v
+	return nil
+}
+
+// Pairs lists the settings as sorted NAME=value strings.
+func (f EnvFlag) Pairs() []string {
+	out := make([]string, 0, len(f))
+	for k, v := range f {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -79,7 +79,7 @@ type options struct {
 	pprofDir              string
 	pprofPort             int
 	together              bool
-	baselineEnv           envFlag
+	baselineEnv           benchkit.EnvFlag
 	variants              variantFlag
 	// barrier, when set, is called when the CPU window is about to start
 	// and returns when it starts (-together: both processes' windows
@@ -173,7 +173,7 @@ type run struct {
 	name, bin string
 	// scoreInterval is MARKET_SCORE_INTERVAL of its latency run.
 	scoreInterval string
-	env           envFlag
+	env           benchkit.EnvFlag
 }
 
 // runs are the columns of one repetition: the baseline, the variants of
@@ -192,7 +192,7 @@ func (o options) runs(suffix string) []run {
 func measure(o options, rn run) (*result, error) {
 	r := &result{name: rn.name, bin: rn.bin, cold: map[string]time.Duration{}}
 	if len(rn.env) > 0 {
-		r.name += " " + strings.Join(rn.env.pairs(), " ")
+		r.name += " " + strings.Join(rn.env.Pairs(), " ")
 	}
 	log.Printf("%s (%s): cold start and CPU", r.name, rn.bin)
 	if err := withEnv(o, rn.bin, rn.env, func(e *env) error { return e.coldAndCPU(o, r) }); err != nil {
@@ -498,12 +498,12 @@ func (r *result) rescoredTotal() int {
 }
 
 // variantFlag is a repeatable KEY=VALUE[,KEY=VALUE...] flag.
-type variantFlag []envFlag
+type variantFlag []benchkit.EnvFlag
 
 func (f *variantFlag) String() string { return fmt.Sprint(*f) }
 
 func (f *variantFlag) Set(s string) error {
-	var v envFlag
+	var v benchkit.EnvFlag
 	for _, kv := range strings.Split(s, ",") {
 		if err := v.Set(kv); err != nil {
 			return err
@@ -511,32 +511,6 @@ func (f *variantFlag) Set(s string) error {
 	}
 	*f = append(*f, v)
 	return nil
-}
-
-// envFlag is a repeatable KEY=VALUE flag.
-type envFlag map[string]string
-
-func (f *envFlag) String() string { return strings.Join(f.pairs(), " ") }
-
-func (f *envFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || !strings.HasPrefix(k, "MARKET_") {
-		return fmt.Errorf("want MARKET_NAME=value, got %q", s)
-	}
-	if *f == nil {
-		*f = envFlag{}
-	}
-	(*f)[k] = v
-	return nil
-}
-
-func (f envFlag) pairs() []string {
-	out := make([]string, 0, len(f))
-	for k, v := range f {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // profile saves a CPU profile of the next seconds of marketd in

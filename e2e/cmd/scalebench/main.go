@@ -60,7 +60,7 @@ type options struct {
 	coldLimit, window     time.Duration
 	perMinute             int
 	logLevel              string
-	env, synthetic        envFlag
+	env, synthetic        benchkit.EnvFlag
 	skipSim, extend       bool
 }
 
@@ -103,7 +103,7 @@ func main() {
 		for k, v := range o.synthetic {
 			env[k] = v
 		}
-		r := &result{name: "synthetic " + strings.Join(o.synthetic.pairs(), " ")}
+		r := &result{name: "synthetic " + strings.Join(o.synthetic.Pairs(), " ")}
 		if err := withDeployment(o, env, func(d *deployment) error { return d.measure(o, r) }); err != nil {
 			log.Fatal(err)
 		}
@@ -526,32 +526,6 @@ func spread(syms []string, n int) []string {
 	for i := range out {
 		out[i] = syms[i*len(syms)/n]
 	}
-	return out
-}
-
-// envFlag is a repeatable KEY=VALUE flag.
-type envFlag map[string]string
-
-func (f *envFlag) String() string { return strings.Join(f.pairs(), " ") }
-
-func (f *envFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want KEY=VALUE, got %q", s)
-	}
-	if *f == nil {
-		*f = envFlag{}
-	}
-	(*f)[k] = v
-	return nil
-}
-
-func (f envFlag) pairs() []string {
-	out := make([]string, 0, len(f))
-	for k, v := range f {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
 	return out
 }
 
