@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/marketscreener/market/feeds"
 )
 
 // Main is one run of the program.
@@ -113,10 +115,17 @@ func (m *Main) printHelp() {
 		fmt.Fprintf(m.Stdout, "  %-10s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(m.Stdout, "\nEvery command accepts --json. Configuration comes from the environment:")
-	for _, e := range EnvVars {
-		fmt.Fprintf(m.Stdout, "  %-20s %s\n", e.Name, e.Doc)
+	for _, o := range configOptions() {
+		fmt.Fprintf(m.Stdout, "  %-20s %s\n", o.name, plain(o.doc))
+	}
+	fmt.Fprintln(m.Stdout, "\nHosts of MARKET_FEED_URLS:")
+	for _, h := range feeds.HostDocs() {
+		fmt.Fprintf(m.Stdout, "  %-22s %s (default %s)\n", h.Name, plain(h.Doc), h.Default)
 	}
 }
+
+// plain is Markdown text for a terminal: without the code spans' backquotes.
+func plain(markdown string) string { return strings.ReplaceAll(markdown, "`", "") }
 
 func (m *Main) logger(cfg Config) *slog.Logger {
 	if m.Logger != nil {
