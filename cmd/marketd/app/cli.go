@@ -31,18 +31,10 @@ func newFlagSet(path string, cmd command) *flag.FlagSet {
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: marketd %s\n\n%s\n", strings.TrimSpace(path+" "+cmd.args), cmd.summary)
-		if hasFlags(fs) {
-			fmt.Fprintln(w, "\nflags:")
-			fs.PrintDefaults()
-		}
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
 	}
 	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	any := false
-	fs.VisitAll(func(*flag.Flag) { any = true })
-	return any
 }
 
 // helpText is the help a command printed for -h: shown on stdout, exit 0.

@@ -1,24 +1,27 @@
 package app
 
 import (
+	"bytes"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's configuration tables from the option table")
+var update = flag.Bool("update", false, "rewrite the documentation's configuration tables from the option table")
 
-// TestREADMEConfigTable: README.md's configuration tables are the ones the
-// option table renders, so the documentation lists every variable with its
+// TestREADMEConfigTable: the documentation's configuration tables (the
+// block between the config markers, in README.md or a file of docs/) are
+// the ones the option table renders, so they list every variable with its
 // real default. -update rewrites them.
 func TestREADMEConfigTable(t *testing.T) {
-	const path = "../../../README.md"
-	readme, err := os.ReadFile(path)
+	path := configDocFile(t)
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := replaceConfigDoc(readme, configMarkdown())
+	want, err := replaceConfigDoc(doc, configMarkdown())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,14 +31,31 @@ func TestREADMEConfigTable(t *testing.T) {
 		}
 		return
 	}
-	if string(want) != string(readme) {
-		t.Fatalf("README.md's configuration tables differ from the option table's; run\n" +
-			"  go test ./cmd/marketd/app -run TestREADMEConfigTable -update\nand commit README.md")
+	if !bytes.Equal(want, doc) {
+		t.Fatalf("%s: the configuration tables differ from the option table's (cmd/marketd/app/config.go); run\n"+
+			"  go test ./cmd/marketd/app -run TestREADMEConfigTable -update\nand commit the file", path)
 	}
 }
 
+// configDocFile is the one documentation file holding the config block.
+func configDocFile(t *testing.T) string {
+	t.Helper()
+	root := filepath.Join("..", "..", "..")
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	var found []string
+	for _, f := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(configDocBegin)) {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one of README.md and docs/*.md with a %s … %s block, found %q", configDocBegin, configDocEnd, found)
+	}
+	return found[0]
+}
+
 // TestConfigOptionsAreDocumented: every option has a documentation and a
-// name of its own, and every parsed one accepts its own default.
+// name of its own, and the defaults are accepted.
 func TestConfigOptionsAreDocumented(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
