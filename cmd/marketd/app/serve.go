@@ -91,6 +91,7 @@ func serveRole(role string) func(*Main, context.Context, *flag.FlagSet, []string
 		r.checks = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(r.up, "postgres", r.schema.probe, postgresDown)}}
 		defer r.stop()
 		if err := r.start(ctx, roles[role]); err != nil {
+			// What started stops before what it uses is released.
 			cancel()
 			_ = g.Wait()
 			return err
@@ -101,6 +102,7 @@ func serveRole(role string) func(*Main, context.Context, *flag.FlagSet, []string
 	}
 }
 
+// start starts components in order; the first failure ends it.
 func (r *roleRun) start(ctx context.Context, components []component) error {
 	for _, start := range components {
 		if err := start(ctx, r); err != nil {
