@@ -118,7 +118,8 @@ func binanceSpotWeightOf(path string, q url.Values) int {
 // market-data/rest-api): klines and continuousKlines by limit (default
 // 500): [1,100) 1, [100,500) 2, [500,1000] 5, above 10; exchangeInfo 1;
 // ticker/24hr 1 for a symbol, 40 for all; premiumIndex 1 (counted 10
-// for all symbols, as earlier versions of the page said);
+// for all symbols: the page has also given 10, and over-counting one
+// call a minute costs nothing while under-counting risks a 429);
 // /futures/data/* 0 (their own limit, binanceFuturesDataLimit);
 // fundingInfo 0 (it shares 500 requests / 5 min with fundingRate, far
 // above one call a minute; counted 1).

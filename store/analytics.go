@@ -300,11 +300,11 @@ type RescoreCandidate struct {
 // or its fundamentals are newer than those it was scored with, or the still-open candle's
 // close moved and the report was made before the current open-candle slot.
 //
-// Each run used to read the screener rows, newest candles, reports and
-// fundamentals of every asset decided on and compare them in Go; most runs
-// rescore few assets or none, so nearly all of those rows were read for
-// nothing (ingest triggers a run per candle task and style, the tick one
-// per minute).
+// The decision is one statement rather than reading the screener rows,
+// newest candles, reports and fundamentals of every asset into Go to
+// compare them there: most runs rescore few assets or none, so nearly all
+// of those rows would be read for nothing (ingest triggers a run per
+// candle task and style, the tick one per minute).
 func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
 	var only any // NULL: every asset
 	if q.Symbols != nil {

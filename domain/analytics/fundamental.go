@@ -59,8 +59,8 @@ const (
 )
 
 // fundamental returns the fundamental factors of the asset's market with
-// weights summing to 1, or none. priceChange is the recent price change
-// (sign used to read open interest).
+// weights summing to 1, or none. priceChange is the recent price change,
+// whose sign says how to read the open interest's change.
 func fundamental(m domain.Market, f *Fundamentals, priceChange float64) []Factor {
 	if f == nil {
 		return nil
