@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // StreamIngest stores what the exchanges' websockets push (package
@@ -286,7 +287,12 @@ func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans [
 // pushes once it is loaded: at a whole exchange's size the pass takes
 // minutes of request budget, and the short timeframes' pushes are the
 // ones that cannot wait.
+//
+// Its requests are bulk work (hostbudget.Bulk): they leave part of every
+// window of the host's budget to the ticker refreshes, fundamentals and
+// gap repairs that keep served data current while it runs.
 func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *candleSink) {
+	ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
 	byTF := map[domain.Timeframe][]streams.Series{}
 	for _, se := range p.Series {
 		byTF[se.Timeframe] = append(byTF[se.Timeframe], se)
