@@ -187,7 +187,7 @@ type factorStatsInput struct {
 }
 
 func (s *Server) registerAnalytics() {
-	tags := []string{"Analytics"}
+	tags := []string{tagAnalytics}
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-top-setups", Method: http.MethodGet, Path: "/analytics/top-setups",
 		Summary:     "Strongest setups across markets",

@@ -111,7 +111,7 @@ func (s *Server) registerSandbox() {
 			"market matches receives a signed delivery (within the dispatcher's period, 5 s by default), and your " +
 			"sandbox keys' streams (GET /stream) receive it at once. No other client sees it. The answer is the event " +
 			"as delivered. Like every sandbox request it counts against the rate limit, never against the monthly quota.",
-		Tags:   []string{"Sandbox"},
+		Tags:   []string{tagSandbox},
 		Errors: errorResponses(http.StatusServiceUnavailable),
 	}, s.postSandboxPush)
 }

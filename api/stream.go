@@ -150,7 +150,7 @@ func (s *Server) registerStream() {
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
 			"nor another client's pushes.",
-		Tags: []string{"Events"},
+		Tags: []string{tagEvents},
 		// A stream lasts as long as the client keeps it: no request budget.
 		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
 		Responses: map[string]*huma.Response{"200": {
@@ -158,7 +158,8 @@ func (s *Server) registerStream() {
 			Content: map[string]*huma.MediaType{"text/event-stream": {
 				Schema: &huma.Schema{Title: "Server-Sent Events", Type: huma.TypeArray,
 					Items: &huma.Schema{Extensions: map[string]any{"oneOf": schemas}}},
-				Example: example,
+				// The wire text is in the description: an example here
+				// must be the array the schema describes.
 			}},
 		}},
 		Errors: errorResponses(http.StatusServiceUnavailable),
