@@ -44,7 +44,7 @@ test-images:
 docker:
 	.ci/docker-engine
 
-## compose-check: prove `docker compose up --build` end to end, with timings (README "Compose check").
+## compose-check: prove `docker compose up --build` end to end, with timings (docs/ci.md).
 compose-check:
 	.ci/compose-check
 

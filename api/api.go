@@ -119,6 +119,10 @@ type Server struct {
 	webhookClient *http.Client
 	// replays holds a token per replay page running (Config.StreamReplays).
 	replays chan struct{}
+	// methodology is the body of GET /analytics/methodology, encoded once:
+	// it changes only with the binary (methodologyErr when it cannot be built).
+	methodology    readcache.Body
+	methodologyErr error
 }
 
 // New builds the api with every operation registered.
@@ -155,6 +159,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s := &Server{replays: make(chan struct{}, cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
 		fast: &fastPath{}, realClock: realClock}
+	s.methodology, s.methodologyErr = methodologyBody()
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
 	}
@@ -180,6 +185,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
+	s.registerMethodology()
 	s.registerBatch()
 	s.registerWebhooks()
 	s.registerStream()

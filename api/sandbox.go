@@ -171,7 +171,7 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 	}
 	return &sandboxPushOutput{Status: http.StatusAccepted, Body: StreamVerdictChanged{ID: webhook.EventID(v.EventID),
 		Event: domain.EventVerdictChanged, Market: string(m), Symbol: sym, OldVerdict: string(oldV), NewVerdict: string(newV),
-		OverallScore: score, Timestamp: v.At.Format(time.RFC3339), Sandbox: true}}, nil
+		OverallScore: score, Timestamp: v.At.Format(time.RFC3339), ModelVersion: v.ModelVersion, Sandbox: true}}, nil
 }
 
 func parseVerdict(s string) (analytics.Verdict, bool) {

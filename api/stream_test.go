@@ -210,6 +210,9 @@ func verdictOf(t *testing.T, ev sseEvent) api.StreamVerdictChanged {
 	if err := json.Unmarshal([]byte(ev.Data), &v); err != nil {
 		t.Fatalf("data %q: %v", ev.Data, err)
 	}
+	if v.ModelVersion == "" {
+		t.Errorf("verdict_changed without model_version: %s", ev.Data)
+	}
 	return v
 }
 

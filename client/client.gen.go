@@ -357,6 +357,27 @@ func (e FactorStatSource) Valid() bool {
 	}
 }
 
+// Defines values for FundamentalRuleMarket.
+const (
+	FundamentalRuleMarketCrypto FundamentalRuleMarket = "crypto"
+	FundamentalRuleMarketForex  FundamentalRuleMarket = "forex"
+	FundamentalRuleMarketStocks FundamentalRuleMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the FundamentalRuleMarket enum.
+func (e FundamentalRuleMarket) Valid() bool {
+	switch e {
+	case FundamentalRuleMarketCrypto:
+		return true
+	case FundamentalRuleMarketForex:
+		return true
+	case FundamentalRuleMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HistorySnapshotVerdict.
 const (
 	HistorySnapshotVerdictDecline HistorySnapshotVerdict = "decline"
@@ -458,25 +479,25 @@ func (e NewSubscriptionStatus) Valid() bool {
 
 // Defines values for ReportFactorGroup.
 const (
-	Fundamental ReportFactorGroup = "fundamental"
-	Ma          ReportFactorGroup = "ma"
-	Oscillator  ReportFactorGroup = "oscillator"
-	Pattern     ReportFactorGroup = "pattern"
-	Volume      ReportFactorGroup = "volume"
+	ReportFactorGroupFundamental ReportFactorGroup = "fundamental"
+	ReportFactorGroupMa          ReportFactorGroup = "ma"
+	ReportFactorGroupOscillator  ReportFactorGroup = "oscillator"
+	ReportFactorGroupPattern     ReportFactorGroup = "pattern"
+	ReportFactorGroupVolume      ReportFactorGroup = "volume"
 )
 
 // Valid indicates whether the value is a known member of the ReportFactorGroup enum.
 func (e ReportFactorGroup) Valid() bool {
 	switch e {
-	case Fundamental:
+	case ReportFactorGroupFundamental:
 		return true
-	case Ma:
+	case ReportFactorGroupMa:
 		return true
-	case Oscillator:
+	case ReportFactorGroupOscillator:
 		return true
-	case Pattern:
+	case ReportFactorGroupPattern:
 		return true
-	case Volume:
+	case ReportFactorGroupVolume:
 		return true
 	default:
 		return false
@@ -960,6 +981,30 @@ func (e VerdictStatVerdict) Valid() bool {
 	}
 }
 
+// Defines values for VoteRuleGroup.
+const (
+	VoteRuleGroupMa         VoteRuleGroup = "ma"
+	VoteRuleGroupOscillator VoteRuleGroup = "oscillator"
+	VoteRuleGroupPattern    VoteRuleGroup = "pattern"
+	VoteRuleGroupVolume     VoteRuleGroup = "volume"
+)
+
+// Valid indicates whether the value is a known member of the VoteRuleGroup enum.
+func (e VoteRuleGroup) Valid() bool {
+	switch e {
+	case VoteRuleGroupMa:
+		return true
+	case VoteRuleGroupOscillator:
+		return true
+	case VoteRuleGroupPattern:
+		return true
+	case VoteRuleGroupVolume:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetAnalyticsReportsParamsMarket.
 const (
 	GetAnalyticsReportsParamsMarketCrypto GetAnalyticsReportsParamsMarket = "crypto"
@@ -1422,6 +1467,11 @@ type AnalyticsReport struct {
 	// Market Example: crypto
 	Market AnalyticsReportMarket `json:"market"`
 
+	// ModelVersion Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/
+	//
+	// Example: v1
+	ModelVersion string `json:"model_version"`
+
 	// OverallScore Example: 42
 	OverallScore int64 `json:"overall_score"`
 
@@ -1527,6 +1577,19 @@ type Candle struct {
 	//
 	// Example: 812.4
 	Volume float64 `json:"volume"`
+}
+
+// CandleRules defines model for CandleRules.
+type CandleRules struct {
+	// Min Fewer candles are not scored
+	//
+	// Example: 60
+	Min int64 `json:"min"`
+
+	// Recommended From this many every vote can be cast; below it the long averages are missing and left out of their group
+	//
+	// Example: 300
+	Recommended int64 `json:"recommended"`
 }
 
 // CreateWebhookInputBody defines model for CreateWebhookInputBody.
@@ -1717,6 +1780,35 @@ type FactorStatHorizonDays int64
 // FactorStatSource defines model for FactorStat.Source.
 type FactorStatSource string
 
+// FundamentalRule defines model for FundamentalRule.
+type FundamentalRule struct {
+	// Bearish Example: funding ≥ 0.0005
+	Bearish string `json:"bearish"`
+
+	// Bullish Example: funding ≤ -0.0001
+	Bullish string `json:"bullish"`
+
+	// Factor Example: funding_rate
+	Factor string `json:"factor"`
+
+	// Input What the input is and its unit
+	//
+	// Example: latest funding rate of the perpetual future per 8 h, fraction
+	Input string `json:"input"`
+
+	// Market Example: crypto
+	Market FundamentalRuleMarket `json:"market"`
+	Params *[]Param              `json:"params"`
+
+	// Weight Relative weight inside the market's fundamental score; missing inputs drop out and the rest are renormalised
+	//
+	// Example: 0.4
+	Weight float64 `json:"weight"`
+}
+
+// FundamentalRuleMarket Example: crypto
+type FundamentalRuleMarket string
+
 // HistorySnapshot defines model for HistorySnapshot.
 type HistorySnapshot struct {
 	// At When the score was computed (RFC 3339 UTC)
@@ -1724,6 +1816,11 @@ type HistorySnapshot struct {
 	// Example: 2026-11-22T10:15:00Z
 	At               time.Time `json:"at"`
 	FundamentalScore *int64    `json:"fundamental_score"`
+
+	// ModelVersion Version of the scoring method that made this score (GET /analytics/methodology)
+	//
+	// Example: v1
+	ModelVersion string `json:"model_version"`
 
 	// OverallScore Example: 42
 	OverallScore int64 `json:"overall_score"`
@@ -1740,6 +1837,39 @@ type HistorySnapshot struct {
 
 // HistorySnapshotVerdict Example: growth
 type HistorySnapshotVerdict string
+
+// Method defines model for Method.
+type Method struct {
+	// Changelog What changed from the previous version
+	Changelog string `json:"changelog"`
+
+	// Fingerprint SHA-256 (hex) of the JSON encoding of rules (field order as served, no HTML escaping, one trailing newline): a rule cannot change without changing it
+	//
+	// Example: e90a6420ee28e1bffa766d82da01b16e73898feb76651910f1a7608317d580a1
+	Fingerprint string `json:"fingerprint"`
+
+	// Released The day this version started scoring (YYYY-MM-DD)
+	//
+	// Example: 2026-11-26
+	Released string `json:"released"`
+	Rules    Rules  `json:"rules"`
+
+	// Version The model_version that reports, history snapshots, webhook payloads and stream events made with this method carry
+	//
+	// Example: v1
+	Version string `json:"version"`
+}
+
+// Methodology defines model for Methodology.
+type Methodology struct {
+	// CurrentVersion The version new reports are made with
+	//
+	// Example: v1
+	CurrentVersion string `json:"current_version"`
+
+	// Versions Every version of the method, oldest first
+	Versions *[]Method `json:"versions"`
+}
 
 // NewSubscription defines model for NewSubscription.
 type NewSubscription struct {
@@ -1827,6 +1957,15 @@ type NewSubscriptionMarket string
 // Example: active
 type NewSubscriptionStatus string
 
+// Param defines model for Param.
+type Param struct {
+	// Name Example: length
+	Name string `json:"name"`
+
+	// Value Example: 14
+	Value float64 `json:"value"`
+}
+
 // ReportFactor defines model for ReportFactor.
 type ReportFactor struct {
 	// Explanation Why the factor points where it does, in the language of lang
@@ -1898,6 +2037,22 @@ type RotatedSecret struct {
 	//
 	// Example: whsec_T0p8rUeE3cAKXw1mV7p0c3dX1h2s5Yc0eY2v6b9n8Q4=
 	Secret string `json:"secret"`
+}
+
+// Rules defines model for Rules.
+type Rules struct {
+	Candles CandleRules `json:"candles"`
+
+	// Fundamentals The fundamental inputs of each market
+	Fundamentals *[]FundamentalRule `json:"fundamentals"`
+
+	// Scenario Settings of the support/resistance scenario (not part of the score)
+	Scenario *[]Param     `json:"scenario"`
+	Verdict  VerdictRules `json:"verdict"`
+
+	// Votes Every technical factor: the Technical Rating's moving-average and oscillator votes, the candlestick patterns and the volume factors, in report order
+	Votes   *[]VoteRule `json:"votes"`
+	Weights WeightRules `json:"weights"`
 }
 
 // SandboxPush defines model for SandboxPush.
@@ -2026,6 +2181,11 @@ type StreamVerdictChanged struct {
 
 	// Market Example: crypto
 	Market StreamVerdictChangedMarket `json:"market"`
+
+	// ModelVersion Version of the scoring method that made the new verdict (GET /analytics/methodology)
+	//
+	// Example: v1
+	ModelVersion string `json:"model_version"`
 
 	// NewVerdict Example: growth
 	NewVerdict StreamVerdictChangedNewVerdict `json:"new_verdict"`
@@ -2259,6 +2419,32 @@ type UsageRecordStatus string
 // Example: business
 type UsageRecordTier string
 
+// VerdictRules defines model for VerdictRules.
+type VerdictRules struct {
+	// DeclineEnter overall_score ≤ this: decline
+	//
+	// Example: -20
+	DeclineEnter int64 `json:"decline_enter"`
+
+	// DeclineHold A standing decline verdict holds while overall_score < this
+	//
+	// Example: -10
+	DeclineHold int64 `json:"decline_hold"`
+
+	// GrowthEnter overall_score ≥ this: growth
+	//
+	// Example: 20
+	GrowthEnter int64 `json:"growth_enter"`
+
+	// GrowthHold A standing growth verdict holds while overall_score > this
+	//
+	// Example: 10
+	GrowthHold int64 `json:"growth_hold"`
+
+	// Rule The decision in words
+	Rule string `json:"rule"`
+}
+
 // VerdictStat defines model for VerdictStat.
 type VerdictStat struct {
 	AvgReturnPct float64 `json:"avg_return_pct"`
@@ -2299,6 +2485,88 @@ type VerdictStatSource string
 
 // VerdictStatVerdict defines model for VerdictStat.Verdict.
 type VerdictStatVerdict string
+
+// VoteRule defines model for VoteRule.
+type VoteRule struct {
+	// Buy When it votes buy (bullish, +1); x[1] is the value one bar before the last
+	//
+	// Example: RSI < 30 and RSI > RSI[1]
+	Buy string `json:"buy"`
+
+	// Factor The factor's name in reports and statistics
+	//
+	// Example: rsi_14
+	Factor string `json:"factor"`
+
+	// Group Example: oscillator
+	Group VoteRuleGroup `json:"group"`
+
+	// Indicator The indicator and how it is computed
+	//
+	// Example: RSI (Wilder's RMA of gains and losses)
+	Indicator string `json:"indicator"`
+
+	// Missing When it casts no vote and is left out of its group (not counted as neutral)
+	//
+	// Example: RSI[1] undefined
+	Missing string `json:"missing"`
+
+	// Params Its settings and thresholds
+	Params *[]Param `json:"params"`
+
+	// Sell When it votes sell (bearish, -1); otherwise it is neutral (0)
+	//
+	// Example: RSI > 70 and RSI < RSI[1]
+	Sell string `json:"sell"`
+}
+
+// VoteRuleGroup Example: oscillator
+type VoteRuleGroup string
+
+// WeightRules defines model for WeightRules.
+type WeightRules struct {
+	// FundamentalShare Share of the fundamental score in the overall score
+	//
+	// Example: 0.3
+	FundamentalShare float64 `json:"fundamental_share"`
+
+	// MaGroup Raw weight of the moving-average votes, split evenly among the votes cast
+	//
+	// Example: 0.4
+	MaGroup float64 `json:"ma_group"`
+
+	// OscillatorGroup Raw weight of the oscillator votes, split evenly among the votes cast
+	//
+	// Example: 0.4
+	OscillatorGroup float64 `json:"oscillator_group"`
+
+	// Pattern Raw weight of each pattern completed on the last candle
+	//
+	// Example: 0.06
+	Pattern float64 `json:"pattern"`
+
+	// Score How a score is computed from its factors
+	Score string `json:"score"`
+
+	// TechnicalShare Share of the technical score in the overall score when a fundamental score exists
+	//
+	// Example: 0.7
+	TechnicalShare float64 `json:"technical_share"`
+
+	// Volume Raw weight of each volume factor
+	//
+	// Example: 0.06
+	Volume float64 `json:"volume"`
+}
+
+// GetAnalyticsMethodologyParams defines parameters for GetAnalyticsMethodology.
+type GetAnalyticsMethodologyParams struct {
+	// IfNoneMatch ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
+
+	// IfModifiedSince Last-Modified of a copy you hold (HTTP-date). When the data has not changed since, the answer is 304 Not Modified, without a body, still counted. Ignored when If-None-Match is sent
+	IfModifiedSince *string `json:"If-Modified-Since,omitempty"`
+}
 
 // GetAnalyticsReportsParams defines parameters for GetAnalyticsReports.
 type GetAnalyticsReportsParams struct {
@@ -2593,6 +2861,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetAnalyticsMethodology The scoring method, every version
+	//
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	//
+	// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
+	GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetAnalyticsReports Analytics reports of up to 50 assets in one call
 	//
 	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
@@ -2758,6 +3033,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhook(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetAnalyticsMethodology The scoring method, every version
+//
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+//
+// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
+func (c *Client) GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAnalyticsMethodologyRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetAnalyticsReports Analytics reports of up to 50 assets in one call
@@ -3144,6 +3436,59 @@ func (c *Client) TestWebhook(ctx context.Context, id openapi_types.UUID, reqEdit
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetAnalyticsMethodologyRequest constructs an http.Request for the GetAnalyticsMethodology method
+func NewGetAnalyticsMethodologyRequest(server string, params *GetAnalyticsMethodologyParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/analytics/methodology")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfNoneMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam0)
+		}
+
+		if params.IfModifiedSince != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "If-Modified-Since", *params.IfModifiedSince, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Modified-Since", headerParam1)
+		}
+
+	}
+
+	return req, nil
 }
 
 // NewGetAnalyticsReportsRequest constructs an http.Request for the GetAnalyticsReports method
@@ -4582,6 +4927,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetAnalyticsMethodologyWithResponse The scoring method, every version
+	//
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
+	GetAnalyticsMethodologyWithResponse(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*GetAnalyticsMethodologyResponse, error)
+
 	// GetAnalyticsReportsWithResponse Analytics reports of up to 50 assets in one call
 	//
 	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
@@ -4783,6 +5137,115 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhookWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookResponse, error)
+}
+
+// GetAnalyticsMethodologyResponse200Headers the declared response headers of an HTTP 200 response for GetAnalyticsMethodology
+type GetAnalyticsMethodologyResponse200Headers struct {
+	CacheControl  *string
+	ContentLength *string
+	ContentType   *string
+	ETag          *string
+	LastModified  *string
+}
+
+// GetAnalyticsMethodologyResponse304Headers the declared response headers of an HTTP 304 response for GetAnalyticsMethodology
+type GetAnalyticsMethodologyResponse304Headers struct {
+	CacheControl *string
+	ETag         *string
+}
+
+type GetAnalyticsMethodologyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Methodology
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAnalyticsMethodologyResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetAnalyticsMethodologyResponse304Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAnalyticsMethodologyResponse) GetJSON200() *Methodology {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAnalyticsMethodologyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAnalyticsMethodologyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAnalyticsMethodologyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAnalyticsMethodologyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetAnalyticsReportsResponse200Headers the declared response headers of an HTTP 200 response for GetAnalyticsReports
@@ -6885,6 +7348,21 @@ func (r TestWebhookResponse) ContentType() string {
 	return ""
 }
 
+// GetAnalyticsMethodologyWithResponse The scoring method, every version
+//
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
+func (c *ClientWithResponses) GetAnalyticsMethodologyWithResponse(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*GetAnalyticsMethodologyResponse, error) {
+	rsp, err := c.GetAnalyticsMethodology(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAnalyticsMethodologyResponse(rsp)
+}
+
 // GetAnalyticsReportsWithResponse Analytics reports of up to 50 assets in one call
 //
 // The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
@@ -7217,6 +7695,142 @@ func (c *ClientWithResponses) TestWebhookWithResponse(ctx context.Context, id op
 		return nil, err
 	}
 	return ParseTestWebhookResponse(rsp)
+}
+
+// ParseGetAnalyticsMethodologyResponse parses an HTTP response from a GetAnalyticsMethodologyWithResponse call
+func ParseGetAnalyticsMethodologyResponse(rsp *http.Response) (*GetAnalyticsMethodologyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAnalyticsMethodologyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Methodology
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAnalyticsMethodologyResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Content-Length"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Length", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Last-Modified"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Last-Modified", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.LastModified = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetAnalyticsMethodologyResponse304Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers304 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetAnalyticsReportsResponse parses an HTTP response from a GetAnalyticsReportsWithResponse call

@@ -117,8 +117,10 @@ func binanceSpotWeightOf(path string, q url.Values) int {
 // request (developers.binance.com/docs/derivatives/usds-margined-futures,
 // market-data/rest-api): klines and continuousKlines by limit (default
 // 500): [1,100) 1, [100,500) 2, [500,1000] 5, above 10; exchangeInfo 1;
-// ticker/24hr 1 for a symbol, 40 for all; premiumIndex 1 (counted 10
-// for all symbols, as earlier versions of the page said);
+// ticker/24hr 1 for a symbol, 40 for all; premiumIndex 1 with a symbol,
+// 10 without ("Mark Price", developers.binance.com/docs/zh-CN/derivatives/
+// usds-margined-futures/market-data/rest-api/Mark-Price: 请求权重 "带symbol
+// 1, 不带symbol 10");
 // /futures/data/* 0 (their own limit, binanceFuturesDataLimit);
 // fundingInfo 0 (it shares 500 requests / 5 min with fundingRate, far
 // above one call a minute; counted 1).

@@ -43,6 +43,9 @@ func TestBinanceWeights(t *testing.T) {
 		{binanceFuturesWeightOf, "/fapi/v1/ticker/24hr", nil, 40},
 		{binanceFuturesWeightOf, "/fapi/v1/ticker/24hr", q("symbol", "BTCUSDT"), 1},
 		{binanceFuturesWeightOf, "/fapi/v1/premiumIndex", q("symbol", "BTCUSDT"), 1},
+		// Every symbol's (what the fundamentals fetch): "带symbol 1, 不带symbol
+		// 10", developers.binance.com/docs/zh-CN/derivatives/usds-margined-futures/market-data/rest-api/Mark-Price.
+		{binanceFuturesWeightOf, "/fapi/v1/premiumIndex", nil, 10},
 		{binanceFuturesWeightOf, "/futures/data/openInterestHist", q("symbol", "BTCUSDT"), 0},
 	} {
 		if got := c.weigh(c.path, c.q); got != c.want {

@@ -19,7 +19,12 @@ const (
 	// coinbasePage is the most candles one request returns.
 	coinbasePage = 300
 	// coinbaseProductsPage is the page size asked of Advanced Trade's
-	// public product list (every product's price and 24 h change).
+	// public product list (every product's price and 24 h change). The
+	// documentation (List Public Products, docs.cdp.coinbase.com/api-reference/
+	// advanced-trade-api/rest-api/public/list-public-products; the official
+	// coinbase-advanced-py get_public_products) gives limit and offset but no
+	// maximum page size, so a page shorter than asked does not end the list:
+	// num_products does.
 	coinbaseProductsPage = 250
 	// coinbasePublicInterval paces requests to the documented public limit
 	// of 10 requests per second per IP.
@@ -147,7 +152,7 @@ func (c *coinbase) Tickers(ctx context.Context, comb domain.Combination) ([]doma
 			out = append(out, t)
 		}
 		offset += len(page.Products)
-		if len(page.Products) < coinbaseProductsPage || offset >= page.NumProducts {
+		if len(page.Products) == 0 || offset >= page.NumProducts && (page.NumProducts > 0 || len(page.Products) < coinbaseProductsPage) {
 			return out, nil
 		}
 	}

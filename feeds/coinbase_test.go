@@ -195,3 +195,42 @@ func FuzzCoinbasePublicProducts(f *testing.F) {
 		}
 	})
 }
+
+// TestCoinbaseTickersPageShorterThanAsked: List Public Products documents
+// limit and offset but no maximum page size
+// (docs.cdp.coinbase.com/api-reference/advanced-trade-api/rest-api/public/list-public-products),
+// so a server serving fewer rows than the 250 asked must not end the list
+// early: the pages go on until num_products.
+func TestCoinbaseTickersPageShorterThanAsked(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.up.mux.Handle("/products", file(t, "coinbase/products.json"))
+	rows := []string{
+		`{"product_id":"BTC-USD","price":"140.21","price_percentage_change_24h":"9.43","volume_24h":"10","approximate_quote_24h_volume":"1402.1","product_type":"SPOT"}`,
+		`{"product_id":"BTC-EUR","price":"71000","price_percentage_change_24h":"1","volume_24h":"10","product_type":"SPOT"}`,
+		`{"product_id":"ETH-USD","price":"2976","price_percentage_change_24h":"-0.8","volume_24h":"1","product_type":"SPOT"}`,
+		`{"product_id":"ETH-BTC","price":"0.03545","price_percentage_change_24h":"-0.58","volume_24h":"2201.84","approximate_quote_24h_volume":"78.05","product_type":"SPOT"}`,
+		`{"product_id":"SOL-USD","price":"150","price_percentage_change_24h":"1.2","volume_24h":"2","product_type":"SPOT"}`,
+	}
+	tb.up.mux.HandleFunc("/api/v3/brokerage/market/products", func(w http.ResponseWriter, r *http.Request) {
+		offset := 0
+		fmt.Sscan(r.URL.Query().Get("offset"), &offset)
+		end := min(offset+2, len(rows)) // at most 2 a page, whatever the limit asked
+		fmt.Fprintf(w, `{"products":[%s],"num_products":%d}`, strings.Join(rows[min(offset, len(rows)):end], ","), len(rows))
+	})
+	c := newCoinbase(tb.cfg)
+	got, err := c.Tickers(context.Background(), coinbaseSpot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var syms []string
+	for _, tk := range got {
+		syms = append(syms, tk.Symbol)
+	}
+	if want := []string{"BTC_USD", "ETH_USD", "ETH_BTC", "SOL_USD"}; !slices.Equal(syms, want) {
+		t.Errorf("tickers of %v, want %v", syms, want)
+	}
+	if n := len(tb.up.requestsTo("/api/v3/brokerage/market/products")); n != 3 {
+		t.Errorf("%d pages asked, want 3 of at most 2 rows", n)
+	}
+}

@@ -24,8 +24,10 @@ const (
 )
 
 // okxLimit is OKX's public market-data budget per IP, taken from its
-// strictest endpoint we call (instruments and tickers: 20 requests per
-// 2 s; candles allow 40) so that one host budget covers them all.
+// strictest endpoint we call so that one host budget covers them all
+// (www.okx.com/docs-v5/en, "Rate Limit", rule IP: GET /api/v5/market/tickers
+// 20 requests per 2 s, /market/candles 40, /market/history-candles 20,
+// /public/instruments 20 per instrument type).
 var okxLimit = hostbudget.Limit{Window: 2 * time.Second, Max: 20}
 
 // okx serves crypto/okx/spot (SPOT) and perpetual (linear USDT SWAP) from

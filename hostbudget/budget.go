@@ -17,8 +17,11 @@
 // has room and is not banned, and says when that window opens: the caller
 // waits until then. The end of a window (an eighth of it, at most a
 // second) is not booked, so a request booked in one window is not counted
-// by the provider in the next. Observe raises a window's count to the provider's own figure
-// (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
+// by the provider in the next. A request's Class (WithClass) sets how
+// much of a window it may fill: Urgent the whole planned weight, Bulk only
+// BulkShare of it (75 % by default), so history loads leave every window
+// room for the requests that keep served data current. Observe raises a
+// window's count to the provider's own figure (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
 // process, until a 429's or a 418's Retry-After has passed.
 //
 // Windows are numbered from the Unix epoch on the callers' clock (the one
@@ -67,6 +70,7 @@ type Limit struct {
 const (
 	DefaultHeadroom   = 0.8
 	DefaultLocalShare = 0.25
+	DefaultBulkShare  = 0.75
 	maxGuard          = time.Second
 	redisRetry        = time.Second
 )
@@ -83,7 +87,11 @@ type Options struct {
 	// LocalShare is the fraction of the planned budget one process books
 	// on its own while Redis does not answer (with Redis nil: all of it).
 	LocalShare float64
-	Logger     *slog.Logger
+	// BulkShare is the fraction (0 < s ≤ 1) of a window's planned weight
+	// that Bulk requests may fill; the rest is Urgent's alone. Every
+	// process of a deployment must use the same.
+	BulkShare float64
+	Logger    *slog.Logger
 }
 
 // Budget books requests against the shared budgets of provider hosts.
@@ -93,6 +101,7 @@ type Budget struct {
 	prefix     string
 	headroom   float64
 	localShare float64
+	bulkShare  float64
 	log        *slog.Logger
 	failing    atomic.Bool  // Redis failed last time (logged once per outage)
 	skipUntil  atomic.Int64 // after a failure, Redis is not asked until then (Unix ns, wall clock)
@@ -109,6 +118,9 @@ func New(o Options) *Budget {
 	if o.LocalShare <= 0 || o.LocalShare > 1 {
 		o.LocalShare = DefaultLocalShare
 	}
+	if o.BulkShare <= 0 || o.BulkShare > 1 {
+		o.BulkShare = DefaultBulkShare
+	}
 	if o.Redis == nil {
 		o.LocalShare = 1
 	}
@@ -116,7 +128,7 @@ func New(o Options) *Budget {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Budget{rdb: o.Redis, prefix: o.Prefix, headroom: o.Headroom, localShare: o.LocalShare,
-		log: o.Logger, local: make(map[string]*localHost)}
+		bulkShare: o.BulkShare, log: o.Logger, local: make(map[string]*localHost)}
 }
 
 // Planned is the weight a window of l may hold: Max·Headroom, at least 1.
@@ -124,19 +136,30 @@ func (b *Budget) Planned(l Limit) int {
 	return max(1, int(math.Floor(float64(l.Max)*b.headroom)))
 }
 
+// capOf is the weight requests of class c may fill a window of l up to,
+// of planned: all of it for Urgent, BulkShare of it for Bulk.
+func (b *Budget) capOf(c Class, planned int) int {
+	if c == Bulk {
+		return max(1, int(math.Floor(float64(planned)*b.bulkShare)))
+	}
+	return planned
+}
+
 // Reserve books weight on l's host in the first window from at that has
 // room and no ban, and returns when the request may start (≥ at). It books
 // nothing and returns ok false when no window opening by horizon has room:
 // the caller then gives up instead of waiting past its patience. A request
-// heavier than a whole window goes alone in an empty one.
+// heavier than a whole window goes alone in an empty one. ctx's Class
+// (ClassOf) sets how full a window it may fill.
 func (b *Budget) Reserve(ctx context.Context, l Limit, weight int, at, horizon time.Time) (start time.Time, ok bool) {
 	if l.Max <= 0 {
 		weight = 0
 	}
-	start, ok, err := b.reserveShared(ctx, l, weight, at, horizon)
+	class := ClassOf(ctx)
+	start, ok, err := b.reserveShared(ctx, l, b.capOf(class, b.Planned(l)), weight, at, horizon)
 	if err != nil {
 		obs.UpstreamBudgetLocal(l.Name)
-		start, ok = b.host(l).reserve(b.window(l), b.localPlanned(l), weight, at, horizon)
+		start, ok = b.host(l).reserve(b.window(l), b.capOf(class, b.localPlanned(l)), weight, at, horizon)
 	}
 	// A ban seen by this process holds even if Redis lost it.
 	if ban := b.host(l).bannedUntil(); ok && ban.After(start) {
@@ -204,12 +227,12 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	b.host(l).observe(w, at, used)
 }
 
-func (b *Budget) reserveShared(ctx context.Context, l Limit, weight int, at, horizon time.Time) (time.Time, bool, error) {
+func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity, weight int, at, horizon time.Time) (time.Time, bool, error) {
 	if !b.shared() {
 		return time.Time{}, false, errNoRedis
 	}
 	w := b.window(l)
-	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), b.Planned(l), weight,
+	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), capacity, weight,
 		at.UnixMilli(), horizon.UnixMilli(), guard(w).Milliseconds()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		b.redisFailed(err)

@@ -171,3 +171,77 @@ func TestBanOnlyHost(t *testing.T) {
 		t.Errorf("start %s ok %v, want the ban's end", start, ok)
 	}
 }
+
+// fill books weight-2 requests of ctx's class from at, concurrently, until
+// the window holding at refuses them, and returns the weight booked.
+func fill(t *testing.T, ctx context.Context, b *hostbudget.Budget, at time.Time) int {
+	t.Helper()
+	var mu sync.Mutex
+	booked := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				// The horizon is at: only the window holding at is asked.
+				if _, ok := b.Reserve(ctx, spot, 2, at, at); !ok {
+					return
+				}
+				mu.Lock()
+				booked += 2
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return booked
+}
+
+// TestBulkLeavesTheUrgentShare: bulk bookings of two processes, racing,
+// stop at 75 % of the planned weight of a window, and the rest is still
+// there for urgent ones of either process; urgent work may take a whole
+// window, and bulk work then gets none of it.
+func TestBulkLeavesTheUrgentShare(t *testing.T) {
+	t.Parallel()
+	a, b, _, _ := twoProcesses(t)
+	bulk := hostbudget.WithClass(context.Background(), hostbudget.Bulk)
+	urgent := context.Background()
+	at := t0.Add(5 * time.Second)
+	var wg sync.WaitGroup
+	var fromA, fromB int
+	wg.Go(func() { fromA = fill(t, bulk, a, at) })
+	wg.Go(func() { fromB = fill(t, bulk, b, at) })
+	wg.Wait()
+	if fromA+fromB != 3600 {
+		t.Errorf("bulk booked %d + %d in a window, want 75 %% of 4800", fromA, fromB)
+	}
+	if got := fill(t, urgent, b, at); got != 1200 {
+		t.Errorf("urgent booked %d beside the bulk work, want the other 1200", got)
+	}
+
+	next := t0.Add(time.Minute + 5*time.Second)
+	if got := fill(t, urgent, a, next); got != 4800 {
+		t.Errorf("urgent booked %d in an empty window, want all 4800", got)
+	}
+	if got := fill(t, bulk, b, next); got != 0 {
+		t.Errorf("bulk booked %d in a window urgent work filled", got)
+	}
+	if hostbudget.ClassOf(bulk) != hostbudget.Bulk || hostbudget.ClassOf(urgent) != hostbudget.Urgent {
+		t.Error("ClassOf does not read WithClass's class, or the default is not Urgent")
+	}
+}
+
+// TestBulkShareWithoutRedis: each process's own budget, while Redis does
+// not answer, keeps the same split of its quarter.
+func TestBulkShareWithoutRedis(t *testing.T) {
+	t.Parallel()
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	b := hostbudget.New(hostbudget.Options{Redis: dead, Prefix: "unused:"})
+	at := t0.Add(time.Second)
+	if got := fill(t, hostbudget.WithClass(context.Background(), hostbudget.Bulk), b, at); got != 900 {
+		t.Errorf("bulk booked %d without Redis, want 75 %% of a quarter of 4800", got)
+	}
+	if got := fill(t, context.Background(), b, at); got != 300 {
+		t.Errorf("urgent booked %d beside it, want the other 300", got)
+	}
+}

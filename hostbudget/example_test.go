@@ -30,3 +30,28 @@ func ExampleBudget_Reserve() {
 	// after 4,800 weight: 15:01:00
 	// booked inside a 90 s Retry-After: false
 }
+
+// A catch-up's klines pages, booked as bulk work, stop at 75 % of the
+// minute's planned 4,800; the ticker refresh (weight 80, urgent by
+// default) still goes in the same minute.
+func ExampleWithClass() {
+	budget := hostbudget.New(hostbudget.Options{})
+	spot := hostbudget.Limit{Name: "binance", Window: time.Minute, Max: 6000}
+	now := time.Date(2026, 11, 26, 15, 0, 10, 0, time.UTC)
+	horizon := now.Add(65 * time.Second)
+	catchUp := hostbudget.WithClass(context.Background(), hostbudget.Bulk)
+	pages := 0
+	for {
+		start, _ := budget.Reserve(catchUp, spot, 2, now, horizon)
+		if start.After(now) {
+			fmt.Println("catch-up pages this minute:", pages, "then from", start.Format(time.TimeOnly))
+			break
+		}
+		pages++
+	}
+	start, _ := budget.Reserve(context.Background(), spot, 80, now, horizon)
+	fmt.Println("ticker refresh at", start.Format(time.TimeOnly))
+	// Output:
+	// catch-up pages this minute: 1800 then from 15:01:00
+	// ticker refresh at 15:00:10
+}

@@ -9,10 +9,11 @@ import "github.com/redis/go-redis/v9"
 // from Redis's cannot make a key vanish early.
 
 // reserveScript books ARGV[3] weight in the first window from max(ARGV[4],
-// ban) whose count stays ≤ ARGV[2] (or that is empty), not starting after
-// ARGV[5]; the last ARGV[6] ms of a window are not booked. Windows before
-// the caller's are dropped. Reply {1, start} when booked, else {0, the
-// first window start past the horizon}. ARGV[1] is the window in ms.
+// ban) whose count stays ≤ ARGV[2], the cap of the caller's class (or
+// that is empty), not starting after ARGV[5]; the last ARGV[6] ms of a
+// window are not booked. Windows before the caller's are dropped. Reply
+// {1, start} when booked, else {0, the first window start past the
+// horizon}. ARGV[1] is the window in ms.
 var reserveScript = redis.NewScript(`
 local h = KEYS[1]
 local window, cap, weight = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

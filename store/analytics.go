@@ -41,6 +41,8 @@ type AnalyticsSnapshot struct {
 	FundamentalScore *int
 	Verdict          analytics.Verdict
 	Price            float64
+	// ModelVersion is the version of the method that made the score.
+	ModelVersion string
 }
 
 // VerdictEvent is a verdict change waiting in the outbox.
@@ -52,6 +54,8 @@ type VerdictEvent struct {
 	NewVerdict   analytics.Verdict
 	OverallScore int
 	At           time.Time
+	// ModelVersion is the version of the method that made the new verdict.
+	ModelVersion string
 	// Sandbox: pushed with a sandbox key (POST /sandbox/verdict-change).
 	Sandbox bool
 }
@@ -76,6 +80,9 @@ func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, er
 		var res analytics.Result
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return r, fmt.Errorf("store: analytics result of %s/%s: %w", market, r.Symbol, err)
+		}
+		if res.ModelVersion == "" {
+			res.ModelVersion = unversioned
 		}
 		r.Result = &res
 	}
@@ -129,7 +136,7 @@ func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict an
 
 // AnalyticsHistory returns an asset's snapshots, newest first.
 func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]AnalyticsSnapshot, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price
+	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price, model_version
 		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3 ORDER BY at DESC LIMIT $4`,
 		string(m), string(style), symbol, limit)
 	if err != nil {
@@ -138,7 +145,7 @@ func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol stri
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsSnapshot, error) {
 		var s AnalyticsSnapshot
 		var verdict string
-		err := row.Scan(&s.At, &s.OverallScore, &s.TechnicalScore, &s.FundamentalScore, &verdict, &s.Price)
+		err := row.Scan(&s.At, &s.OverallScore, &s.TechnicalScore, &s.FundamentalScore, &verdict, &s.Price, &s.ModelVersion)
 		s.At, s.Verdict = s.At.UTC(), analytics.Verdict(verdict)
 		return s, err
 	})
@@ -187,16 +194,17 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
 				RETURNING 1
 			), snap AS (
-				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price)
-				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7 WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
+				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
+				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7, $21::text WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
 				ON CONFLICT DO NOTHING
 			)
-			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
-			SELECT $1, $3, $18::text, $6, $5, $12 WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
+			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
+			SELECT $1, $3, $18::text, $6, $5, $12, $21::text WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
 			ON CONFLICT (market, symbol, at) DO NOTHING`,
 			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
 			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
-			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt)
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt,
+			modelVersion(r.Result))
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -219,6 +227,19 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 	return events, translate(tx.Commit(ctx), "analytics")
 }
 
+// unversioned is the model version of a result stored without one: the
+// first version, the only one a binary that did not record versions ran.
+var unversioned = analytics.Versions[0].Name
+
+// modelVersion is the version a result was made with (CurrentVersion for
+// a result built without Score, as tests do).
+func modelVersion(r *analytics.Result) string {
+	if r.ModelVersion == "" {
+		return analytics.CurrentVersion().Name
+	}
+	return r.ModelVersion
+}
+
 func sameDay(a, b time.Time) bool {
 	ay, am, ad := a.UTC().Date()
 	by, bm, bd := b.UTC().Date()
@@ -227,7 +248,7 @@ func sameDay(a, b time.Time) bool {
 
 // VerdictEvents returns outbox events after id, oldest first.
 func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]VerdictEvent, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT id, market, symbol, old_verdict, new_verdict, overall_score, at
+	rows, err := db.Pool.Query(ctx, `SELECT id, market, symbol, old_verdict, new_verdict, overall_score, at, model_version
 		FROM verdict_events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 	if err != nil {
 		return nil, translate(err, "verdict events")
@@ -235,7 +256,7 @@ func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]Ve
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (VerdictEvent, error) {
 		var e VerdictEvent
 		var market, oldV, newV string
-		err := row.Scan(&e.ID, &market, &e.Symbol, &oldV, &newV, &e.OverallScore, &e.At)
+		err := row.Scan(&e.ID, &market, &e.Symbol, &oldV, &newV, &e.OverallScore, &e.At, &e.ModelVersion)
 		e.Market, e.OldVerdict, e.NewVerdict, e.At = domain.Market(market), analytics.Verdict(oldV), analytics.Verdict(newV), e.At.UTC()
 		return e, err
 	})
@@ -300,11 +321,11 @@ type RescoreCandidate struct {
 // or its fundamentals are newer than those it was scored with, or the still-open candle's
 // close moved and the report was made before the current open-candle slot.
 //
-// Each run used to read the screener rows, newest candles, reports and
-// fundamentals of every asset decided on and compare them in Go; most runs
-// rescore few assets or none, so nearly all of those rows were read for
-// nothing (ingest triggers a run per candle task and style, the tick one
-// per minute).
+// The decision is one statement rather than reading the screener rows,
+// newest candles, reports and fundamentals of every asset into Go to
+// compare them there: most runs rescore few assets or none, so nearly all
+// of those rows would be read for nothing (ingest triggers a run per
+// candle task and style, the tick one per minute).
 func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
 	var only any // NULL: every asset
 	if q.Symbols != nil {

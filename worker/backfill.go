@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/store"
 )
 
@@ -52,9 +53,12 @@ func retainedSince(retention map[domain.Timeframe]time.Duration, tf domain.Timef
 // by page, saving its progress after every page so an interrupted run
 // resumes where it stopped (a series already finished from an earlier or
 // equal start is skipped). A start older than tf's retention begins at the
-// retention's cut-off instead.
+// retention's cut-off instead. Its requests are bulk work
+// (hostbudget.Bulk), so a backfill run beside a deployment leaves its
+// ingest part of every window of the providers' budgets.
 func (in *Ingester) Backfill(ctx context.Context, bs BackfillStore, c domain.Combination, tf domain.Timeframe,
 	symbols []string, start time.Time, progress func(BackfillEvent)) (int, error) {
+	ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
 	p, ok := in.Feeds.For(c)
 	if !ok {
 		return 0, fmt.Errorf("worker: backfill: no configured feed serves %s", c)

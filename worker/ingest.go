@@ -14,6 +14,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
@@ -211,7 +212,10 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 		return 0, ours(err)
 	}
 	if scheduled && in.Streamed != nil && in.Streamed(ctx, c) {
+		// What is left is the initial history of new series: bulk work,
+		// like the streams' catch-up it runs beside.
 		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
+		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
 	}
 	now := in.Now()
 	const flushEvery = 40 // series per transaction: bounded memory, few round trips

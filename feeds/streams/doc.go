@@ -28,13 +28,18 @@
 //     every 3 minutes, 24 h connections; klines and tickers are "market"
 //     streams served under wss://fstream.binance.com/market (the unrouted
 //     legacy paths stopped carrying them on 2026-04-23).
-//   - OKX, https://www.okx.com/docs-v5/en/#overview-websocket: candles on
-//     /ws/v5/business, tickers on /ws/v5/public; 3 connection requests a
-//     second per IP, 480 subscribe requests an hour per connection, a
-//     subscribe request ≤ 64 KB, and a connection that carries nothing for
-//     30 s is closed, so a text "ping" is sent after 25 s of silence and
-//     answered by "pong".
+//   - OKX, https://www.okx.com/docs-v5/en/#overview-websocket-connect:
+//     candles on /ws/v5/business, tickers on /ws/v5/public; 3 connection
+//     requests a second per IP, 480 subscribe/unsubscribe/login requests an
+//     hour per connection, a subscribe request's channels ≤ 64 KB, and a
+//     connection that carries nothing for 30 s is closed, so a text "ping"
+//     is sent after 25 s of silence and answered by "pong". (The cap of 30
+//     connections a channel is per sub-account, on private channels only.)
 //
 // Candles are those of the followed timeframes as the exchange builds them;
 // no timeframe is derived from another here.
+//
+// Local delivers the candles of a feed computed in process (the synthetic
+// one) the same way, read at every minute close: both are a Source, so the
+// consumer stores them through one path.
 package streams

@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/analytics/methodology": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The scoring method, every version
+         * @description Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+         */
+        get: operations["get-analytics-methodology"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/analytics/reports": {
         parameters: {
             query?: never;
@@ -467,6 +487,11 @@ export interface components {
              */
             market: "crypto" | "forex" | "stocks";
             /**
+             * @description Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/
+             * @example v1
+             */
+            model_version: string;
+            /**
              * Format: int64
              * @example 42
              */
@@ -572,6 +597,20 @@ export interface components {
              * @example 812.4
              */
             volume: number;
+        };
+        CandleRules: {
+            /**
+             * Format: int64
+             * @description Fewer candles are not scored
+             * @example 60
+             */
+            min: number;
+            /**
+             * Format: int64
+             * @description From this many every vote can be cast; below it the long averages are missing and left out of their group
+             * @example 300
+             */
+            recommended: number;
         };
         CreateWebhookInputBody: {
             /**
@@ -763,6 +802,31 @@ export interface components {
             /** @enum {string} */
             source: "backtest" | "live";
         };
+        FundamentalRule: {
+            /** @example funding ≥ 0.0005 */
+            bearish: string;
+            /** @example funding ≤ -0.0001 */
+            bullish: string;
+            /** @example funding_rate */
+            factor: string;
+            /**
+             * @description What the input is and its unit
+             * @example latest funding rate of the perpetual future per 8 h, fraction
+             */
+            input: string;
+            /**
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            params: components["schemas"]["Param"][] | null;
+            /**
+             * Format: double
+             * @description Relative weight inside the market's fundamental score; missing inputs drop out and the rest are renormalised
+             * @example 0.4
+             */
+            weight: number;
+        };
         HistorySnapshot: {
             /**
              * Format: date-time
@@ -772,6 +836,11 @@ export interface components {
             at: string;
             /** Format: int64 */
             fundamental_score: number | null;
+            /**
+             * @description Version of the scoring method that made this score (GET /analytics/methodology)
+             * @example v1
+             */
+            model_version: string;
             /**
              * Format: int64
              * @example 42
@@ -792,6 +861,35 @@ export interface components {
              * @enum {string}
              */
             verdict: "growth" | "decline" | "neutral";
+        };
+        Method: {
+            /** @description What changed from the previous version */
+            changelog: string;
+            /**
+             * @description SHA-256 (hex) of the JSON encoding of rules (field order as served, no HTML escaping, one trailing newline): a rule cannot change without changing it
+             * @example e90a6420ee28e1bffa766d82da01b16e73898feb76651910f1a7608317d580a1
+             */
+            fingerprint: string;
+            /**
+             * @description The day this version started scoring (YYYY-MM-DD)
+             * @example 2026-11-26
+             */
+            released: string;
+            rules: components["schemas"]["Rules"];
+            /**
+             * @description The model_version that reports, history snapshots, webhook payloads and stream events made with this method carry
+             * @example v1
+             */
+            version: string;
+        };
+        Methodology: {
+            /**
+             * @description The version new reports are made with
+             * @example v1
+             */
+            current_version: string;
+            /** @description Every version of the method, oldest first */
+            versions: components["schemas"]["Method"][] | null;
         };
         NewSubscription: {
             /**
@@ -875,6 +973,15 @@ export interface components {
              */
             status: "active" | "disabled";
         };
+        Param: {
+            /** @example length */
+            name: string;
+            /**
+             * Format: double
+             * @example 14
+             */
+            value: number;
+        };
         ReportFactor: {
             /**
              * @description Why the factor points where it does, in the language of lang
@@ -948,6 +1055,17 @@ export interface components {
              * @example whsec_T0p8rUeE3cAKXw1mV7p0c3dX1h2s5Yc0eY2v6b9n8Q4=
              */
             secret: string;
+        };
+        Rules: {
+            candles: components["schemas"]["CandleRules"];
+            /** @description The fundamental inputs of each market */
+            fundamentals: components["schemas"]["FundamentalRule"][] | null;
+            /** @description Settings of the support/resistance scenario (not part of the score) */
+            scenario: components["schemas"]["Param"][] | null;
+            verdict: components["schemas"]["VerdictRules"];
+            /** @description Every technical factor: the Technical Rating's moving-average and oscillator votes, the candlestick patterns and the volume factors, in report order */
+            votes: components["schemas"]["VoteRule"][] | null;
+            weights: components["schemas"]["WeightRules"];
         };
         SandboxPush: {
             /**
@@ -1063,6 +1181,11 @@ export interface components {
              * @enum {string}
              */
             market: "crypto" | "forex" | "stocks";
+            /**
+             * @description Version of the scoring method that made the new verdict (GET /analytics/methodology)
+             * @example v1
+             */
+            model_version: string;
             /**
              * @example growth
              * @enum {string}
@@ -1283,6 +1406,34 @@ export interface components {
              */
             used_this_month: number;
         };
+        VerdictRules: {
+            /**
+             * Format: int64
+             * @description overall_score ≤ this: decline
+             * @example -20
+             */
+            decline_enter: number;
+            /**
+             * Format: int64
+             * @description A standing decline verdict holds while overall_score < this
+             * @example -10
+             */
+            decline_hold: number;
+            /**
+             * Format: int64
+             * @description overall_score ≥ this: growth
+             * @example 20
+             */
+            growth_enter: number;
+            /**
+             * Format: int64
+             * @description A standing growth verdict holds while overall_score > this
+             * @example 10
+             */
+            growth_hold: number;
+            /** @description The decision in words */
+            rule: string;
+        };
         VerdictStat: {
             /** Format: double */
             avg_return_pct: number;
@@ -1333,6 +1484,80 @@ export interface components {
              */
             win_rate_ci_low: number;
         };
+        VoteRule: {
+            /**
+             * @description When it votes buy (bullish, +1); x[1] is the value one bar before the last
+             * @example RSI < 30 and RSI > RSI[1]
+             */
+            buy: string;
+            /**
+             * @description The factor's name in reports and statistics
+             * @example rsi_14
+             */
+            factor: string;
+            /**
+             * @example oscillator
+             * @enum {string}
+             */
+            group: "ma" | "oscillator" | "pattern" | "volume";
+            /**
+             * @description The indicator and how it is computed
+             * @example RSI (Wilder's RMA of gains and losses)
+             */
+            indicator: string;
+            /**
+             * @description When it casts no vote and is left out of its group (not counted as neutral)
+             * @example RSI[1] undefined
+             */
+            missing: string;
+            /** @description Its settings and thresholds */
+            params: components["schemas"]["Param"][] | null;
+            /**
+             * @description When it votes sell (bearish, -1); otherwise it is neutral (0)
+             * @example RSI > 70 and RSI < RSI[1]
+             */
+            sell: string;
+        };
+        WeightRules: {
+            /**
+             * Format: double
+             * @description Share of the fundamental score in the overall score
+             * @example 0.3
+             */
+            fundamental_share: number;
+            /**
+             * Format: double
+             * @description Raw weight of the moving-average votes, split evenly among the votes cast
+             * @example 0.4
+             */
+            ma_group: number;
+            /**
+             * Format: double
+             * @description Raw weight of the oscillator votes, split evenly among the votes cast
+             * @example 0.4
+             */
+            oscillator_group: number;
+            /**
+             * Format: double
+             * @description Raw weight of each pattern completed on the last candle
+             * @example 0.06
+             */
+            pattern: number;
+            /** @description How a score is computed from its factors */
+            score: string;
+            /**
+             * Format: double
+             * @description Share of the technical score in the overall score when a fundamental score exists
+             * @example 0.7
+             */
+            technical_share: number;
+            /**
+             * Format: double
+             * @description Raw weight of each volume factor
+             * @example 0.06
+             */
+            volume: number;
+        };
     };
     responses: never;
     parameters: never;
@@ -1342,6 +1567,110 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    "get-analytics-methodology": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since */
+                "If-None-Match"?: string;
+                /** @description Last-Modified of a copy you hold (HTTP-date). When the data has not changed since, the answer is 304 Not Modified, without a body, still counted. Ignored when If-None-Match is sent */
+                "If-Modified-Since"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every version, oldest first */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    "Content-Length"?: string;
+                    "Content-Type"?: string;
+                    ETag?: string;
+                    "Last-Modified"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Methodology"];
+                };
+            };
+            /** @description The validators sent (If-None-Match, else If-Modified-Since) match the current data: no body. ETag and Cache-Control are sent as on a 200. */
+            304: {
+                headers: {
+                    /** @description As on a 200 */
+                    "Cache-Control"?: string;
+                    /** @description The current entity tag (the one you sent) */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "get-analytics-reports": {
         parameters: {
             query: {
@@ -2531,7 +2860,7 @@ export interface operations {
              *
              *     id: 18235
              *     event: verdict_changed
-             *     data: {"id":"4211","event":"verdict_changed","market":"crypto","symbol":"BTC_USDT","old_verdict":"neutral","new_verdict":"growth","overall_score":34,"timestamp":"2026-11-22T10:15:00Z"}
+             *     data: {"id":"4211","event":"verdict_changed","market":"crypto","symbol":"BTC_USDT","old_verdict":"neutral","new_verdict":"growth","overall_score":34,"timestamp":"2026-11-22T10:15:00Z","model_version":"v1"}
              *
              *     : heartbeat
              *

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,8 +23,7 @@ import (
 // feeds: a progress bar on a terminal, plain progress lines otherwise.
 // Progress is saved after every page; running the same command again after
 // an interruption resumes.
-func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
-	fs := newFlagSet("backfill")
+func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	market := fs.String("market", "", "crypto, forex or stocks")
 	exchange := fs.String("exchange", "", "exchange of the region's catalogue")
 	symbolsFlag := fs.String("symbols", "", "comma-separated symbols (default: every symbol of the exchange)")

@@ -7,7 +7,7 @@
 //     analytics source; the simulator serves every one enough history) has
 //     a report in each crypto style (counted in Postgres every 2 s);
 //  2. steady: over -window (extended to the first 15-minute close after
-//     it starts, unless -extend=false), at every minute close -per-minute sampled
+//     it starts, unless -extend=false, and to -until), at every minute close -per-minute sampled
 //     symbols' closed 1m candle is polled in GET /ohlcv until it shows the
 //     close stored at or after the close (Postgres): close → visible; at
 //     every close of a scored timeframe (15m scalp, 1h intraday, 4h swing,
@@ -16,7 +16,10 @@
 //  3. the CPU seconds of marketd per minute (/proc/<pid>/stat) during the
 //     cold start and the steady window, the schema's size
 //     (pg_total_relation_size of its tables) before and after the window
-//     scaled to a day, and the simulator's /sim/stats: peak weight per
+//     scaled to a day, the candle rows a day at steady state (the rows of
+//     each timeframe that opened in the window, per open of that
+//     timeframe, times its opens a day: history loads excluded) and their
+//     bytes (the candles table's bytes a row), and the simulator's /sim/stats: peak weight per
 //     window of each budget, 429s, 418s, stream connections and pushes.
 //
 // With -synthetic KEY=VALUE (repeatable; e.g. MARKET_SYNTHETIC_ASSETS=2000
@@ -62,6 +65,7 @@ type options struct {
 	logLevel              string
 	env, synthetic        benchkit.EnvFlag
 	skipSim, extend       bool
+	until                 string
 }
 
 // styles are the crypto styles and the timeframe each scores.
@@ -88,6 +92,7 @@ func main() {
 	flag.Var(&o.env, "env", "KEY=VALUE added to marketd's environment in the simulator run (repeatable)")
 	flag.Var(&o.synthetic, "synthetic", "KEY=VALUE: also measure the synthetic feed with these settings (repeatable), e.g. MARKET_SYNTHETIC_ASSETS=2000")
 	flag.BoolVar(&o.extend, "extend", true, "extend the window to the first 15-minute close in it (the scalp rescoring)")
+	flag.StringVar(&o.until, "until", "", "extend the steady window to at least this UTC time (HH:MM, e.g. 20:06 to take in a 4h close at 20:00)")
 	flag.BoolVar(&o.skipSim, "skip-sim", false, "skip the simulator run (with -synthetic: the synthetic run alone)")
 	flag.Parse()
 	var rs []*result
@@ -133,6 +138,8 @@ type result struct {
 	rescore       map[string][]time.Duration // style → close → rewrite
 	rescoreMiss   map[string]int
 	bytesPerDay   float64
+	candleRows    []tfRows // per timeframe, steady state
+	candleRowSize float64  // bytes a candle row, indexes included
 	sim           *exchangesim.Stats
 }
 
@@ -343,6 +350,10 @@ func (d *deployment) measure(o options, r *result) error {
 	if q := t0.Truncate(15 * time.Minute).Add(15*time.Minute + 90*time.Second); o.extend && q.After(end) {
 		end = q
 	}
+	if u, ok := untilTime(o.until, t0); ok && u.After(end) {
+		end = u
+	}
+	log.Printf("%s: steady window until %s", r.name, end.UTC().Format(time.TimeOnly))
 	r.rescore, r.rescoreMiss = map[string][]time.Duration{}, map[string]int{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -380,7 +391,93 @@ func (d *deployment) measure(o options, r *result) error {
 	r.steady = t1.Sub(t0)
 	r.steadyCPU = (c1 - c0).Seconds() / r.steady.Minutes()
 	r.bytesPerDay = float64(size1-size0) / r.steady.Hours() * 24
+	r.candleRows, r.candleRowSize = d.candleGrowth(t0, t1)
 	return nil
+}
+
+// untilTime is the next time of day HH:MM (UTC) at or after from.
+func untilTime(hhmm string, from time.Time) (time.Time, bool) {
+	if hhmm == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("15:04", hhmm)
+	if err != nil {
+		log.Fatalf("-until %q: want HH:MM (UTC)", hhmm)
+	}
+	from = from.UTC()
+	u := time.Date(from.Year(), from.Month(), from.Day(), t.Hour(), t.Minute(), 0, 0, time.UTC)
+	if u.Before(from) {
+		u = u.Add(24 * time.Hour)
+	}
+	return u, true
+}
+
+// tfRows is a timeframe's candle rows at steady state.
+type tfRows struct {
+	tf      string
+	opened  int64   // rows that opened in the window
+	opens   int     // opens of the timeframe in the window
+	series  int64   // series of the timeframe stored
+	perDay  float64 // rows a day
+	counted bool    // perDay from opened/opens (else series × opens a day)
+}
+
+// timeframes are the stored candle timeframes and their lengths (the
+// week's opens are Mondays; a day holds 1/7 of them).
+var timeframes = []struct {
+	name string
+	d    time.Duration
+}{{"1m", time.Minute}, {"5m", 5 * time.Minute}, {"15m", 15 * time.Minute}, {"30m", 30 * time.Minute},
+	{"1h", time.Hour}, {"4h", 4 * time.Hour}, {"1d", 24 * time.Hour}, {"1w", 7 * 24 * time.Hour}}
+
+// candleGrowth is the candle rows a day at steady state, per timeframe:
+// the rows that opened in [t0, t1) (every one is new, whatever history
+// loads still ran) per open of the timeframe in the window, times its
+// opens a day; a timeframe that did not open in the window counts its
+// stored series once a period. And the bytes a candle row costs
+// (pg_total_relation_size over the rows, so dead rows of updated open
+// candles not yet vacuumed are in it).
+func (d *deployment) candleGrowth(t0, t1 time.Time) ([]tfRows, float64) {
+	ctx := context.Background()
+	opened, series := map[string]int64{}, map[string]int64{}
+	scan := func(q string, into map[string]int64, args ...any) {
+		rows, err := d.db.Query(ctx, q, args...)
+		if err != nil {
+			log.Printf("candle growth: %v", err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var tf string
+			var n int64
+			if rows.Scan(&tf, &n) == nil {
+				into[tf] = n
+			}
+		}
+	}
+	scan(`SELECT timeframe, count(*) FROM candles WHERE open_time >= $1 AND open_time < $2 GROUP BY timeframe`, opened, t0, t1)
+	scan(`SELECT timeframe, count(*) FROM (SELECT DISTINCT market, exchange, symbol, timeframe FROM candles) s GROUP BY timeframe`, series)
+	var out []tfRows
+	for _, tf := range timeframes {
+		r := tfRows{tf: tf.name, opened: opened[tf.name], series: series[tf.name]}
+		for b := t0.Truncate(tf.d); b.Before(t1); b = b.Add(tf.d) {
+			if !b.Before(t0) && (tf.name != "1w" || b.Weekday() == time.Monday) {
+				r.opens++
+			}
+		}
+		perDay := float64(24*time.Hour) / float64(tf.d)
+		if r.opens > 0 {
+			r.perDay, r.counted = float64(r.opened)/float64(r.opens)*perDay, true
+		} else {
+			r.perDay = float64(r.series) * perDay
+		}
+		out = append(out, r)
+	}
+	var size float64
+	if err := d.db.QueryRow(ctx, `SELECT pg_total_relation_size('candles')::float8 / greatest(count(*), 1) FROM candles`).Scan(&size); err != nil {
+		log.Printf("candle row size: %v", err)
+	}
+	return out, size
 }
 
 // spotSymbols lists the binance spot screener (the crypto analytics
@@ -560,8 +657,21 @@ func report(w io.Writer, rs []*result) {
 	row("marketd CPU s per minute, cold start / steady", "", func(r *result) string {
 		return fmt.Sprintf("%.1f / %.1f (steady window %s)", r.coldCPU, r.steadyCPU, r.steady.Round(time.Second))
 	})
-	row("Postgres growth per day (steady window scaled)", "", func(r *result) string {
+	row("Postgres growth per day (schema size before and after the steady window, scaled)", "", func(r *result) string {
 		return fmt.Sprintf("%.0f MB", r.bytesPerDay/1e6)
+	})
+	row("candle rows a day at steady state (opened in the window per open × opens a day), × bytes a row", "", func(r *result) string {
+		total := 0.0
+		var parts []string
+		for _, tf := range r.candleRows {
+			total += tf.perDay
+			how := fmt.Sprintf("%d opened in %d opens", tf.opened, tf.opens)
+			if !tf.counted {
+				how = fmt.Sprintf("%d series", tf.series)
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f (%s)", tf.tf, tf.perDay, how))
+		}
+		return fmt.Sprintf("%.2f M rows × %.0f B = %.0f MB a day: %s", total/1e6, r.candleRowSize, total*r.candleRowSize/1e6, strings.Join(parts, ", "))
 	})
 	budget := func(f exchangesim.FamilyStats) string {
 		return fmt.Sprintf("%d / %d (%.0f %%), 429: %d, 418: %d", f.PeakWeight, f.Limit, 100*float64(f.PeakWeight)/float64(max(f.Limit, 1)), f.Refused429, f.Banned418)
