@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -74,8 +75,8 @@ func TestMethodologyIsAnAuthenticatedReadOfItsOwn(t *testing.T) {
 	if op == nil || op.Get == nil || op.Get.OperationID != "get-analytics-methodology" {
 		t.Fatalf("OpenAPI has no GET /analytics/methodology: %+v", op)
 	}
-	// A symbol spelled "methodology" stays a symbol of a market.
-	if status, body := f.get(t, "/analytics/crypto/methodology"); status != http.StatusNotFound {
-		t.Errorf("/analytics/crypto/methodology: %d %s, want the 404 of an unscored symbol", status, body)
+	// Under a market, "methodology" stays a symbol (here not a valid pair).
+	if status, body := f.get(t, "/analytics/crypto/methodology"); status != http.StatusBadRequest || !strings.Contains(string(body), "path.symbol") {
+		t.Errorf("/analytics/crypto/methodology: %d %s, want the report's 400 on its symbol", status, body)
 	}
 }

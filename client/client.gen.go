@@ -2870,7 +2870,7 @@ type ClientInterface interface {
 
 	// GetAnalyticsReports Analytics reports of up to 50 assets in one call
 	//
-	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
+	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.
 	//
 	// Corresponds with GET /analytics/reports (the `GetAnalyticsReports` operationId).
 	GetAnalyticsReports(ctx context.Context, params *GetAnalyticsReportsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3054,7 +3054,7 @@ func (c *Client) GetAnalyticsMethodology(ctx context.Context, params *GetAnalyti
 
 // GetAnalyticsReports Analytics reports of up to 50 assets in one call
 //
-// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
+// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.
 //
 // Corresponds with GET /analytics/reports (the `GetAnalyticsReports` operationId).
 func (c *Client) GetAnalyticsReports(ctx context.Context, params *GetAnalyticsReportsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4938,7 +4938,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetAnalyticsReportsWithResponse Analytics reports of up to 50 assets in one call
 	//
-	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
+	// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7365,7 +7365,7 @@ func (c *ClientWithResponses) GetAnalyticsMethodologyWithResponse(ctx context.Co
 
 // GetAnalyticsReportsWithResponse Analytics reports of up to 50 assets in one call
 //
-// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.
+// The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. Counts as one request against the rate limit and the quota, however many symbols it names. Symbols without analytics are listed in `unknown_symbols` instead of failing the call. The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.
 //
 // Returns a wrapper object for the known response body format(s).
 //

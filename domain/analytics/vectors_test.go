@@ -34,7 +34,7 @@ func TestVectors(t *testing.T) {
 	files := generateVectors(t)
 	dir := vectorsDir()
 	if *update {
-		refuseChangedExpectations(t, dir)
+		refuseChangedExpectations(t, dir, files)
 		writeVectors(t, dir, files)
 	}
 	for name, want := range files {
@@ -65,7 +65,7 @@ func TestVectors(t *testing.T) {
 // refuseChangedExpectations fails when the engine no longer answers what
 // the published vectors of the current version expect: regenerating them
 // would change a published version's behaviour.
-func refuseChangedExpectations(t *testing.T, dir string) {
+func refuseChangedExpectations(t *testing.T, dir string, generated map[string][]byte) {
 	t.Helper()
 	if b, err := os.ReadFile(filepath.Join(dir, "methodology.json")); err == nil {
 		var m Method
@@ -77,10 +77,59 @@ func refuseChangedExpectations(t *testing.T, dir string) {
 				dir, m.Fingerprint, CurrentVersion().Fingerprint)
 		}
 	}
-	if diffs := replayVectors(t, dir); len(diffs) > 0 {
+	diffs := replayVectors(t, dir)
+	for name, outputs := range tableOutputs {
+		diffs = append(diffs, changedRows(t, filepath.Join(dir, name), generated[name], outputs)...)
+	}
+	if len(diffs) > 0 {
 		t.Fatalf("published expectations changed (%s). "+"The engine no longer reproduces the published vectors of %s: a rule changed, so add a model version (analytics.Versions) and write its vectors",
 			strings.Join(diffs, ", "), CurrentVersion().Name)
 	}
+}
+
+// tableOutputs names, for each table of rule edges, the fields of a row
+// that are the engine's answer; the others are its inputs.
+var tableOutputs = map[string][]string{
+	"votes.json":        {"vote"},
+	"verdict.json":      {"verdict"},
+	"fundamentals.json": {"factors", "score"},
+}
+
+// changedRows lists the rows of the published table at path whose inputs
+// are still in the regenerated table with another answer.
+func changedRows(t *testing.T, path string, regenerated []byte, outputs []string) []string {
+	t.Helper()
+	published, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := func(b []byte) map[string]string {
+		var rows []map[string]any
+		if err := json.Unmarshal(b, &rows); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out := map[string]string{}
+		for _, r := range rows {
+			answer := map[string]any{}
+			for _, k := range outputs {
+				answer[k] = r[k]
+				delete(r, k)
+			}
+			out[string(encodeJSON(t, r))] = string(encodeJSON(t, answer))
+		}
+		return out
+	}
+	var diffs []string
+	current := split(regenerated)
+	for in, answer := range split(published) {
+		if a, ok := current[in]; ok && a != answer {
+			diffs = append(diffs, filepath.Base(path)+" "+strings.Join(strings.Fields(in), " "))
+		}
+	}
+	return diffs
 }
 
 func writeVectors(t *testing.T, dir string, files map[string][]byte) {
@@ -744,4 +793,22 @@ func fundamentalVectors() []fundamentalVector {
 		out = append(out, fv)
 	}
 	return out
+}
+
+// TestUpdateRefusesToChangeAPublishedAnswer: -update may add rows to a
+// table of edges, never give a published row another answer.
+func TestUpdateRefusesToChangeAPublishedAnswer(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "votes.json")
+	if err := os.WriteFile(path, []byte(`[{"factor":"rsi_14","inputs":{"rsi":30,"rsi[1]":25},"vote":0}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	added := []byte(`[{"factor":"rsi_14","inputs":{"rsi":30,"rsi[1]":25},"vote":0},{"factor":"rsi_14","inputs":{"rsi":20,"rsi[1]":25},"vote":0}]`)
+	if d := changedRows(t, path, added, tableOutputs["votes.json"]); len(d) != 0 {
+		t.Errorf("an added row was refused: %v", d)
+	}
+	changed := []byte(`[{"factor":"rsi_14","inputs":{"rsi":30,"rsi[1]":25},"vote":1}]`)
+	if d := changedRows(t, path, changed, tableOutputs["votes.json"]); len(d) != 1 {
+		t.Errorf("a changed answer was not refused: %v", d)
+	}
 }
