@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds/streams"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // StreamIngest stores what the exchanges' websockets push (package
@@ -62,7 +63,7 @@ type StreamIngest struct {
 const liveTTL = 30 * time.Second
 
 func liveKey(prefix string, c domain.Combination) string {
-	return prefix + "streams:live:" + string(c.Market) + ":" + c.Exchange
+	return rediskeys.Space(prefix).StreamLive(string(c.Market), c.Exchange)
 }
 
 // StreamedCandles is the Ingester's Streamed hook: whether the live mark of
@@ -119,7 +120,7 @@ func (s *StreamIngest) Run(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
-	key := s.KeyPrefix + "streams:lease"
+	key := rediskeys.Space(s.KeyPrefix).StreamLease()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:]) // this process's claim on the lease

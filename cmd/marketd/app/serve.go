@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -128,7 +128,7 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 		} else {
 			// Queues live in Redis: without it a worker or scheduler idles
 			// (and resumes by itself), which /readyz reports as degraded.
-			opts, err := admission.RedisOptions(cfg.RedisURL)
+			opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 			if err != nil {
 				return err
 			}
