@@ -150,7 +150,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	served := cfg.served()
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
-	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger, RunNow: w.RunNow}
+	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
+	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
 	trigger.Register(w)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
 	if cfg.ScoreTrigger {
@@ -180,7 +181,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
-		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Redis: rdb, Queue: queue, Logger: logger, Now: time.Now, RunNow: w.RunNow}
+		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Pipeline: pipe, Logger: logger, Now: time.Now}
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil
