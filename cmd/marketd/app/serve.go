@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -200,7 +200,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 // itself), which /readyz reports as degraded.
 func serveOps(ctx context.Context, r *roleRun) error {
 	cfg := r.cfg
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return err
 	}
