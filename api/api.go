@@ -173,6 +173,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	hc.Security = []map[string][]string{{securityScheme: {}}}
 	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
+	registerDomainEnums(s.humaAPI.OpenAPI().Components.Schemas)
 	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.deadlineMiddleware, s.readinessMiddleware, s.authMiddleware)
 	s.registerUsage()
 	s.registerMarketData()

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // The fast path serves the hottest GETs (usage, screener, OHLCV, the
@@ -62,7 +65,7 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 			cond.IfModifiedSince = v[0]
 		}
 		// huma refuses longer values (maxLength counts runes, never more than bytes).
-		if len(cond.IfNoneMatch) > 2048 || len(cond.IfModifiedSince) > 64 {
+		if len(cond.IfNoneMatch) > maxIfNoneMatchLen || len(cond.IfModifiedSince) > maxIfModifiedSinceLen {
 			return false
 		}
 	}
@@ -106,22 +109,22 @@ func (s *Server) serveFast(ctx context.Context, w http.ResponseWriter, r *http.R
 			status, answered = http.StatusOK, true
 		}
 	case fastScreener:
-		res, err := s.getScreener(ctx, &screenerInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
+		res, err := s.getScreener(ctx, &screenerInput{MarketPath: MarketPath{MarketType: domain.Market(rt.params[0]), Exchange: rt.params[1]},
 			Instrument: rt.params[2], ConditionalParams: cond})
 		if err == nil {
 			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastOHLCV:
-		res, err := s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: rt.params[0], Exchange: rt.params[1]},
-			Symbol: rt.params[2], Timeframe: rt.params[3], Limit: rt.limit, ConditionalParams: cond})
+		res, err := s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: domain.Market(rt.params[0]), Exchange: rt.params[1]},
+			Symbol: rt.params[2], Timeframe: domain.Timeframe(rt.params[3]), Limit: rt.limit, ConditionalParams: cond})
 		if err == nil {
 			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
 		}
 	case fastReport:
-		res, err := s.getAnalyticsReport(ctx, &reportInput{AnalyticsMarketParam: AnalyticsMarketParam{Market: rt.params[0]},
-			Symbol: rt.params[1], StyleParam: StyleParam{Style: rt.style}, Lang: rt.lang, ConditionalParams: cond})
+		res, err := s.getAnalyticsReport(ctx, &reportInput{AnalyticsMarketParam: AnalyticsMarketParam{Market: domain.Market(rt.params[0])},
+			Symbol: rt.params[1], StyleParam: StyleParam{Style: analytics.Style(rt.style)}, Lang: analytics.Lang(rt.lang), ConditionalParams: cond})
 		if err == nil {
 			s.fast.served.Add(1) // before the body: a client may read it all before the write returns
 			status, answered = writeData(w, res, &ri.dataHeaders), true
@@ -202,13 +205,13 @@ func matchFast(path, rawQuery string) (fastRoute, bool) {
 	switch {
 	case n == 1 && segs[0] == "usage":
 		rt.op = fastUsage
-	case n == 4 && segs[0] == "screener" && isMarket(segs[1]) && len(segs[2]) <= 32 && len(segs[3]) <= 32:
+	case n == 4 && segs[0] == "screener" && isMarket(segs[1]) && len(segs[2]) <= maxExchangeLen && len(segs[3]) <= maxInstrumentLen:
 		rt.op = fastScreener
-	case n == 5 && segs[0] == "ohlcv" && isMarket(segs[1]) && len(segs[2]) <= 32 && len(segs[3]) <= 40 && isTimeframe(segs[4]):
-		rt.op, rt.limit = fastOHLCV, 200
-	case n == 3 && segs[0] == "analytics" && isMarket(segs[1]) && len(segs[2]) <= 40 &&
+	case n == 5 && segs[0] == "ohlcv" && isMarket(segs[1]) && len(segs[2]) <= maxExchangeLen && len(segs[3]) <= maxSymbolLen && isTimeframe(segs[4]):
+		rt.op, rt.limit = fastOHLCV, defaultCandleLimit
+	case n == 3 && segs[0] == "analytics" && isMarket(segs[1]) && len(segs[2]) <= maxSymbolLen &&
 		segs[2] != "list" && segs[2] != "stats" && segs[2] != "factor-stats":
-		rt.op, rt.lang = fastReport, "ru"
+		rt.op, rt.lang = fastReport, string(analytics.DefaultLang)
 	default:
 		return fastRoute{}, false
 	}
@@ -267,28 +270,10 @@ func smallPositive(s string) (int, bool) {
 	return n, true
 }
 
-func isMarket(s string) bool { return s == "crypto" || s == "forex" || s == "stocks" }
+func isMarket(s string) bool { _, ok := domain.ParseMarket(s); return ok }
 
-func isTimeframe(s string) bool {
-	switch s {
-	case "1m", "5m", "15m", "30m", "1h", "4h", "1d", "1w":
-		return true
-	}
-	return false
-}
+func isTimeframe(s string) bool { _, ok := domain.ParseTimeframe(s); return ok }
 
-func isLang(s string) bool {
-	switch s {
-	case "ru", "en", "es", "ja", "pt", "zh":
-		return true
-	}
-	return false
-}
+func isLang(s string) bool { _, ok := analytics.ParseLang(s); return ok && s != "" }
 
-func isStyle(s string) bool {
-	switch s {
-	case "scalp", "intraday", "swing", "position":
-		return true
-	}
-	return false
-}
+func isStyle(s string) bool { _, ok := analytics.ParseStyle(s); return ok && s != "" }

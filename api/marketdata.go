@@ -56,10 +56,20 @@ type Candle struct {
 	UpdatedAt time.Time `json:"updated_at" doc:"When the series was last ingested" example:"2026-11-22T10:15:00Z"`
 }
 
+// The bounds and defaults of the data GETs' inputs. A struct tag cannot
+// name a constant, so each tag below writes its value once more; the hot
+// routes' decoders use these, and enums_test.go holds the document to them.
+const (
+	maxExchangeLen     = 32
+	maxInstrumentLen   = 32
+	maxSymbolLen       = 40
+	defaultCandleLimit = 200
+)
+
 // MarketPath is the market and exchange of a market-data path.
 type MarketPath struct {
-	MarketType string `path:"market_type" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
-	Exchange   string `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
+	MarketType domain.Market `path:"market_type" doc:"Market" example:"crypto"`
+	Exchange   string        `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
 }
 
 type screenerInput struct {
@@ -78,19 +88,19 @@ type screenerInput struct {
 
 type ohlcvInput struct {
 	MarketPath
-	Symbol    string `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
-	Timeframe string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w" doc:"Candle timeframe" example:"1h"`
-	Limit     int    `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
+	Symbol    string           `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
+	Timeframe domain.Timeframe `path:"timeframe" doc:"Candle timeframe" example:"1h"`
+	Limit     int              `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
 	ConditionalParams
 }
 
 type ohlcvSplitInput struct {
-	MarketType string `path:"market_type" enum:"crypto,forex,stocks"`
-	Exchange   string `path:"exchange" maxLength:"32"`
-	Base       string `path:"base" maxLength:"20"`
-	Quote      string `path:"quote" maxLength:"20"`
-	Timeframe  string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w"`
-	Limit      int    `query:"limit" default:"200" minimum:"1" maximum:"1000"`
+	MarketType domain.Market    `path:"market_type"`
+	Exchange   string           `path:"exchange" maxLength:"32"`
+	Base       string           `path:"base" maxLength:"20"`
+	Quote      string           `path:"quote" maxLength:"20"`
+	Timeframe  domain.Timeframe `path:"timeframe"`
+	Limit      int              `query:"limit" default:"200" minimum:"1" maximum:"1000"`
 	ConditionalParams
 }
 
@@ -176,7 +186,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 	}
 	combo, ok := domain.LookupCombination(s.cfg.Region, m, in.Exchange, in.Instrument)
 	if !ok || !s.cfg.Served.Has(combo) {
-		return nil, s.notAvailable(m, in.MarketType+"/"+in.Exchange+"/"+in.Instrument, ok)
+		return nil, s.notAvailable(m, string(in.MarketType)+"/"+in.Exchange+"/"+in.Instrument, ok)
 	}
 	snap, err := readcache.Load(ctx, s.cache, readcache.TickerSnapshot(combo), func(ctx context.Context) (tickerSnapshot, error) {
 		return s.loadTickers(ctx, combo)
@@ -291,7 +301,7 @@ type candleSeries struct {
 
 func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, error) {
 	m := domain.Market(in.MarketType)
-	tf, _ := domain.ParseTimeframe(in.Timeframe)
+	tf := in.Timeframe
 	symbol, ok := domain.NormalizeSymbol(m, in.Symbol)
 	if !ok {
 		form := "BASE_QUOTE such as BTC_USDT or EUR_USD (BTC/USDT also accepted)"
