@@ -188,23 +188,23 @@ type factorStatsInput struct {
 
 func (s *Server) registerAnalytics() {
 	tags := []string{"Analytics"}
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-top-setups", Method: http.MethodGet, Path: "/analytics/top-setups",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-top-setups",
 		Summary:     "Strongest setups across markets",
 		Description: "Assets sorted by the absolute value of overall_score (strongest imbalance first; ties by market and symbol), for one market or every market of your tier, in the default style (swing).",
 		Tags:        tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]TopSetup{}, "Strongest setups first"),
 	}, s.getTopSetups)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-list", Method: http.MethodGet, Path: "/analytics/{market}/list",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-list",
 		Summary:     "Every scored asset of a market",
 		Description: "One item per scored asset, ordered by symbol; with `symbols=`, only those assets (the ones not scored are named in X-Unknown-Symbols). 503 with Retry-After right after a start, before the first scoring run.",
 		Tags:        tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]AnalyticsListItem{}, "One item per scored asset, ordered by symbol"),
 	}, s.getAnalyticsList)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
-		Summary: "How each verdict performed on a market",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-stats",
+		Summary:     "How each verdict performed on a market",
 		Description: "Verdict statistics records for horizons 1, 5, 21 and 30 days: `backtest` (the scorer replayed over each asset's daily history) first, then `live` (the verdicts this service published). " +
 			"`win_rate` is null when `sample_size` is 0; `base_rate` is how often the same rule would have won on any day. " +
 			"Consecutive days' forward returns overlap and a market's assets move together, so the interval is computed on `effective_sample_size`, not on `sample_size`; " +
@@ -212,24 +212,24 @@ func (s *Server) registerAnalytics() {
 		Tags: tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]VerdictStat{}, "Verdict statistics records, backtest then live"),
 	}, s.getStats)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-factor-stats", Method: http.MethodGet, Path: "/analytics/{market}/factor-stats",
-		Summary: "How each indicator and pattern performed on a market",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-factor-stats",
+		Summary:     "How each indicator and pattern performed on a market",
 		Description: "Factor statistics records (backtest) for horizons 1, 5 and 21 days: a factor hits when its sentiment's sign matches the forward return's (neutral readings are not counted); " +
 			"`correlation` is the Pearson correlation of its signed contribution with the forward return; `base_rate` is the hit rate the factor would have with no edge. " +
 			"Many factors and horizons are tested at once, so `is_significant` uses `p_value_adjusted` (Benjamini–Hochberg, 5 % false discovery rate) and an `effective_sample_size` of at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]FactorStat{}, "Factor statistics records"),
 	}, s.getFactorStats)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-report", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-report",
 		Summary:     "Analytics report of one asset",
 		Description: "Technical, fundamental and overall scores, the verdict, every factor with its weight and explanation, and a support/resistance scenario, rendered in `lang`. 404 when the asset has not been scored. The segments `list`, `stats` and `factor-stats` are other operations, not symbols.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
 		Responses: s.dataResponses(AnalyticsReport{}, "The report, texts in the language of lang"),
 	}, s.getAnalyticsReport)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-history",
 		Summary:     "Score history of one asset",
 		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -144,9 +143,9 @@ type batchReportsInput struct {
 }
 
 func (s *Server) registerBatch() {
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-reports", Method: http.MethodGet, Path: "/analytics/reports",
-		Summary: "Analytics reports of up to 50 assets in one call",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-reports",
+		Summary:     "Analytics reports of up to 50 assets in one call",
 		Description: "The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. " +
 			"Counts as one request against the rate limit and the quota, however many symbols it names. " +
 			"Symbols without analytics are listed in `unknown_symbols` instead of failing the call. " +

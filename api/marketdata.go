@@ -112,10 +112,8 @@ func (s *Server) jsonResponse(v any, description string) map[string]*huma.Respon
 }
 
 func (s *Server) registerMarketData() {
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID: "get-screener",
-		Method:      http.MethodGet,
-		Path:        "/screener/{market_type}/{exchange}/{instrument}",
 		Summary:     "Live screener: price, change and volume of every instrument of a combination",
 		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
 			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
@@ -127,8 +125,6 @@ func (s *Server) registerMarketData() {
 
 	ohlcvOp := huma.Operation{
 		OperationID: "get-ohlcv",
-		Method:      http.MethodGet,
-		Path:        "/ohlcv/{market_type}/{exchange}/{symbol}/{timeframe}",
 		Summary:     "OHLCV candles of a symbol",
 		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
 			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
@@ -136,12 +132,11 @@ func (s *Server) registerMarketData() {
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]Candle{}, "Candles, oldest first"),
 	}
-	huma.Register(s.humaAPI, ohlcvOp, s.getOHLCV)
+	register(s, ohlcvOp, s.getOHLCV)
 	split := ohlcvOp
 	split.OperationID = "get-ohlcv-slash-symbol"
-	split.Path = "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"
 	split.Hidden = true
-	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*dataOutput, error) {
+	register(s, split, func(ctx context.Context, in *ohlcvSplitInput) (*dataOutput, error) {
 		return s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: in.MarketType, Exchange: in.Exchange},
 			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit, ConditionalParams: in.ConditionalParams})
 	})

@@ -68,19 +68,6 @@ func SandboxRouter(live, sandbox *Server) http.Handler {
 	})
 }
 
-// keyKindMismatch is the refusal of a key on the other kind of server
-// (SandboxRouter never sends one there; this makes the separation hold
-// even if it did).
-func (s *Server) keyKindMismatch(k *domain.APIKey) string {
-	if k == nil || k.Sandbox() == s.cfg.Sandbox {
-		return ""
-	}
-	if s.cfg.Sandbox {
-		return "a live key cannot use the sandbox"
-	}
-	return "a sandbox key cannot reach live data"
-}
-
 // SandboxPush is the body of POST /sandbox/verdict-change.
 type SandboxPush struct {
 	Market       domain.Market      `json:"market" doc:"Market of the event; must be in your tier" example:"crypto"`
@@ -100,10 +87,8 @@ type sandboxPushOutput struct {
 }
 
 func (s *Server) registerSandbox() {
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID:   "post-sandbox-verdict-change",
-		Method:        http.MethodPost,
-		Path:          "/sandbox/verdict-change",
 		Summary:       "Sandbox: push a verdict_changed event to your own webhooks and streams",
 		DefaultStatus: http.StatusAccepted,
 		Description: "Sandbox keys (`msk_test_…`) only; a live key gets 403. Pushes a `verdict_changed` event, marked " +

@@ -127,10 +127,8 @@ func (s *Server) registerStream() {
 		": heartbeat\n\n" +
 		"id: 18236\nevent: screener\n" +
 		`data: {"event":"screener","market":"crypto","exchange":"binance","instrument":"spot","rows":[{"symbol":"BTC_USDT","price":97250.5,"change_pct":-1.85,"volume":1843000000,"updated_at":"2026-11-22T10:15:10Z"}]}` + "\n\n"
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID: "get-stream",
-		Method:      http.MethodGet,
-		Path:        "/stream",
 		Summary:     "Event stream (Server-Sent Events): verdict changes and screener refreshes, resumable",
 		Description: "A `text/event-stream` of `verdict_changed` events (the webhook payload) and `screener` events " +
 			"(the rows of a combination, after each refresh), for the markets and kinds you ask for. Every event has an " +
@@ -152,8 +150,6 @@ func (s *Server) registerStream() {
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
 			"nor another client's pushes.",
 		Tags: []string{"Events"},
-		// A stream lasts as long as the client keeps it: no request budget.
-		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "The stream, until you close it or the service ends it. Example:\n\n```\n" + example + "```",
 			Content: map[string]*huma.MediaType{"text/event-stream": {

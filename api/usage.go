@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -36,10 +35,8 @@ type usageOutput struct {
 }
 
 func (s *Server) registerUsage() {
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID: "get-usage",
-		Method:      http.MethodGet,
-		Path:        "/usage",
 		Summary:     "Your tier, limits and usage this month",
 		Description: "Returns the usage record of the calling client. Counts as one ordinary request against the monthly quota; `used_this_month` includes this request.",
 		Tags:        []string{"Account"},
@@ -49,15 +46,6 @@ func (s *Server) registerUsage() {
 }
 
 func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
-	body, err := s.usageBody(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
-}
-
-// usageBody is the body getUsage answers (the fast path writes it as is).
-func (s *Server) usageBody(ctx context.Context) ([]byte, error) {
 	p := principalFrom(ctx)
 	// A sandbox key never counts: it shows the client's live count.
 	used, err := s.usedThisMonth(ctx, p)
@@ -68,7 +56,7 @@ func (s *Server) usageBody(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return body, nil
+	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
 }
 
 func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {

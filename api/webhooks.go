@@ -190,8 +190,8 @@ const webhookHeaders = "`X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the
 
 func (s *Server) registerWebhooks() {
 	tags := []string{"Webhooks"}
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "create-webhook", Method: http.MethodPost, Path: "/webhooks", DefaultStatus: http.StatusCreated,
+	register(s, huma.Operation{
+		OperationID: "create-webhook", DefaultStatus: http.StatusCreated,
 		Summary: "Subscribe to verdict changes",
 		Description: "Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` " +
 			"as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with " + webhookHeaders + " " +
@@ -200,28 +200,28 @@ func (s *Server) registerWebhooks() {
 			"10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).",
 		Tags: tags, Errors: errorResponses(http.StatusConflict),
 	}, s.createWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "list-webhooks", Method: http.MethodGet, Path: "/webhooks",
-		Summary: "Your webhook subscriptions",
+	register(s, huma.Operation{
+		OperationID: "list-webhooks",
+		Summary:     "Your webhook subscriptions",
 		Description: "Every subscription of your organisation, oldest first, without secrets: status, consecutive failures, " +
 			"last attempt, last success and the category of the last error.",
 		Tags: tags, Errors: errorResponses(),
 	}, s.listWebhooks)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "delete-webhook", Method: http.MethodDelete, Path: "/webhooks/{id}", DefaultStatus: http.StatusNoContent,
+	register(s, huma.Operation{
+		OperationID: "delete-webhook", DefaultStatus: http.StatusNoContent,
 		Summary: "Cancel a subscription", Description: "Deletes the subscription and its pending deliveries. 404 for an unknown id.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.deleteWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/{id}/deliveries",
-		Summary: "Delivery log of a subscription",
+	register(s, huma.Operation{
+		OperationID: "list-webhook-deliveries",
+		Summary:     "Delivery log of a subscription",
 		Description: "The subscription's deliveries, newest first: event, attempts, state, the last answer's HTTP status or the error's category, " +
 			"latency, and the next attempt of a pending one. Errors are categories only (`dns_failure`, `address_not_allowed`, `connect_failed`, " +
 			"`tls_error`, `timeout`, `http_status` with `response_status`, `invalid_response`, `internal_error`).",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.listDeliveries)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/deliveries/{delivery_id}/redeliver",
+	register(s, huma.Operation{
+		OperationID:   "redeliver-webhook",
 		DefaultStatus: http.StatusAccepted,
 		Summary:       "Send a delivery again",
 		Description: "Queues the delivery again, due now (a pending one is made due now); it keeps its event id, so a receiver that de-duplicates " +
@@ -229,9 +229,9 @@ func (s *Server) registerWebhooks() {
 			"409 when the subscription is disabled (enable it first); 403 when the event's market has left your tier.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound, http.StatusConflict),
 	}, s.redeliver)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "test-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/test",
-		Summary: "Send a test ping now",
+	register(s, huma.Operation{
+		OperationID: "test-webhook",
+		Summary:     "Send a test ping now",
 		Description: "Sends `{id, event: \"ping\", timestamp}` to the callback URL now, signed and sent exactly like a delivery (same headers, " +
 			"same client and address checks; works on a disabled subscription too), and answers the outcome within 15 s: " +
 			"HTTP status, latency, or the error's category. A ping does not count towards the consecutive failures and is not in the delivery log. " +
@@ -239,16 +239,16 @@ func (s *Server) registerWebhooks() {
 			"tells an HTTPS receiver's answer, never whether a port is closed, filtered or open.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.testWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "enable-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/enable",
-		Summary: "Re-enable a subscription",
+	register(s, huma.Operation{
+		OperationID: "enable-webhook",
+		Summary:     "Re-enable a subscription",
 		Description: "Makes a disabled subscription active again and resets its consecutive failures. Deliveries dropped when it was disabled " +
 			"stay dropped (redeliver them one by one); new events reach it again.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.enableWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/webhooks/{id}/rotate-secret",
-		Summary: "Rotate the signing secret",
+	register(s, huma.Operation{
+		OperationID: "rotate-webhook-secret",
+		Summary:     "Rotate the signing secret",
 		Description: "Issues a new secret, shown only in this response. For 24 h every delivery carries two Standard Webhooks signatures " +
 			"(`webhook-signature: v1,<new> v1,<previous>`), so receivers can switch without losing a delivery; `X-Webhook-Signature` " +
 			"uses the new secret at once. Rotating again within the 24 h retires the older secret at once.",
