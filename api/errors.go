@@ -132,6 +132,8 @@ func jsonSafe(v any) any {
 	return v
 }
 
+// writeError writes err as the problem toProblem maps it to, with the
+// headers it carries, through huma's error writer.
 func (s *Server) writeError(ctx huma.Context, err error) {
 	perr := toProblem(s.cfg.Logger, infoFrom(ctx.Context()).ID, err)
 	var he huma.HeadersError
