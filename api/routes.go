@@ -25,7 +25,7 @@ type route struct {
 	// (Config.RequestTimeout), negative none (a stream lasts as long as
 	// its client keeps it), positive at least this much.
 	budget time.Duration
-	hot    hotDecoder
+	hot    hotRoute
 }
 
 // routes is every public operation. huma registers each under its method
@@ -84,44 +84,66 @@ func (a routeAdapter) Handle(op *huma.Operation, handler func(huma.Context)) {
 
 func (a routeAdapter) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.mux.ServeHTTP(w, r) }
 
-// hotDecoder decodes a hot GET's inputs by hand and runs its operation,
-// reporting served false, before writing anything, for inputs it does not
-// take as they are (an unknown or repeated parameter, a value to
-// validate): huma decodes those, and answers what is wrong with them. The
-// operation's error is the pipeline's to write, with huma's error writer.
-type hotDecoder interface {
-	serve(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (served bool, err error)
-}
+// hotRoute decodes a hot GET's inputs by hand, runs its operation and
+// encodes its answer exactly as huma would. It reports served false,
+// before writing anything, for inputs its decoder does not take as they
+// are (an unknown or repeated parameter, a value to validate): huma
+// decodes those, and answers what is wrong with them. The operation's
+// error is the pipeline's to write, with huma's error writer. Each is a
+// plain function calling its operation directly, so that the input stays
+// on the stack.
+type hotRoute func(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (served bool, err error)
 
-// hot is a hotDecoder: decode fills the input the operation run takes,
-// and encode writes its answer exactly as huma would.
-type hot[I, O any] struct {
-	decode func(r *http.Request, in *I) bool
-	run    func(s *Server, ctx context.Context, in *I) (*O, error)
-	encode func(w http.ResponseWriter, out *O, ri *requestInfo)
-}
-
-func (h hot[I, O]) serve(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (bool, error) {
-	var in I
-	if !h.decode(r, &in) {
+func hotUsage(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, _ *requestInfo) (bool, error) {
+	if r.URL.RawQuery != "" {
 		return false, nil
 	}
-	s.hotDecoded.Add(1)
-	out, err := h.run(s, ctx, &in)
+	body, err := s.usageBody(ctx)
 	if err == nil {
-		h.encode(w, out, ri)
+		h := w.Header()
+		h["Content-Type"] = jsonContentTypeValue
+		h["Cache-Control"] = noStoreValue
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
 	}
 	return true, err
 }
 
-var (
-	hotUsage    = hot[struct{}, usageOutput]{decode: decodeNothing, run: (*Server).getUsage, encode: encodeUsage}
-	hotScreener = hot[screenerInput, dataOutput]{decode: decodeScreener, run: (*Server).getScreener, encode: encodeData}
-	hotOHLCV    = hot[ohlcvInput, dataOutput]{decode: decodeOHLCV, run: (*Server).getOHLCV, encode: encodeData}
-	hotReport   = hot[reportInput, dataOutput]{decode: decodeReport, run: (*Server).getAnalyticsReport, encode: encodeData}
-)
+func hotScreener(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (bool, error) {
+	var in screenerInput
+	if !decodeScreener(r, &in) {
+		return false, nil
+	}
+	out, err := s.getScreener(ctx, &in)
+	if err == nil {
+		encodeData(w, out, ri)
+	}
+	return true, err
+}
 
-func decodeNothing(r *http.Request, _ *struct{}) bool { return r.URL.RawQuery == "" }
+func hotOHLCV(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (bool, error) {
+	var in ohlcvInput
+	if !decodeOHLCV(r, &in) {
+		return false, nil
+	}
+	out, err := s.getOHLCV(ctx, &in)
+	if err == nil {
+		encodeData(w, out, ri)
+	}
+	return true, err
+}
+
+func hotReport(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (bool, error) {
+	var in reportInput
+	if !decodeReport(r, &in) {
+		return false, nil
+	}
+	out, err := s.getAnalyticsReport(ctx, &in)
+	if err == nil {
+		encodeData(w, out, ri)
+	}
+	return true, err
+}
 
 func decodeScreener(r *http.Request, in *screenerInput) bool {
 	in.Instrument = r.PathValue("instrument")
@@ -221,14 +243,6 @@ var (
 	jsonContentTypeValue = []string{jsonContentType}
 	noStoreValue         = []string{noStore}
 )
-
-func encodeUsage(w http.ResponseWriter, out *usageOutput, _ *requestInfo) {
-	h := w.Header()
-	h["Content-Type"] = jsonContentTypeValue
-	h["Cache-Control"] = noStoreValue
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out.Body)
-}
 
 // encodeData writes a dataOutput as huma does (a header per non-empty
 // field, under its canonical name, the status, the body), the header

@@ -46,6 +46,15 @@ func (s *Server) registerUsage() {
 }
 
 func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error) {
+	body, err := s.usageBody(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
+}
+
+// usageBody is the body of GET /usage (its hot route writes it as is).
+func (s *Server) usageBody(ctx context.Context) ([]byte, error) {
 	p := principalFrom(ctx)
 	// A sandbox key never counts: it shows the client's live count.
 	used, err := s.usedThisMonth(ctx, p)
@@ -56,7 +65,7 @@ func (s *Server) getUsage(ctx context.Context, _ *struct{}) (*usageOutput, error
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return &usageOutput{ContentType: jsonContentType, CacheControl: noStore, Body: body}, nil
+	return body, nil
 }
 
 func usageRecord(c *domain.Client, used int64, now time.Time) UsageRecord {
