@@ -28,34 +28,34 @@ type AnalyticsData interface {
 
 // AnalyticsListItem is one scored asset of a market.
 type AnalyticsListItem struct {
-	Symbol       string    `json:"symbol" doc:"Canonical symbol" example:"BTC_USDT"`
-	Verdict      string    `json:"verdict" enum:"growth,decline,neutral" doc:"The verdict of the overall score (with hysteresis)" example:"growth"`
-	OverallScore int       `json:"overall_score" minimum:"-100" maximum:"100" doc:"Overall score, -100..100" example:"42"`
-	Price        float64   `json:"price" doc:"Last price" example:"97250.5"`
-	ChangePct    float64   `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
-	Sparkline    []float64 `json:"sparkline" doc:"Price mini-chart: the last 30 closes of the style's timeframe, oldest first" example:"[96100,96420.5,97250.5]"`
-	UpdatedAt    time.Time `json:"updated_at" doc:"When the asset was last scored (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	Symbol       string            `json:"symbol" doc:"Canonical symbol" example:"BTC_USDT"`
+	Verdict      analytics.Verdict `json:"verdict" doc:"The verdict of the overall score (with hysteresis)" example:"growth"`
+	OverallScore int               `json:"overall_score" minimum:"-100" maximum:"100" doc:"Overall score, -100..100" example:"42"`
+	Price        float64           `json:"price" doc:"Last price" example:"97250.5"`
+	ChangePct    float64           `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
+	Sparkline    []float64         `json:"sparkline" doc:"Price mini-chart: the last 30 closes of the style's timeframe, oldest first" example:"[96100,96420.5,97250.5]"`
+	UpdatedAt    time.Time         `json:"updated_at" doc:"When the asset was last scored (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
 }
 
 // TopSetup is one asset of GET /analytics/top-setups.
 type TopSetup struct {
-	Market       string    `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Symbol       string    `json:"symbol" example:"SOL_USDT"`
-	Verdict      string    `json:"verdict" enum:"growth,decline,neutral" example:"decline"`
-	OverallScore int       `json:"overall_score" minimum:"-100" maximum:"100" example:"-71"`
-	Price        float64   `json:"price" example:"182.4"`
-	ChangePct    float64   `json:"change_pct" example:"-6.2"`
-	UpdatedAt    time.Time `json:"updated_at" example:"2026-11-22T10:15:00Z"`
+	Market       domain.Market     `json:"market" example:"crypto"`
+	Symbol       string            `json:"symbol" example:"SOL_USDT"`
+	Verdict      analytics.Verdict `json:"verdict" example:"decline"`
+	OverallScore int               `json:"overall_score" minimum:"-100" maximum:"100" example:"-71"`
+	Price        float64           `json:"price" example:"182.4"`
+	ChangePct    float64           `json:"change_pct" example:"-6.2"`
+	UpdatedAt    time.Time         `json:"updated_at" example:"2026-11-22T10:15:00Z"`
 }
 
 // ReportFactor is one factor of a report.
 type ReportFactor struct {
-	Name        string  `json:"name" doc:"Stable indicator or pattern identifier" example:"rsi_14"`
-	Value       string  `json:"value" doc:"The reading, rendered as text" example:"63.41"`
-	Sentiment   string  `json:"sentiment" enum:"bullish,bearish,neutral" example:"neutral"`
-	Weight      float64 `json:"weight" minimum:"0" maximum:"1" doc:"Share of the overall score; the weights of a report sum to 1" example:"0.0269"`
-	Group       string  `json:"group" enum:"ma,oscillator,pattern,volume,fundamental" example:"oscillator"`
-	Explanation string  `json:"explanation" doc:"Why the factor points where it does, in the language of lang" example:"RSI(14) = 63.41: between 30 and 70, no signal."`
+	Name        string              `json:"name" doc:"Stable indicator or pattern identifier" example:"rsi_14"`
+	Value       string              `json:"value" doc:"The reading, rendered as text" example:"63.41"`
+	Sentiment   analytics.Sentiment `json:"sentiment" example:"neutral"`
+	Weight      float64             `json:"weight" minimum:"0" maximum:"1" doc:"Share of the overall score; the weights of a report sum to 1" example:"0.0269"`
+	Group       factorGroup         `json:"group" example:"oscillator"`
+	Explanation string              `json:"explanation" doc:"Why the factor points where it does, in the language of lang" example:"RSI(14) = 63.41: between 30 and 70, no signal."`
 }
 
 // ReportScenario is the price plan of a report.
@@ -69,77 +69,77 @@ type ReportScenario struct {
 
 // VerdictStat is a verdict statistics record.
 type VerdictStat struct {
-	Verdict             string   `json:"verdict" enum:"growth,decline,neutral"`
-	HorizonDays         int      `json:"horizon_days" enum:"1,5,21,30"`
-	SampleSize          int      `json:"sample_size" doc:"Number of observations (asset-days with this verdict)"`
-	EffectiveSampleSize int      `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth once overlapping horizons and assets moving together are accounted for; at most sample_size. The interval and is_significant use it"`
-	IsSignificant       bool     `json:"is_significant" doc:"The 95% interval excludes base_rate (p_value < 0.05) and effective_sample_size ≥ 30. Not a promise of future results"`
-	WinRate             *float64 `json:"win_rate" nullable:"true" doc:"0..1; null when sample_size is 0"`
-	WinRateCILow        float64  `json:"win_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size (Student's t critical value); 0 when sample_size is 0"`
-	WinRateCIHigh       float64  `json:"win_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size; 1 when sample_size is 0"`
-	BaseRate            *float64 `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule over every bar of the horizon, the rate with no edge; null when no bar was seen"`
-	PValue              *float64 `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'win_rate equals base_rate' on effective_sample_size; null when there is nothing to test"`
-	AvgReturnPct        float64  `json:"avg_return_pct"`
-	Source              string   `json:"source" enum:"backtest,live"`
+	Verdict             analytics.Verdict `json:"verdict"`
+	HorizonDays         verdictHorizon    `json:"horizon_days"`
+	SampleSize          int               `json:"sample_size" doc:"Number of observations (asset-days with this verdict)"`
+	EffectiveSampleSize int               `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth once overlapping horizons and assets moving together are accounted for; at most sample_size. The interval and is_significant use it"`
+	IsSignificant       bool              `json:"is_significant" doc:"The 95% interval excludes base_rate (p_value < 0.05) and effective_sample_size ≥ 30. Not a promise of future results"`
+	WinRate             *float64          `json:"win_rate" nullable:"true" doc:"0..1; null when sample_size is 0"`
+	WinRateCILow        float64           `json:"win_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size (Student's t critical value); 0 when sample_size is 0"`
+	WinRateCIHigh       float64           `json:"win_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size; 1 when sample_size is 0"`
+	BaseRate            *float64          `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule over every bar of the horizon, the rate with no edge; null when no bar was seen"`
+	PValue              *float64          `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'win_rate equals base_rate' on effective_sample_size; null when there is nothing to test"`
+	AvgReturnPct        float64           `json:"avg_return_pct"`
+	Source              statsSource       `json:"source"`
 }
 
 // FactorStat is a factor statistics record.
 type FactorStat struct {
-	Factor              string   `json:"factor"`
-	HorizonDays         int      `json:"horizon_days" enum:"1,5,21"`
-	SampleSize          int      `json:"sample_size" doc:"Number of observations with a bullish or bearish reading (neutral readings are not counted)"`
-	EffectiveSampleSize int      `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth (see the verdict statistics); at most sample_size"`
-	IsSignificant       bool     `json:"is_significant" doc:"p_value_adjusted ≤ 0.05 and effective_sample_size ≥ 30"`
-	HitRate             float64  `json:"hit_rate" doc:"0..1; 0 when sample_size is 0"`
-	HitRateCILow        float64  `json:"hit_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size, for this record alone (not adjusted for the other records)"`
-	HitRateCIHigh       float64  `json:"hit_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size"`
-	Correlation         float64  `json:"correlation"`
-	BaseRate            *float64 `json:"base_rate" nullable:"true" minimum:"0" maximum:"1" doc:"The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0"`
-	PValue              *float64 `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'hit_rate equals base_rate' on effective_sample_size; null with base_rate"`
-	PValueAdjusted      *float64 `json:"p_value_adjusted" nullable:"true" minimum:"0" maximum:"1" doc:"p_value after the Benjamini–Hochberg adjustment over every factor and horizon of this market and source: among records with p_value_adjusted ≤ 0.05, at most 5% are expected to be chance findings"`
-	Source              string   `json:"source" enum:"backtest,live"`
+	Factor              string        `json:"factor"`
+	HorizonDays         factorHorizon `json:"horizon_days"`
+	SampleSize          int           `json:"sample_size" doc:"Number of observations with a bullish or bearish reading (neutral readings are not counted)"`
+	EffectiveSampleSize int           `json:"effective_sample_size" minimum:"0" doc:"How many independent observations the sample is worth (see the verdict statistics); at most sample_size"`
+	IsSignificant       bool          `json:"is_significant" doc:"p_value_adjusted ≤ 0.05 and effective_sample_size ≥ 30"`
+	HitRate             float64       `json:"hit_rate" doc:"0..1; 0 when sample_size is 0"`
+	HitRateCILow        float64       `json:"hit_rate_ci_low" doc:"Lower bound of the 95% Wilson interval on effective_sample_size, for this record alone (not adjusted for the other records)"`
+	HitRateCIHigh       float64       `json:"hit_rate_ci_high" doc:"Upper bound of the 95% Wilson interval on effective_sample_size"`
+	Correlation         float64       `json:"correlation"`
+	BaseRate            *float64      `json:"base_rate" nullable:"true" minimum:"0" maximum:"1" doc:"The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0"`
+	PValue              *float64      `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'hit_rate equals base_rate' on effective_sample_size; null with base_rate"`
+	PValueAdjusted      *float64      `json:"p_value_adjusted" nullable:"true" minimum:"0" maximum:"1" doc:"p_value after the Benjamini–Hochberg adjustment over every factor and horizon of this market and source: among records with p_value_adjusted ≤ 0.05, at most 5% are expected to be chance findings"`
+	Source              statsSource   `json:"source"`
 }
 
 // AnalyticsReport is the analytics of one asset.
 type AnalyticsReport struct {
-	Market           string         `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Symbol           string         `json:"symbol" example:"BTC_USDT"`
-	Style            string         `json:"style" enum:"scalp,intraday,swing,position" doc:"Trading style the technical score was computed for" example:"swing"`
-	Exchange         string         `json:"exchange" doc:"Exchange whose candles were scored" example:"binance"`
-	OverallScore     int            `json:"overall_score" minimum:"-100" maximum:"100" example:"42"`
-	TechnicalScore   int            `json:"technical_score" minimum:"-100" maximum:"100" example:"42"`
-	FundamentalScore *int           `json:"fundamental_score" nullable:"true" minimum:"-100" maximum:"100" doc:"null when no fundamental data is available (the overall score is then the technical one)"`
-	Verdict          string         `json:"verdict" enum:"growth,decline,neutral" example:"growth"`
-	Summary          string         `json:"summary" doc:"One-paragraph summary in the language of lang"`
-	Factors          []ReportFactor `json:"factors"`
-	Scenario         ReportScenario `json:"scenario"`
-	VerdictStats     []VerdictStat  `json:"verdict_stats" doc:"How this report's verdict performed on this market (backtest, then live records; see GET /analytics/{market}/stats); empty until the statistics job has run"`
-	FactorStats      []FactorStat   `json:"factor_stats" doc:"How this report's factors performed on this market (see GET /analytics/{market}/factor-stats); empty until the statistics job has run"`
-	Price            float64        `json:"price" example:"97250.5"`
-	ChangePct        float64        `json:"change_pct" example:"-1.85"`
-	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
-	ModelVersion     string         `json:"model_version" doc:"Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/" example:"v1"`
+	Market           domain.Market     `json:"market" example:"crypto"`
+	Symbol           string            `json:"symbol" example:"BTC_USDT"`
+	Style            analytics.Style   `json:"style" doc:"Trading style the technical score was computed for" example:"swing"`
+	Exchange         string            `json:"exchange" doc:"Exchange whose candles were scored" example:"binance"`
+	OverallScore     int               `json:"overall_score" minimum:"-100" maximum:"100" example:"42"`
+	TechnicalScore   int               `json:"technical_score" minimum:"-100" maximum:"100" example:"42"`
+	FundamentalScore *int              `json:"fundamental_score" nullable:"true" minimum:"-100" maximum:"100" doc:"null when no fundamental data is available (the overall score is then the technical one)"`
+	Verdict          analytics.Verdict `json:"verdict" example:"growth"`
+	Summary          string            `json:"summary" doc:"One-paragraph summary in the language of lang"`
+	Factors          []ReportFactor    `json:"factors"`
+	Scenario         ReportScenario    `json:"scenario"`
+	VerdictStats     []VerdictStat     `json:"verdict_stats" doc:"How this report's verdict performed on this market (backtest, then live records; see GET /analytics/{market}/stats); empty until the statistics job has run"`
+	FactorStats      []FactorStat      `json:"factor_stats" doc:"How this report's factors performed on this market (see GET /analytics/{market}/factor-stats); empty until the statistics job has run"`
+	Price            float64           `json:"price" example:"97250.5"`
+	ChangePct        float64           `json:"change_pct" example:"-1.85"`
+	UpdatedAt        time.Time         `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
+	ModelVersion     string            `json:"model_version" doc:"Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/" example:"v1"`
 }
 
 // HistorySnapshot is one point of an asset's score history.
 type HistorySnapshot struct {
-	At               time.Time `json:"at" doc:"When the score was computed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
-	OverallScore     int       `json:"overall_score" example:"42"`
-	TechnicalScore   int       `json:"technical_score" example:"42"`
-	FundamentalScore *int      `json:"fundamental_score" nullable:"true"`
-	Verdict          string    `json:"verdict" enum:"growth,decline,neutral" example:"growth"`
-	Price            float64   `json:"price" example:"97250.5"`
-	ModelVersion     string    `json:"model_version" doc:"Version of the scoring method that made this score (GET /analytics/methodology)" example:"v1"`
+	At               time.Time         `json:"at" doc:"When the score was computed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	OverallScore     int               `json:"overall_score" example:"42"`
+	TechnicalScore   int               `json:"technical_score" example:"42"`
+	FundamentalScore *int              `json:"fundamental_score" nullable:"true"`
+	Verdict          analytics.Verdict `json:"verdict" example:"growth"`
+	Price            float64           `json:"price" example:"97250.5"`
+	ModelVersion     string            `json:"model_version" doc:"Version of the scoring method that made this score (GET /analytics/methodology)" example:"v1"`
 }
 
 // AnalyticsMarketParam is the market of an analytics path.
 type AnalyticsMarketParam struct {
-	Market string `path:"market" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
+	Market domain.Market `path:"market" doc:"Market" example:"crypto"`
 }
 
 // StyleParam is the trading style of an analytics operation.
 type StyleParam struct {
-	Style string `query:"style" enum:"scalp,intraday,swing,position" doc:"Trading style: scalp (15m candles), intraday (1h), swing (4h, the default), position (1d). Changes crypto only; other markets accept it and are scored on swing" example:"swing"`
+	Style analytics.Style `query:"style" doc:"Trading style: scalp (15m candles), intraday (1h), swing (4h, the default), position (1d). Changes crypto only; other markets accept it and are scored on swing" example:"swing"`
 }
 
 type analyticsListInput struct {
@@ -155,9 +155,9 @@ type analyticsListInput struct {
 // new reports, so a hot read is a map lookup, as for the screener.
 
 type topSetupsInput struct {
-	Market  string `query:"market" enum:"crypto,forex,stocks" doc:"One market; omitted means every market of your tier"`
-	Verdict string `query:"verdict" enum:"growth,decline" doc:"Only this verdict; omitted means both"`
-	Limit   int    `query:"limit" default:"10" minimum:"1" maximum:"100" doc:"Number of assets"`
+	Market  domain.Market      `query:"market" doc:"One market; omitted means every market of your tier"`
+	Verdict directionalVerdict `query:"verdict" doc:"Only this verdict; omitted means both"`
+	Limit   int                `query:"limit" default:"10" minimum:"1" maximum:"100" doc:"Number of assets"`
 	ConditionalParams
 }
 
@@ -165,7 +165,7 @@ type reportInput struct {
 	AnalyticsMarketParam
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
-	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
+	Lang analytics.Lang `query:"lang" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
 	ConditionalParams
 }
 
@@ -190,23 +190,23 @@ type factorStatsInput struct {
 
 func (s *Server) registerAnalytics() {
 	tags := []string{tagAnalytics}
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-top-setups", Method: http.MethodGet, Path: "/analytics/top-setups",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-top-setups",
 		Summary:     "Strongest setups across markets",
 		Description: "Assets sorted by the absolute value of overall_score (strongest imbalance first; ties by market and symbol), for one market or every market of your tier, in the default style (swing).",
 		Tags:        tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]TopSetup{}, "Strongest setups first"),
 	}, s.getTopSetups)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-list", Method: http.MethodGet, Path: "/analytics/{market}/list",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-list",
 		Summary:     "Every scored asset of a market",
 		Description: "One item per scored asset, ordered by symbol; with `symbols=`, only those assets (the ones not scored are named in X-Unknown-Symbols). 503 with Retry-After right after a start, before the first scoring run.",
 		Tags:        tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]AnalyticsListItem{}, "One item per scored asset, ordered by symbol"),
 	}, s.getAnalyticsList)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-stats", Method: http.MethodGet, Path: "/analytics/{market}/stats",
-		Summary: "How each verdict performed on a market",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-stats",
+		Summary:     "How each verdict performed on a market",
 		Description: "Verdict statistics records for horizons 1, 5, 21 and 30 days: `backtest` (the scorer replayed over each asset's daily history) first, then `live` (the verdicts this service published). " +
 			"`win_rate` is null when `sample_size` is 0; `base_rate` is how often the same rule would have won on any day. " +
 			"Consecutive days' forward returns overlap and a market's assets move together, so the interval is computed on `effective_sample_size`, not on `sample_size`; " +
@@ -214,24 +214,24 @@ func (s *Server) registerAnalytics() {
 		Tags: tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]VerdictStat{}, "Verdict statistics records, backtest then live"),
 	}, s.getStats)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-factor-stats", Method: http.MethodGet, Path: "/analytics/{market}/factor-stats",
-		Summary: "How each indicator and pattern performed on a market",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-factor-stats",
+		Summary:     "How each indicator and pattern performed on a market",
 		Description: "Factor statistics records (backtest) for horizons 1, 5 and 21 days: a factor hits when its sentiment's sign matches the forward return's (neutral readings are not counted); " +
 			"`correlation` is the Pearson correlation of its signed contribution with the forward return; `base_rate` is the hit rate the factor would have with no edge. " +
 			"Many factors and horizons are tested at once, so `is_significant` uses `p_value_adjusted` (Benjamini–Hochberg, 5 % false discovery rate) and an `effective_sample_size` of at least 30. 503 with Retry-After until the statistics job has run.",
 		Tags: tags, Errors: errorResponses(),
 		Responses: s.dataResponses([]FactorStat{}, "Factor statistics records"),
 	}, s.getFactorStats)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-report", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-report",
 		Summary:     "Analytics report of one asset",
 		Description: "Technical, fundamental and overall scores, the verdict, every factor with its weight and explanation, and a support/resistance scenario, rendered in `lang`. 404 when the asset has not been scored. The segments `list`, `stats` and `factor-stats` are other operations, not symbols.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
 		Responses: s.dataResponses(AnalyticsReport{}, "The report, texts in the language of lang"),
 	}, s.getAnalyticsReport)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-history",
 		Summary:     "Score history of one asset",
 		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
 		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
@@ -241,9 +241,8 @@ func (s *Server) registerAnalytics() {
 
 // analyticsStyle is the style a market is scored in: crypto in the
 // requested one, other markets always in the default.
-func analyticsStyle(m domain.Market, raw string) analytics.Style {
-	st, _ := analytics.ParseStyle(raw)
-	if m != domain.Crypto {
+func analyticsStyle(m domain.Market, st analytics.Style) analytics.Style {
+	if m != domain.Crypto || st == "" {
 		return analytics.DefaultStyle
 	}
 	return st
@@ -325,7 +324,7 @@ func encodeAnalyticsList(recs []store.AnalyticsRecord, keep func(symbol string) 
 		if keep != nil && !keep(r.Symbol) {
 			continue
 		}
-		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
+		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore, Price: r.Price,
 			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt})
 	}
 	return json.Marshal(out)
@@ -352,7 +351,7 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		}
 		markets = []domain.Market{m}
 	}
-	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
+	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), string(in.Verdict), in.Limit)
 	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (readcache.Body, error) {
 		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
 		if err != nil {
@@ -360,7 +359,7 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		}
 		out := make([]TopSetup, len(recs))
 		for i, r := range recs {
-			out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
+			out[i] = TopSetup{Market: r.Market, Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore,
 				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
 		}
 		// The newest scoring of the markets' whole lists, not only of the
@@ -416,7 +415,7 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	lang, _ := analytics.ParseLang(in.Lang)
+	lang, _ := analytics.ParseLang(string(in.Lang))
 	body, err := s.reportBody(ctx, m, st, sym, lang)
 	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
@@ -448,17 +447,17 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		return readcache.Body{}, err
 	}
 	rep := rec.Result.Localize(lang)
-	body := AnalyticsReport{Market: string(m), Symbol: sym, Style: string(st), Exchange: rec.Exchange,
+	body := AnalyticsReport{Market: m, Symbol: sym, Style: st, Exchange: rec.Exchange,
 		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
-		Verdict: string(rep.Verdict), Summary: rep.Summary, Factors: make([]ReportFactor, len(rep.Factors)),
+		Verdict: rep.Verdict, Summary: rep.Summary, Factors: make([]ReportFactor, len(rep.Factors)),
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
 		VerdictStats: verdictStats(ms.Verdicts, rep.Verdict), FactorStats: []FactorStat{},
 		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt, ModelVersion: rep.ModelVersion}
 	names := map[string]bool{}
 	for i, f := range rep.Factors {
-		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
-			Group: f.Group, Explanation: f.Explanation}
+		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: f.Sentiment, Weight: f.Weight,
+			Group: factorGroup(f.Group), Explanation: f.Explanation}
 		names[f.Name] = true
 	}
 	for _, f := range ms.Factors {
@@ -495,7 +494,7 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*da
 		out := make([]HistorySnapshot, len(snaps))
 		for i, h := range snaps {
 			out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
-				FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price, ModelVersion: h.ModelVersion}
+				FundamentalScore: h.FundamentalScore, Verdict: h.Verdict, Price: h.Price, ModelVersion: h.ModelVersion}
 		}
 		b, err := json.Marshal(out)
 		return readcache.NewBody(b, snaps[0].At), err // newest first
@@ -591,17 +590,17 @@ func verdictStats(in []stats.VerdictStat, verdict analytics.Verdict) []VerdictSt
 		if verdict != "" && v.Verdict != string(verdict) {
 			continue
 		}
-		out = append(out, VerdictStat{Verdict: v.Verdict, HorizonDays: v.HorizonDays, SampleSize: v.SampleSize,
+		out = append(out, VerdictStat{Verdict: analytics.Verdict(v.Verdict), HorizonDays: verdictHorizon(v.HorizonDays), SampleSize: v.SampleSize,
 			EffectiveSampleSize: v.EffectiveSampleSize, IsSignificant: v.IsSignificant, WinRate: v.WinRate,
 			WinRateCILow: v.WinRateCILow, WinRateCIHigh: v.WinRateCIHigh, BaseRate: v.BaseRate, PValue: v.PValue,
-			AvgReturnPct: v.AvgReturnPct, Source: v.Source})
+			AvgReturnPct: v.AvgReturnPct, Source: statsSource(v.Source)})
 	}
 	return out
 }
 
 func factorStat(f stats.FactorStat) FactorStat {
-	return FactorStat{Factor: f.Factor, HorizonDays: f.HorizonDays, SampleSize: f.SampleSize,
+	return FactorStat{Factor: f.Factor, HorizonDays: factorHorizon(f.HorizonDays), SampleSize: f.SampleSize,
 		EffectiveSampleSize: f.EffectiveSampleSize, IsSignificant: f.IsSignificant, HitRate: f.HitRate,
 		HitRateCILow: f.HitRateCILow, HitRateCIHigh: f.HitRateCIHigh, Correlation: f.Correlation,
-		BaseRate: f.BaseRate, PValue: f.PValue, PValueAdjusted: f.PValueAdjusted, Source: f.Source}
+		BaseRate: f.BaseRate, PValue: f.PValue, PValueAdjusted: f.PValueAdjusted, Source: statsSource(f.Source)}
 }

@@ -9,10 +9,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
@@ -89,7 +89,7 @@ type Config struct {
 	Sandbox       bool
 	SandboxPusher SandboxPusher
 	// RequestTimeout is each request's time budget (DefaultRequestTimeout
-	// when 0; negative: none). See deadlineMiddleware.
+	// when 0; negative: none), which a route may lengthen (routes.go).
 	RequestTimeout time.Duration
 	// Refresh is the worker's schedule, for the Cache-Control max-age of
 	// data (zero fields: the defaults).
@@ -109,7 +109,10 @@ type Server struct {
 	webhooks  WebhookData
 	cache     *readcache.Cache
 	usage     *usageBodies
-	fast      *fastPath
+	// hotDecoded counts the requests a hot route's decoder took; noHot
+	// leaves every request to huma's decoding (the tests compare both).
+	hotDecoded atomic.Int64
+	noHot      bool
 	// realClock: cfg.Now is time.Now (not a test's clock), so a request's
 	// arrival time serves as its clock reading everywhere (Server.now).
 	realClock bool
@@ -158,7 +161,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	s := &Server{replays: make(chan struct{}, cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
-		fast: &fastPath{}, realClock: realClock}
+		realClock: realClock}
 	s.methodology, s.methodologyErr = methodologyBody()
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
@@ -180,8 +183,8 @@ func New(cfg Config, store Store, gate Gate) *Server {
 			Description: "The key issued to your organisation. Keep it in server-side code only."},
 	}
 	hc.Security = []map[string][]string{{securityScheme: {}}}
-	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
-	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.deadlineMiddleware, s.readinessMiddleware, s.authMiddleware)
+	s.humaAPI = huma.NewAPI(hc, routeAdapter{s})
+	registerDomainEnums(s.humaAPI.OpenAPI().Components.Schemas)
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -128,25 +127,25 @@ func (f *foundTracker) unknown() string {
 
 // BatchReports is the answer of GET /analytics/reports.
 type BatchReports struct {
-	Market         string            `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Style          string            `json:"style" enum:"scalp,intraday,swing,position" doc:"The style the reports were computed for (always swing outside crypto)" example:"swing"`
-	Lang           string            `json:"lang" enum:"ru,en,es,ja,pt,zh" example:"en"`
+	Market         domain.Market     `json:"market" example:"crypto"`
+	Style          analytics.Style   `json:"style" doc:"The style the reports were computed for (always swing outside crypto)" example:"swing"`
+	Lang           analytics.Lang    `json:"lang" example:"en"`
 	Reports        []AnalyticsReport `json:"reports" doc:"One full report per scored symbol, in the order requested (duplicates once), each exactly as GET /analytics/{market}/{symbol} returns it"`
 	UnknownSymbols []string          `json:"unknown_symbols" doc:"Requested symbols without analytics on this market, in the order requested; empty when all were found" example:"[\"FOO_USDT\"]"`
 }
 
 type batchReportsInput struct {
-	Market  string `query:"market" required:"true" enum:"crypto,forex,stocks" doc:"Market of the symbols" example:"crypto"`
-	Symbols string `query:"symbols" required:"true" maxLength:"2100" doc:"Up to 50 symbols, comma-separated, in any symbol form (BTC_USDT, btc_usdt, BTC/USDT, BTC%2FUSDT; a ticker for stocks). Symbols without analytics are listed in unknown_symbols, not refused; an empty list, an empty entry, a malformed symbol or more than 50 entries is 400" example:"BTC_USDT,ETH_USDT,sol/usdt"`
+	Market  domain.Market `query:"market" required:"true" doc:"Market of the symbols" example:"crypto"`
+	Symbols string        `query:"symbols" required:"true" maxLength:"2100" doc:"Up to 50 symbols, comma-separated, in any symbol form (BTC_USDT, btc_usdt, BTC/USDT, BTC%2FUSDT; a ticker for stocks). Symbols without analytics are listed in unknown_symbols, not refused; an empty list, an empty entry, a malformed symbol or more than 50 entries is 400" example:"BTC_USDT,ETH_USDT,sol/usdt"`
 	StyleParam
-	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summaries, factor explanations and scenario texts"`
+	Lang analytics.Lang `query:"lang" default:"ru" doc:"Language of the summaries, factor explanations and scenario texts"`
 	ConditionalParams
 }
 
 func (s *Server) registerBatch() {
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-reports", Method: http.MethodGet, Path: "/analytics/reports",
-		Summary: "Analytics reports of up to 50 assets in one call",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-reports",
+		Summary:     "Analytics reports of up to 50 assets in one call",
 		Description: "The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. " +
 			"Counts as one request against the rate limit and the quota, however many symbols it names. " +
 			"Symbols without analytics are listed in `unknown_symbols` instead of failing the call. " +
@@ -210,7 +209,7 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	lang, _ := analytics.ParseLang(in.Lang)
+	lang, _ := analytics.ParseLang(string(in.Lang))
 
 	var unknown []string
 	reports := make([]readcache.Body, 0, len(wanted.list))

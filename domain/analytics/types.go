@@ -12,6 +12,9 @@ const (
 	Neutral Sentiment = "neutral"
 )
 
+// Sentiments lists every sentiment.
+var Sentiments = []Sentiment{Bullish, Bearish, Neutral}
+
 // sign is +1, −1 or 0.
 func (s Sentiment) sign() float64 {
 	switch s {
@@ -43,6 +46,9 @@ const (
 	GroupVolume      = "volume"
 	GroupFundamental = "fundamental"
 )
+
+// Groups lists every factor group.
+var Groups = []string{GroupMA, GroupOscillator, GroupPattern, GroupVolume, GroupFundamental}
 
 // Factor is one reason behind the score.
 type Factor struct {
