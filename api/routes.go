@@ -38,6 +38,7 @@ var routes = []route{
 	{id: "get-ohlcv-slash-symbol", method: http.MethodGet, path: "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"},
 	{id: "get-analytics-top-setups", method: http.MethodGet, path: "/analytics/top-setups"},
 	{id: "get-analytics-reports", method: http.MethodGet, path: "/analytics/reports"},
+	{id: "get-analytics-methodology", method: http.MethodGet, path: "/analytics/methodology"},
 	{id: "get-analytics-list", method: http.MethodGet, path: "/analytics/{market}/list"},
 	{id: "get-analytics-stats", method: http.MethodGet, path: "/analytics/{market}/stats"},
 	{id: "get-analytics-factor-stats", method: http.MethodGet, path: "/analytics/{market}/factor-stats"},
