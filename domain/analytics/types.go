@@ -1,6 +1,10 @@
 package analytics
 
-import "github.com/marketscreener/market/domain"
+import (
+	"slices"
+
+	"github.com/marketscreener/market/domain"
+)
 
 // Sentiment is the direction a factor points to.
 type Sentiment string
@@ -47,8 +51,12 @@ const (
 	GroupFundamental = "fundamental"
 )
 
+// TechnicalGroups lists the groups of the technical votes (the rules of
+// the methodology); Groups adds the fundamental inputs.
+var TechnicalGroups = []string{GroupMA, GroupOscillator, GroupPattern, GroupVolume}
+
 // Groups lists every factor group.
-var Groups = []string{GroupMA, GroupOscillator, GroupPattern, GroupVolume, GroupFundamental}
+var Groups = append(slices.Clip(TechnicalGroups), GroupFundamental)
 
 // Factor is one reason behind the score.
 type Factor struct {
