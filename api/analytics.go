@@ -118,6 +118,7 @@ type AnalyticsReport struct {
 	Price            float64        `json:"price" example:"97250.5"`
 	ChangePct        float64        `json:"change_pct" example:"-1.85"`
 	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
+	ModelVersion     string         `json:"model_version" doc:"Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/" example:"v1"`
 }
 
 // HistorySnapshot is one point of an asset's score history.
@@ -128,6 +129,7 @@ type HistorySnapshot struct {
 	FundamentalScore *int      `json:"fundamental_score" nullable:"true"`
 	Verdict          string    `json:"verdict" enum:"growth,decline,neutral" example:"growth"`
 	Price            float64   `json:"price" example:"97250.5"`
+	ModelVersion     string    `json:"model_version" doc:"Version of the scoring method that made this score (GET /analytics/methodology)" example:"v1"`
 }
 
 // AnalyticsMarketParam is the market of an analytics path.
@@ -187,7 +189,7 @@ type factorStatsInput struct {
 }
 
 func (s *Server) registerAnalytics() {
-	tags := []string{"Analytics"}
+	tags := []string{tagAnalytics}
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-top-setups", Method: http.MethodGet, Path: "/analytics/top-setups",
 		Summary:     "Strongest setups across markets",
@@ -452,7 +454,7 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
 		VerdictStats: verdictStats(ms.Verdicts, rep.Verdict), FactorStats: []FactorStat{},
-		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt, ModelVersion: rep.ModelVersion}
 	names := map[string]bool{}
 	for i, f := range rep.Factors {
 		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
@@ -493,7 +495,7 @@ func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*da
 		out := make([]HistorySnapshot, len(snaps))
 		for i, h := range snaps {
 			out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
-				FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
+				FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price, ModelVersion: h.ModelVersion}
 		}
 		b, err := json.Marshal(out)
 		return readcache.NewBody(b, snaps[0].At), err // newest first

@@ -84,6 +84,9 @@ func TestAnalyticsEndpoints(t *testing.T) {
 		len(en.Factors) < 20 || en.Summary == "" || en.Scenario.LastClose != up.Price || en.VerdictStats == nil || en.FactorStats == nil {
 		t.Fatalf("english report: %+v", en)
 	}
+	if en.ModelVersion != analytics.CurrentVersion().Name {
+		t.Errorf("report model_version %q, want %q", en.ModelVersion, analytics.CurrentVersion().Name)
+	}
 	if reports["/analytics/crypto/btc%2Fusdt?lang=en"].Summary != en.Summary {
 		t.Error("btc%2Fusdt and BTC_USDT give different reports")
 	}
@@ -113,7 +116,8 @@ func TestAnalyticsEndpoints(t *testing.T) {
 
 	status, body = f.get(t, "/analytics/crypto/BTC_USDT/history")
 	var hist []api.HistorySnapshot
-	if status != http.StatusOK || json.Unmarshal(body, &hist) != nil || len(hist) != 1 || hist[0].OverallScore != up.OverallScore {
+	if status != http.StatusOK || json.Unmarshal(body, &hist) != nil || len(hist) != 1 || hist[0].OverallScore != up.OverallScore ||
+		hist[0].ModelVersion != analytics.CurrentVersion().Name {
 		t.Fatalf("history: %d %s", status, body)
 	}
 

@@ -150,8 +150,8 @@ func (s *Server) registerBatch() {
 		Description: "The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. " +
 			"Counts as one request against the rate limit and the quota, however many symbols it names. " +
 			"Symbols without analytics are listed in `unknown_symbols` instead of failing the call. " +
-			"The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market or top-setups.",
-		Tags: []string{"Analytics"}, Errors: errorResponses(),
+			"The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.",
+		Tags: []string{tagAnalytics}, Errors: errorResponses(),
 		Responses: s.dataResponses(BatchReports{}, "The reports found and the symbols not found"),
 	}, s.getBatchReports)
 	s.documentUnknownSymbols()

@@ -110,7 +110,7 @@ func (s *Server) registerMarketData() {
 		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
 			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
 			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
-		Tags:      []string{"Market data"},
+		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
 	}, s.getScreener)
@@ -122,7 +122,7 @@ func (s *Server) registerMarketData() {
 		Summary:     "OHLCV candles of a symbol",
 		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
 			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
-		Tags:      []string{"Market data"},
+		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]Candle{}, "Candles, oldest first"),
 	}

@@ -111,7 +111,7 @@ func (s *Server) registerSandbox() {
 			"market matches receives a signed delivery (within the dispatcher's period, 5 s by default), and your " +
 			"sandbox keys' streams (GET /stream) receive it at once. No other client sees it. The answer is the event " +
 			"as delivered. Like every sandbox request it counts against the rate limit, never against the monthly quota.",
-		Tags:   []string{"Sandbox"},
+		Tags:   []string{tagSandbox},
 		Errors: errorResponses(http.StatusServiceUnavailable),
 	}, s.postSandboxPush)
 }
@@ -171,7 +171,7 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 	}
 	return &sandboxPushOutput{Status: http.StatusAccepted, Body: StreamVerdictChanged{ID: webhook.EventID(v.EventID),
 		Event: domain.EventVerdictChanged, Market: string(m), Symbol: sym, OldVerdict: string(oldV), NewVerdict: string(newV),
-		OverallScore: score, Timestamp: v.At.Format(time.RFC3339), Sandbox: true}}, nil
+		OverallScore: score, Timestamp: v.At.Format(time.RFC3339), ModelVersion: v.ModelVersion, Sandbox: true}}, nil
 }
 
 func parseVerdict(s string) (analytics.Verdict, bool) {

@@ -16,6 +16,7 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
@@ -169,7 +170,8 @@ func TestSandboxPushReachesTheClientsSandboxStreamsOnly(t *testing.T) {
 	}
 	ev := sandboxStream.next(t)
 	got := verdictOf(t, ev)
-	if ev.Event != "verdict_changed" || got.ID != pushed.ID || !got.Sandbox || got.NewVerdict != "decline" {
+	if ev.Event != "verdict_changed" || got.ID != pushed.ID || !got.Sandbox || got.NewVerdict != "decline" ||
+		pushed.ModelVersion != analytics.CurrentVersion().Name || got.ModelVersion != pushed.ModelVersion {
 		t.Fatalf("sandbox stream got %+v", ev)
 	}
 	// A real event afterwards reaches the live stream, never the sandbox one.

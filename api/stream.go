@@ -61,6 +61,7 @@ type StreamVerdictChanged struct {
 	NewVerdict   string `json:"new_verdict" enum:"growth,decline,neutral" example:"growth"`
 	OverallScore int    `json:"overall_score" minimum:"-100" maximum:"100" example:"34"`
 	Timestamp    string `json:"timestamp" doc:"When the verdict changed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	ModelVersion string `json:"model_version" doc:"Version of the scoring method that made the new verdict (GET /analytics/methodology)" example:"v1"`
 	Sandbox      bool   `json:"sandbox,omitempty" doc:"true on an event pushed with POST /sandbox/verdict-change (absent otherwise)" example:"false"`
 }
 
@@ -122,7 +123,7 @@ func (s *Server) registerStream() {
 	}
 	example := "retry: 2000\n\n" +
 		"id: 18235\nevent: verdict_changed\n" +
-		`data: {"id":"4211","event":"verdict_changed","market":"crypto","symbol":"BTC_USDT","old_verdict":"neutral","new_verdict":"growth","overall_score":34,"timestamp":"2026-11-22T10:15:00Z"}` + "\n\n" +
+		`data: {"id":"4211","event":"verdict_changed","market":"crypto","symbol":"BTC_USDT","old_verdict":"neutral","new_verdict":"growth","overall_score":34,"timestamp":"2026-11-22T10:15:00Z","model_version":"v1"}` + "\n\n" +
 		": heartbeat\n\n" +
 		"id: 18236\nevent: screener\n" +
 		`data: {"event":"screener","market":"crypto","exchange":"binance","instrument":"spot","rows":[{"symbol":"BTC_USDT","price":97250.5,"change_pct":-1.85,"volume":1843000000,"updated_at":"2026-11-22T10:15:10Z"}]}` + "\n\n"
@@ -150,7 +151,7 @@ func (s *Server) registerStream() {
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
 			"nor another client's pushes.",
-		Tags: []string{"Events"},
+		Tags: []string{tagEvents},
 		// A stream lasts as long as the client keeps it: no request budget.
 		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
 		Responses: map[string]*huma.Response{"200": {
@@ -158,7 +159,8 @@ func (s *Server) registerStream() {
 			Content: map[string]*huma.MediaType{"text/event-stream": {
 				Schema: &huma.Schema{Title: "Server-Sent Events", Type: huma.TypeArray,
 					Items: &huma.Schema{Extensions: map[string]any{"oneOf": schemas}}},
-				Example: example,
+				// The wire text is in the description: an example here
+				// must be the array the schema describes.
 			}},
 		}},
 		Errors: errorResponses(http.StatusServiceUnavailable),
@@ -477,7 +479,8 @@ func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([
 		}
 		return json.Marshal(StreamVerdictChanged{ID: id, Event: domain.EventVerdictChanged,
 			Market: string(e.Market), Symbol: v.Symbol, OldVerdict: v.OldVerdict, NewVerdict: v.NewVerdict,
-			OverallScore: v.OverallScore, Timestamp: v.At.UTC().Format(time.RFC3339), Sandbox: e.SandboxClientID != ""})
+			OverallScore: v.OverallScore, Timestamp: v.At.UTC().Format(time.RFC3339), ModelVersion: v.ModelVersion,
+			Sandbox: e.SandboxClientID != ""})
 	case domain.EventScreener:
 		rows, err := s.cfg.StreamData.Tickers(ctx, domain.Combination{Market: e.Market, Exchange: e.Exchange, Instrument: e.Instrument})
 		if err != nil {

@@ -42,7 +42,7 @@ func (s *Server) registerUsage() {
 		Path:        "/usage",
 		Summary:     "Your tier, limits and usage this month",
 		Description: "Returns the usage record of the calling client. Counts as one ordinary request against the monthly quota; `used_this_month` includes this request.",
-		Tags:        []string{"Account"},
+		Tags:        []string{tagAccount},
 		Errors:      errorResponses(),
 		Responses:   s.jsonResponse(UsageRecord{}, "The usage record of the calling client"),
 	}, s.getUsage)

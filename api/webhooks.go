@@ -189,7 +189,7 @@ const webhookHeaders = "`X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the
 	"secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes."
 
 func (s *Server) registerWebhooks() {
-	tags := []string{"Webhooks"}
+	tags := []string{tagWebhooks}
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "create-webhook", Method: http.MethodPost, Path: "/webhooks", DefaultStatus: http.StatusCreated,
 		Summary: "Subscribe to verdict changes",

@@ -58,6 +58,9 @@ type VerdictChange struct {
 	NewVerdict   string
 	OverallScore int
 	At           time.Time
+	// ModelVersion is the version of the scoring method that made the new
+	// verdict (analytics.Versions).
+	ModelVersion string
 }
 
 // ParseStreamEventKinds parses the events parameter: a comma-separated

@@ -42,18 +42,19 @@ type host struct {
 	name, defaultURL, doc string
 }
 
-// hosts lists every host with its default, in documentation order.
+// hosts lists every host with its default, in documentation order. The
+// docs are Markdown: the README's table of hosts is rendered from them.
 var hosts = []host{
-	{HostBinance, "https://api.binance.com", "Binance spot REST"},
-	{HostBinanceFutures, "https://fapi.binance.com", "Binance USDⓈ-M futures REST"},
+	{HostBinance, "https://api.binance.com", "Binance spot REST (testnet: `https://testnet.binance.vision`)"},
+	{HostBinanceFutures, "https://fapi.binance.com", "Binance USDⓈ-M futures REST, funding and open interest (testnet: `https://testnet.binancefuture.com`)"},
 	{HostBinanceStream, "wss://stream.binance.com:9443", "Binance spot market streams"},
 	{HostBinanceFuturesStream, "wss://fstream.binance.com", "Binance USDⓈ-M market streams"},
 	{HostOKX, "https://www.okx.com", "OKX v5 REST"},
 	{HostOKXStream, "wss://ws.okx.com:8443", "OKX v5 public websocket"},
-	{HostCoinbase, "https://api.exchange.coinbase.com", "Coinbase Exchange REST (products, candles)"},
-	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade REST (all tickers in one request)"},
-	{HostOanda, oandaLiveURL, "OANDA v20 REST (MARKET_OANDA_ENVIRONMENT=practice: " + oandaPracticeURL + ")"},
-	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: https://paper-api.alpaca.markets); accepted for the stream client, the feed reads market data only"},
+	{HostCoinbase, "https://api.exchange.coinbase.com", "Coinbase Exchange REST: products and candles"},
+	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade public REST: every ticker in one request"},
+	{HostOanda, oandaLiveURL, "OANDA v20 REST (`" + oandaPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
+	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`); accepted, the feed reads market data only"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
 }
 
@@ -66,12 +67,18 @@ func HostNames() []string {
 	return out
 }
 
-// HostDocs renders each host as "name: doc (default URL)", for the
-// configuration table.
-func HostDocs() []string {
-	out := make([]string, len(hosts))
+// HostDoc documents one overridable host: its name, its default URL and
+// what it is used for (Markdown).
+type HostDoc struct {
+	Name, Default, Doc string
+}
+
+// HostDocs lists every overridable host in documentation order, for the
+// configuration's documentation.
+func HostDocs() []HostDoc {
+	out := make([]HostDoc, len(hosts))
 	for i, h := range hosts {
-		out[i] = fmt.Sprintf("`%s` %s (default `%s`)", h.name, h.doc, h.defaultURL)
+		out[i] = HostDoc{Name: h.name, Default: h.defaultURL, Doc: h.doc}
 	}
 	return out
 }

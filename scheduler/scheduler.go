@@ -178,9 +178,9 @@ type candleSeries struct {
 // default style's timeframe first), then the others,
 // each group by timeframe in candleTimeframes' order. asynq runs a queue
 // in order, so on a cold start the analytics are scored (ingest triggers
-// scoring) before the display-only series are loaded: crypto's intraday
-// series no longer waits behind the 15m and 1h candles of forex and
-// stocks, which nothing scores.
+// scoring) before the display-only series are loaded, so crypto's
+// intraday series does not wait behind the 15m and 1h candles of forex
+// and stocks, which nothing scores.
 func candleOrder(region string, served domain.Served) []candleSeries {
 	var scored, rest []candleSeries
 	for _, tf := range candleTimeframes {

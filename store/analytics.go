@@ -41,6 +41,8 @@ type AnalyticsSnapshot struct {
 	FundamentalScore *int
 	Verdict          analytics.Verdict
 	Price            float64
+	// ModelVersion is the version of the method that made the score.
+	ModelVersion string
 }
 
 // VerdictEvent is a verdict change waiting in the outbox.
@@ -52,6 +54,8 @@ type VerdictEvent struct {
 	NewVerdict   analytics.Verdict
 	OverallScore int
 	At           time.Time
+	// ModelVersion is the version of the method that made the new verdict.
+	ModelVersion string
 	// Sandbox: pushed with a sandbox key (POST /sandbox/verdict-change).
 	Sandbox bool
 }
@@ -76,6 +80,9 @@ func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, er
 		var res analytics.Result
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return r, fmt.Errorf("store: analytics result of %s/%s: %w", market, r.Symbol, err)
+		}
+		if res.ModelVersion == "" {
+			res.ModelVersion = unversioned
 		}
 		r.Result = &res
 	}
@@ -129,7 +136,7 @@ func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict an
 
 // AnalyticsHistory returns an asset's snapshots, newest first.
 func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]AnalyticsSnapshot, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price
+	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price, model_version
 		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3 ORDER BY at DESC LIMIT $4`,
 		string(m), string(style), symbol, limit)
 	if err != nil {
@@ -138,7 +145,7 @@ func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol stri
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsSnapshot, error) {
 		var s AnalyticsSnapshot
 		var verdict string
-		err := row.Scan(&s.At, &s.OverallScore, &s.TechnicalScore, &s.FundamentalScore, &verdict, &s.Price)
+		err := row.Scan(&s.At, &s.OverallScore, &s.TechnicalScore, &s.FundamentalScore, &verdict, &s.Price, &s.ModelVersion)
 		s.At, s.Verdict = s.At.UTC(), analytics.Verdict(verdict)
 		return s, err
 	})
@@ -187,16 +194,17 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
 				RETURNING 1
 			), snap AS (
-				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price)
-				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7 WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
+				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
+				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7, $21::text WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
 				ON CONFLICT DO NOTHING
 			)
-			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
-			SELECT $1, $3, $18::text, $6, $5, $12 WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
+			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
+			SELECT $1, $3, $18::text, $6, $5, $12, $21::text WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
 			ON CONFLICT (market, symbol, at) DO NOTHING`,
 			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
 			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
-			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt)
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt,
+			modelVersion(r.Result))
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -219,6 +227,19 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 	return events, translate(tx.Commit(ctx), "analytics")
 }
 
+// unversioned is the model version of a result stored without one: the
+// first version, the only one a binary that did not record versions ran.
+var unversioned = analytics.Versions[0].Name
+
+// modelVersion is the version a result was made with (CurrentVersion for
+// a result built without Score, as tests do).
+func modelVersion(r *analytics.Result) string {
+	if r.ModelVersion == "" {
+		return analytics.CurrentVersion().Name
+	}
+	return r.ModelVersion
+}
+
 func sameDay(a, b time.Time) bool {
 	ay, am, ad := a.UTC().Date()
 	by, bm, bd := b.UTC().Date()
@@ -227,7 +248,7 @@ func sameDay(a, b time.Time) bool {
 
 // VerdictEvents returns outbox events after id, oldest first.
 func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]VerdictEvent, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT id, market, symbol, old_verdict, new_verdict, overall_score, at
+	rows, err := db.Pool.Query(ctx, `SELECT id, market, symbol, old_verdict, new_verdict, overall_score, at, model_version
 		FROM verdict_events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 	if err != nil {
 		return nil, translate(err, "verdict events")
@@ -235,7 +256,7 @@ func (db *DB) VerdictEvents(ctx context.Context, afterID int64, limit int) ([]Ve
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (VerdictEvent, error) {
 		var e VerdictEvent
 		var market, oldV, newV string
-		err := row.Scan(&e.ID, &market, &e.Symbol, &oldV, &newV, &e.OverallScore, &e.At)
+		err := row.Scan(&e.ID, &market, &e.Symbol, &oldV, &newV, &e.OverallScore, &e.At, &e.ModelVersion)
 		e.Market, e.OldVerdict, e.NewVerdict, e.At = domain.Market(market), analytics.Verdict(oldV), analytics.Verdict(newV), e.At.UTC()
 		return e, err
 	})
@@ -259,119 +280,4 @@ func (db *DB) ScoredStyles(ctx context.Context) (map[domain.Market][]analytics.S
 		out[domain.Market(m)] = append(out[domain.Market(m)], analytics.Style(st))
 	}
 	return out, translate(rows.Err(), "analytics")
-}
-
-// RescoreQuery names the assets a scoring run decides on: the market's
-// analytics source, the style and its timeframe, the symbols (nil: every
-// asset of the source) and the open-candle slot [SlotStart, SlotEnd) in
-// which a report is fresh enough for a still-open candle that moved.
-type RescoreQuery struct {
-	Source    domain.Combination
-	Style     analytics.Style
-	Timeframe domain.Timeframe
-	Symbols   []string
-	// Now bounds the fundamentals' age (as Fundamentals' now does).
-	Now                time.Time
-	SlotStart, SlotEnd time.Time
-}
-
-// RescoreCandidate is an asset a scoring run must score: its stored report
-// (Prev, when HadPrev), its fresh fundamentals (Fundamentals, undecoded:
-// FundamentalRow.Decoded) and its screener price and change (when
-// HasTicker).
-type RescoreCandidate struct {
-	Symbol       string
-	Prev         AnalyticsRecord
-	HadPrev      bool
-	Fundamentals FundamentalRow
-	Price        float64
-	ChangePct    float64
-	HasTicker    bool
-}
-
-// RescoreCandidates decides, in one statement, which assets of a source
-// must be scored (again), and returns only those, ordered by symbol, with
-// what scoring them keeps; considered is how many assets were decided on.
-//
-// The assets are the source's screener rows (of q.Symbols when given) or,
-// when the source has none yet, the symbols with candles of the timeframe;
-// one without a candle is not a candidate. An asset is a candidate when it
-// has no report, or its newest candle is not the one scored (a new candle),
-// or its fundamentals are newer than those it was scored with, or the still-open candle's
-// close moved and the report was made before the current open-candle slot.
-//
-// Each run used to read the screener rows, newest candles, reports and
-// fundamentals of every asset decided on and compare them in Go; most runs
-// rescore few assets or none, so nearly all of those rows were read for
-// nothing (ingest triggers a run per candle task and style, the tick one
-// per minute).
-func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
-	var only any // NULL: every asset
-	if q.Symbols != nil {
-		only = q.Symbols
-	}
-	m := q.Source.Market
-	rows, err := db.Pool.Query(ctx, `WITH src AS (
-			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
-		), syms AS (
-			SELECT symbol, true AS has_ticker, price, change_pct FROM src
-			WHERE $5::text[] IS NULL OR symbol = ANY($5::text[])
-			UNION ALL
-			SELECT DISTINCT symbol, false, 0::float8, 0::float8 FROM candles
-			WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND NOT EXISTS (SELECT 1 FROM src)
-				AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))
-		), cand AS (
-			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
-				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at
-			FROM syms s
-			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
-				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
-				ORDER BY open_time DESC LIMIT 1) l
-			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
-			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
-			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time
-				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
-				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
-		)
-		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
-			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
-		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
-		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
-		q.Now.Add(-fundamentalsMaxAge).UTC(), q.SlotStart.UTC(), q.SlotEnd.UTC())
-	if err != nil {
-		return nil, 0, translate(err, "analytics")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			n          int
-			sym        *string
-			hasTicker  *bool
-			price, chg *float64
-			had        *bool
-			score      *int
-			verdict    *string
-			ctime, at  *time.Time
-			cclose     *float64
-			inputs     []byte
-			fAt        *time.Time
-		)
-		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt); err != nil {
-			return nil, 0, translate(err, "analytics")
-		}
-		considered = n
-		if sym == nil {
-			continue // no candidate: the one row only counts
-		}
-		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had}
-		if c.HadPrev {
-			c.Prev = AnalyticsRecord{Market: m, Style: q.Style, Symbol: c.Symbol, OverallScore: *score,
-				Verdict: analytics.Verdict(*verdict), CandleTime: ctime.UTC(), CandleClose: *cclose, UpdatedAt: at.UTC()}
-		}
-		if fAt != nil {
-			c.Fundamentals = FundamentalRow{UpdatedAt: fAt.UTC(), raw: inputs}
-		}
-		cands = append(cands, c)
-	}
-	return cands, considered, translate(rows.Err(), "analytics")
 }

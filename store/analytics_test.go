@@ -104,3 +104,64 @@ func TestSaveAnalyticsRacingRuns(t *testing.T) {
 		t.Fatalf("history = %+v, want the first save and the first run's snapshot only", hist)
 	}
 }
+
+// Each snapshot, verdict event and stream event keeps the model version
+// of the result that made it; rows without one (a binary of the previous
+// release) are the first version's.
+func TestModelVersionIsKeptWithEveryRecord(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	first := analyticsRecord("BTC_USDT", 5, analytics.VerdictNeutral, t0)
+	if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	next := analyticsRecord("BTC_USDT", 40, analytics.VerdictGrowth, t0.Add(4*time.Hour))
+	next.Result.ModelVersion = "v9"
+	if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{next}, map[string]store.AnalyticsRecord{"BTC_USDT": first}); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := db.AnalyticsHistory(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, 10)
+	if err != nil || len(hist) != 2 || hist[0].ModelVersion != "v9" || hist[1].ModelVersion != analytics.CurrentVersion().Name {
+		t.Fatalf("history = %+v, %v; want v9, then the current version (a result without one)", hist, err)
+	}
+	evs, err := db.VerdictEvents(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].ModelVersion != "v9" {
+		t.Fatalf("events = %+v, %v; want one of v9", evs, err)
+	}
+	stream, err := db.StreamEvents(ctx, domain.StreamPos{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []string
+	for _, e := range stream {
+		if e.Verdict != nil {
+			streamed = append(streamed, e.Verdict.ModelVersion)
+		}
+	}
+	if diff := cmp.Diff([]string{"v9"}, streamed); diff != "" {
+		t.Fatalf("stream events' model versions (-want +got):\n%s", diff)
+	}
+	rep, err := db.AnalyticsReport(ctx, domain.Crypto, "BTC_USDT", analytics.Swing)
+	if err != nil || rep.Result.ModelVersion != "v9" {
+		t.Fatalf("report = %+v, %v; want v9", rep.Result, err)
+	}
+
+	// What a binary without versions writes: results, snapshots and events without one.
+	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET result = result - 'model_version'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, verdict, price)
+		VALUES ('crypto', 'swing', 'BTC_USDT', $1, 1, 1, 'neutral', 100)`, t0.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = db.AnalyticsReport(ctx, domain.Crypto, "BTC_USDT", analytics.Swing)
+	if err != nil || rep.Result.ModelVersion != analytics.Versions[0].Name {
+		t.Fatalf("unversioned report: %q, %v; want the first version", rep.Result.ModelVersion, err)
+	}
+	hist, err = db.AnalyticsHistory(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, 1)
+	if err != nil || len(hist) != 1 || hist[0].ModelVersion != analytics.Versions[0].Name {
+		t.Fatalf("unversioned snapshot: %+v, %v; want the first version", hist, err)
+	}
+}

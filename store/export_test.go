@@ -8,8 +8,8 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-// CandlesByRows is Candles as it was, a row per candle: the baseline of
-// BenchmarkCandles500.
+// CandlesByRows is Candles read a row per candle rather than as one row of
+// arrays: the baseline of BenchmarkCandles500.
 func CandlesByRows(db *DB, ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
 	return db.candlesByRows(ctx, k, limit)
 }

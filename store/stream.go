@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/obs"
 )
 
@@ -29,7 +30,8 @@ type StreamFilter struct {
 // (migration 00012).
 const streamEventColumns = `s.id, s.seq, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
 	coalesce(e.id, s.push_event_id), coalesce(e.symbol, s.push_symbol), coalesce(e.old_verdict, s.push_old_verdict),
-	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at)`
+	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at),
+	e.model_version`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 	var (
@@ -39,9 +41,10 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 		eid, score                    *int64
 		symbol, oldV, newV            *string
 		eat                           *time.Time
+		version                       *string
 	)
 	if err := row.Scan(&ev.ID, &ev.Pos.Seq, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
-		&eid, &symbol, &oldV, &newV, &score, &eat); err != nil {
+		&eid, &symbol, &oldV, &newV, &score, &eat, &version); err != nil {
 		return ev, err
 	}
 	ev.Market, ev.At = domain.Market(market), ev.At.UTC()
@@ -56,7 +59,10 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 	}
 	if eid != nil {
 		ev.Verdict = &domain.VerdictChange{EventID: *eid, Symbol: *symbol, OldVerdict: *oldV, NewVerdict: *newV,
-			OverallScore: int(*score), At: eat.UTC()}
+			OverallScore: int(*score), At: eat.UTC(), ModelVersion: analytics.CurrentVersion().Name}
+		if version != nil { // a sandbox push's row carries none: pushes are of the current version
+			ev.Verdict.ModelVersion = *version
+		}
 	}
 	return ev, nil
 }
@@ -190,15 +196,16 @@ type SandboxPusher struct {
 // a failure of the last commit alone leaves the event on the client's
 // sandbox streams without its webhook deliveries (and an error answer).
 func (p SandboxPusher) InsertSandboxVerdictEvent(ctx context.Context, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string, score int) (domain.VerdictChange, error) {
-	v := domain.VerdictChange{Symbol: symbol, OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score}
+	v := domain.VerdictChange{Symbol: symbol, OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score,
+		ModelVersion: analytics.CurrentVersion().Name}
 	tx, err := p.Live.Pool.Begin(ctx)
 	if err != nil {
 		return v, translate(err, "sandbox verdict event")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: a no-op
-	if err := tx.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id)
-		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6) RETURNING id, at`,
-		string(m), symbol, oldVerdict, newVerdict, score, clientID).Scan(&v.EventID, &v.At); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, sandbox_client_id, model_version)
+		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6, $7) RETURNING id, at`,
+		string(m), symbol, oldVerdict, newVerdict, score, clientID, v.ModelVersion).Scan(&v.EventID, &v.At); err != nil {
 		return v, translate(err, "sandbox verdict event")
 	}
 	v.At = v.At.UTC()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 )
@@ -288,7 +289,8 @@ func TestSandboxPushGoesIntoTheSandboxsLogForItsClientOnly(t *testing.T) {
 	all := eventually(t, sandbox, 4)
 	p := all[1]
 	if p.SandboxClientID != mine.ID || p.Kind != domain.EventVerdictChanged || p.Verdict == nil ||
-		*p.Verdict != (domain.VerdictChange{EventID: v.EventID, Symbol: "BTC_USDT", OldVerdict: "growth", NewVerdict: "decline", OverallScore: -35, At: v.At}) {
+		*p.Verdict != (domain.VerdictChange{EventID: v.EventID, Symbol: "BTC_USDT", OldVerdict: "growth", NewVerdict: "decline", OverallScore: -35, At: v.At,
+			ModelVersion: analytics.CurrentVersion().Name}) {
 		t.Fatalf("the push in the sandbox's log: %+v (verdict %+v), want the event %+v of client %s", p, p.Verdict, v, mine.ID)
 	}
 	if all[0].SandboxClientID != "" || all[0].Verdict.Symbol != "SYN1" || all[3].Verdict.Symbol != "SYN2" {

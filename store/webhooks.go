@@ -392,7 +392,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		)
 		SELECT s.id, s.event_id, w.id::text, w.client_id::text, w.lease_token::text, s.attempts, w.callback_url, w.secret_sealed,
 			CASE WHEN w.secret_prev_until > now() THEN w.secret_prev_sealed END,
-			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at, e.sandbox_client_id IS NOT NULL
+			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at, e.sandbox_client_id IS NOT NULL, e.model_version
 		FROM sent s JOIN webhooks w ON w.id = s.webhook_id JOIN verdict_events e ON e.id = s.event_id
 		ORDER BY s.event_id`, leased)
 	if err != nil {
@@ -405,7 +405,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		var sealed, prev []byte
 		var market, oldV, newV string
 		if err := rows.Scan(&d.ID, &d.EventID, &d.WebhookID, &d.ClientID, &d.LeaseToken, &d.Attempt, &d.CallbackURL, &sealed, &prev,
-			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At, &d.Event.Sandbox); err != nil {
+			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At, &d.Event.Sandbox, &d.Event.ModelVersion); err != nil {
 			rows.Close()
 			return nil, translate(err, "webhook claim")
 		}

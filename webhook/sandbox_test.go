@@ -13,8 +13,8 @@ func TestSandboxVerdictBodyIsTheVerdictBodyMarked(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
 	var live, sandbox map[string]any
-	_ = json.Unmarshal(webhook.VerdictBody(7, domain.Crypto, "BTC_USDT", "neutral", "growth", 35, at), &live)
-	_ = json.Unmarshal(webhook.SandboxVerdictBody(7, domain.Crypto, "BTC_USDT", "neutral", "growth", 35, at), &sandbox)
+	_ = json.Unmarshal(webhook.VerdictBody(7, domain.Crypto, "BTC_USDT", "neutral", "growth", 35, at, "v1"), &live)
+	_ = json.Unmarshal(webhook.SandboxVerdictBody(7, domain.Crypto, "BTC_USDT", "neutral", "growth", 35, at, "v1"), &sandbox)
 	if _, ok := live["sandbox"]; ok {
 		t.Fatalf("a live body carries sandbox: %v", live)
 	}

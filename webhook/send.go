@@ -159,15 +159,19 @@ type VerdictChanged struct {
 	NewVerdict   string `json:"new_verdict"`
 	OverallScore int    `json:"overall_score"`
 	Timestamp    string `json:"timestamp"`
+	// ModelVersion is the version of the scoring method that made the new
+	// verdict (GET /analytics/methodology).
+	ModelVersion string `json:"model_version"`
 	// Sandbox marks an event pushed with a sandbox key (absent otherwise).
 	Sandbox bool `json:"sandbox,omitempty"`
 }
 
 // SandboxVerdictBody encodes the body of a sandbox push's delivery: a
 // verdict_changed body with "sandbox": true.
-func SandboxVerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time) []byte {
+func SandboxVerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time, modelVersion string) []byte {
 	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
-		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339), Sandbox: true})
+		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
+		ModelVersion: modelVersion, Sandbox: true})
 	return b
 }
 
@@ -183,8 +187,9 @@ type Ping struct {
 func EventID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // VerdictBody encodes a verdict_changed body.
-func VerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time) []byte {
+func VerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time, modelVersion string) []byte {
 	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
-		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339)})
+		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
+		ModelVersion: modelVersion})
 	return b
 }

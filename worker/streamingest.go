@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -12,15 +13,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/feeds/streams"
 	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // StreamIngest stores what the exchanges' websockets push (package
 // feeds/streams) as ingest stores what REST returns: candles upserted and
 // announced to the score trigger, screener rows replaced. It streams every
 // combination of the region whose configured feed is the exchange itself
-// (binance, okx) and has streams; the scheduler's REST ingest keeps running
+// (binance, okx) and has streams, and the candles of every combination
+// served by a feed computed in process (the synthetic one, read at every
+// minute close: streams.Local); the scheduler's REST ingest keeps running
 // beside it as the safety net and for everything else.
 //
 // One process of a deployment streams at a time (a lease in Redis): the
@@ -51,6 +56,9 @@ type StreamIngest struct {
 	ReplanEvery time.Duration
 	// LeaseTTL is the streaming lease's length; 0 means 30 s.
 	LeaseTTL time.Duration
+	// LocalTicks drives the reads of an in-process feed (tests); nil
+	// means one at every minute close (streams.LocalConfig.Ticks).
+	LocalTicks <-chan time.Time
 	// KeyPrefix starts the Redis keys of the lease and the live marks
 	// ("streams:lease", "streams:live:crypto:binance"); tests isolate with it.
 	KeyPrefix string
@@ -63,7 +71,7 @@ type StreamIngest struct {
 const liveTTL = 30 * time.Second
 
 func liveKey(prefix string, c domain.Combination) string {
-	return prefix + "streams:live:" + string(c.Market) + ":" + c.Exchange
+	return rediskeys.Space(prefix).StreamLive(string(c.Market), c.Exchange)
 }
 
 // StreamedCandles is the Ingester's Streamed hook: whether the live mark of
@@ -82,22 +90,63 @@ func (s *StreamIngest) logger() *slog.Logger {
 	return s.Logger
 }
 
+// Streams reports whether any combination of the region is streamed
+// (StreamIngest has something to do) with the feeds of reg.
+func Streams(reg *feeds.Registry, region string) bool {
+	for _, c := range domain.Catalogue(region) {
+		if sourceOf(reg, c) != notStreamed {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceKind is how a combination is streamed.
+type sourceKind int
+
+const (
+	notStreamed sourceKind = iota
+	// exchangeStreams: the exchange's websockets (streams.Manager), when
+	// the configured feed is the exchange itself and it has streams.
+	exchangeStreams
+	// inProcess: the candles of a feed computed in process, read at every
+	// close (streams.Local); a second exchange's fallback is not streamed.
+	inProcess
+)
+
+func sourceOf(reg *feeds.Registry, c domain.Combination) sourceKind {
+	p, ok := reg.For(c)
+	switch {
+	case !ok:
+		return notStreamed
+	case p.Name() == c.Exchange && streams.Supports(c):
+		return exchangeStreams
+	case feeds.InProcess(p) && c.HasCandles():
+		return inProcess
+	}
+	return notStreamed
+}
+
 // Plans lists what the region streams: candles of every timeframe of the
 // candle combinations (the symbols REST ingest loads), and the screener
-// rows of every streamed combination. Combinations served by another feed
-// (synthetic, or a second exchange's fallback) are not streamed.
+// rows of every combination streamed by its exchange. Combinations served
+// by a second exchange's fallback are not streamed.
 func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
 	var plans []streams.Plan
 	for _, c := range domain.Catalogue(s.Region) {
-		p, ok := s.In.Feeds.For(c)
-		if !ok || p.Name() != c.Exchange || !streams.Supports(c) {
+		kind := sourceOf(s.In.Feeds, c)
+		if kind == notStreamed {
 			continue
 		}
-		all, err := p.Symbols(ctx, c)
-		if err != nil {
-			return nil, err
+		p, _ := s.In.Feeds.For(c)
+		plan := streams.Plan{Combination: c}
+		if kind == exchangeStreams {
+			all, err := p.Symbols(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			plan.Tickers, plan.Symbols = true, all
 		}
-		plan := streams.Plan{Combination: c, Tickers: true, Symbols: all}
 		if c.HasCandles() {
 			syms, err := s.In.candleSymbols(ctx, p, c)
 			if err != nil {
@@ -120,7 +169,7 @@ func (s *StreamIngest) Run(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
-	key := s.KeyPrefix + "streams:lease"
+	key := rediskeys.Space(s.KeyPrefix).StreamLease()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:]) // this process's claim on the lease
@@ -221,15 +270,49 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
 		return err
 	}
-	m := streams.New(cfg)
+	var remote, local []streams.Plan
+	for _, p := range plans {
+		if sourceOf(s.In.Feeds, p.Combination) == inProcess {
+			local = append(local, p)
+		} else {
+			remote = append(remote, p)
+		}
+	}
+	src := sources{remote: streams.New(cfg), local: streams.NewLocal(streams.LocalConfig{
+		Feed: localFeed{s.In.Feeds}, OnCandle: candles.add, Now: s.In.Now, Ticks: s.LocalTicks, Logger: s.logger()})}
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
-	wg.Go(func() { s.markLive(ctx, m, plans, candles) })
-	s.logger().Info("streams: streaming", "combinations", len(plans))
-	err := m.Run(ctx, plans)
+	wg.Go(func() { s.markLive(ctx, src, plans, candles) })
+	s.logger().Info("streams: streaming", "combinations", len(remote), "in_process", len(local))
+	var remoteErr error
+	if len(local) > 0 {
+		wg.Go(func() { _ = src.local.Run(ctx, local) })
+	}
+	if len(remote) > 0 {
+		remoteErr = src.remote.Run(ctx, remote)
+	}
 	wg.Wait()
-	return err
+	return remoteErr
+}
+
+// sources is the exchanges' websockets and the in-process feed together.
+type sources struct {
+	remote *streams.Manager
+	local  *streams.Local
+}
+
+func (s sources) Live(c domain.Combination) bool { return s.remote.Live(c) || s.local.Live(c) }
+
+// localFeed reads the candles of a combination from the feed serving it.
+type localFeed struct{ reg *feeds.Registry }
+
+func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+	p, ok := f.reg.For(c)
+	if !ok {
+		return nil, fmt.Errorf("worker: no configured feed serves %s", c)
+	}
+	return p.Candles(ctx, c, symbol, tf, since, limit)
 }
 
 // markLive sets the live mark of every candle combination whose
@@ -246,7 +329,7 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 // whole exchange's size (minutes of budget). The marks are refreshed
 // whatever the passes do, so a combination marked live stays marked.
 // After the pass, each dropped connection repairs its own series' gaps.
-func (s *StreamIngest) markLive(ctx context.Context, m *streams.Manager, plans []streams.Plan, candles *candleSink) {
+func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Combination) bool }, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	var passes sync.WaitGroup
 	defer func() {

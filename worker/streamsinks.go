@@ -91,10 +91,20 @@ func (k *candleSink) run(ctx context.Context) {
 	}
 }
 
-// flush stores what is pending. A failed write is logged and dropped: the
-// REST ingest tick loads the same candles.
+// flush stores what is pending, the series with a closed candle first and
+// in a write of their own: at a minute close every series of an exchange
+// may be due, and the closed candles are the ones readers wait for. A
+// failed write is logged and dropped: the REST ingest tick loads the same
+// candles.
 func (k *candleSink) flush(ctx context.Context) {
-	pending := k.due()
+	closed, open := k.due()
+	k.write(ctx, closed)
+	k.write(ctx, open)
+}
+
+// write stores pending series, announces what changed to the score
+// trigger and the api caches, and records the feeds' health.
+func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle) {
 	if len(pending) == 0 {
 		return
 	}
@@ -127,7 +137,7 @@ func (k *candleSink) flush(ctx context.Context) {
 
 // due takes the pending series to write now: those with a closed candle,
 // and those whose open-candle write is due.
-func (k *candleSink) due() map[store.CandleKey]map[time.Time]domain.Candle {
+func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domain.Candle) {
 	openEvery := k.s.OpenEvery
 	if openEvery <= 0 {
 		openEvery = 10 * time.Second
@@ -135,17 +145,21 @@ func (k *candleSink) due() map[store.CandleKey]map[time.Time]domain.Candle {
 	now := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := map[store.CandleKey]map[time.Time]domain.Candle{}
+	closed, open = map[store.CandleKey]map[time.Time]domain.Candle{}, map[store.CandleKey]map[time.Time]domain.Candle{}
 	for key, byTime := range k.pending {
 		if !k.released[key] || !k.closed[key] && now.Before(k.openNext[key]) {
 			continue
 		}
-		out[key] = byTime
+		if k.closed[key] {
+			closed[key] = byTime
+		} else {
+			open[key] = byTime
+		}
 		delete(k.pending, key)
 		delete(k.closed, key)
 		k.openNext[key] = now.Add(openEvery)
 	}
-	return out
+	return closed, open
 }
 
 // recordHealth notifies the api caches of the exchanges written and marks

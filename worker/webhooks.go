@@ -275,9 +275,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dl store.Delivery, claimedAt t
 	sctx, cancel := context.WithDeadline(ctx, cutoff)
 	defer cancel()
 	e := dl.Event
-	body := webhook.VerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At)
+	body := webhook.VerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At, e.ModelVersion)
 	if e.Sandbox {
-		body = webhook.SandboxVerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At)
+		body = webhook.SandboxVerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At, e.ModelVersion)
 	}
 	sender := webhook.Sender{Client: d.Client, Now: d.Now}
 	res := sender.Send(sctx, dl.CallbackURL, webhook.Message{ID: webhook.EventID(dl.EventID), Body: body,

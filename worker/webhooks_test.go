@@ -230,7 +230,7 @@ func TestWebhookDelivered(t *testing.T) {
 	}
 	var p webhook.VerdictChanged
 	if err := json.Unmarshal(body, &p); err != nil || p != (webhook.VerdictChanged{ID: eid, Event: "verdict_changed", Market: "crypto",
-		Symbol: "BTC_USDT", OldVerdict: "neutral", NewVerdict: "growth", OverallScore: 42, Timestamp: "2026-11-22T08:00:00Z"}) {
+		Symbol: "BTC_USDT", OldVerdict: "neutral", NewVerdict: "growth", OverallScore: 42, Timestamp: "2026-11-22T08:00:00Z", ModelVersion: "v1"}) {
 		t.Errorf("payload %s (%v)", body, err)
 	}
 	if st, attempts, err := f.db.WebhookDeliveryStatus(ctx, id, hook.ID); err != nil || st != "delivered" || attempts != 1 {

@@ -6,25 +6,26 @@ import (
 	"github.com/marketscreener/market/domain"
 )
 
-// Fundamentals are the optional fundamental inputs of one asset. Every
+// Fundamentals are the optional fundamental inputs of one asset (the JSON
+// names are those of the published vectors). Every
 // field is optional (nil = not available); only the fields of the asset's
 // market are used. Fractions are plain ratios (0.05 = 5%).
 type Fundamentals struct {
 	// Crypto (perpetual futures data of the same base asset).
-	FundingRate        *float64 // latest funding rate per 8 h period, fraction
-	OpenInterestChange *float64 // open-interest change over 24 h, fraction
-	VolumeToMarketCap  *float64 // 24 h traded volume / market capitalisation
+	FundingRate        *float64 `json:"funding_rate,omitempty"`         // latest funding rate per 8 h period, fraction
+	OpenInterestChange *float64 `json:"open_interest_change,omitempty"` // open-interest change over 24 h, fraction
+	VolumeToMarketCap  *float64 `json:"volume_to_market_cap,omitempty"` // 24 h traded volume / market capitalisation
 
 	// Stocks.
-	PE            *float64 // price / trailing earnings; ≤ 0 for loss-makers
-	SectorPE      *float64 // median P/E of the sector; nil = compare with MarketPE
-	RevenueGrowth *float64 // revenue change year on year, fraction
-	NetMargin     *float64 // net income / revenue, fraction
-	DebtToEquity  *float64 // total debt / shareholders' equity (negative equity < 0)
+	PE            *float64 `json:"pe,omitempty"`             // price / trailing earnings; ≤ 0 for loss-makers
+	SectorPE      *float64 `json:"sector_pe,omitempty"`      // median P/E of the sector; nil = compare with MarketPE
+	RevenueGrowth *float64 `json:"revenue_growth,omitempty"` // revenue change year on year, fraction
+	NetMargin     *float64 `json:"net_margin,omitempty"`     // net income / revenue, fraction
+	DebtToEquity  *float64 `json:"debt_to_equity,omitempty"` // total debt / shareholders' equity (negative equity < 0)
 
 	// Forex, base currency minus quote currency, in percentage points.
-	PolicyRateDiff *float64
-	InflationDiff  *float64
+	PolicyRateDiff *float64 `json:"policy_rate_differential,omitempty"`
+	InflationDiff  *float64 `json:"inflation_differential,omitempty"`
 }
 
 // Thresholds of the fundamental rules. They are deliberately simple,
@@ -59,8 +60,8 @@ const (
 )
 
 // fundamental returns the fundamental factors of the asset's market with
-// weights summing to 1, or none. priceChange is the recent price change
-// (sign used to read open interest).
+// weights summing to 1, or none. priceChange is the recent price change,
+// whose sign says how to read the open interest's change.
 func fundamental(m domain.Market, f *Fundamentals, priceChange float64) []Factor {
 	if f == nil {
 		return nil

@@ -12,6 +12,7 @@ type Report struct {
 	Summary          string         `json:"summary"`
 	Factors          []ReportFactor `json:"factors"`
 	Scenario         ReportScenario `json:"scenario"`
+	ModelVersion     string         `json:"model_version"`
 }
 
 // ReportFactor is a factor with its explanation rendered.
@@ -40,6 +41,7 @@ func (r Result) Localize(lang Lang) Report {
 		FundamentalScore: r.FundamentalScore,
 		OverallScore:     r.OverallScore,
 		Verdict:          r.Verdict,
+		ModelVersion:     r.ModelVersion,
 		Summary:          Render(lang, r.Summary),
 		Factors:          make([]ReportFactor, len(r.Factors)),
 		Scenario: ReportScenario{

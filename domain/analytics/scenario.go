@@ -12,6 +12,7 @@ import (
 // level; a level closer to the close than minDistanceATR·ATR is the
 // price itself, not a level to trade against.
 const (
+	scenarioATR    = 14 // ATR length, the scenario's yardstick
 	scenarioBars   = 200
 	pivotBars      = 3
 	clusterATR     = 0.5

@@ -41,7 +41,7 @@ func Score(in Input) (Result, error) {
 	tech := scoreOf(factors)
 
 	fund := fundamental(in.Market, in.Fundamentals, s.Close[n-1]-s.Close[n-1-trendChangeBars])
-	res := Result{TechnicalScore: tech, OverallScore: tech}
+	res := Result{TechnicalScore: tech, OverallScore: tech, ModelVersion: CurrentVersion().Name}
 	if len(fund) > 0 {
 		fs := scoreOf(fund)
 		res.FundamentalScore = &fs
@@ -55,7 +55,7 @@ func Score(in Input) (Result, error) {
 	}
 	res.Factors = factors
 	res.Verdict = DecideVerdict(in.PrevVerdict, res.OverallScore)
-	res.Scenario = scenario(s, indicator.Last(indicator.ATR(s.High, s.Low, s.Close, 14), 0), res.Verdict)
+	res.Scenario = scenario(s, indicator.Last(indicator.ATR(s.High, s.Low, s.Close, scenarioATR), 0), res.Verdict)
 	res.Summary = summary(in.Symbol, res)
 	return res, nil
 }

@@ -59,7 +59,7 @@ const (
 // last bar of s.
 func technical(s indicator.Series) []Factor {
 	out := make([]Factor, 0, 32)
-	ema50 := indicator.EMALast(s.Close, 50)
+	ema50 := indicator.EMALast(s.Close, trendEMA)
 	out = maFactors(s, ema50, out)
 	out = oscillatorFactors(s, ema50, out)
 	out = patternFactors(s, out)
@@ -88,19 +88,19 @@ func maFactors(s indicator.Series, ema50 float64, out []Factor) []Factor {
 	for _, p := range maPeriods {
 		ps := strconv.Itoa(p)
 		ema := ema50
-		if p != 50 {
+		if p != trendEMA {
 			ema = indicator.EMALast(c, p)
 		}
 		addMA("ema_"+ps, "EMA "+ps, ema)
 	}
 	w := s.Tail(windowTail)
-	addMA("hma_9", "HMA 9", indicator.Last(indicator.HMA(w.Close, 9), 0))
-	addMA("vwma_20", "VWMA 20", indicator.Last(indicator.VWMA(w.Close, w.Volume, 20), 0))
+	addMA("hma_9", "HMA 9", indicator.Last(indicator.HMA(w.Close, hmaLength), 0))
+	addMA("vwma_20", "VWMA 20", indicator.Last(indicator.VWMA(w.Close, w.Volume, vwmaLength), 0))
 
 	it := s.Tail(ichimokuTail)
-	ic := indicator.Ichimoku(it.High, it.Low, 9, 26, 52)
+	ic := indicator.Ichimoku(it.High, it.Low, ichimokuConversion, ichimokuBase, ichimokuSpanB)
 	conv, base := indicator.Last(ic.Conversion, 0), indicator.Last(ic.Base, 0)
-	a26, b26 := indicator.Last(ic.SpanA, 26), indicator.Last(ic.SpanB, 26)
+	a26, b26 := indicator.Last(ic.SpanA, ichimokuDisplacement), indicator.Last(ic.SpanB, ichimokuDisplacement)
 	if v, ok := ichimokuVote(close, conv, base, a26, b26, indicator.Last(ic.SpanB, 0)); ok {
 		out = append(out, Factor{Name: "ichimoku_9_26_52", Value: fmtPrice(conv) + " / " + fmtPrice(base),
 			Sentiment: sentimentOf(v), Group: GroupMA,
@@ -127,56 +127,56 @@ func oscillatorFactors(s indicator.Series, ema50 float64, out []Factor) []Factor
 	f2 := func(v float64) string { return fmtNum(v, 2) }
 	px := func(v float64) string { return fmtSigned(v, close) }
 
-	rsiSeries := indicator.RSI(c, 14)
+	rsiSeries := indicator.RSI(c, rsiLength)
 	rsi, rsi1 := indicator.Last(rsiSeries, 0), indicator.Last(rsiSeries, 1)
 	v, ok := rsiVote(rsi, rsi1)
 	add("rsi_14", v, ok, f2(rsi), "rsi", "value", f2(rsi), "prev", f2(rsi1))
 
-	k, d := indicator.Stoch(h, l, wc, 14, 3, 3)
+	k, d := indicator.Stoch(h, l, wc, stochLength, stochSmoothK, stochSmoothD)
 	kl, dl := indicator.Last(k, 0), indicator.Last(d, 0)
 	v, ok = stochVote(kl, dl, indicator.Last(d, 1))
 	add("stoch_14_3_3", v, ok, f2(kl)+" / "+f2(dl), "stoch", "k", f2(kl), "d", f2(dl))
 
-	cci := indicator.CCI(wc, 20)
+	cci := indicator.CCI(wc, cciLength)
 	cl, cl1 := indicator.Last(cci, 0), indicator.Last(cci, 1)
 	v, ok = cciVote(cl, cl1)
 	add("cci_20", v, ok, f2(cl), "cci", "value", f2(cl), "prev", f2(cl1))
 
-	plus, minus, adx := indicator.DMI(s.High, s.Low, c, 14, 14)
+	plus, minus, adx := indicator.DMI(s.High, s.Low, c, adxDILength, adxSmoothing)
 	al, pl, ml := indicator.Last(adx, 0), indicator.Last(plus, 0), indicator.Last(minus, 0)
 	v, ok = adxVote(al, indicator.Last(adx, 1), pl, ml)
 	add("adx_14", v, ok, f2(al), "adx", "adx", f2(al), "plus", f2(pl), "minus", f2(ml))
 
-	ao := indicator.AwesomeOscillator(h, l)
+	ao := indicator.AwesomeOscillator(h, l, aoFast, aoSlow)
 	aol, aol1 := indicator.Last(ao, 0), indicator.Last(ao, 1)
 	v, ok = aoVote(aol, aol1, indicator.Last(ao, 2))
 	add("awesome_oscillator", v, ok, px(aol), "ao", "value", px(aol), "prev", px(aol1))
 
-	mom, mom1 := indicator.Last(c, 0)-indicator.Last(c, 10), indicator.Last(c, 1)-indicator.Last(c, 11)
+	mom, mom1 := indicator.Last(c, 0)-indicator.Last(c, momentumLength), indicator.Last(c, 1)-indicator.Last(c, momentumLength+1)
 	v, ok = momVote(mom, mom1)
 	add("momentum_10", v, ok, px(mom), "mom", "value", px(mom), "prev", px(mom1))
 
-	macd, sig, _ := indicator.MACD(c, 12, 26, 9)
+	macd, sig, _ := indicator.MACD(c, macdFast, macdSlow, macdSignal)
 	ml0, sl0 := indicator.Last(macd, 0), indicator.Last(sig, 0)
 	v, ok = macdVote(ml0, sl0)
 	add("macd_12_26_9", v, ok, px(ml0)+" / "+px(sl0), "macd", "macd", px(ml0), "signal", px(sl0))
 
-	sk, sd := indicator.StochRSIFrom(rsiSeries[max(0, len(rsiSeries)-windowTail):], 14, 3, 3)
+	sk, sd := indicator.StochRSIFrom(rsiSeries[max(0, len(rsiSeries)-windowTail):], stochRSIStochLength, stochRSISmoothK, stochRSISmoothD)
 	skl, sdl := indicator.Last(sk, 0), indicator.Last(sd, 0)
 	v, ok = stochRSIVote(close, ema50, skl, sdl)
 	add("stoch_rsi_14_14_3_3", v, ok, f2(skl)+" / "+f2(sdl), "stochrsi", "k", f2(skl), "d", f2(sdl), "ema", fmtPrice(ema50))
 
-	wr := indicator.WilliamsR(h, l, wc, 14)
+	wr := indicator.WilliamsR(h, l, wc, williamsLength)
 	wl, wl1 := indicator.Last(wr, 0), indicator.Last(wr, 1)
 	v, ok = williamsRVote(wl, wl1)
 	add("williams_r_14", v, ok, f2(wl), "wr", "value", f2(wl), "prev", f2(wl1))
 
-	bull, bear := indicator.BullBearPower(s.High, s.Low, c, 13)
+	bull, bear := indicator.BullBearPower(s.High, s.Low, c, bullBearLength)
 	bl, brl := indicator.Last(bull, 0), indicator.Last(bear, 0)
 	v, ok = bullBearVote(close, ema50, bl, indicator.Last(bull, 1), brl, indicator.Last(bear, 1))
 	add("bull_bear_power_13", v, ok, px(bl)+" / "+px(brl), "bbp", "bull", px(bl), "bear", px(brl), "ema", fmtPrice(ema50))
 
-	uo := indicator.Last(indicator.UltimateOscillator(h, l, wc, 7, 14, 28), 0)
+	uo := indicator.Last(indicator.UltimateOscillator(h, l, wc, uoFast, uoMid, uoSlow), 0)
 	v, ok = ultimateVote(uo)
 	add("ultimate_oscillator_7_14_28", v, ok, f2(uo), "uo", "value", f2(uo))
 

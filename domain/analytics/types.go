@@ -84,6 +84,8 @@ type Result struct {
 	Factors          []Factor `json:"factors"`
 	Scenario         Scenario `json:"scenario"`
 	Summary          Message  `json:"summary"`
+	// ModelVersion is the Version.Name of the method that made the result.
+	ModelVersion string `json:"model_version"`
 }
 
 // Input is what Score needs about one asset.

@@ -2,6 +2,43 @@ package analytics
 
 import "math"
 
+// Settings and thresholds of the Technical Rating votes: the vote
+// functions and technical read them, and Methodology describes them, so
+// the published method is always the one that runs.
+const (
+	hmaLength  = 9
+	vwmaLength = 20
+
+	ichimokuConversion, ichimokuBase, ichimokuSpanB, ichimokuDisplacement = 9, 26, 52, 26
+
+	rsiLength, rsiOversold, rsiOverbought = 14, 30, 70
+
+	stochLength, stochSmoothK, stochSmoothD = 14, 3, 3
+	stochOversold, stochOverbought          = 20, 80
+
+	cciLength, cciOversold, cciOverbought = 20, -100, 100
+
+	adxDILength, adxSmoothing, adxTrend = 14, 14, 20
+
+	aoFast, aoSlow = 5, 34
+
+	momentumLength = 10
+
+	macdFast, macdSlow, macdSignal = 12, 26, 9
+
+	stochRSILength, stochRSIStochLength, stochRSISmoothK, stochRSISmoothD = 14, 14, 3, 3
+	stochRSIOversold, stochRSIOverbought                                  = 20, 80
+
+	// trendEMA is the EMA that Stoch RSI and Bull Bear Power read the trend from.
+	trendEMA = 50
+
+	williamsLength, williamsOversold, williamsOverbought = 14, -80, -20
+
+	bullBearLength = 13
+
+	uoFast, uoMid, uoSlow, uoBuy, uoSell = 7, 14, 28, 70, 30
+)
+
 // The vote rules of TradingView's Technical Rating library v3 (2024-11-29),
 // one function per indicator. Arguments are the indicator's values on the
 // last bar (x) and the bars before it (x1 = x[1], x2 = x[2]); NaN stands
@@ -38,25 +75,25 @@ func ichimokuVote(close, conversion, base, spanA26, spanB26, spanB float64) (int
 // rsiVote: buy when RSI(14) < 30 and rising (rsi[1] < rsi), sell when
 // > 70 and falling; guarded by rsi[1].
 func rsiVote(rsi, rsi1 float64) (int, bool) {
-	return rating(rsi1, rsi < 30 && rsi1 < rsi, rsi > 70 && rsi1 > rsi)
+	return rating(rsi1, rsi < rsiOversold && rsi1 < rsi, rsi > rsiOverbought && rsi1 > rsi)
 }
 
 // stochVote (Stochastic 14/3/3): buy when %K < 20, %D < 20 and %K > %D;
 // sell when %K > 80, %D > 80 and %K < %D; guarded by %D[1].
 func stochVote(k, d, d1 float64) (int, bool) {
-	return rating(d1, k < 20 && d < 20 && k > d, k > 80 && d > 80 && k < d)
+	return rating(d1, k < stochOversold && d < stochOversold && k > d, k > stochOverbought && d > stochOverbought && k < d)
 }
 
 // cciVote (cci(close, 20)): buy when CCI < −100 and rising, sell when
 // > 100 and falling; guarded by cci[1].
 func cciVote(cci, cci1 float64) (int, bool) {
-	return rating(cci1, cci < -100 && cci > cci1, cci > 100 && cci < cci1)
+	return rating(cci1, cci < cciOversold && cci > cci1, cci > cciOverbought && cci < cci1)
 }
 
 // adxVote (DMI 14/14): buy when ADX > 20 and rising and +DI > −DI; sell
 // when ADX > 20 and rising and +DI < −DI; guarded by ADX.
 func adxVote(adx, adx1, plus, minus float64) (int, bool) {
-	return rating(adx, adx > 20 && adx > adx1 && plus > minus, adx > 20 && adx > adx1 && plus < minus)
+	return rating(adx, adx > adxTrend && adx > adx1 && plus > minus, adx > adxTrend && adx > adx1 && plus < minus)
 }
 
 // aoVote (Awesome Oscillator): buy on a cross above zero (ao > 0 and
@@ -87,14 +124,14 @@ func macdVote(macd, signal float64) (int, bool) {
 // %D > 80 and %K < %D; guarded by the EMA.
 func stochRSIVote(close, ema50, k, d float64) (int, bool) {
 	return rating(ema50,
-		close < ema50 && k < 20 && d < 20 && k > d,
-		close > ema50 && k > 80 && d > 80 && k < d)
+		close < ema50 && k < stochRSIOversold && d < stochRSIOversold && k > d,
+		close > ema50 && k > stochRSIOverbought && d > stochRSIOverbought && k < d)
 }
 
 // williamsRVote (Williams %R 14): buy when %R < −80 and rising, sell when
 // > −20 and falling; guarded by %R[1].
 func williamsRVote(wr, wr1 float64) (int, bool) {
-	return rating(wr1, wr < -80 && wr > wr1, wr > -20 && wr < wr1)
+	return rating(wr1, wr < williamsOversold && wr > wr1, wr > williamsOverbought && wr < wr1)
 }
 
 // bullBearVote (Elder's power, EMA 13): buy in an uptrend (close > EMA50)
@@ -109,7 +146,7 @@ func bullBearVote(close, ema50, bull, bull1, bear, bear1 float64) (int, bool) {
 // ultimateVote (Ultimate Oscillator 7/14/28): buy above 70, sell below 30;
 // guarded by UO.
 func ultimateVote(uo float64) (int, bool) {
-	return rating(uo, uo > 70, uo < 30)
+	return rating(uo, uo > uoBuy, uo < uoSell)
 }
 
 // rating is Pine's calcRating(src, bull, bear): missing when src is na,

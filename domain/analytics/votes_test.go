@@ -165,10 +165,9 @@ func TestStochRSIVote(t *testing.T) {
 
 // TestStochRSIPinnedLinesAreEqual: over random walks of 80–500 bars, when
 // the raw stochastic of RSI is pinned at 0 (or 100) on the last five bars,
-// %K and %D are both exactly 0 (100) and the vote is neutral. Before Sum
-// summed each window afresh, 0.5 % of all series (1.5 % in the issue's
-// sample) ended with such lines differing by ~1e-14 and a bullish or
-// bearish vote.
+// %K and %D are both exactly 0 (100) and the vote is neutral. Sum sums each
+// window afresh for this: with running sums about 0.5 % of all series end
+// with such lines differing by ~1e-14 and a bullish or bearish vote.
 func TestStochRSIPinnedLinesAreEqual(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(13, 1))

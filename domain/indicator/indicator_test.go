@@ -238,7 +238,7 @@ func TestWarmUps(t *testing.T) {
 		{"RSI14", RSI(s.Close, 14), 14},
 		{"CCI20", CCI(s.Close, 20), 19},
 		{"ATR14", ATR(s.High, s.Low, s.Close, 14), 13},
-		{"AO", AwesomeOscillator(s.High, s.Low), 33},
+		{"AO", AwesomeOscillator(s.High, s.Low, 5, 34), 33},
 		{"UO", UltimateOscillator(s.High, s.Low, s.Close, 7, 14, 28), 28},
 		{"MOM10", Momentum(s.Close, 10), 10},
 		{"+DI", plus, 14},
@@ -367,7 +367,7 @@ func TestTailGivesSameLatestValues(t *testing.T) {
 			{Last(k, i), Last(wk, i)}, {Last(d, i), Last(wd, i)},
 			{Last(CCI(s.Close, 20), i), Last(CCI(w.Close, 20), i)},
 			{Last(WilliamsR(s.High, s.Low, s.Close, 14), i), Last(WilliamsR(w.High, w.Low, w.Close, 14), i)},
-			{Last(AwesomeOscillator(s.High, s.Low), i), Last(AwesomeOscillator(w.High, w.Low), i)},
+			{Last(AwesomeOscillator(s.High, s.Low, 5, 34), i), Last(AwesomeOscillator(w.High, w.Low, 5, 34), i)},
 			{Last(UltimateOscillator(s.High, s.Low, s.Close, 7, 14, 28), i), Last(UltimateOscillator(w.High, w.Low, w.Close, 7, 14, 28), i)},
 			{Last(HMA(s.Close, 9), i), Last(HMA(w.Close, 9), i)},
 		}

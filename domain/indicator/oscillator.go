@@ -118,17 +118,18 @@ func MACD(x []float64, fast, slow, signal int) (macd, sig, hist []float64) {
 	return macd, sig, hist
 }
 
-// AwesomeOscillator is SMA(hl2, 5) − SMA(hl2, 34) (TradingView ao()).
-func AwesomeOscillator(high, low []float64) []float64 {
+// AwesomeOscillator is SMA(hl2, fast) − SMA(hl2, slow); TradingView's
+// ao() is fast 5, slow 34.
+func AwesomeOscillator(high, low []float64, fast, slow int) []float64 {
 	hl2 := make([]float64, len(high))
 	for i := range hl2 {
 		hl2[i] = (high[i] + low[i]) / 2
 	}
-	fast, slow := SMA(hl2, 5), SMA(hl2, 34)
-	for i := range fast {
-		fast[i] -= slow[i]
+	f, sl := SMA(hl2, fast), SMA(hl2, slow)
+	for i := range f {
+		f[i] -= sl[i]
 	}
-	return fast
+	return f
 }
 
 // UltimateOscillator is Williams' Ultimate Oscillator (TradingView

@@ -1,6 +1,9 @@
 package indicator
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Pattern names a candlestick pattern.
 type Pattern string
@@ -156,4 +159,51 @@ func averageBody(s Series, i int) float64 {
 		sum += math.Abs(s.Close[j] - s.Open[j])
 	}
 	return sum / float64(i-from)
+}
+
+// PatternParam is a named threshold of the pattern rules.
+type PatternParam struct {
+	Name  string
+	Value float64
+}
+
+// PatternParams lists the thresholds DetectPatterns uses, for a published
+// description of the rules.
+func PatternParams() []PatternParam {
+	return []PatternParam{
+		{"doji_body_max", dojiBodyMax}, {"small_body_max", smallBodyMax}, {"shadow_to_body", shadowToBody},
+		{"short_shadow_max", shortShadowMax}, {"star_body_max", starBodyMax}, {"long_body_min", longBodyMin},
+		{"soldier_shadow_max", soldierShadowMax}, {"average_body_bars", avgBodyBars}, {"trend_bars", trendBars},
+	}
+}
+
+// Definition is the pattern's rule in words, with the thresholds
+// DetectPatterns uses (range = high − low, body = |close − open|, trend =
+// close[1] − close[trend_bars]).
+func (p Pattern) Definition() string {
+	star := fmt.Sprintf("body ≤ %g·range, trend %%s 0, %%s shadow ≥ %g·body, %%s shadow ≤ %g·range",
+		smallBodyMax, shadowToBody, shortShadowMax)
+	longFirst := fmt.Sprintf("first body ≥ %g × the average body of the %d bars before the last, middle body ≤ %g × the first body",
+		longBodyMin, avgBodyBars, starBodyMax)
+	switch p {
+	case BullishEngulfing:
+		return "previous candle bearish, last bullish, last open ≤ previous close, last close ≥ previous open, last body > previous body"
+	case BearishEngulfing:
+		return "previous candle bullish, last bearish, last open ≥ previous close, last close ≤ previous open, last body > previous body"
+	case Hammer:
+		return fmt.Sprintf(star, "<", "lower", "upper")
+	case ShootingStar:
+		return fmt.Sprintf(star, ">", "upper", "lower")
+	case Doji:
+		return fmt.Sprintf("range > 0 and body ≤ %g·range, when the candle is neither a hammer nor a shooting star", dojiBodyMax)
+	case MorningStar:
+		return longFirst + ", first bearish, last bullish closing above the first body's midpoint, middle body's top ≤ that midpoint"
+	case EveningStar:
+		return longFirst + ", first bullish, last bearish closing below the first body's midpoint, middle body's bottom ≥ that midpoint"
+	case ThreeWhiteSoldiers:
+		return fmt.Sprintf("three bullish candles, each upper shadow ≤ %g·body, each closing above the previous close and opening inside the previous body", soldierShadowMax)
+	case ThreeBlackCrows:
+		return fmt.Sprintf("three bearish candles, each lower shadow ≤ %g·body, each closing below the previous close and opening inside the previous body", soldierShadowMax)
+	}
+	return ""
 }

@@ -118,8 +118,8 @@ func Highest(x []float64, n int) []float64 { return rollingExtreme(x, n, true) }
 func Lowest(x []float64, n int) []float64 { return rollingExtreme(x, n, false) }
 
 // rollingExtreme keeps a monotonic deque of candidate indices, so each
-// bar is pushed and popped once: O(n) whatever the window (the naive
-// rescan was the scorer's hottest loop).
+// bar is pushed and popped once: O(n) whatever the window (rescanning each
+// window would be the scorer's hottest loop).
 func rollingExtreme(x []float64, n int, max bool) []float64 {
 	out := make([]float64, len(x))
 	dq := make([]int, len(x)) // each index enters once, so no wrap-around

@@ -8,9 +8,9 @@ const Z95 = 1.959963984540054
 
 // SignificantSampleSize is the smallest effective sample size whose
 // statistics can be flagged is_significant (which also needs the interval
-// to exclude the base rate; see effective.go). It replaces DESIGN §3's
-// "sample_size ≥ 30": thirty overlapping, correlated observations are far
-// fewer than thirty independent ones.
+// to exclude the base rate; see effective.go). It counts effective, not raw,
+// observations: thirty overlapping, correlated observations are far fewer
+// than thirty independent ones.
 const SignificantSampleSize = 30
 
 // Wilson returns the 95% Wilson score interval for successes out of n

@@ -182,9 +182,9 @@ const (
 	simVol    = 0.02
 )
 
-// naiveSignificant is what the records said before issue 13, judged by the
-// same "interval excludes the base rate" rule: a Wilson interval over
-// sample_size as if every observation were independent.
+// naiveSignificant judges a record by the same "interval excludes the base
+// rate" rule, but on a Wilson interval over sample_size as if every
+// observation were independent: the mistake effective_sample_size corrects.
 func naiveSignificant(n int, rate float64, base *float64) bool {
 	if base == nil || n < SignificantSampleSize {
 		return false
@@ -290,7 +290,8 @@ func TestNoEdgeIsRarelySignificant(t *testing.T) {
 	if r := float64(factors.seedsWithFlag) / seeds; r > 0.07 {
 		t.Errorf("%.1f %% of markets show a significant factor with no edge, want at most 7 %%", 100*r)
 	}
-	// The old rules must flag far more, or this test shows nothing.
+	// The naive rules (sample_size ≥ 30, or the interval over sample_size)
+	// must flag far more, or the simulation is too easy to show anything.
 	if verdicts.rate(verdicts.oldRule) < 0.9 || verdicts.rate(verdicts.naive) < 0.2 || factors.rate(factors.naive) < 0.2 {
 		t.Errorf("old rules flag %.1f %% and %.1f %% of verdict records, %.1f %% of factor ones; the simulation is too easy",
 			100*verdicts.rate(verdicts.oldRule), 100*verdicts.rate(verdicts.naive), 100*factors.rate(factors.naive))

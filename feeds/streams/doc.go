@@ -38,4 +38,8 @@
 //
 // Candles are those of the followed timeframes as the exchange builds them;
 // no timeframe is derived from another here.
+//
+// Local delivers the candles of a feed computed in process (the synthetic
+// one) the same way, read at every minute close: both are a Source, so the
+// consumer stores them through one path.
 package streams

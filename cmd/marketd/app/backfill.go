@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,9 +13,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -22,8 +23,7 @@ import (
 // feeds: a progress bar on a terminal, plain progress lines otherwise.
 // Progress is saved after every page; running the same command again after
 // an interruption resumes.
-func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
-	fs := newFlagSet("backfill")
+func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	market := fs.String("market", "", "crypto, forex or stocks")
 	exchange := fs.String("exchange", "", "exchange of the region's catalogue")
 	symbolsFlag := fs.String("symbols", "", "comma-separated symbols (default: every symbol of the exchange)")
@@ -62,7 +62,7 @@ func (m *Main) cmdBackfill(ctx context.Context, args []string) error {
 		return usagef("--exchange: no %s exchange %q with candles served in region %s by MARKET_FEEDS (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk, served))
 	}
 	// The backfill spends the same provider budgets as the running workers.
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return err
 	}

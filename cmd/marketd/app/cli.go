@@ -1,8 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,22 +19,39 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/invalidation"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/store"
 )
 
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// newFlagSet is the flag set of cmd, named path ("clients show"): it
+// reports errors instead of exiting, and -h renders cmd's usage, its
+// summary and its flags.
+func newFlagSet(path string, cmd command) *flag.FlagSet {
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: marketd %s\n\n%s\n", strings.TrimSpace(path+" "+cmd.args), cmd.summary)
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
 	return fs
 }
+
+// helpText is the help a command printed for -h: shown on stdout, exit 0.
+type helpText string
+
+func (h helpText) Error() string { return string(h) }
 
 // parseFlags parses flags anywhere among the arguments ("keys revoke ID
 // --json" and "keys revoke --json ID" both work) and returns the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, helpText(fs.Output().(*bytes.Buffer).String())
+		} else if err != nil {
 			return nil, usagef("%v", err)
 		}
 		args = fs.Args()
@@ -94,8 +113,7 @@ func (m *Main) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
-	fs := newFlagSet("migrate")
+func (m *Main) cmdMigrate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait", 0, "keep trying to reach Postgres this long, with back-off (a container start)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -135,8 +153,7 @@ func (m *Main) cmdMigrate(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (m *Main) cmdCatalogue(_ context.Context, args []string) error {
-	fs := newFlagSet("catalogue")
+func (m *Main) cmdCatalogue(_ context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	region := fs.String("region", "", "region (default MARKET_REGION)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -222,168 +239,216 @@ func quotaText(q *int64) string {
 	return strconv.FormatInt(*q, 10)
 }
 
-func (m *Main) cmdClients(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: marketd clients create|list|show|suspend|activate|set-tier|set-limits ...")
+func clientsCommands() []command {
+	return []command{
+		{name: "create", args: "--org NAME --tier TIER [--markets M,...] [--expires RFC3339] [--rate-limit N] [--monthly-quota N|unlimited]",
+			summary: "create a client and print its id", run: (*Main).clientsCreate},
+		{name: "list", summary: "list the clients", run: (*Main).clientsList},
+		{name: "show", args: "ID", summary: "show a client, its use this month and the combinations served for its markets", run: (*Main).clientsShow},
+		{name: "suspend", args: "ID", summary: "suspend a client: its keys are refused", run: clientsSetStatus(domain.StatusSuspended)},
+		{name: "activate", args: "ID", summary: "activate a suspended client", run: clientsSetStatus(domain.StatusActive)},
+		{name: "set-tier", args: "ID --tier TIER [--markets M,...]", summary: "change a client's tier and markets", run: (*Main).clientsSetTier},
+		{name: "set-limits", args: "ID [--rate-limit N] [--monthly-quota N|unlimited] [--expires RFC3339]",
+			summary: "override a client's rate limit, monthly quota or contract end (the flags given)", run: (*Main).clientsSetLimits},
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("clients " + sub)
+}
+
+// tierFlags are the flags choosing a client's tier and markets.
+type tierFlags struct{ tier, markets *string }
+
+func addTierFlags(fs *flag.FlagSet) tierFlags {
+	return tierFlags{
+		tier:    fs.String("tier", "", "starter, business or enterprise"),
+		markets: fs.String("markets", "", "comma-separated markets (starter: exactly one)"),
+	}
+}
+
+// limitFlags are the flags of a custom contract.
+type limitFlags struct {
+	expires, quota *string
+	rate           *int
+}
+
+func addLimitFlags(fs *flag.FlagSet) limitFlags {
+	return limitFlags{
+		expires: fs.String("expires", "", "contract end, RFC 3339 (empty: no end)"),
+		rate:    fs.Int("rate-limit", 0, "override: requests per rolling minute"),
+		quota:   fs.String("monthly-quota", "", "override: requests per month, or unlimited"),
+	}
+}
+
+// isSet reports whether the command line gave the flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func (m *Main) clientsCreate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	org := fs.String("org", "", "organisation name")
-	tierFlag := fs.String("tier", "", "starter, business or enterprise")
-	marketsFlag := fs.String("markets", "", "comma-separated markets (starter: exactly one)")
-	expires := fs.String("expires", "", "contract end, RFC 3339 (empty: no end)")
-	rate := fs.Int("rate-limit", 0, "override: requests per rolling minute")
-	quota := fs.String("monthly-quota", "", "override: requests per month, or unlimited")
+	tf, lf := addTierFlags(fs), addLimitFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	now := time.Now()
+	if len(pos) != 0 {
+		return usagef("clients create takes flags only, got %q", pos)
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c, err := clientFromFlags(*org, *tf.tier, *tf.markets, *lf.expires, isSet(fs, "rate-limit"), *lf.rate, *lf.quota)
+	if err != nil {
+		return err
+	}
+	if err := db.CreateClient(ctx, c); err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(toClientJSON(c, time.Now()))
+	}
+	fmt.Fprintln(m.Stdout, c.ID)
+	return nil
+}
 
+func (m *Main) clientsList(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cs, err := db.Clients(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if *asJSON {
+		out := make([]clientJSON, 0, len(cs))
+		for _, c := range cs {
+			out = append(out, toClientJSON(c, now))
+		}
+		return m.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tORG\tTIER\tSTATUS\tMARKETS\tRATE\tQUOTA")
+	for _, c := range cs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.OrgName, c.Tier, c.EffectiveStatus(now),
+			strings.Join(domain.MarketNames(c.Markets), ","), domain.RateLimitText(c.RatePerMinute()), quotaText(c.MonthlyQuota()))
+	}
+	return tw.Flush()
+}
+
+func (m *Main) clientsShow(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	return m.clientCommand(ctx, fs, args, false, func(db *store.DB, id string) (*domain.Client, error) {
+		return db.Client(ctx, id)
+	})
+}
+
+func clientsSetStatus(status domain.ClientStatus) func(*Main, context.Context, *flag.FlagSet, []string) error {
+	return func(m *Main, ctx context.Context, fs *flag.FlagSet, args []string) error {
+		return m.clientCommand(ctx, fs, args, true, func(db *store.DB, id string) (*domain.Client, error) {
+			return db.SetClientStatus(ctx, id, status)
+		})
+	}
+}
+
+func (m *Main) clientsSetTier(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	tf := addTierFlags(fs)
+	return m.clientCommand(ctx, fs, args, true, func(db *store.DB, id string) (*domain.Client, error) {
+		tier, err := domain.ParseTier(*tf.tier)
+		if err != nil {
+			return nil, usagef("--tier: %v", err)
+		}
+		markets, err := marketsFor(tier, *tf.markets)
+		if err != nil {
+			return nil, err
+		}
+		return db.SetClientTier(ctx, id, tier, markets)
+	})
+}
+
+// clientsSetLimits changes the limits the command line gives and keeps
+// the others.
+func (m *Main) clientsSetLimits(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	lf := addLimitFlags(fs)
+	return m.clientCommand(ctx, fs, args, true, func(db *store.DB, id string) (*domain.Client, error) {
+		cur, err := db.Client(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		next, err := clientFromFlags(cur.OrgName, string(cur.Tier), strings.Join(domain.MarketNames(cur.Markets), ","), *lf.expires, isSet(fs, "rate-limit"), *lf.rate, *lf.quota)
+		if err != nil {
+			return nil, err
+		}
+		if !isSet(fs, "rate-limit") {
+			next.RateLimitOverride = cur.RateLimitOverride
+		}
+		if !isSet(fs, "monthly-quota") {
+			next.QuotaOverride, next.QuotaUnlimited = cur.QuotaOverride, cur.QuotaUnlimited
+		}
+		if !isSet(fs, "expires") {
+			next.ContractExpiresAt = cur.ContractExpiresAt
+		}
+		return db.SetClientLimits(ctx, id, next.RateLimitOverride, next.QuotaOverride, next.QuotaUnlimited, next.ContractExpiresAt)
+	})
+}
+
+// clientCommand runs a command on the client its one argument names: op
+// reads or changes the client; a change reaches every api replica at once
+// (invalidateClient). Then the client is shown.
+func (m *Main) clientCommand(ctx context.Context, fs *flag.FlagSet, args []string, changes bool, op func(db *store.DB, id string) (*domain.Client, error)) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: marketd %s ID", fs.Name())
+	}
 	db, cfg, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	needID := func() (string, error) {
-		if len(pos) != 1 {
-			return "", usagef("usage: marketd clients %s ID", sub)
-		}
-		return pos[0], nil
+	c, err := op(db, pos[0])
+	if err != nil {
+		return err
 	}
-	show := func(c *domain.Client) error {
-		cj := toClientJSON(c, now)
-		used, err := db.UsedThisMonth(ctx, c.ID, now)
-		if err != nil {
-			return err
-		}
-		cj.UsedThisMonth = &used
-		cj.Combinations = cfg.servedFor(c.Markets)
-		if *asJSON {
-			return m.printJSON(cj)
-		}
-		exp := "none"
-		if c.ContractExpiresAt != nil {
-			exp = c.ContractExpiresAt.Format(time.RFC3339)
-		}
-		fmt.Fprintf(m.Stdout, "id:               %s\norg:              %s\ntier:             %s\nstatus:           %s\nmarkets:          %s\nrate limit:       %s\nmonthly quota:    %s\nused this month:  %d\ncontract expires: %s\n",
-			c.ID, c.OrgName, c.Tier, cj.Status, strings.Join(cj.Markets, ","), cj.RateLimit, quotaText(c.MonthlyQuota()), used, exp)
-		printServed(m.Stdout, cj.Combinations)
-		return nil
+	if changes {
+		m.invalidateClient(ctx, c.ID)
 	}
-	switch sub {
-	case "create":
-		if len(pos) != 0 {
-			return usagef("clients create takes flags only, got %q", pos)
-		}
-		c, err := clientFromFlags(*org, *tierFlag, *marketsFlag, *expires, set["rate-limit"], *rate, *quota)
-		if err != nil {
-			return err
-		}
-		if err := db.CreateClient(ctx, c); err != nil {
-			return err
-		}
-		if *asJSON {
-			return m.printJSON(toClientJSON(c, now))
-		}
-		fmt.Fprintln(m.Stdout, c.ID)
-		return nil
-	case "list":
-		cs, err := db.Clients(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			out := make([]clientJSON, 0, len(cs))
-			for _, c := range cs {
-				out = append(out, toClientJSON(c, now))
-			}
-			return m.printJSON(out)
-		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tORG\tTIER\tSTATUS\tMARKETS\tRATE\tQUOTA")
-		for _, c := range cs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.OrgName, c.Tier, c.EffectiveStatus(now),
-				strings.Join(domain.MarketNames(c.Markets), ","), domain.RateLimitText(c.RatePerMinute()), quotaText(c.MonthlyQuota()))
-		}
-		return tw.Flush()
-	case "show":
-		id, err := needID()
-		if err != nil {
-			return err
-		}
-		c, err := db.Client(ctx, id)
-		if err != nil {
-			return err
-		}
-		return show(c)
-	case "suspend", "activate":
-		id, err := needID()
-		if err != nil {
-			return err
-		}
-		status := domain.StatusSuspended
-		if sub == "activate" {
-			status = domain.StatusActive
-		}
-		c, err := db.SetClientStatus(ctx, id, status)
-		if err != nil {
-			return err
-		}
-		m.invalidateClient(ctx, c.ID)
-		return show(c)
-	case "set-tier":
-		id, err := needID()
-		if err != nil {
-			return err
-		}
-		tier, err := domain.ParseTier(*tierFlag)
-		if err != nil {
-			return usagef("--tier: %v", err)
-		}
-		markets, err := marketsFor(tier, *marketsFlag)
-		if err != nil {
-			return err
-		}
-		c, err := db.SetClientTier(ctx, id, tier, markets)
-		if err != nil {
-			return err
-		}
-		m.invalidateClient(ctx, c.ID)
-		return show(c)
-	case "set-limits":
-		id, err := needID()
-		if err != nil {
-			return err
-		}
-		cur, err := db.Client(ctx, id)
-		if err != nil {
-			return err
-		}
-		next, err := clientFromFlags(cur.OrgName, string(cur.Tier), strings.Join(domain.MarketNames(cur.Markets), ","), *expires, set["rate-limit"], *rate, *quota)
-		if err != nil {
-			return err
-		}
-		if !set["rate-limit"] {
-			next.RateLimitOverride = cur.RateLimitOverride
-		}
-		if !set["monthly-quota"] {
-			next.QuotaOverride, next.QuotaUnlimited = cur.QuotaOverride, cur.QuotaUnlimited
-		}
-		if !set["expires"] {
-			next.ContractExpiresAt = cur.ContractExpiresAt
-		}
-		c, err := db.SetClientLimits(ctx, id, next.RateLimitOverride, next.QuotaOverride, next.QuotaUnlimited, next.ContractExpiresAt)
-		if err != nil {
-			return err
-		}
-		m.invalidateClient(ctx, c.ID)
-		return show(c)
+	return m.showClient(ctx, db, cfg, c, *asJSON)
+}
+
+// showClient prints a client with its use this month and the combinations
+// this deployment serves for its markets.
+func (m *Main) showClient(ctx context.Context, db *store.DB, cfg Config, c *domain.Client, asJSON bool) error {
+	now := time.Now()
+	cj := toClientJSON(c, now)
+	used, err := db.UsedThisMonth(ctx, c.ID, now)
+	if err != nil {
+		return err
 	}
-	return usagef("unknown clients command %q (create, list, show, suspend, activate, set-tier, set-limits)", sub)
+	cj.UsedThisMonth = &used
+	cj.Combinations = cfg.servedFor(c.Markets)
+	if asJSON {
+		return m.printJSON(cj)
+	}
+	exp := "none"
+	if c.ContractExpiresAt != nil {
+		exp = c.ContractExpiresAt.Format(time.RFC3339)
+	}
+	fmt.Fprintf(m.Stdout, "id:               %s\norg:              %s\ntier:             %s\nstatus:           %s\nmarkets:          %s\nrate limit:       %s\nmonthly quota:    %s\nused this month:  %d\ncontract expires: %s\n",
+		c.ID, c.OrgName, c.Tier, cj.Status, strings.Join(cj.Markets, ","), cj.RateLimit, quotaText(c.MonthlyQuota()), used, exp)
+	printServed(m.Stdout, cj.Combinations)
+	return nil
 }
 
 // marketsFor applies the tier rule: starter needs exactly one market;
@@ -446,12 +511,33 @@ func clientFromFlags(org, tierText, marketsText, expires string, rateSet bool, r
 	return c, c.Validate()
 }
 
-func (m *Main) cmdKeys(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: marketd keys issue --client ID [--sandbox] | revoke KEY_ID | list --client ID")
+func keysCommands() []command {
+	return []command{
+		{name: "issue", args: "--client ID [--sandbox]", summary: "issue a key and print it, once (only its SHA-256 is stored)", run: (*Main).keysIssue},
+		{name: "revoke", args: "KEY_ID", summary: "revoke a key: refused from the next request on", run: (*Main).keysRevoke},
+		{name: "list", args: "--client ID", summary: "list a client's keys: ids and prefixes, never keys", run: (*Main).keysList},
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("keys " + sub)
+}
+
+// keyJSON is the operator view of an API key.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	ClientID  string     `json:"client_id"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	Key       string     `json:"key,omitempty"`
+	Sandbox   bool       `json:"sandbox"`
+	// Combinations are what the key reads: this deployment's served
+	// combinations of the client's markets (keys issue).
+	Combinations []servedCombination `json:"combinations,omitempty"`
+}
+
+func toKeyJSON(k *domain.APIKey) keyJSON {
+	return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Sandbox: k.Sandbox()}
+}
+
+func (m *Main) keysIssue(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	clientID := fs.String("client", "", "client id")
 	sandbox := fs.Bool("sandbox", false, "issue a sandbox key (msk_test_…): synthetic data, no quota")
@@ -459,95 +545,100 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *clientID == "" || len(pos) != 0 {
+		return usagef("usage: marketd keys issue --client ID [--sandbox]")
+	}
 	db, cfg, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	type keyJSON struct {
-		ID        string     `json:"id"`
-		ClientID  string     `json:"client_id"`
-		Prefix    string     `json:"prefix"`
-		CreatedAt time.Time  `json:"created_at"`
-		RevokedAt *time.Time `json:"revoked_at"`
-		Key       string     `json:"key,omitempty"`
-		Sandbox   bool       `json:"sandbox"`
-		// Combinations are what the key reads: this deployment's served
-		// combinations of the client's markets (keys issue).
-		Combinations []servedCombination `json:"combinations,omitempty"`
+	issue := db.IssueKey
+	if *sandbox {
+		issue = db.IssueSandboxKey
 	}
-	toJSON := func(k *domain.APIKey) keyJSON {
-		return keyJSON{ID: k.ID, ClientID: k.ClientID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Sandbox: k.Sandbox()}
+	key, rec, err := issue(ctx, *clientID)
+	if err != nil {
+		return err
 	}
-	switch sub {
-	case "issue":
-		if *clientID == "" || len(pos) != 0 {
-			return usagef("usage: marketd keys issue --client ID [--sandbox]")
-		}
-		issue := db.IssueKey
-		if *sandbox {
-			issue = db.IssueSandboxKey
-		}
-		key, rec, err := issue(ctx, *clientID)
-		if err != nil {
-			return err
-		}
-		m.publish(ctx, admission.KeyIssued(rec.Hash))
-		served, err := m.keyCombinations(ctx, db, cfg, *clientID, *sandbox)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			kj := toJSON(rec)
-			kj.Key, kj.Combinations = key, served
-			return m.printJSON(kj)
-		}
-		// The key alone on stdout (scripts capture it); what it reads on
-		// stderr, for the operator to send with it.
-		fmt.Fprintln(m.Stdout, key)
-		printServed(m.Stderr, served)
-		return nil
-	case "revoke":
-		if len(pos) != 1 {
-			return usagef("usage: marketd keys revoke KEY_ID")
-		}
-		k, err := db.RevokeKey(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		m.invalidateKey(ctx, k.Hash)
-		if *asJSON {
-			return m.printJSON(toJSON(k))
-		}
-		fmt.Fprintf(m.Stdout, "revoked %s (%s…) at %s\n", k.ID, k.Prefix, k.RevokedAt.Format(time.RFC3339))
-		return nil
-	case "list":
-		if *clientID == "" {
-			return usagef("usage: marketd keys list --client ID")
-		}
-		keys, err := db.Keys(ctx, *clientID)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			out := make([]keyJSON, 0, len(keys))
-			for _, k := range keys {
-				out = append(out, toJSON(k))
-			}
-			return m.printJSON(out)
-		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tCREATED\tREVOKED")
+	m.publish(ctx, invalidation.KeyIssued(rec.Hash))
+	served, err := m.keyCombinations(ctx, db, cfg, *clientID, *sandbox)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		kj := toKeyJSON(rec)
+		kj.Key, kj.Combinations = key, served
+		return m.printJSON(kj)
+	}
+	// The key alone on stdout (scripts capture it); what it reads on
+	// stderr, for the operator to send with it.
+	fmt.Fprintln(m.Stdout, key)
+	printServed(m.Stderr, served)
+	return nil
+}
+
+func (m *Main) keysRevoke(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: marketd keys revoke KEY_ID")
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	k, err := db.RevokeKey(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	m.invalidateKey(ctx, k.Hash)
+	if *asJSON {
+		return m.printJSON(toKeyJSON(k))
+	}
+	fmt.Fprintf(m.Stdout, "revoked %s (%s…) at %s\n", k.ID, k.Prefix, k.RevokedAt.Format(time.RFC3339))
+	return nil
+}
+
+func (m *Main) keysList(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	clientID := fs.String("client", "", "client id")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *clientID == "" {
+		return usagef("usage: marketd keys list --client ID")
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	keys, err := db.Keys(ctx, *clientID)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := make([]keyJSON, 0, len(keys))
 		for _, k := range keys {
-			rev := "-"
-			if k.RevokedAt != nil {
-				rev = k.RevokedAt.Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\n", k.ID, k.Prefix, k.CreatedAt.Format(time.RFC3339), rev)
+			out = append(out, toKeyJSON(k))
 		}
-		return tw.Flush()
+		return m.printJSON(out)
 	}
-	return usagef("unknown keys command %q (issue, revoke, list)", sub)
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPREFIX\tCREATED\tREVOKED")
+	for _, k := range keys {
+		rev := "-"
+		if k.RevokedAt != nil {
+			rev = k.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\n", k.ID, k.Prefix, k.CreatedAt.Format(time.RFC3339), rev)
+	}
+	return tw.Flush()
 }
 
 // invalidateKey and invalidateClient tell every api replica, over Redis
@@ -556,104 +647,116 @@ func (m *Main) cmdKeys(ctx context.Context, args []string) error {
 // reaches every replica within the key cache's TTL, and a new key works
 // anyway (looked up on first use).
 func (m *Main) invalidateKey(ctx context.Context, keyHash string) {
-	m.publish(ctx, admission.KeyRevoked(keyHash))
+	m.publish(ctx, invalidation.KeyRevoked(keyHash))
 }
 
 func (m *Main) invalidateClient(ctx context.Context, clientID string) {
-	m.publish(ctx, admission.ClientChanged(clientID))
+	m.publish(ctx, invalidation.ClientChanged(clientID))
 }
 
-func (m *Main) publish(ctx context.Context, inv admission.Invalidation) {
+func (m *Main) publish(ctx context.Context, inv invalidation.Message) {
 	cfg, err := LoadConfig(m.Getenv)
 	if err != nil {
 		return
 	}
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	if err := admission.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
+	if err := invalidation.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
 		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, admission.DefaultKeyTTL)
 	}
 }
 
-func (m *Main) cmdWebhooks(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: marketd webhooks list [--client ID] | enable ID")
+func webhooksCommands() []command {
+	return []command{
+		{name: "list", args: "[--client ID]", summary: "list subscriptions: status and failures, never secrets", run: (*Main).webhooksList},
+		{name: "enable", args: "ID", summary: "re-enable a subscription disabled after repeated failures", run: (*Main).webhooksEnable},
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("webhooks " + sub)
+}
+
+// hookJSON is the operator view of a webhook subscription.
+type hookJSON struct {
+	ID                  string     `json:"id"`
+	ClientID            string     `json:"client_id"`
+	CallbackURL         string     `json:"callback_url"`
+	Market              *string    `json:"market"`
+	Status              string     `json:"status"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	LastDeliveryAt      *time.Time `json:"last_delivery_at"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	LastError           string     `json:"last_error,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+}
+
+func (m *Main) webhooksList(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	clientID := fs.String("client", "", "only this client's subscriptions")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	if len(pos) != 0 {
+		return usagef("usage: marketd webhooks list [--client ID]")
+	}
 	db, _, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	switch sub {
-	case "list":
-		if len(pos) != 0 {
-			return usagef("usage: marketd webhooks list [--client ID]")
-		}
-		ws, err := db.Webhooks(ctx, *clientID)
-		if err != nil {
-			return err
-		}
-		type hookJSON struct {
-			ID                  string     `json:"id"`
-			ClientID            string     `json:"client_id"`
-			CallbackURL         string     `json:"callback_url"`
-			Market              *string    `json:"market"`
-			Status              string     `json:"status"`
-			ConsecutiveFailures int        `json:"consecutive_failures"`
-			LastDeliveryAt      *time.Time `json:"last_delivery_at"`
-			LastSuccessAt       *time.Time `json:"last_success_at"`
-			LastError           string     `json:"last_error,omitempty"`
-			CreatedAt           time.Time  `json:"created_at"`
-		}
-		out := make([]hookJSON, 0, len(ws))
-		for _, w := range ws {
-			h := hookJSON{ID: w.ID, ClientID: w.ClientID, CallbackURL: w.CallbackURL, Status: w.Status,
-				ConsecutiveFailures: w.ConsecutiveFailures, LastDeliveryAt: w.LastDeliveryAt, LastSuccessAt: w.LastSuccessAt, CreatedAt: w.CreatedAt}
-			if !w.LastError.OK() {
-				h.LastError = w.LastError.String()
-			}
-			if w.Market != nil {
-				s := string(*w.Market)
-				h.Market = &s
-			}
-			out = append(out, h)
-		}
-		if *asJSON {
-			return m.printJSON(out)
-		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tCLIENT\tMARKET\tSTATUS\tFAILURES\tURL")
-		for _, h := range out {
-			market := "all"
-			if h.Market != nil {
-				market = *h.Market
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", h.ID, h.ClientID, market, h.Status, h.ConsecutiveFailures, h.CallbackURL)
-		}
-		return tw.Flush()
-	case "enable":
-		if len(pos) != 1 {
-			return usagef("usage: marketd webhooks enable ID")
-		}
-		if _, err := db.EnableWebhook(ctx, "", pos[0]); err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Stdout, "enabled %s\n", pos[0])
-		return nil
+	ws, err := db.Webhooks(ctx, *clientID)
+	if err != nil {
+		return err
 	}
-	return usagef("unknown webhooks command %q (list, enable)", sub)
+	out := make([]hookJSON, 0, len(ws))
+	for _, w := range ws {
+		h := hookJSON{ID: w.ID, ClientID: w.ClientID, CallbackURL: w.CallbackURL, Status: w.Status,
+			ConsecutiveFailures: w.ConsecutiveFailures, LastDeliveryAt: w.LastDeliveryAt, LastSuccessAt: w.LastSuccessAt, CreatedAt: w.CreatedAt}
+		if !w.LastError.OK() {
+			h.LastError = w.LastError.String()
+		}
+		if w.Market != nil {
+			s := string(*w.Market)
+			h.Market = &s
+		}
+		out = append(out, h)
+	}
+	if *asJSON {
+		return m.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCLIENT\tMARKET\tSTATUS\tFAILURES\tURL")
+	for _, h := range out {
+		market := "all"
+		if h.Market != nil {
+			market = *h.Market
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", h.ID, h.ClientID, market, h.Status, h.ConsecutiveFailures, h.CallbackURL)
+	}
+	return tw.Flush()
+}
+
+func (m *Main) webhooksEnable(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	fs.Bool("json", false, "accepted for uniformity; enable prints one line")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: marketd webhooks enable ID")
+	}
+	db, _, err := m.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.EnableWebhook(ctx, "", pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "enabled %s\n", pos[0])
+	return nil
 }
 
 // migrateSandbox applies the migrations to the sandbox's database too

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -99,213 +100,434 @@ type Config struct {
 // with the source; every role says so loudly at start.
 const DemoSecretKeyValue = "insecure-demo-key"
 
-// envVar documents one variable: the README's config table is this list.
-type envVar struct {
-	Name, Default, Doc string
+// option is one environment variable of the configuration: its name, its
+// default, its documentation (Markdown: the README's configuration table
+// and `marketd help` are rendered from it) and the parser that sets its
+// field of Config from the value, the default when unset. An option
+// without a parser is read before the configuration (package main, the Go
+// runtime) and is listed so that the table names every variable.
+type option struct {
+	name string
+	def  string
+	// shownDef replaces def in the documentation when the default is not
+	// one literal value.
+	shownDef string
+	doc      string
+	parse    func(v string) error
 }
 
-// EnvVars lists every variable the process reads.
-var EnvVars = []envVar{
-	{"MARKET_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres URL (pgx format; `search_path` may be set as a query parameter)."},
-	{"MARKET_SANDBOX_DATABASE_URL", "", "Postgres URL of the sandbox's market data (its own schema, e.g. `search_path=sandbox`), filled by a worker and scheduler of its own on the `synthetic` feed; sandbox keys read it. Unset: sandbox keys get 503. `marketd migrate` migrates it too."},
-	{"MARKET_SANDBOX_PIPELINE", "false", "true on the worker and scheduler that fill the sandbox (their MARKET_DATABASE_URL is the sandbox's, MARKET_SANDBOX_DATABASE_URL unset): the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows."},
-	{"MARKET_SANDBOX_REDIS_URL", "", "`marketd all` only: Redis URL of the sandbox pipeline's queues (another database than MARKET_REDIS_URL's, e.g. redis://127.0.0.1:6379/1). With MARKET_SANDBOX_DATABASE_URL, the process then fills the sandbox too (a worker and a scheduler of its own on the synthetic feed). Unset: only a separate sandbox worker and scheduler fill it."},
-	{"MARKET_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL for queues, rate-limit windows and cache invalidation."},
-	{"MARKET_HTTP_ADDR", ":8080", "Public API listener (base path /api/v1/public, docs at /docs)."},
-	{"MARKET_OPS_ADDR", "127.0.0.1:8081", "Operator listener: /healthz, /readyz, /metrics, /asynqmon/."},
-	{"MARKET_ASYNQMON_WRITABLE", "false", "true lets the asynqmon UI (ops listener) pause queues and run, archive or delete tasks; it is read-only otherwise. Needs MARKET_ASYNQMON_TOKEN."},
-	{"MARKET_ASYNQMON_TOKEN", "", "Token (16+ characters) required on every asynqmon request when writable: HTTP basic-auth password (any user; the browser asks) or `Authorization: Bearer`."},
-	{"MARKET_REGION", domain.DefaultRegion, "Deployment region: picks the catalogue of exchanges (" + strings.Join(domain.Regions, ", ") + ")."},
-	{"MARKET_SECRET_KEY", "", "32-byte key (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused). `" + DemoSecretKeyValue + "` selects a public key (compose's default for a demo; every role warns at start)."},
-	{"MARKET_LOG_LEVEL", "info", "debug, info, warn or error. Logs are JSON on stderr."},
-	{"MARKET_FEEDS", "synthetic", "Comma-separated market-data feeds of the worker, first match wins: synthetic, binance, okx, coinbase, oanda, alpaca."},
-	{"MARKET_FEED_URLS", "", "Comma-separated `name=url` overrides of the feeds' upstream hosts, for a testnet, a practice account, a mirror or a local replay (`http://` and `ws://` accepted). Names and defaults: " + strings.Join(feeds.HostDocs(), "; ") + "."},
-	{"MARKET_OANDA_TOKEN", "", "OANDA v20 token (required by the oanda feed)."},
-	{"MARKET_OANDA_ENVIRONMENT", feeds.OandaLive, "OANDA account kind: `live` (api-fxtrade) or `practice` (api-fxpractice); an `oanda=` entry of MARKET_FEED_URLS wins."},
-	{"MARKET_ALPACA_KEY_ID", "", "Alpaca market-data key id (required by the alpaca feed)."},
-	{"MARKET_ALPACA_SECRET", "", "Alpaca market-data secret (required by the alpaca feed)."},
-	{"MARKET_SYNTHETIC_SEED", "1", "Seed of the synthetic feed (same seed, same market history)."},
-	{"MARKET_SYNTHETIC_ASSETS", strconv.Itoa(feeds.SyntheticDefaultCryptoAssets), "Crypto base assets of the synthetic feed (1–" + strconv.Itoa(feeds.SyntheticMaxCryptoAssets) + "), for scale benchmarks without an exchange: beyond the default table, assets get symbols and price paths derived from the seed, and each crypto combination lists its default share of them (binance spot every one against USDT)."},
-	{"MARKET_TICKER_INTERVAL", "10s", "How often the scheduler enqueues screener ingest per combination."},
-	{"MARKET_CANDLE_INTERVAL", "1m", "How often the scheduler enqueues candle ingest per combination and timeframe."},
-	{"MARKET_SCORE_INTERVAL", "1m", "Safety-net period of analytics scoring per market and trading style: ingest already enqueues the scoring of what it changed at once; the tick scores whatever that missed (assets with nothing new are skipped)."},
-	{"MARKET_SCORE_TRIGGER", "true", "true: ingest has the assets it changed scored at once (seconds from candle to verdict). false: scoring waits for the MARKET_SCORE_INTERVAL tick alone (an operator's switch, and the baseline of the CPU benchmark in BENCHMARKS.md)."},
-	{"MARKET_FUNDAMENTALS_INTERVAL", "15m", "How often the scheduler refreshes the fundamental inputs (funding, open interest, P/E, rate differentials) of each market's assets."},
-	{"MARKET_STATS_INTERVAL", "15m", "How often the scheduler enqueues the verdict/factor statistics of each market (backtest over daily candles, and live); 0 disables them."},
-	{"MARKET_WEBHOOK_INTERVAL", "5s", "Safety-net period of the webhook dispatcher (fan-out of verdict changes, due deliveries and retries); a committed verdict event wakes it at once."},
-	{"MARKET_WEBHOOK_ALLOW_PRIVATE", "false", "Tests only: accept callback URLs on loopback and private addresses."},
-	{"MARKET_WEBHOOK_CA_FILE", "", "Tests only: PEM file of an extra CA trusted for webhook deliveries."},
-	{"MARKET_WEBHOOK_CONCURRENCY", "128", "Webhook sends in flight per worker process (one per subscription at most; a hanging receiver holds one for at most 10 s)."},
-	{"MARKET_REQUEST_TIMEOUT", "4s", "Time budget of a public request: one whose database or Redis is broken, frozen or slow is answered 503 with Retry-After within it (a webhook test ping gets 10 s more)."},
-	{"MARKET_FEED_HEADROOM", "0.8", "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418."},
-	{"MARKET_STREAM_DB_CONNS", "4", "Postgres connections of an api replica's event streams (GET /stream), apart from its 16 request connections, so streams never take a request's: one for the replica's reader of the log, the others for the pages of resuming streams' replays (each page at most 2 s). The sandbox's streams get a pool of the same size. 2 to 64."},
-	{"MARKET_CANDLE_RETENTION", formatCandleRetention(worker.DefaultCandleRetention()), "How long candles of each timeframe are kept: comma-separated `timeframe=age` (`14d`, `2w`, `36h`, or `forever`); a timeframe not listed keeps its default. At least the span of the " + strconv.Itoa(api.MaxCandleLimit) + " candles GET /ohlcv serves (1m: 16h40m). Older candles are deleted every 15 minutes in small batches, and backfill does not load them."},
-	{"MARKET_MAX_CANDLE_SYMBOLS", "all", "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or 0), or a cap for an operator whose request budget cannot carry the whole universe."},
+// options is the configuration's table: each variable bound to its field
+// of c, in the README's order. A parser's error omits the variable's name,
+// which LoadConfig puts first.
+func (c *Config) options() []option {
+	return []option{
+		{name: "MARKET_DATABASE_URL", def: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+			doc:   "Postgres URL (pgx format; `search_path` may be a query parameter)",
+			parse: postgresURL(&c.DatabaseURL)},
+		{name: "MARKET_SANDBOX_DATABASE_URL",
+			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must differ from `MARKET_DATABASE_URL`). " +
+				"The api serves sandbox keys from it; a worker and a scheduler of its own fill it on the `synthetic` feed, and `marketd migrate` migrates it too. Unset: sandbox keys get 503",
+			parse: optional(postgresURL(&c.SandboxDatabaseURL))},
+		{name: "MARKET_SANDBOX_PIPELINE", def: "false",
+			doc: "`true` on the worker and scheduler that fill the sandbox (their `MARKET_DATABASE_URL` is the sandbox's; `MARKET_SANDBOX_DATABASE_URL` must then be unset): " +
+				"the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows",
+			parse: boolean(&c.SandboxPipeline)},
+		{name: "MARKET_SANDBOX_REDIS_URL",
+			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`). " +
+				"With `MARKET_SANDBOX_DATABASE_URL`, the process then fills the sandbox too (a worker and a scheduler of its own on the `synthetic` feed); unset, it says at start that it does not",
+			parse: optional(redisURL(&c.SandboxRedisURL))},
+		{name: "MARKET_REDIS_URL", def: "redis://127.0.0.1:6379/0",
+			doc:   "Redis URL for queues, rate-limit windows and cache invalidation",
+			parse: redisURL(&c.RedisURL)},
+		{name: "MARKET_HTTP_ADDR", def: ":8080",
+			doc:   "Public listener: `/api/v1/public/...`, `/docs`, `/openapi.json`",
+			parse: hostPort(&c.HTTPAddr, ":8080")},
+		{name: "MARKET_OPS_ADDR", def: "127.0.0.1:8081",
+			doc:   "Ops listener: `/healthz`, `/readyz`, `/metrics`, `/asynqmon/`",
+			parse: hostPort(&c.OpsAddr, "127.0.0.1:8081")},
+		{name: "MARKET_PPROF_ADDR", shownDef: "— (off)",
+			doc: "Diagnostics: serves Go's `/debug/pprof/` on a listener of its own at this address (bind it to loopback: profiles reveal the process's internals); " +
+				"`e2e/cmd/latencybench -pprof` uses it. Read at start, before the rest of the configuration, so that a profile covers the start too"},
+		{name: "MARKET_ASYNQMON_WRITABLE", def: "false",
+			doc: "`true` lets the asynqmon UI pause queues and run, archive or delete tasks; read-only otherwise (asynqmon refuses every request but `GET`). " +
+				"Needs `MARKET_ASYNQMON_TOKEN`",
+			parse: boolean(&c.AsynqmonWritable)},
+		{name: "MARKET_ASYNQMON_TOKEN",
+			doc: "16+ characters, required on every asynqmon request when writable: the HTTP basic-auth password (any user name; the browser asks once) " +
+				"or `Authorization: Bearer`; compared in constant time. Cross-origin writes are refused either way",
+			parse: text(&c.AsynqmonToken)},
+		{name: "MARKET_REGION", def: domain.DefaultRegion,
+			doc:   "Deployment region: picks the exchange catalogue (" + codeList(domain.Regions) + ")",
+			parse: region(&c.Region)},
+		{name: "MARKET_SECRET_KEY",
+			doc: "32 bytes (64 hex chars or base64) encrypting webhook secrets at rest (webhooks need it; a bad value is refused); " +
+				"`" + DemoSecretKeyValue + "` selects a public key (compose's default, for a demo; every role warns at start)",
+			parse: c.secretKey},
+		{name: "MARKET_LOG_LEVEL", def: "info",
+			doc:   "`debug`, `info`, `warn` or `error`; JSON logs on stderr",
+			parse: logLevel(&c.LogLevel)},
+		{name: "MARKET_FEEDS", def: feeds.NameSynthetic,
+			doc: "Comma-separated market-data feeds, first match wins: " + codeList(feeds.KnownNames()) + ". " +
+				"Give every role the same value: the scheduler schedules only the combinations these feeds serve, and `/readyz` and the CLI list them",
+			parse: feedNames(&c.Feeds)},
+		{name: "MARKET_FEED_URLS",
+			doc: "Comma-separated `name=url` overrides of the feeds' upstream hosts: a testnet, a practice account, a mirror or a local replay " +
+				"(`http://` and `ws://` accepted; an unknown name or a bad URL is a start-up error naming the entry). Names and defaults: the table of hosts",
+			parse: feedURLs(&c.FeedURLs)},
+		{name: "MARKET_OANDA_TOKEN",
+			doc:   "OANDA v20 token (required by the `oanda` feed)",
+			parse: text(&c.OandaToken)},
+		{name: "MARKET_OANDA_ENVIRONMENT", def: feeds.OandaLive,
+			doc: "`live` (`api-fxtrade.oanda.com`) or `practice` (`api-fxpractice.oanda.com`): the kind of OANDA account of the token; " +
+				"an `oanda=` entry of `MARKET_FEED_URLS` wins",
+			parse: oandaEnvironment(&c.OandaEnvironment)},
+		{name: "MARKET_ALPACA_KEY_ID",
+			doc:   "Alpaca market-data key id (required by the `alpaca` feed)",
+			parse: text(&c.AlpacaKeyID)},
+		{name: "MARKET_ALPACA_SECRET",
+			doc:   "Alpaca market-data secret (required by the `alpaca` feed)",
+			parse: text(&c.AlpacaSecret)},
+		{name: "MARKET_SYNTHETIC_SEED", def: "1",
+			doc:   "Seed of the synthetic feed (same seed, same market history)",
+			parse: integer(&c.SyntheticSeed)},
+		{name: "MARKET_SYNTHETIC_ASSETS", def: strconv.Itoa(feeds.SyntheticDefaultCryptoAssets),
+			doc: "Crypto base assets of the synthetic feed (1–" + strconv.Itoa(feeds.SyntheticMaxCryptoAssets) + "), for scale benchmarks without an exchange: " +
+				"beyond the default table, assets get symbols and price paths derived from the seed, and each crypto combination lists its default share of them " +
+				"(binance spot: every asset against USDT, plus 16 crosses). The default assets keep their symbols and series at any size",
+			parse: intRange(&c.SyntheticAssets, 1, feeds.SyntheticMaxCryptoAssets, strconv.Itoa(feeds.SyntheticDefaultCryptoAssets))},
+		{name: "MARKET_TICKER_INTERVAL", def: "10s",
+			doc:   "Screener ingest period per combination",
+			parse: period(&c.TickerInterval, "10s")},
+		{name: "MARKET_CANDLE_INTERVAL", def: "1m",
+			doc:   "Candle ingest period per combination and timeframe",
+			parse: period(&c.CandleInterval, "1m")},
+		{name: "MARKET_SCORE_INTERVAL", def: "1m",
+			doc: "Safety-net scoring period per market and trading style: ingest already has what it changed scored at once; " +
+				"the tick scores whatever that missed (assets with nothing new are skipped)",
+			parse: period(&c.ScoreInterval, "1m")},
+		{name: "MARKET_SCORE_TRIGGER", def: "true",
+			doc: "`true`: ingest has the assets it changed scored at once (seconds from candle to verdict); " +
+				"`false`: scoring waits for the `MARKET_SCORE_INTERVAL` tick alone (an operator's switch; the baseline of the CPU benchmark)",
+			parse: boolean(&c.ScoreTrigger)},
+		{name: "MARKET_FUNDAMENTALS_INTERVAL", def: "15m",
+			doc:   "Refresh period of the fundamental inputs (funding, open interest, P/E, rate differentials) per market",
+			parse: period(&c.FundamentalsInterval, "15m")},
+		{name: "MARKET_STATS_INTERVAL", def: "15m",
+			doc:   "Verdict and factor statistics period per market (backtest over daily candles, and live); `0` disables the job",
+			parse: c.statsInterval},
+		{name: "MARKET_WEBHOOK_INTERVAL", def: "5s",
+			doc: "Safety-net period of the webhook dispatcher: fan-out of verdict changes, due deliveries and retries " +
+				"(a committed verdict event wakes the dispatcher at once)",
+			parse: period(&c.WebhookInterval, "5s")},
+		{name: "MARKET_WEBHOOK_ALLOW_PRIVATE", def: "false",
+			doc:   "Tests only: accept callback URLs on loopback and private addresses",
+			parse: boolean(&c.WebhookAllowPrivate)},
+		{name: "MARKET_WEBHOOK_CA_FILE",
+			doc:   "Tests only: PEM file of an extra CA trusted for webhook deliveries",
+			parse: optional(fileContents(&c.WebhookCAPEM))},
+		{name: "MARKET_WEBHOOK_CONCURRENCY", def: "128",
+			doc:   "Webhook sends in flight per worker process (at most one per subscription; a hanging receiver holds one for ≤ 10 s)",
+			parse: intRange(&c.WebhookConcurrency, 1, 4096, "128")},
+		{name: "MARKET_REQUEST_TIMEOUT", def: "4s",
+			doc: "Time budget of a public request: when Postgres or Redis is broken, frozen or slow, the request is answered 503 with `Retry-After` within it " +
+				"(a webhook test ping gets 10 s more; an event stream, `GET /stream`, has none: it lasts as long as the client keeps it)",
+			parse: c.requestTimeout},
+		{name: "GOGC", shownDef: "`marketd api`: `400`; Go's `100` for the other roles",
+			doc: "Go's garbage-collection target. The api role collects when the heap reaches five times the live heap: ≈ 1.5 µs less CPU a request under load " +
+				"for ≈ 15–20 MB more resident memory (BENCHMARKS.md); the variable set in the environment wins"},
+		{name: "GOMEMLIMIT", shownDef: "`marketd api`: 80 % of the cgroup's memory limit when there is one; none for the other roles",
+			doc: "Go's soft memory limit: near it the collector runs as often as needed, whatever `GOGC`; the variable set in the environment wins"},
+		{name: "MARKET_STREAM_DB_CONNS", def: "4",
+			doc: "Postgres connections of an api replica's event streams (`GET /stream`), a pool apart from its 16 request connections, so streams never take a request's: " +
+				"one for the replica's reader of the log, the others (3 by default) for the pages of resuming streams' replays, each page's database work bounded by 2 s " +
+				"(`statement_timeout` on the pool); more resuming streams wait their turn for a page. The sandbox's streams get a pool of the same size. 2 to 64. " +
+				"Postgres's `max_connections` must hold, per api replica, 16 + this (twice with a sandbox) + 2 listeners",
+			parse: intRange(&c.StreamDBConns, 2, 64, "4")},
+		{name: "MARKET_FEED_HEADROOM", def: "0.8",
+			doc: "Fraction (0.1–1) of each provider host's documented request budget (Binance: 6,000 weight a minute on spot, 2,400 on futures) the deployment plans to use, " +
+				"shared by every worker process through Redis; the rest is a margin so the provider never answers 429 or 418",
+			parse: c.feedHeadroom},
+		{name: "MARKET_CANDLE_RETENTION", def: formatCandleRetention(worker.DefaultCandleRetention()),
+			doc: "How long candles of each timeframe are kept: comma-separated `timeframe=age` (`14d`, `2w`, `36h` or `forever`); a timeframe not listed keeps its default. " +
+				"Each must keep at least the " + strconv.Itoa(api.MaxCandleLimit) + " candles `GET /ohlcv` serves (1m: `16h40m`, 1h: `42d`), else start-up fails naming the entry. " +
+				"Older candles are deleted every 15 minutes in small batches, and backfill does not load them",
+			parse: candleRetention(&c.CandleRetention)},
+		{name: "MARKET_MAX_CANDLE_SYMBOLS", def: "all",
+			doc: "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or `0`), " +
+				"or a cap for a deployment whose request budget cannot carry the whole universe",
+			parse: c.maxCandleSymbols},
+	}
 }
 
-// LoadConfig reads and validates the configuration. The error names the
+// configOptions is the table of options, for documentation.
+func configOptions() []option { return (&Config{}).options() }
+
+// LoadConfig reads every option of the table from getenv (its default when
+// unset or blank) and checks the whole with Validate. The error names the
 // offending variable in one line.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	get := func(name string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
-		}
-		for _, e := range EnvVars {
-			if e.Name == name {
-				return e.Default
-			}
-		}
-		return ""
-	}
 	var c Config
-	c.DatabaseURL = get("MARKET_DATABASE_URL")
-	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return c, fmt.Errorf("MARKET_DATABASE_URL: must be a postgres:// URL")
-	}
-	if c.SandboxDatabaseURL = get("MARKET_SANDBOX_DATABASE_URL"); c.SandboxDatabaseURL != "" {
-		u, err := url.Parse(c.SandboxDatabaseURL)
-		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			return c, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: must be a postgres:// URL")
+	for _, o := range c.options() {
+		if o.parse == nil {
+			continue
 		}
-		if c.SandboxDatabaseURL == c.DatabaseURL {
-			return c, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
+		v := strings.TrimSpace(getenv(o.name))
+		if v == "" {
+			v = o.def
 		}
-	}
-	var err error
-	if c.SandboxPipeline, err = strconv.ParseBool(get("MARKET_SANDBOX_PIPELINE")); err != nil {
-		return c, fmt.Errorf("MARKET_SANDBOX_PIPELINE: must be true or false")
-	}
-	if c.SandboxPipeline && c.SandboxDatabaseURL != "" {
-		return c, fmt.Errorf("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
-	}
-	c.RedisURL = get("MARKET_REDIS_URL")
-	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-		return c, fmt.Errorf("MARKET_REDIS_URL: must be a redis:// or rediss:// URL")
-	}
-	if c.SandboxRedisURL = get("MARKET_SANDBOX_REDIS_URL"); c.SandboxRedisURL != "" {
-		if u, err := url.Parse(c.SandboxRedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			return c, fmt.Errorf("MARKET_SANDBOX_REDIS_URL: must be a redis:// or rediss:// URL")
-		}
-		if c.SandboxRedisURL == c.RedisURL {
-			return c, fmt.Errorf("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
+		if err := o.parse(v); err != nil {
+			return c, fmt.Errorf("%s: %w", o.name, err)
 		}
 	}
-	c.HTTPAddr = get("MARKET_HTTP_ADDR")
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		return c, fmt.Errorf("MARKET_HTTP_ADDR: must be host:port (e.g. :8080): %v", err)
+	return c, c.Validate()
+}
+
+// Validate checks the rules that tie variables together (each variable's
+// own value is checked by its parser). The error names the variable to
+// change.
+func (c Config) Validate() error {
+	switch {
+	case c.SandboxDatabaseURL != "" && c.SandboxDatabaseURL == c.DatabaseURL:
+		return errors.New("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
+	case c.SandboxPipeline && c.SandboxDatabaseURL != "":
+		return errors.New("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
+	case c.SandboxRedisURL != "" && c.SandboxRedisURL == c.RedisURL:
+		return errors.New("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
+	case c.AsynqmonWritable && len(c.AsynqmonToken) < 16:
+		return errors.New("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
+	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "":
+		return errors.New("MARKET_OANDA_TOKEN: required by the oanda feed")
+	case slices.Contains(c.Feeds, feeds.NameAlpaca) && (c.AlpacaKeyID == "" || c.AlpacaSecret == ""):
+		return errors.New("MARKET_ALPACA_KEY_ID: the alpaca feed needs MARKET_ALPACA_KEY_ID and MARKET_ALPACA_SECRET")
 	}
-	c.OpsAddr = get("MARKET_OPS_ADDR")
-	if _, _, err := net.SplitHostPort(c.OpsAddr); err != nil {
-		return c, fmt.Errorf("MARKET_OPS_ADDR: must be host:port (e.g. 127.0.0.1:8081): %v", err)
+	return nil
+}
+
+// The parsers of the table, one per kind of value. Each returns the
+// option's parse func bound to the field it sets.
+
+func optional(parse func(string) error) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return nil
+		}
+		return parse(v)
 	}
-	c.Region = strings.ToLower(get("MARKET_REGION"))
-	if !domain.ValidRegion(c.Region) {
-		return c, fmt.Errorf("MARKET_REGION: unknown region %q (known: %s)", c.Region, strings.Join(domain.Regions, ", "))
+}
+
+func text(dst *string) func(string) error {
+	return func(v string) error { *dst = v; return nil }
+}
+
+func urlOf(dst *string, want string, schemes ...string) func(string) error {
+	return func(v string) error {
+		if u, err := url.Parse(v); err != nil || !slices.Contains(schemes, u.Scheme) {
+			return errors.New("must be a " + want + " URL")
+		}
+		*dst = v
+		return nil
 	}
-	if s := get("MARKET_SECRET_KEY"); s == DemoSecretKeyValue {
+}
+
+func postgresURL(dst *string) func(string) error {
+	return urlOf(dst, "postgres://", "postgres", "postgresql")
+}
+
+func redisURL(dst *string) func(string) error {
+	return urlOf(dst, "redis:// or rediss://", "redis", "rediss")
+}
+
+func hostPort(dst *string, example string) func(string) error {
+	return func(v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return fmt.Errorf("must be host:port (e.g. %s): %v", example, err)
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func boolean(dst *bool) func(string) error {
+	return func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		*dst = b
+		return nil
+	}
+}
+
+func integer(dst *int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return errors.New("must be an integer")
+		}
+		*dst = n
+		return nil
+	}
+}
+
+func intRange(dst *int, lo, hi int, example string) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer from %d to %d (e.g. %s)", lo, hi, example)
+		}
+		*dst = n
+		return nil
+	}
+}
+
+// period reads the period of a scheduled job: at least a second.
+func period(dst *time.Duration, example string) func(string) error {
+	return func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("must be a duration of at least 1s (e.g. %s)", example)
+		}
+		*dst = d
+		return nil
+	}
+}
+
+func (c *Config) statsInterval(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || (d < time.Second && d != 0) {
+		return errors.New("must be a duration of at least 1s (e.g. 15m), or 0 to disable the statistics job")
+	}
+	c.StatsInterval = d
+	return nil
+}
+
+func (c *Config) requestTimeout(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 100*time.Millisecond || d > 5*time.Minute {
+		return errors.New("must be a duration from 100ms to 5m (e.g. 4s)")
+	}
+	c.RequestTimeout = d
+	return nil
+}
+
+func (c *Config) feedHeadroom(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0.1 || f > 1 {
+		return errors.New("must be a fraction from 0.1 to 1 (e.g. 0.8)")
+	}
+	c.FeedHeadroom = f
+	return nil
+}
+
+func (c *Config) maxCandleSymbols(v string) error {
+	if v = strings.ToLower(v); v == "all" {
+		c.MaxCandleSymbols = 0
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("must be all or a non-negative integer (0 = all)")
+	}
+	c.MaxCandleSymbols = n
+	return nil
+}
+
+// secretKey reads MARKET_SECRET_KEY: 32 bytes of the operator's, or the
+// public demo key, which every role announces at start.
+func (c *Config) secretKey(v string) error {
+	switch v {
+	case "":
+		return nil
+	case DemoSecretKeyValue:
 		k := sha256.Sum256([]byte("marketd public demo key: never protect real secrets with it"))
 		c.SecretKey, c.DemoSecretKey = k[:], true
-	} else if s != "" {
-		key, err := decodeKey(s)
-		if err != nil {
-			return c, fmt.Errorf("MARKET_SECRET_KEY: %v", err)
-		}
-		c.SecretKey = key
+		return nil
 	}
-	if c.AsynqmonWritable, err = strconv.ParseBool(get("MARKET_ASYNQMON_WRITABLE")); err != nil {
-		return c, fmt.Errorf("MARKET_ASYNQMON_WRITABLE: must be true or false")
-	}
-	c.AsynqmonToken = get("MARKET_ASYNQMON_TOKEN")
-	if c.AsynqmonWritable && len(c.AsynqmonToken) < 16 {
-		return c, fmt.Errorf("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
-	}
-	if err := c.LogLevel.UnmarshalText([]byte(get("MARKET_LOG_LEVEL"))); err != nil {
-		return c, fmt.Errorf("MARKET_LOG_LEVEL: must be debug, info, warn or error")
-	}
-	for _, f := range strings.Split(get("MARKET_FEEDS"), ",") {
-		if f = strings.TrimSpace(strings.ToLower(f)); f != "" {
-			c.Feeds = append(c.Feeds, f)
-		}
-	}
-	if len(c.Feeds) == 0 {
-		return c, fmt.Errorf("MARKET_FEEDS: at least one feed is required")
-	}
-	for _, f := range c.Feeds {
-		if !slices.Contains(feeds.KnownNames(), f) {
-			return c, fmt.Errorf("MARKET_FEEDS: unknown feed %q (known: %s)", f, strings.Join(feeds.KnownNames(), ", "))
-		}
-	}
-	if c.FeedURLs, err = parseFeedURLs(get("MARKET_FEED_URLS")); err != nil {
-		return c, err
-	}
-	if c.OandaEnvironment = strings.ToLower(get("MARKET_OANDA_ENVIRONMENT")); c.OandaEnvironment != feeds.OandaLive && c.OandaEnvironment != feeds.OandaPractice {
-		return c, fmt.Errorf("MARKET_OANDA_ENVIRONMENT: must be live or practice")
-	}
-	c.OandaToken, c.AlpacaKeyID, c.AlpacaSecret = get("MARKET_OANDA_TOKEN"), get("MARKET_ALPACA_KEY_ID"), get("MARKET_ALPACA_SECRET")
-	if slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "" {
-		return c, fmt.Errorf("MARKET_OANDA_TOKEN: required by the oanda feed")
-	}
-	if slices.Contains(c.Feeds, feeds.NameAlpaca) && (c.AlpacaKeyID == "" || c.AlpacaSecret == "") {
-		return c, fmt.Errorf("MARKET_ALPACA_KEY_ID: the alpaca feed needs MARKET_ALPACA_KEY_ID and MARKET_ALPACA_SECRET")
-	}
-	seed, err := strconv.ParseInt(get("MARKET_SYNTHETIC_SEED"), 10, 64)
+	key, err := decodeKey(v)
 	if err != nil {
-		return c, fmt.Errorf("MARKET_SYNTHETIC_SEED: must be an integer")
+		return err
 	}
-	c.SyntheticSeed = seed
-	if c.SyntheticAssets, err = strconv.Atoi(get("MARKET_SYNTHETIC_ASSETS")); err != nil || c.SyntheticAssets < 1 || c.SyntheticAssets > feeds.SyntheticMaxCryptoAssets {
-		return c, fmt.Errorf("MARKET_SYNTHETIC_ASSETS: must be an integer from 1 to %d (default %d)", feeds.SyntheticMaxCryptoAssets, feeds.SyntheticDefaultCryptoAssets)
-	}
-	if c.TickerInterval, err = time.ParseDuration(get("MARKET_TICKER_INTERVAL")); err != nil || c.TickerInterval < time.Second {
-		return c, fmt.Errorf("MARKET_TICKER_INTERVAL: must be a duration of at least 1s (e.g. 10s)")
-	}
-	if c.CandleInterval, err = time.ParseDuration(get("MARKET_CANDLE_INTERVAL")); err != nil || c.CandleInterval < time.Second {
-		return c, fmt.Errorf("MARKET_CANDLE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
-	}
-	if c.ScoreInterval, err = time.ParseDuration(get("MARKET_SCORE_INTERVAL")); err != nil || c.ScoreInterval < time.Second {
-		return c, fmt.Errorf("MARKET_SCORE_INTERVAL: must be a duration of at least 1s (e.g. 1m)")
-	}
-	if c.ScoreTrigger, err = strconv.ParseBool(get("MARKET_SCORE_TRIGGER")); err != nil {
-		return c, fmt.Errorf("MARKET_SCORE_TRIGGER: must be true or false")
-	}
-	if c.FundamentalsInterval, err = time.ParseDuration(get("MARKET_FUNDAMENTALS_INTERVAL")); err != nil || c.FundamentalsInterval < time.Second {
-		return c, fmt.Errorf("MARKET_FUNDAMENTALS_INTERVAL: must be a duration of at least 1s (e.g. 15m)")
-	}
-	if c.StatsInterval, err = time.ParseDuration(get("MARKET_STATS_INTERVAL")); err != nil || (c.StatsInterval < time.Second && c.StatsInterval != 0) {
-		return c, fmt.Errorf("MARKET_STATS_INTERVAL: must be a duration of at least 1s (e.g. 15m), or 0 to disable the statistics job")
-	}
-	if c.WebhookInterval, err = time.ParseDuration(get("MARKET_WEBHOOK_INTERVAL")); err != nil || c.WebhookInterval < time.Second {
-		return c, fmt.Errorf("MARKET_WEBHOOK_INTERVAL: must be a duration of at least 1s (e.g. 5s)")
-	}
-	if c.WebhookAllowPrivate, err = strconv.ParseBool(get("MARKET_WEBHOOK_ALLOW_PRIVATE")); err != nil {
-		return c, fmt.Errorf("MARKET_WEBHOOK_ALLOW_PRIVATE: must be true or false")
-	}
-	if f := get("MARKET_WEBHOOK_CA_FILE"); f != "" {
-		if c.WebhookCAPEM, err = os.ReadFile(f); err != nil {
-			return c, fmt.Errorf("MARKET_WEBHOOK_CA_FILE: %v", err)
+	c.SecretKey = key
+	return nil
+}
+
+func region(dst *string) func(string) error {
+	return func(v string) error {
+		v = strings.ToLower(v)
+		if !domain.ValidRegion(v) {
+			return fmt.Errorf("unknown region %q (known: %s)", v, strings.Join(domain.Regions, ", "))
 		}
+		*dst = v
+		return nil
 	}
-	if c.WebhookConcurrency, err = strconv.Atoi(get("MARKET_WEBHOOK_CONCURRENCY")); err != nil || c.WebhookConcurrency < 1 || c.WebhookConcurrency > 4096 {
-		return c, fmt.Errorf("MARKET_WEBHOOK_CONCURRENCY: must be an integer from 1 to 4096 (e.g. 128)")
-	}
-	if c.RequestTimeout, err = time.ParseDuration(get("MARKET_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout < 100*time.Millisecond || c.RequestTimeout > 5*time.Minute {
-		return c, fmt.Errorf("MARKET_REQUEST_TIMEOUT: must be a duration from 100ms to 5m (e.g. 4s)")
-	}
-	if c.FeedHeadroom, err = strconv.ParseFloat(get("MARKET_FEED_HEADROOM"), 64); err != nil || c.FeedHeadroom < 0.1 || c.FeedHeadroom > 1 {
-		return c, fmt.Errorf("MARKET_FEED_HEADROOM: must be a fraction from 0.1 to 1 (e.g. 0.8)")
-	}
-	if c.StreamDBConns, err = strconv.Atoi(get("MARKET_STREAM_DB_CONNS")); err != nil || c.StreamDBConns < 2 || c.StreamDBConns > 64 {
-		return c, fmt.Errorf("MARKET_STREAM_DB_CONNS: must be an integer from 2 to 64 (e.g. 4)")
-	}
-	if c.CandleRetention, err = parseCandleRetention(get("MARKET_CANDLE_RETENTION")); err != nil {
-		return c, err
-	}
-	if v := strings.ToLower(get("MARKET_MAX_CANDLE_SYMBOLS")); v != "all" {
-		if c.MaxCandleSymbols, err = strconv.Atoi(v); err != nil || c.MaxCandleSymbols < 0 {
-			return c, fmt.Errorf("MARKET_MAX_CANDLE_SYMBOLS: must be all or a non-negative integer (0 = all)")
+}
+
+func logLevel(dst *slog.Level) func(string) error {
+	return func(v string) error {
+		if err := dst.UnmarshalText([]byte(v)); err != nil {
+			return errors.New("must be debug, info, warn or error")
 		}
+		return nil
 	}
-	return c, nil
+}
+
+func feedNames(dst *[]string) func(string) error {
+	return func(v string) error {
+		var names []string
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(strings.ToLower(f)); f != "" {
+				names = append(names, f)
+			}
+		}
+		if len(names) == 0 {
+			return errors.New("at least one feed is required")
+		}
+		for _, f := range names {
+			if !slices.Contains(feeds.KnownNames(), f) {
+				return fmt.Errorf("unknown feed %q (known: %s)", f, strings.Join(feeds.KnownNames(), ", "))
+			}
+		}
+		*dst = names
+		return nil
+	}
+}
+
+func oandaEnvironment(dst *string) func(string) error {
+	return func(v string) error {
+		if v = strings.ToLower(v); v != feeds.OandaLive && v != feeds.OandaPractice {
+			return errors.New("must be live or practice")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func fileContents(dst *[]byte) func(string) error {
+	return func(v string) error {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return err
+		}
+		*dst = b
+		return nil
+	}
+}
+
+func feedURLs(dst *map[string]string) func(string) error {
+	return func(v string) (err error) { *dst, err = parseFeedURLs(v); return err }
+}
+
+func candleRetention(dst *map[domain.Timeframe]time.Duration) func(string) error {
+	return func(v string) (err error) { *dst, err = parseCandleRetention(v); return err }
+}
+
+// codeList writes names as a Markdown list of code spans.
+func codeList(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = "`" + n + "`"
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // parseCandleRetention reads MARKET_CANDLE_RETENTION over the defaults:
@@ -321,10 +543,10 @@ func parseCandleRetention(v string) (map[domain.Timeframe]time.Duration, error) 
 		name, raw, _ := strings.Cut(entry, "=")
 		tf, ok := domain.ParseTimeframe(strings.TrimSpace(name))
 		if !ok {
-			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: must be timeframe=age with a timeframe of %s", entry, timeframeList())
+			return nil, fmt.Errorf("entry %q: must be timeframe=age with a timeframe of %s", entry, timeframeList())
 		}
 		if seen[tf] {
-			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: %s is given twice", entry, tf)
+			return nil, fmt.Errorf("entry %q: %s is given twice", entry, tf)
 		}
 		seen[tf] = true
 		raw = strings.ToLower(strings.TrimSpace(raw))
@@ -334,10 +556,10 @@ func parseCandleRetention(v string) (map[domain.Timeframe]time.Duration, error) 
 		}
 		keep, err := parseAge(raw)
 		if err != nil {
-			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: age must be like 14d, 2w, 36h or forever", entry)
+			return nil, fmt.Errorf("entry %q: age must be like 14d, 2w, 36h or forever", entry)
 		}
 		if least := api.MaxCandleLimit * tf.Duration(); keep < least {
-			return nil, fmt.Errorf("MARKET_CANDLE_RETENTION: entry %q: keeps fewer than the %d candles GET /ohlcv serves: at least %s",
+			return nil, fmt.Errorf("entry %q: keeps fewer than the %d candles GET /ohlcv serves: at least %s",
 				entry, api.MaxCandleLimit, formatLeast(least))
 		}
 		out[tf] = keep
@@ -412,13 +634,13 @@ func parseFeedURLs(v string) (map[string]string, error) {
 		name, raw, ok := strings.Cut(entry, "=")
 		name, raw = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(raw)
 		if !ok || name == "" || raw == "" {
-			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: must be name=url", entry)
+			return nil, fmt.Errorf("entry %q: must be name=url", entry)
 		}
 		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: %s is given twice", entry, name)
+			return nil, fmt.Errorf("entry %q: %s is given twice", entry, name)
 		}
 		if err := feeds.ValidateBaseURL(name, raw); err != nil {
-			return nil, fmt.Errorf("MARKET_FEED_URLS: entry %q: %v", entry, err)
+			return nil, fmt.Errorf("entry %q: %v", entry, err)
 		}
 		out[name] = raw
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"text/tabwriter"
@@ -15,8 +16,7 @@ import (
 // when it creates the client, or when --new-key asks for one: the one-step
 // start of make run and the compose demo. Running it again (every compose
 // `up`) creates no second client and shows no key twice.
-func (m *Main) cmdDemoKey(ctx context.Context, args []string) error {
-	fs := newFlagSet("demo-key")
+func (m *Main) cmdDemoKey(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	org := fs.String("org", "Demo", "organisation name of the demo client")
 	newKey := fs.Bool("new-key", false, "issue and print another key when the demo client exists")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -69,8 +69,7 @@ func (m *Main) cmdDemoKey(ctx context.Context, args []string) error {
 
 // cmdProbe GETs a URL and succeeds on 2xx: the container health check of
 // an image that has no shell or curl.
-func (m *Main) cmdProbe(ctx context.Context, args []string) error {
-	fs := newFlagSet("probe")
+func (m *Main) cmdProbe(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	fs.Bool("json", false, "accepted for uniformity; probe prints nothing")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -99,8 +98,7 @@ func (m *Main) cmdProbe(ctx context.Context, args []string) error {
 
 // cmdFeedHealth shows the last success and last error of every ingested
 // combination and kind of data, so an operator sees a failing feed.
-func (m *Main) cmdFeedHealth(ctx context.Context, args []string) error {
-	fs := newFlagSet("feed-health")
+func (m *Main) cmdFeedHealth(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	if pos, err := parseFlags(fs, args); err != nil {
 		return err

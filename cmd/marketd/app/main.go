@@ -6,13 +6,16 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/marketscreener/market/feeds"
 )
 
 // Main is one run of the program.
@@ -36,27 +39,43 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
+// A command is one sub-command of marketd: its arguments and summary (its
+// -h help) and the function running it with a flag set of its own; a group
+// ("clients") has sub-commands instead.
 type command struct {
+	name    string
+	args    string
 	summary string
-	run     func(m *Main, ctx context.Context, args []string) error
+	run     func(m *Main, ctx context.Context, fs *flag.FlagSet, args []string) error
+	subs    []command
 }
 
-func commands() map[string]command {
-	return map[string]command{
-		"migrate":     {"apply the embedded database migrations (safe to run twice)", (*Main).cmdMigrate},
-		"api":         {"serve the public API and the ops listener", serveRole("api")},
-		"worker":      {"run the asynq worker (ingest, scoring, statistics, webhooks)", serveRole("worker")},
-		"scheduler":   {"run the asynq scheduler (enqueues periodic tasks)", serveRole("scheduler")},
-		"all":         {"run api, worker and scheduler in one process", serveRole("all")},
-		"clients":     {"manage clients: create, list, show, suspend, activate, set-tier, set-limits", (*Main).cmdClients},
-		"keys":        {"manage API keys: issue, revoke, list", (*Main).cmdKeys},
-		"webhooks":    {"webhook subscriptions: list [--client ID], enable ID (after automatic disabling)", (*Main).cmdWebhooks},
-		"demo-key":    {"create an enterprise demo client and print a key for it", (*Main).cmdDemoKey},
-		"probe":       {"GET a URL, exit 0 on 2xx (container health checks)", (*Main).cmdProbe},
-		"backfill":    {"load candle history: --market M --exchange E [--symbols ...] --timeframe TF --days N", (*Main).cmdBackfill},
-		"feed-health": {"show the last success and error of every ingested feed", (*Main).cmdFeedHealth},
-		"catalogue":   {"list the (market, exchange, instrument) combinations of a region", (*Main).cmdCatalogue},
+func commands() []command {
+	return []command{
+		{name: "migrate", args: "[--wait DURATION]", summary: "apply the embedded database migrations (safe to run twice)", run: (*Main).cmdMigrate},
+		{name: "api", summary: "serve the public API and the ops listener", run: serveRole("api")},
+		{name: "worker", summary: "run the asynq worker (ingest, scoring, statistics, webhooks)", run: serveRole("worker")},
+		{name: "scheduler", summary: "run the asynq scheduler (enqueues periodic tasks)", run: serveRole("scheduler")},
+		{name: "all", summary: "run api, worker and scheduler in one process", run: serveRole("all")},
+		{name: "clients", summary: "manage clients", subs: clientsCommands()},
+		{name: "keys", summary: "manage API keys", subs: keysCommands()},
+		{name: "webhooks", summary: "webhook subscriptions", subs: webhooksCommands()},
+		{name: "demo-key", args: "[--org NAME] [--new-key]", summary: "create an enterprise demo client and print a key for it", run: (*Main).cmdDemoKey},
+		{name: "probe", args: "URL", summary: "GET a URL, exit 0 on 2xx (container health checks)", run: (*Main).cmdProbe},
+		{name: "backfill", args: "--market M --exchange E [--symbols S,...] --timeframe TF [--days N]", summary: "load candle history", run: (*Main).cmdBackfill},
+		{name: "feed-health", summary: "show the last success and error of every ingested feed", run: (*Main).cmdFeedHealth},
+		{name: "catalogue", args: "[--region R]", summary: "list the (market, exchange, instrument) combinations of a region", run: (*Main).cmdCatalogue},
 	}
+}
+
+// find is the command of cmds named name.
+func find(cmds []command, name string) (command, bool) {
+	for _, c := range cmds {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
 }
 
 // Run runs the sub-command in args and returns the process exit status.
@@ -75,19 +94,24 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		m.listening = make(chan struct{})
 	}
 	m.mu.Unlock()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		m.printHelp()
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
-	cmd, ok := commands()[args[0]]
+	cmd, ok := find(commands(), args[0])
 	if !ok {
 		fmt.Fprintf(m.Stderr, "marketd: unknown command %q (run marketd help)\n", args[0])
 		return 2
 	}
-	err := cmd.run(m, ctx, args[1:])
+	err := m.runCommand(ctx, cmd.name, cmd, args[1:])
+	var help helpText
+	if errors.As(err, &help) {
+		fmt.Fprint(m.Stdout, string(help))
+		return 0
+	}
 	if err == nil || errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return 0
 	}
@@ -99,24 +123,67 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	return 1
 }
 
+// runCommand runs cmd, named path ("clients show"), with its own flag set,
+// or the sub-command of a group that args names.
+func (m *Main) runCommand(ctx context.Context, path string, cmd command, args []string) error {
+	if cmd.subs == nil {
+		return cmd.run(m, ctx, newFlagSet(path, cmd), args)
+	}
+	names := make([]string, len(cmd.subs))
+	forms := make([]string, len(cmd.subs))
+	for i, sub := range cmd.subs {
+		names[i] = sub.name
+		forms[i] = strings.TrimSpace(sub.name + " " + sub.args)
+	}
+	if len(args) == 0 {
+		return usagef("usage: marketd %s %s", path, strings.Join(forms, " | "))
+	}
+	if isHelp(args[0]) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "usage: marketd %s <command> [flags]\n\n%s\n\ncommands (marketd %s <command> -h for each):\n", path, cmd.summary, path)
+		for _, sub := range cmd.subs {
+			fmt.Fprintf(&b, "  %-11s %s\n", sub.name, sub.summary)
+		}
+		return helpText(b.String())
+	}
+	sub, ok := find(cmd.subs, args[0])
+	if !ok {
+		return usagef("unknown %s command %q (%s)", path, args[0], strings.Join(names, ", "))
+	}
+	return m.runCommand(ctx, path+" "+sub.name, sub, args[1:])
+}
+
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" }
+
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
 func (m *Main) printHelp() {
 	fmt.Fprintln(m.Stdout, "usage: marketd <command> [flags]\n\ncommands:")
 	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(m.Stdout, "  %-10s %s\n", n, cmds[n].summary)
+	slices.SortFunc(cmds, func(a, b command) int { return strings.Compare(a.name, b.name) })
+	for _, c := range cmds {
+		summary := c.summary
+		if c.subs != nil {
+			names := make([]string, len(c.subs))
+			for i, sub := range c.subs {
+				names[i] = sub.name
+			}
+			summary += ": " + strings.Join(names, ", ")
+		}
+		fmt.Fprintf(m.Stdout, "  %-11s %s\n", c.name, summary)
 	}
 	fmt.Fprintln(m.Stdout, "\nEvery command accepts --json. Configuration comes from the environment:")
-	for _, e := range EnvVars {
-		fmt.Fprintf(m.Stdout, "  %-20s %s\n", e.Name, e.Doc)
+	for _, o := range configOptions() {
+		fmt.Fprintf(m.Stdout, "  %-20s %s\n", o.name, plain(o.doc))
+	}
+	fmt.Fprintln(m.Stdout, "\nHosts of MARKET_FEED_URLS:")
+	for _, h := range feeds.HostDocs() {
+		fmt.Fprintf(m.Stdout, "  %-22s %s (default %s)\n", h.Name, plain(h.Doc), h.Default)
 	}
 }
+
+// plain is Markdown text for a terminal: without the code spans' backquotes.
+func plain(markdown string) string { return strings.ReplaceAll(markdown, "`", "") }
 
 func (m *Main) logger(cfg Config) *slog.Logger {
 	if m.Logger != nil {

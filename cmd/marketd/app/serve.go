@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,20 +14,58 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
 
-// cmdServe runs one serving role ("api", "worker", "scheduler" or "all")
-// until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
-func serveRole(role string) func(*Main, context.Context, []string) error {
-	return func(m *Main, ctx context.Context, args []string) error {
-		fs := newFlagSet(role)
+// roles is what each serving command starts, in order; a role's process
+// stops them in the reverse order. The pipeline (worker, queue registry,
+// scheduler) is the same in the sandbox's process of `marketd all`.
+var roles = map[string][]component{
+	"api":       {tuneGC, serveAPI},
+	"worker":    {serveOps, startWorker, keepQueuesRegistered},
+	"scheduler": {serveOps, keepQueuesRegistered, startScheduler},
+	"all":       {serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
+}
+
+// A component is one thing a role starts: it adds its goroutines to the
+// role's group and registers with onStop what releases what it holds,
+// which runs once every goroutine has ended.
+type component func(ctx context.Context, r *roleRun) error
+
+// roleRun is one serving role of a process: its configuration, its
+// database and what its components share.
+type roleRun struct {
+	m      *Main
+	cfg    Config
+	db     *store.DB
+	logger *slog.Logger
+	g      *errgroup.Group
+	// up, schema and checks feed the role's /readyz and /metrics.
+	up     *obs.Up
+	schema *schemaCheck
+	checks []api.Check
+	stops  []func()
+}
+
+func (r *roleRun) onStop(f func()) { r.stops = append(r.stops, f) }
+
+// stop releases what the components hold, last acquired first.
+func (r *roleRun) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
+}
+
+// serveRole runs a serving role until ctx ends (SIGINT/SIGTERM), then
+// shuts down gracefully.
+func serveRole(role string) func(*Main, context.Context, *flag.FlagSet, []string) error {
+	return func(m *Main, ctx context.Context, fs *flag.FlagSet, args []string) error {
 		fs.Bool("json", true, "logs are always JSON (accepted for uniformity)")
 		if _, err := parseFlags(fs, args); err != nil {
 			return err
@@ -45,129 +84,17 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 			return err
 		}
 		defer db.Close()
-
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		g, ctx := errgroup.WithContext(ctx)
-		var (
-			apiServer *api.Server
-			up        = obs.NewUp()
-			schema    = &schemaCheck{db: db}
-			checks    = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(up, "postgres", schema.probe, postgresDown)}}
-		)
-		if role == "api" {
-			tuneAPIGC(m.Getenv, logger)
-		}
-		if role == "api" || role == "all" {
-			deps, err := newAPIDeps(cfg, db, logger)
-			if err != nil {
-				return err
-			}
-			defer deps.Close()
-			for _, c := range deps.checks {
-				c.Probe = upProbe(up, c.Name, c.Probe, redisDown)
-				checks = append(checks, c)
-			}
-			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
-			readiness.Served, readiness.Unserved = cfg.coverage()
-			readiness.Info = schema.info
-			g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
-			box, err := secretBox(cfg)
-			if err != nil {
-				return err
-			}
-			streamDB, err := openStreamDB(ctx, cfg, cfg.DatabaseURL, logger)
-			if err != nil {
-				return err
-			}
-			defer streamDB.Close()
-			hub := newStreamHub(streamDB, func() *api.Server { return apiServer }, logger)
-			apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
-				SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
-				RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
-				Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
-			apiServer = api.New(apiCfg, db, deps.gate)
-			g.Go(func() error { return hub.Run(ctx) })
-			sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
-			if err != nil {
-				return err
-			}
-			defer closeSandbox()
-			if runSandbox != nil {
-				g.Go(func() error { return runSandbox(ctx) })
-			}
-			publicHandler := api.SandboxRouter(apiServer, sandboxServer)
-			g.Go(func() error { return deps.gate.Run(ctx) })
-			extra := map[string]http.Handler{}
-			mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
-				worker.MonitorOptions{Writable: cfg.AsynqmonWritable, Token: cfg.AsynqmonToken})
-			if err != nil {
-				return err
-			}
-			extra["/asynqmon/"] = mon
-			defer closeMon()
-			httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-			if err != nil {
-				return fmt.Errorf("listen MARKET_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
-			}
-			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
-			if err != nil {
-				httpLn.Close()
-				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
-			}
-			m.setAddrs(httpLn, opsLn)
-			logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
-			g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
-			metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, up)
-			if err != nil {
-				return err
-			}
-			defer closeMetrics()
-			g.Go(func() error {
-				return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, extra), logger)
-			})
-		} else {
-			// Queues live in Redis: without it a worker or scheduler idles
-			// (and resumes by itself), which /readyz reports as degraded.
-			opts, err := admission.RedisOptions(cfg.RedisURL)
-			if err != nil {
-				return err
-			}
-			rdb := redis.NewClient(opts)
-			defer rdb.Close()
-			checks = append(checks, api.Check{Name: "redis", Probe: upProbe(up, "redis", func(ctx context.Context) error {
-				if err := rdb.Ping(ctx).Err(); err != nil {
-					return errors.New("redis unreachable: queues paused until it answers")
-				}
-				return nil
-			}, nil)})
-			readiness := api.NewReadiness(checks...)
-			readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
-			readiness.Served, readiness.Unserved = cfg.coverage()
-			readiness.Info = schema.info
-			g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
-			opsLn, err := net.Listen("tcp", cfg.OpsAddr)
-			if err != nil {
-				return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
-			}
-			m.setAddrs(nil, opsLn)
-			metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, db, nil, up)
-			if err != nil {
-				return err
-			}
-			defer closeMetrics()
-			g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, nil), logger) })
-		}
-		closePipeline, err := runPipeline(ctx, g, cfg, db, role, logger)
-		if err != nil {
+		r := &roleRun{m: m, cfg: cfg, db: db, logger: logger, g: g, up: obs.NewUp(), schema: &schemaCheck{db: db}}
+		r.checks = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(r.up, "postgres", r.schema.probe, postgresDown)}}
+		defer r.stop()
+		if err := r.start(ctx, roles[role]); err != nil {
+			// What started stops before what it uses is released.
+			cancel()
+			_ = g.Wait()
 			return err
-		}
-		defer closePipeline()
-		if role == "all" {
-			closeSandbox, err := runSandboxPipeline(ctx, g, cfg, logger)
-			if err != nil {
-				return err
-			}
-			defer closeSandbox()
 		}
 		err = g.Wait()
 		logger.Info("stopped")
@@ -175,91 +102,224 @@ func serveRole(role string) func(*Main, context.Context, []string) error {
 	}
 }
 
+// start starts components in order; the first failure ends it.
+func (r *roleRun) start(ctx context.Context, components []component) error {
+	for _, start := range components {
+		if err := start(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tuneGC applies the api role's garbage-collector defaults.
+func tuneGC(_ context.Context, r *roleRun) error {
+	tuneAPIGC(r.m.Getenv, r.logger)
+	return nil
+}
+
+// serveAPI serves the public api (and the sandbox's, with its database)
+// and the ops listener with asynqmon; it is ready with Postgres, the gate
+// and its caches.
+func serveAPI(ctx context.Context, r *roleRun) error {
+	cfg, db, logger, g := r.cfg, r.db, r.logger, r.g
+	var apiServer *api.Server
+	deps, err := newAPIDeps(cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	r.onStop(deps.Close)
+	for _, c := range deps.checks {
+		c.Probe = upProbe(r.up, c.Name, c.Probe, redisDown)
+		r.checks = append(r.checks, c)
+	}
+	readiness := api.NewReadiness(r.checks...)
+	readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
+	readiness.Served, readiness.Unserved = cfg.coverage()
+	readiness.Info = r.schema.info
+	g.Go(func() error { readiness.Run(ctx, 2*time.Second); return nil })
+	box, err := secretBox(cfg)
+	if err != nil {
+		return err
+	}
+	streamDB, err := openStreamDB(ctx, cfg, cfg.DatabaseURL, logger)
+	if err != nil {
+		return err
+	}
+	r.onStop(streamDB.Close)
+	hub := newStreamHub(streamDB, func() *api.Server { return apiServer }, logger)
+	apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
+		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
+		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
+		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
+	apiServer = api.New(apiCfg, db, deps.gate)
+	g.Go(func() error { return hub.Run(ctx) })
+	sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
+	if err != nil {
+		return err
+	}
+	r.onStop(closeSandbox)
+	if runSandbox != nil {
+		g.Go(func() error { return runSandbox(ctx) })
+	}
+	publicHandler := api.SandboxRouter(apiServer, sandboxServer)
+	g.Go(func() error { return deps.gate.Run(ctx) })
+	extra := map[string]http.Handler{}
+	mon, closeMon, err := worker.Monitor(cfg.RedisURL, "/asynqmon",
+		worker.MonitorOptions{Writable: cfg.AsynqmonWritable, Token: cfg.AsynqmonToken})
+	if err != nil {
+		return err
+	}
+	extra["/asynqmon/"] = mon
+	r.onStop(closeMon)
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen MARKET_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		httpLn.Close()
+		return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
+	}
+	r.m.setAddrs(httpLn, opsLn)
+	logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
+	g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
+	metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, r.up)
+	if err != nil {
+		return err
+	}
+	r.onStop(closeMetrics)
+	g.Go(func() error {
+		return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, extra), logger)
+	})
+	return nil
+}
+
+// serveOps serves the ops listener of a role without the api. Queues live
+// in Redis: without it a worker or scheduler idles (and resumes by
+// itself), which /readyz reports as degraded.
+func serveOps(ctx context.Context, r *roleRun) error {
+	cfg := r.cfg
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	r.onStop(func() { _ = rdb.Close() })
+	r.checks = append(r.checks, api.Check{Name: "redis", Probe: upProbe(r.up, "redis", func(ctx context.Context) error {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return errors.New("redis unreachable: queues paused until it answers")
+		}
+		return nil
+	}, nil)})
+	readiness := api.NewReadiness(r.checks...)
+	readiness.Warmup = analyticsWarmup(r.db, cfg.Region, cfg.served())
+	readiness.Served, readiness.Unserved = cfg.coverage()
+	readiness.Info = r.schema.info
+	r.g.Go(func() error { readiness.Run(ctx, 5*time.Second); return nil })
+	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
+	}
+	r.m.setAddrs(nil, opsLn)
+	metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, r.db, nil, r.up)
+	if err != nil {
+		opsLn.Close()
+		return err
+	}
+	r.onStop(closeMetrics)
+	r.g.Go(func() error { return serveHTTP(ctx, opsLn, api.OpsHandler(readiness, metrics, nil), r.logger) })
+	return nil
+}
+
 // candleRetentionInterval is how often candles past their retention are
 // deleted: at 1,600 crypto symbols a quarter of an hour of 1m candles is
 // about 24,000 rows, a few short batches.
 const candleRetentionInterval = 15 * time.Minute
 
-// runPipeline starts the worker of the roles that run one (worker, all)
-// and the scheduler of those that schedule (scheduler, all) in g, over db
-// and cfg's Redis; the returned func closes what they hold.
-func runPipeline(ctx context.Context, g *errgroup.Group, cfg Config, db *store.DB, role string, logger *slog.Logger) (func(), error) {
-	closeAll := func() {}
-	if role == "worker" || role == "all" {
-		w, err := worker.New(worker.Config{RedisURL: cfg.RedisURL, Logger: logger})
-		if err != nil {
-			return nil, err
-		}
-		closeIngest, jobs, err := registerIngest(cfg, db, w, logger)
-		if err != nil {
-			return nil, err
-		}
-		closeAll = closeIngest
-		g.Go(func() error { return w.Run(ctx) })
-		for _, job := range jobs {
-			g.Go(func() error { return job(ctx) })
-		}
+// startWorker runs the asynq worker: ingest, scoring, statistics,
+// retention, webhooks, and the background jobs beside them (exchange
+// streams, the dispatch waker).
+func startWorker(ctx context.Context, r *roleRun) error {
+	w, err := worker.New(worker.Config{RedisURL: r.cfg.RedisURL, Logger: r.logger})
+	if err != nil {
+		return err
 	}
-	if role != "api" {
-		// After a Redis flush, asynqmon and the queue metrics see the
-		// queues again without a restart.
-		g.Go(func() error { return worker.KeepQueuesRegistered(ctx, cfg.RedisURL, worker.QueueRegistryInterval) })
+	closeIngest, jobs, err := registerIngest(r.cfg, r.db, w, r.logger)
+	if err != nil {
+		return err
 	}
-	if role == "scheduler" || role == "all" {
-		served := cfg.served()
-		if _, unserved := feeds.Served(cfg.Feeds, cfg.Region); len(unserved) > 0 {
-			logger.Info("combinations no configured feed serves are not scheduled", "feeds", cfg.Feeds, "unserved", combinationNames(unserved))
-		}
-		entries := append(scheduler.IngestEntries(cfg.Region, served, cfg.TickerInterval, cfg.CandleInterval),
-			append(scheduler.ScoreEntries(cfg.Region, served, cfg.ScoreInterval),
-				scheduler.FundamentalsEntries(cfg.Region, served, cfg.FundamentalsInterval)...)...)
-		if cfg.StatsInterval > 0 {
-			entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
-		}
-		entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
-		entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
-		entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
-		s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: logger, Entries: entries})
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		g.Go(func() error { return s.Run(ctx) })
+	r.onStop(closeIngest)
+	r.g.Go(func() error { return w.Run(ctx) })
+	for _, job := range jobs {
+		r.g.Go(func() error { return job(ctx) })
 	}
-	return closeAll, nil
+	return nil
 }
 
-// runSandboxPipeline runs, in the process of every role (marketd all), the
-// sandbox's worker and scheduler too: the synthetic feed into the
-// sandbox's database (MARKET_SANDBOX_DATABASE_URL), which is where its
-// market data and its stream's synthetic verdict_changed and screener
-// events come from, with queues in a Redis database of their own
-// (MARKET_SANDBOX_REDIS_URL). Without that database there is no sandbox;
-// without that Redis nothing fills it (a separate sandbox worker and
-// scheduler may), and a sandbox key's stream carries its own pushes only:
-// said at start.
-func runSandboxPipeline(ctx context.Context, g *errgroup.Group, cfg Config, logger *slog.Logger) (func(), error) {
-	if cfg.SandboxDatabaseURL == "" {
-		return func() {}, nil
+// keepQueuesRegistered lets asynqmon and the queue metrics see the queues
+// again after a Redis flush, without a restart.
+func keepQueuesRegistered(ctx context.Context, r *roleRun) error {
+	r.g.Go(func() error { return worker.KeepQueuesRegistered(ctx, r.cfg.RedisURL, worker.QueueRegistryInterval) })
+	return nil
+}
+
+// startScheduler runs the asynq scheduler of the served combinations'
+// periodic tasks.
+func startScheduler(ctx context.Context, r *roleRun) error {
+	cfg := r.cfg
+	served := cfg.served()
+	if _, unserved := feeds.Served(cfg.Feeds, cfg.Region); len(unserved) > 0 {
+		r.logger.Info("combinations no configured feed serves are not scheduled", "feeds", cfg.Feeds, "unserved", combinationNames(unserved))
 	}
-	logger = logger.With("sandbox", true)
-	if cfg.SandboxRedisURL == "" {
+	entries := append(scheduler.IngestEntries(cfg.Region, served, cfg.TickerInterval, cfg.CandleInterval),
+		append(scheduler.ScoreEntries(cfg.Region, served, cfg.ScoreInterval),
+			scheduler.FundamentalsEntries(cfg.Region, served, cfg.FundamentalsInterval)...)...)
+	if cfg.StatsInterval > 0 {
+		entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
+	}
+	entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
+	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
+	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries})
+	if err != nil {
+		return err
+	}
+	r.g.Go(func() error { return s.Run(ctx) })
+	return nil
+}
+
+// sandboxPipeline is what fills the sandbox in the process of `marketd all`.
+var sandboxPipeline = []component{startWorker, keepQueuesRegistered, startScheduler}
+
+// fillSandbox runs, in the process of `marketd all`, the sandbox's worker
+// and scheduler too: the synthetic feed into the sandbox's database
+// (MARKET_SANDBOX_DATABASE_URL), which is where its market data and its
+// stream's synthetic verdict_changed and screener events come from, with
+// queues in a Redis database of their own (MARKET_SANDBOX_REDIS_URL).
+// Without that database there is no sandbox; without that Redis nothing
+// fills it (a separate sandbox worker and scheduler may), and a sandbox
+// key's stream carries its own pushes only: said at start.
+func fillSandbox(ctx context.Context, r *roleRun) error {
+	if r.cfg.SandboxDatabaseURL == "" {
+		return nil
+	}
+	logger := r.logger.With("sandbox", true)
+	if r.cfg.SandboxRedisURL == "" {
 		logger.Warn("this process does not fill the sandbox (MARKET_SANDBOX_REDIS_URL is not set): sandbox keys see market data, " +
 			"verdict changes and screener events only from a sandbox worker and scheduler of their own (MARKET_SANDBOX_PIPELINE=true), " +
 			"else their own pushes only")
-		return func() {}, nil
+		return nil
 	}
-	scfg := sandboxPipelineConfig(cfg)
+	scfg := sandboxPipelineConfig(r.cfg)
 	sdb, err := store.Open(ctx, scfg.DatabaseURL, store.Options{Logger: logger, MaxConns: 8})
 	if err != nil {
-		return nil, fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
+		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
-	closePipeline, err := runPipeline(ctx, g, scfg, sdb, "all", logger)
-	if err != nil {
-		sdb.Close()
-		return nil, err
-	}
-	return func() { closePipeline(); sdb.Close() }, nil
+	r.onStop(sdb.Close)
+	sandbox := &roleRun{m: r.m, cfg: scfg, db: sdb, logger: logger, g: r.g}
+	r.onStop(sandbox.stop)
+	return sandbox.start(ctx, sandboxPipeline)
 }
 
 // sandboxPipelineConfig is cfg turned to fill the sandbox: its database,

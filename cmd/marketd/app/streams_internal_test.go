@@ -7,8 +7,9 @@ import (
 	"github.com/marketscreener/market/worker"
 )
 
-// TestStreamJobOnlyForFeedsWithStreams: a deployment on the synthetic feed
-// (or on feeds without streams) opens no websocket; one on binance does.
+// TestStreamJobOnlyForFeedsWithStreams: a deployment on feeds without
+// streams has no stream job; one on binance or okx does, and so does one on
+// the synthetic feed (its candles read in process at every minute close).
 func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -16,11 +17,11 @@ func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
 		region string
 		want   bool
 	}{
-		{[]string{"synthetic"}, "global", false},
+		{[]string{"synthetic"}, "global", true},
 		{[]string{"coinbase"}, "us", false},
 		{[]string{"binance"}, "global", true},
 		{[]string{"okx"}, "eu", true},
-		{[]string{"synthetic", "binance"}, "global", false}, // synthetic serves binance's combinations first
+		{[]string{"synthetic", "binance"}, "global", true}, // synthetic serves binance's combinations first, in process
 	} {
 		reg, err := feeds.New(feeds.Config{Names: tc.feeds})
 		if err != nil {

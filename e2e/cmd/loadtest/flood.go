@@ -14,7 +14,7 @@ import (
 // mintKeysLua makes every request carry a freshly minted key with a valid
 // checksum (domain/apikey.go: "msk_" + 43 base62 characters + the 6-character
 // base62 CRC32-IEEE of everything before it), so each one passes the format
-// check and is unknown to the api: the unknown-key flood of issue 11.
+// check and is unknown to the api: a flood that reaches the key lookup.
 const mintKeysLua = `
 local bit = require("bit")
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
@@ -55,7 +55,7 @@ request = function()
 end
 `
 
-// floodDuration is the flood of issue 11: 6 s.
+// floodDuration is how long the flood (and each paying measurement) lasts.
 const floodDuration = 6 * time.Second
 
 // statsFlush is how long to wait before reading pg_stat_database: an idle

@@ -49,6 +49,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/webhook"
 	"github.com/marketscreener/market/worker"
@@ -137,7 +138,7 @@ func run(subs int, hang float64, concurrency int, dbURL string) (err error) {
 
 	// 2. Baseline: the same signed POSTs from a bare loop.
 	secret, _ := domain.NewWebhookSecret()
-	body := webhook.VerdictBody(1, domain.Crypto, "BTC_USDT", "neutral", "growth", 42, time.Now())
+	body := webhook.VerdictBody(1, domain.Crypto, "BTC_USDT", "neutral", "growth", 42, time.Now(), analytics.CurrentVersion().Name)
 	sender := webhook.Sender{Client: client}
 	cpu0, t0 := cpu(), time.Now()
 	var wg sync.WaitGroup
