@@ -314,13 +314,23 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 	}
 	key := store.CandleKey{Market: m, Exchange: in.Exchange, Symbol: symbol, Timeframe: tf}
 	series, err := readcache.Load(ctx, s.cache, readcache.CandleSeries(m, in.Exchange, symbol, tf), func(ctx context.Context) (candleSeries, error) {
+		// The two reads run side by side: after every candle write the
+		// series is read again, and each round trip to a busy server is a
+		// wait of its own.
+		var h store.FeedHealth
+		var herr error
+		health := make(chan struct{})
+		go func() {
+			defer close(health)
+			h, herr = s.data.FeedHealthOf(ctx, combo, "candles:"+string(tf))
+		}()
 		cs, err := s.data.Candles(ctx, key, maxCandleLimit)
+		<-health
 		if err != nil {
 			return candleSeries{}, err
 		}
-		h, err := s.data.FeedHealthOf(ctx, combo, "candles:"+string(tf))
-		if err != nil {
-			return candleSeries{}, err
+		if herr != nil {
+			return candleSeries{}, herr
 		}
 		cs2 := candleSeries{candles: cs, failing: h.Failing()}
 		if h.LastSuccessAt != nil {

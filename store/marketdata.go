@@ -96,8 +96,12 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 	return db.UpsertCandleSeries(ctx, map[CandleKey][]domain.Candle{k: candles})
 }
 
-// UpsertCandleSeries stores several series in one transaction (COPY into a
-// temporary table, then one INSERT ... ON CONFLICT).
+// UpsertCandleSeries stores several series in one statement: the rows go
+// as one array per column, unnested into one INSERT ... ON CONFLICT, a
+// single round trip. The stream ingest writes the minute's closed candles
+// of every series this way right at the close, and readers wait for that
+// commit: a transaction of a temporary table, a COPY and the insert cost
+// five round trips more, each of them a wait on a loaded server.
 func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]domain.Candle) error {
 	_, err := db.upsertCandles(ctx, series, false)
 	return err
@@ -110,67 +114,78 @@ func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]d
 	return db.upsertCandles(ctx, series, true)
 }
 
+// candleColumns are the columns of a batch of candles, one array each.
+type candleColumns struct {
+	market, exchange, symbol, timeframe []string
+	openTime                            []time.Time
+	open, high, low, close, volume      []float64
+}
+
+func (cc *candleColumns) add(k CandleKey, c domain.Candle) {
+	cc.market = append(cc.market, string(k.Market))
+	cc.exchange = append(cc.exchange, k.Exchange)
+	cc.symbol = append(cc.symbol, k.Symbol)
+	cc.timeframe = append(cc.timeframe, string(k.Timeframe))
+	cc.openTime = append(cc.openTime, c.Time.UTC())
+	cc.open = append(cc.open, c.Open)
+	cc.high = append(cc.high, c.High)
+	cc.low = append(cc.low, c.Low)
+	cc.close = append(cc.close, c.Close)
+	cc.volume = append(cc.volume, c.Volume)
+}
+
+func (cc *candleColumns) args() []any {
+	return []any{cc.market, cc.exchange, cc.symbol, cc.timeframe, cc.openTime, cc.open, cc.high, cc.low, cc.close, cc.volume}
+}
+
+// upsertCandlesSQL inserts the unnested columns. DISTINCT ON keeps one row
+// per key (ON CONFLICT cannot update a row twice) and sorts the rows by
+// key, so concurrent writers lock rows in one order. IS DISTINCT FROM
+// keeps re-ingesting identical candles from writing (no dead tuples,
+// updated_at unchanged).
+const upsertCandlesSQL = `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+	SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
+		market, exchange, symbol, timeframe, open_time, open, high, low, close, volume
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+		$6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::float8[])
+		AS i(market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+	ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
+	SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
+		volume = excluded.volume, updated_at = now()
+	WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
+		(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`
+
 // upsertCandles is UpsertChangedCandles, or UpsertCandleSeries (nothing
 // returned, nothing to read back) when returning is false.
 func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.Candle, returning bool) ([]CandleKey, error) {
-	total := 0
+	var cols candleColumns
 	for k, cs := range series {
 		if err := domain.ValidateCandles(cs); err != nil {
 			return nil, fmt.Errorf("store: candles %s: %w", k, err)
 		}
-		total += len(cs)
+		for _, c := range cs {
+			cols.add(k, c)
+		}
 	}
-	if total == 0 {
+	if len(cols.market) == 0 {
 		return nil, nil
 	}
-	rows := make([][]any, 0, total)
-	for k, cs := range series {
-		for _, c := range cs {
-			rows = append(rows, []any{string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), c.Time.UTC(),
-				c.Open, c.High, c.Low, c.Close, c.Volume})
-		}
-	}
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return nil, translate(err, "candles")
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE candles_in (LIKE candles INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
-		return nil, translate(err, "candles")
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"candles_in"},
-		[]string{"market", "exchange", "symbol", "timeframe", "open_time", "open", "high", "low", "close", "volume"},
-		pgx.CopyFromRows(rows)); err != nil {
-		return nil, translate(err, "candles")
-	}
-	// IS DISTINCT FROM keeps re-ingesting identical candles from writing
-	// (no dead tuples, updated_at unchanged).
-	upsert := `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
-		SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
-			market, exchange, symbol, timeframe, open_time, open, high, low, close, volume FROM candles_in
-		ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
-		SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
-			volume = excluded.volume, updated_at = now()
-		WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
-			(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`
 	if !returning {
-		if _, err := tx.Exec(ctx, upsert); err != nil {
-			return nil, translate(err, "candles")
-		}
-		return nil, translate(tx.Commit(ctx), "candles")
+		_, err := db.Pool.Exec(ctx, upsertCandlesSQL, cols.args()...)
+		return nil, translate(err, "candles")
 	}
-	changedRows, err := tx.Query(ctx, upsert+`
-		RETURNING market, exchange, symbol, timeframe`)
+	rows, err := db.Pool.Query(ctx, upsertCandlesSQL+`
+	RETURNING market, exchange, symbol, timeframe`, cols.args()...)
 	if err != nil {
 		return nil, translate(err, "candles")
 	}
+	defer rows.Close()
 	seen := map[CandleKey]bool{}
 	var changed []CandleKey
-	for changedRows.Next() {
+	for rows.Next() {
 		var k CandleKey
 		var market, tf string
-		if err := changedRows.Scan(&market, &k.Exchange, &k.Symbol, &tf); err != nil {
-			changedRows.Close()
+		if err := rows.Scan(&market, &k.Exchange, &k.Symbol, &tf); err != nil {
 			return nil, translate(err, "candles")
 		}
 		k.Market, k.Timeframe = domain.Market(market), domain.Timeframe(tf)
@@ -179,10 +194,7 @@ func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.C
 			changed = append(changed, k)
 		}
 	}
-	if err := changedRows.Err(); err != nil {
-		return nil, translate(err, "candles")
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, translate(err, "candles")
 	}
 	return changed, nil

@@ -279,7 +279,7 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		}
 	}
 	src := sources{remote: streams.New(cfg), local: streams.NewLocal(streams.LocalConfig{
-		Feed: localFeed{s.In.Feeds}, OnCandle: candles.add, Now: s.In.Now, Ticks: s.LocalTicks, Logger: s.logger()})}
+		Feed: localFeed{s.In.Feeds}, OnCandles: candles.addAll, Now: s.In.Now, Ticks: s.LocalTicks, Logger: s.logger()})}
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })

@@ -50,21 +50,29 @@ func (k *candleSink) release(c domain.Combination, series []streams.Series) {
 	}
 }
 
-func (k *candleSink) add(u streams.CandleUpdate) {
-	if !u.Combination.HasCandles() {
-		return
-	}
-	key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
+func (k *candleSink) add(u streams.CandleUpdate) { k.addAll([]streams.CandleUpdate{u}) }
+
+// addAll takes several updates at once (an in-process read of every series
+// of a timeframe): a closed candle among them starts one write of them all.
+func (k *candleSink) addAll(us []streams.CandleUpdate) {
+	closed := false
 	k.mu.Lock()
-	if k.pending[key] == nil {
-		k.pending[key] = map[time.Time]domain.Candle{}
-	}
-	k.pending[key][u.Candle.Time] = u.Candle
-	if u.Closed {
-		k.closed[key] = true
+	for _, u := range us {
+		if !u.Combination.HasCandles() {
+			continue
+		}
+		key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
+		if k.pending[key] == nil {
+			k.pending[key] = map[time.Time]domain.Candle{}
+		}
+		k.pending[key][u.Candle.Time] = u.Candle
+		if u.Closed {
+			k.closed[key] = true
+			closed = true
+		}
 	}
 	k.mu.Unlock()
-	if u.Closed {
+	if closed {
 		select {
 		case k.kick <- struct{}{}:
 		default:
@@ -98,16 +106,18 @@ func (k *candleSink) run(ctx context.Context) {
 // candles.
 func (k *candleSink) flush(ctx context.Context) {
 	closed, open := k.due()
-	k.write(ctx, closed)
-	k.write(ctx, open)
+	k.write(ctx, closed, true)
+	k.write(ctx, open, false)
 }
 
-// write stores pending series, announces what changed to the score
-// trigger and the api caches, and records the feeds' health.
-func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle) {
+// write stores pending series, announces what changed to the api caches
+// (right after each commit: readers wait for it) and the score trigger,
+// and records the feeds' health.
+func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle, closed bool) {
 	if len(pending) == 0 {
 		return
 	}
+	start := time.Now()
 	in := k.s.In
 	wanted, other := map[store.CandleKey][]domain.Candle{}, map[store.CandleKey][]domain.Candle{}
 	for key, byTime := range pending {
@@ -121,18 +131,46 @@ func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[
 	if len(other) > 0 {
 		if err := in.Store.UpsertCandleSeries(ctx, other); err != nil {
 			k.s.logger().Warn("streams: storing candles failed", "series", len(other), "err", err)
+		} else {
+			announce(ctx, in, other)
 		}
+		k.logWrite(start, "stored", len(other), closed)
 	}
 	if len(wanted) > 0 {
 		changed, err := in.Store.UpsertChangedCandles(ctx, wanted)
 		if err != nil {
 			k.s.logger().Warn("streams: storing candles failed", "series", len(wanted), "err", err)
+		} else {
+			announce(ctx, in, wanted)
 		}
+		k.logWrite(start, "stored scored", len(wanted), closed)
 		if len(changed) > 0 {
 			in.Changes.CandlesChanged(ctx, changed)
 		}
 	}
 	k.recordHealth(ctx, pending)
+	k.logWrite(start, "written", len(pending), closed)
+}
+
+// logWrite logs the steps of a write at debug level with the time into
+// the minute, so the way from a minute close to the stored closed candles
+// can be followed in a deployment's log.
+func (k *candleSink) logWrite(start time.Time, step string, series int, closed bool) {
+	now := time.Now()
+	k.s.logger().Debug("streams: candles "+step, "series", series, "with_closed", closed,
+		"began_into_minute", start.Sub(start.Truncate(time.Minute)), "took", now.Sub(start))
+}
+
+// announce drops the api caches of the exchanges written.
+func announce[V any](ctx context.Context, in *Ingester, written map[store.CandleKey]V) {
+	seen := map[readcache.Scope]bool{}
+	for key := range written {
+		sc := readcache.Candles(key.Market, key.Exchange)
+		if !seen[sc] {
+			seen[sc] = true
+			in.notify(ctx, sc)
+		}
+	}
 }
 
 // due takes the pending series to write now: those with a closed candle,
@@ -162,8 +200,8 @@ func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domai
 	return closed, open
 }
 
-// recordHealth notifies the api caches of the exchanges written and marks
-// their candle feeds healthy, at most once a minute per timeframe.
+// recordHealth marks the candle feeds of the series written healthy, at
+// most once a minute per timeframe.
 func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
 	in := k.s.In
 	now := in.Now()
@@ -174,7 +212,6 @@ func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleK
 			continue
 		}
 		seen[h] = true
-		in.notify(ctx, readcache.Candles(key.Market, key.Exchange))
 		if now.Sub(k.healthy[h]) < time.Minute {
 			continue
 		}

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,11 @@ type CandleReader interface {
 type LocalConfig struct {
 	// Feed is read for every followed series.
 	Feed CandleReader
-	// OnCandle receives the updates, as Config.OnCandle does.
-	OnCandle func(CandleUpdate)
+	// OnCandles receives the updates of one timeframe's series, every
+	// series of the plans read at one close, in one call: a sink then
+	// stores the minute's closed 1m candles in one write, right after
+	// they are read, instead of starting on the first series alone.
+	OnCandles func([]CandleUpdate)
 	// Now is the clock the feed's candles follow; nil means time.Now.
 	Now func() time.Time
 	// Ticks, when set, drives the reads: one per value received (tests);
@@ -49,8 +53,9 @@ type LocalConfig struct {
 // synthetic one) as a websocket would push them. At every minute close it
 // reads each series from the candle that was open at the previous read:
 // the candles that closed since are delivered with Closed set, then the
-// open one. Series go shortest timeframe first, so the minute's closed 1m
-// candles reach OnCandle within milliseconds of the close. Reading costs
+// open one. Series go shortest timeframe first, each timeframe's updates
+// handed over together, so the minute's closed 1m candles reach OnCandles
+// within milliseconds of the close. Reading costs
 // no request, so there are no connections, limits or gaps: the plans are
 // live from the start and Config.Repair has nothing to do.
 //
@@ -69,8 +74,8 @@ func NewLocal(cfg LocalConfig) *Local {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.OnCandle == nil {
-		cfg.OnCandle = func(CandleUpdate) {}
+	if cfg.OnCandles == nil {
+		cfg.OnCandles = func([]CandleUpdate) {}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -103,16 +108,27 @@ func (l *Local) Run(ctx context.Context, plans []Plan) error {
 		l.mu.Unlock()
 	}()
 	var prev time.Time
+	var us []CandleUpdate
 	for {
 		now := l.cfg.Now().UTC()
+		start := time.Now()
 		for _, tf := range domain.Timeframes {
+			us = us[:0]
 			for _, s := range byTF[tf] {
 				if ctx.Err() != nil {
 					return nil
 				}
-				l.read(ctx, s, prev, now)
+				us = l.read(ctx, s, prev, now, us)
+			}
+			if len(us) > 0 {
+				l.cfg.OnCandles(slices.Clone(us))
+			}
+			if tf == domain.TF1m {
+				l.cfg.Logger.Debug("streams: in-process 1m candles read", "series", len(byTF[tf]),
+					"at_into_minute", now.Sub(now.Truncate(time.Minute)), "took", time.Since(start))
 			}
 		}
+		l.cfg.Logger.Debug("streams: in-process feed read", "at_into_minute", now.Sub(now.Truncate(time.Minute)), "took", time.Since(start))
 		prev = now
 		if !l.wait(ctx) {
 			return nil
@@ -132,9 +148,9 @@ type localSeries struct {
 	Series
 }
 
-// read delivers one series' candles from the one open at prev (on the
-// first read, the last closed one) up to the one open at now.
-func (l *Local) read(ctx context.Context, s localSeries, prev, now time.Time) {
+// read appends to us one series' candles from the one open at prev (on
+// the first read, the last closed one) up to the one open at now.
+func (l *Local) read(ctx context.Context, s localSeries, prev, now time.Time, us []CandleUpdate) []CandleUpdate {
 	dur := s.Timeframe.Duration()
 	since := s.Timeframe.Truncate(prev)
 	if prev.IsZero() {
@@ -144,14 +160,15 @@ func (l *Local) read(ctx context.Context, s localSeries, prev, now time.Time) {
 	cs, err := l.cfg.Feed.Candles(ctx, s.c, s.Symbol, s.Timeframe, since, limit)
 	if err != nil {
 		l.cfg.Logger.Warn("streams: reading the in-process feed failed", "combination", s.c.String(), "symbol", s.Symbol, "timeframe", string(s.Timeframe), "err", err)
-		return
+		return us
 	}
 	for _, c := range cs {
 		// A candle ended by now is final: the feed built it at its own
 		// clock, read after now.
 		closed := !c.Time.Add(dur).After(now)
-		l.cfg.OnCandle(CandleUpdate{Combination: s.c, Symbol: s.Symbol, Timeframe: s.Timeframe, Candle: c, Closed: closed})
+		us = append(us, CandleUpdate{Combination: s.c, Symbol: s.Symbol, Timeframe: s.Timeframe, Candle: c, Closed: closed})
 	}
+	return us
 }
 
 // wait blocks until the next tick; false when ctx ended first.

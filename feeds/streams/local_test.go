@@ -22,25 +22,28 @@ func (c *testClock) now() time.Time      { return time.Unix(0, c.ns.Load()).UTC(
 func (c *testClock) set(t time.Time)     { c.ns.Store(t.UnixNano()) }
 func (c *testClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
-// updateLog records what OnCandle received.
+// updateLog records what OnCandles received.
 type updateLog struct {
-	mu sync.Mutex
-	us []streams.CandleUpdate
+	mu    sync.Mutex
+	us    []streams.CandleUpdate
+	calls []int // the updates of each call
 }
 
-func (l *updateLog) add(u streams.CandleUpdate) {
+func (l *updateLog) add(us []streams.CandleUpdate) {
 	l.mu.Lock()
-	l.us = append(l.us, u)
+	l.us = append(l.us, us...)
+	l.calls = append(l.calls, len(us))
 	l.mu.Unlock()
 }
 
-// take returns the updates received so far and forgets them.
-func (l *updateLog) take() []streams.CandleUpdate {
+// take returns the updates received so far and the number of each call's,
+// and forgets them.
+func (l *updateLog) take() ([]streams.CandleUpdate, []int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	us := l.us
-	l.us = nil
-	return us
+	us, calls := l.us, l.calls
+	l.us, l.calls = nil, nil
+	return us, calls
 }
 
 func (l *updateLog) len() int {
@@ -69,8 +72,8 @@ func summary(us []streams.CandleUpdate) []pushed {
 // start and at every tick, each series from the candle open at the
 // previous read, shortest timeframe first: the closed candles flagged
 // Closed and equal to what the feed serves once they are final, then the
-// open one; a tick late by minutes delivers every close it missed; its
-// plans are live while it runs.
+// open one, each timeframe's updates in one call; a tick late by minutes
+// delivers every close it missed; its plans are live while it runs.
 func TestLocalReadsEveryMinuteClose(t *testing.T) {
 	t.Parallel()
 	clk := &testClock{}
@@ -82,7 +85,7 @@ func TestLocalReadsEveryMinuteClose(t *testing.T) {
 	}}
 	log := &updateLog{}
 	ticks := make(chan time.Time)
-	src := streams.NewLocal(streams.LocalConfig{Feed: feed, OnCandle: log.add, Now: clk.now, Ticks: ticks})
+	src := streams.NewLocal(streams.LocalConfig{Feed: feed, OnCandles: log.add, Now: clk.now, Ticks: ticks})
 	if src.Live(spot) {
 		t.Fatal("live before it runs")
 	}
@@ -99,14 +102,18 @@ func TestLocalReadsEveryMinuteClose(t *testing.T) {
 		{"ETH_USDT", domain.TF1m, "11:59", true}, {"ETH_USDT", domain.TF1m, "12:00", false},
 		{"BTC_USDT", domain.TF1h, "11:00", true}, {"BTC_USDT", domain.TF1h, "12:00", false},
 	}
-	if diff := cmp.Diff(want, summary(log.take())); diff != "" {
+	got, calls := log.take()
+	if diff := cmp.Diff(want, summary(got)); diff != "" {
 		t.Errorf("first read (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{4, 2}, calls); diff != "" {
+		t.Errorf("first read's calls, 1m then 1h (-want +got):\n%s", diff)
 	}
 
 	clk.set(time.Date(2026, 11, 23, 12, 1, 0, 5e6, time.UTC))
 	ticks <- clk.now()
 	streamstest.Eventually(t, "the read of 12:01", func() bool { return log.len() == 5 })
-	got := log.take()
+	got, calls = log.take()
 	want = []pushed{
 		{"BTC_USDT", domain.TF1m, "12:00", true}, {"BTC_USDT", domain.TF1m, "12:01", false},
 		{"ETH_USDT", domain.TF1m, "12:00", true}, {"ETH_USDT", domain.TF1m, "12:01", false},
@@ -114,6 +121,9 @@ func TestLocalReadsEveryMinuteClose(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, summary(got)); diff != "" {
 		t.Errorf("read of 12:01 (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{4, 1}, calls); diff != "" {
+		t.Errorf("calls of the read of 12:01 (-want +got):\n%s", diff)
 	}
 	// The closed candle is the feed's final one, as a later read serves it.
 	clk.add(time.Hour)
@@ -134,8 +144,12 @@ func TestLocalReadsEveryMinuteClose(t *testing.T) {
 		{"ETH_USDT", domain.TF1m, "12:01", true}, {"ETH_USDT", domain.TF1m, "12:02", true}, {"ETH_USDT", domain.TF1m, "12:03", true}, {"ETH_USDT", domain.TF1m, "12:04", false},
 		{"BTC_USDT", domain.TF1h, "12:00", false},
 	}
-	if diff := cmp.Diff(want, summary(log.take())); diff != "" {
+	got, calls = log.take()
+	if diff := cmp.Diff(want, summary(got)); diff != "" {
 		t.Errorf("read of 12:04 (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{8, 1}, calls); diff != "" {
+		t.Errorf("calls of the read of 12:04 (-want +got):\n%s", diff)
 	}
 
 	cancel()
