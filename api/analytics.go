@@ -24,6 +24,10 @@ type AnalyticsData interface {
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
 	Stats(ctx context.Context, m domain.Market) (store.MarketStats, error)
+	// The archive, for reports as of an instant.
+	AnalyticsReportAsOf(ctx context.Context, m domain.Market, symbol string, style analytics.Style, at time.Time) (store.AnalyticsRecord, error)
+	ArchiveStart(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (time.Time, bool, error)
+	StatsAsOf(ctx context.Context, m domain.Market, at time.Time) (store.MarketStats, error)
 }
 
 // AnalyticsListItem is one scored asset of a market.
@@ -35,6 +39,7 @@ type AnalyticsListItem struct {
 	ChangePct    float64   `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
 	Sparkline    []float64 `json:"sparkline" doc:"Price mini-chart: the last 30 closes of the style's timeframe, oldest first" example:"[96100,96420.5,97250.5]"`
 	UpdatedAt    time.Time `json:"updated_at" doc:"When the asset was last scored (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	DataQuality
 }
 
 // TopSetup is one asset of GET /analytics/top-setups.
@@ -117,7 +122,8 @@ type AnalyticsReport struct {
 	FactorStats      []FactorStat   `json:"factor_stats" doc:"How this report's factors performed on this market (see GET /analytics/{market}/factor-stats); empty until the statistics job has run"`
 	Price            float64        `json:"price" example:"97250.5"`
 	ChangePct        float64        `json:"change_pct" example:"-1.85"`
-	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
+	UpdatedAt        time.Time      `json:"updated_at" doc:"When the asset was last scored; with as_of, when the report answered was published" example:"2026-11-22T10:15:00Z"`
+	DataQuality
 }
 
 // HistorySnapshot is one point of an asset's score history.
@@ -164,6 +170,7 @@ type reportInput struct {
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
 	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
+	AsOf string `query:"as_of" maxLength:"40" doc:"An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future" example:"2026-11-20T08:00:00Z"`
 	ConditionalParams
 }
 
@@ -275,58 +282,72 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) (readcache.Body, error) {
+	instrument := s.sourceInstrument(m)
+	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) (agedBody, error) {
 		recs, err := s.analyticsList(ctx, m, st)
 		if err != nil {
-			return readcache.Body{}, err
+			return agedBody{}, err
 		}
 		if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && len(recs) == 0 {
-			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
+			return agedBody{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
 				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
-		b, err := encodeAnalyticsList(recs, nil)
-		return readcache.NewBody(b, newestUpdate(recs)), err
+		return encodeAnalyticsList(recs, st, instrument, newestUpdate(recs), nil)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
 	if wanted == nil {
-		return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+		return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 	}
 	recs, err := s.analyticsList(ctx, m, st)
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
 	found := wanted.tracker()
-	b, err := encodeAnalyticsList(recs, func(sym string) bool {
+	// Not cached: the tag covers this body and the unknown symbols. The
+	// modification time is the whole list's, which only grows.
+	var unknown string
+	b, err := encodeAnalyticsList(recs, st, instrument, body.Modified, func(sym string) bool {
 		if wanted.has(sym) {
 			found.see(sym)
 			return true
 		}
 		return false
-	})
+	}, func() []byte { unknown = found.unknown(); return []byte(unknown) })
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	// Not cached: the tag covers this body and the unknown symbols. The
-	// modification time is the whole list's, which only grows.
-	unknown := found.unknown()
-	out := s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(b, body.Modified, b, []byte(unknown)), freshScores)
+	out := s.respondAged(ctx, &in.ConditionalParams, b, freshScores)
 	out.Unknown = unknown
 	return out, nil
 }
 
-// encodeAnalyticsList encodes the records that keep accepts (every one when nil).
-func encodeAnalyticsList(recs []store.AnalyticsRecord, keep func(symbol string) bool) ([]byte, error) {
+// encodeAnalyticsList encodes the records that keep accepts (every one
+// when nil); the entity tag covers the body and what tagAlso returns
+// (after the encoding) when given.
+func encodeAnalyticsList(recs []store.AnalyticsRecord, st analytics.Style, instrument string, modified time.Time,
+	keep func(symbol string) bool, tagAlso ...func() []byte) (agedBody, error) {
 	out := make([]AnalyticsListItem, 0, len(recs))
+	from := make([]time.Time, 0, len(recs))
 	for _, r := range recs {
 		if keep != nil && !keep(r.Symbol) {
 			continue
 		}
+		q, at := dataQuality(r, st, instrument)
 		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore, Price: r.Price,
-			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt})
+			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt, DataQuality: q})
+		from = append(from, at)
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return agedBody{}, err
+	}
+	tagged := [][]byte{b}
+	for _, f := range tagAlso {
+		tagged = append(tagged, f())
+	}
+	return newAgedBody(b, modified, from, tagged...)
 }
 
 // newestUpdate is when the newest of recs was scored (zero for none).
@@ -415,6 +436,9 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 	}
 	st := analyticsStyle(m, in.Style)
 	lang, _ := analytics.ParseLang(in.Lang)
+	if in.AsOf != "" {
+		return s.reportAsOf(ctx, in, m, st, sym, lang)
+	}
 	body, err := s.reportBody(ctx, m, st, sym, lang)
 	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
@@ -422,13 +446,51 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
+}
+
+// reportAsOf answers a report as it was published at in.AsOf, with the
+// statistics computed at or before its publication. Not cached: the
+// instants asked are as many as the clients' backtests.
+func (s *Server) reportAsOf(ctx context.Context, in *reportInput, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (*dataOutput, error) {
+	at, err := time.Parse(time.RFC3339Nano, in.AsOf)
+	if err != nil {
+		return nil, s.problem(ctx, domain.Invalid("query.as_of", in.AsOf, "must be an RFC 3339 instant such as 2026-11-20T08:00:00Z"))
+	}
+	if now := s.now(ctx); at.After(now) {
+		return nil, s.problem(ctx, domain.Invalid("query.as_of", in.AsOf, "is in the future (now is %s): no report is published yet for it",
+			now.UTC().Format(time.RFC3339)))
+	}
+	rec, err := s.analytics.AnalyticsReportAsOf(ctx, m, sym, st, at)
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		start, ok, serr := s.analytics.ArchiveStart(ctx, m, sym, st)
+		if serr != nil {
+			return nil, s.problem(ctx, serr)
+		}
+		if !ok {
+			return nil, s.notScored(ctx, m, st, sym)
+		}
+		return nil, s.problem(ctx, domain.Errorf(domain.ENOTFOUND, "no report of %s on %s (style %s) was published at or before %s; "+
+			"the earliest available is as_of=%s", sym, m, st, at.UTC().Format(time.RFC3339), start.Format(time.RFC3339Nano)))
+	}
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	ms, err := s.analytics.StatsAsOf(ctx, m, rec.UpdatedAt)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	body, err := s.renderReport(m, st, sym, lang, rec, ms)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // reportBody is the cached report of one asset (ENOTFOUND when it has not
 // been scored).
-func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
-	return readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) (readcache.Body, error) {
+func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (agedBody, error) {
+	return readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) (agedBody, error) {
 		return s.encodeReport(ctx, m, st, sym, lang)
 	})
 }
@@ -436,15 +498,21 @@ func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.S
 // encodeReport renders an asset's stored result in lang with the market's
 // statistics of its verdict and factors (empty until the statistics job
 // has run), as the response body.
-func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
+func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (agedBody, error) {
 	rec, err := s.analytics.AnalyticsReport(ctx, m, sym, st)
 	if err != nil {
-		return readcache.Body{}, err
+		return agedBody{}, err
 	}
 	ms, err := s.marketStats(ctx, m)
 	if err != nil {
-		return readcache.Body{}, err
+		return agedBody{}, err
 	}
+	return s.renderReport(m, st, sym, lang, rec, ms)
+}
+
+// renderReport is the body of rec in lang with the statistics of ms.
+func (s *Server) renderReport(m domain.Market, st analytics.Style, sym string, lang analytics.Lang, rec store.AnalyticsRecord, ms store.MarketStats) (agedBody, error) {
+	q, from := dataQuality(rec, st, s.sourceInstrument(m))
 	rep := rec.Result.Localize(lang)
 	body := AnalyticsReport{Market: string(m), Symbol: sym, Style: string(st), Exchange: rec.Exchange,
 		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
@@ -452,7 +520,7 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
 		VerdictStats: verdictStats(ms.Verdicts, rep.Verdict), FactorStats: []FactorStat{},
-		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt}
+		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt, DataQuality: q}
 	names := map[string]bool{}
 	for i, f := range rep.Factors {
 		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: string(f.Sentiment), Weight: f.Weight,
@@ -465,11 +533,14 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		}
 	}
 	b, err := json.Marshal(body)
+	if err != nil {
+		return agedBody{}, err
+	}
 	modified := rec.UpdatedAt
 	if ms.ComputedAt.After(modified) {
 		modified = ms.ComputedAt // the report carries the statistics too
 	}
-	return readcache.NewBody(b, modified), err
+	return newAgedBody(b, modified, []time.Time{from})
 }
 
 func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*dataOutput, error) {
