@@ -74,7 +74,7 @@ func TestAnalyticsRetentionThinsOlderDays(t *testing.T) {
 	}
 	for _, at := range ats {
 		y, m, d := at.Date()
-		lastOfDay := !at.Add(4*time.Hour).Before(time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC))
+		lastOfDay := !at.Add(4 * time.Hour).Before(time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC))
 		got, err := db.AnalyticsReportAsOf(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, at)
 		if domain.ErrorCode(err) == domain.ENOTFOUND && at.Before(ats[0].Add(24*time.Hour)) && !lastOfDay {
 			continue // the first day's earlier reports: nothing kept before them
