@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +26,7 @@ type AnalyticsData interface {
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
+	AnalyticsHistoryRange(ctx context.Context, q store.HistoryRange) ([]store.AnalyticsSnapshot, error)
 	Stats(ctx context.Context, m domain.Market) (store.MarketStats, error)
 	// The archive, for reports as of an instant.
 	AnalyticsReportAsOf(ctx context.Context, m domain.Market, symbol string, style analytics.Style, at time.Time) (store.AnalyticsRecord, error)
@@ -178,8 +182,32 @@ type historyInput struct {
 	AnalyticsMarketParam
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT; a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
-	Limit int `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+	Limit int    `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+	From  string `query:"from" maxLength:"40" doc:"Only snapshots taken at this instant (RFC 3339) or later" example:"2026-11-01T00:00:00Z"`
+	To    string `query:"to" maxLength:"40" doc:"Only snapshots taken at this instant (RFC 3339) or earlier" example:"2026-11-22T00:00:00Z"`
+	// Cursor is opaque to clients: the instant of the last snapshot of the previous page.
+	Cursor string `query:"cursor" maxLength:"80" doc:"Where the page starts: the value the previous page's Link header (rel=\"next\") carries; send the other parameters unchanged"`
 	ConditionalParams
+}
+
+// historyOutput is a page of history: the next page, when there is one,
+// is announced in a Link header so the body stays the contract's array.
+type historyOutput struct {
+	Status        int
+	ContentType   string `header:"Content-Type"`
+	ContentLength string `header:"Content-Length"`
+	ETag          string `header:"ETag" doc:"Strong entity tag of the body; send it back in If-None-Match" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
+	LastModified  string `header:"Last-Modified" doc:"When the data last changed (HTTP-date); send it back in If-Modified-Since" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
+	CacheControl  string `header:"Cache-Control" doc:"private, max-age=<seconds until the data's next scheduled refresh>" example:"private, max-age=42"`
+	Body          []byte
+	Link          string `header:"Link" doc:"The next page (older snapshots) when there is one: <url>; rel=\"next\", the url this request's with cursor= set; absent on the last page" example:"</api/v1/public/analytics/crypto/BTC_USDT/history?cursor=MjAyNi0xMS0yMFQwODowMDowMFo&limit=90>; rel=\"next\""`
+}
+
+// historyPage is a cached page of history and the cursor of the next
+// ("" on the last page).
+type historyPage struct {
+	body readcache.Body
+	next string
 }
 
 type statsInput struct {
@@ -237,9 +265,11 @@ func (s *Server) registerAnalytics() {
 	}, s.getAnalyticsReport)
 	huma.Register(s.humaAPI, huma.Operation{
 		OperationID: "get-analytics-history", Method: http.MethodGet, Path: "/analytics/{market}/{symbol}/history",
-		Summary:     "Score history of one asset",
-		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
-		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+		Summary: "Score history of one asset",
+		Description: "Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. " +
+			"`from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel=\"next\"`, the same request with `cursor=`). " +
+			"An empty range of a scored asset is an empty array.",
+		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 		Responses: s.dataResponses([]HistorySnapshot{}, "Snapshots, newest first"),
 	}, s.getAnalyticsHistory)
 }
@@ -543,39 +573,111 @@ func (s *Server) renderReport(m domain.Market, st analytics.Style, sym string, l
 	return newAgedBody(b, modified, []time.Time{from})
 }
 
-func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*dataOutput, error) {
+func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {
 	m := domain.Market(in.Market)
 	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
 	if err != nil {
 		return nil, err
 	}
+	q := store.HistoryRange{Market: m, Symbol: sym, Limit: in.Limit + 1} // one more: is there a next page?
+	for _, p := range []struct {
+		name, raw string
+		dst       *time.Time
+	}{{"query.from", in.From, &q.From}, {"query.to", in.To, &q.To}} {
+		if p.raw == "" {
+			continue
+		}
+		if *p.dst, err = time.Parse(time.RFC3339Nano, p.raw); err != nil {
+			return nil, s.problem(ctx, domain.Invalid(p.name, p.raw, "must be an RFC 3339 instant such as 2026-11-20T08:00:00Z"))
+		}
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && q.From.After(q.To) {
+		return nil, s.problem(ctx, domain.Invalid("query.from", in.From, "must not be after to (%s)", in.To))
+	}
+	if in.Cursor != "" {
+		if q.Before, err = decodeHistoryCursor(in.Cursor); err != nil {
+			return nil, s.problem(ctx, domain.Invalid("query.cursor", in.Cursor, "is not a cursor of this operation: send the Link header's url as it is"))
+		}
+	}
 	if err := requireMarket(ctx, m); err != nil {
 		return nil, err
 	}
-	st := analyticsStyle(m, in.Style)
-	body, err := readcache.Load(ctx, s.cache, readcache.HistoryBody(m, st, sym, in.Limit), func(ctx context.Context) (readcache.Body, error) {
-		snaps, err := s.analytics.AnalyticsHistory(ctx, m, sym, st, in.Limit)
-		if err != nil {
-			return readcache.Body{}, err
-		}
-		if len(snaps) == 0 {
-			return readcache.Body{}, domain.Errorf(domain.ENOTFOUND, "no history of %s", sym)
-		}
-		out := make([]HistorySnapshot, len(snaps))
-		for i, h := range snaps {
-			out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
-				FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
-		}
-		b, err := json.Marshal(out)
-		return readcache.NewBody(b, snaps[0].At), err // newest first
-	})
+	q.Style = analyticsStyle(m, in.Style)
+	load := func(ctx context.Context) (historyPage, error) { return s.historyPage(ctx, q, in.Limit) }
+	var page historyPage
+	if in.From == "" && in.To == "" && in.Cursor == "" {
+		page, err = readcache.Load(ctx, s.cache, readcache.HistoryBody(m, q.Style, sym, in.Limit), load)
+	} else {
+		page, err = load(ctx) // the ranges asked are as many as the clients' backtests: not cached
+	}
 	if domain.ErrorCode(err) == domain.ENOTFOUND {
-		return nil, s.notScored(ctx, m, st, sym)
+		return nil, s.notScored(ctx, m, q.Style, sym)
 	}
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	d := s.respond(ctx, &in.ConditionalParams, page.body, freshScores)
+	out := &historyOutput{Status: d.Status, ContentType: d.ContentType, ContentLength: d.ContentLength, ETag: d.ETag,
+		LastModified: d.LastModified, CacheControl: d.CacheControl, Body: d.Body}
+	if page.next != "" {
+		v := url.Values{"limit": {strconv.Itoa(in.Limit)}, "cursor": {page.next}}
+		for k, val := range map[string]string{"style": in.Style, "from": in.From, "to": in.To} {
+			if val != "" {
+				v.Set(k, val)
+			}
+		}
+		out.Link = "<" + BasePath + "/analytics/" + string(m) + "/" + sym + "/history?" + v.Encode() + `>; rel="next"`
+	}
+	return out, nil
+}
+
+// historyPage reads the page of q (limit snapshots, q.Limit one more):
+// ENOTFOUND when the asset has no history at all.
+func (s *Server) historyPage(ctx context.Context, q store.HistoryRange, limit int) (historyPage, error) {
+	snaps, err := s.analytics.AnalyticsHistoryRange(ctx, q)
+	if err != nil {
+		return historyPage{}, err
+	}
+	if len(snaps) == 0 {
+		some, err := s.analytics.AnalyticsHistory(ctx, q.Market, q.Symbol, q.Style, 1)
+		if err != nil {
+			return historyPage{}, err
+		}
+		if len(some) == 0 {
+			return historyPage{}, domain.Errorf(domain.ENOTFOUND, "no history of %s", q.Symbol)
+		}
+	}
+	var page historyPage
+	if len(snaps) > limit {
+		snaps = snaps[:limit]
+		page.next = encodeHistoryCursor(snaps[limit-1].At)
+	}
+	out := make([]HistorySnapshot, len(snaps))
+	for i, h := range snaps {
+		out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
+			FundamentalScore: h.FundamentalScore, Verdict: string(h.Verdict), Price: h.Price}
+	}
+	b, err := json.Marshal(out)
+	var modified time.Time
+	if len(snaps) > 0 {
+		modified = snaps[0].At // newest first
+	}
+	page.body = readcache.NewBody(b, modified)
+	return page, err
+}
+
+// A history cursor is the instant of the last snapshot of a page, which
+// the next page starts before; encoded so that clients treat it as opaque.
+func encodeHistoryCursor(at time.Time) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano)))
+}
+
+func decodeHistoryCursor(c string) (time.Time, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, string(raw))
 }
 
 func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {

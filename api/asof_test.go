@@ -213,6 +213,14 @@ func TestDataQualityDocumented(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name string `json:"name"`
+			} `json:"parameters"`
+			Responses map[string]struct {
+				Headers map[string]any `json:"headers"`
+			} `json:"responses"`
+		} `json:"paths"`
 		Components struct {
 			Schemas map[string]struct {
 				Properties map[string]any `json:"properties"`
@@ -228,6 +236,25 @@ func TestDataQualityDocumented(t *testing.T) {
 			if _, ok := doc.Components.Schemas[schema].Properties[field]; !ok {
 				t.Errorf("%s has no %s", schema, field)
 			}
+		}
+	}
+	params := func(path string) map[string]bool {
+		out := map[string]bool{}
+		for _, p := range doc.Paths[path]["get"].Parameters {
+			out[p.Name] = true
+		}
+		return out
+	}
+	if !params("/analytics/{market}/{symbol}")["as_of"] {
+		t.Error("the report operation does not document as_of")
+	}
+	hist := "/analytics/{market}/{symbol}/history"
+	if p := params(hist); !p["from"] || !p["to"] || !p["cursor"] {
+		t.Errorf("the history operation's parameters %v lack from, to or cursor", p)
+	}
+	for _, h := range []string{"Link", "ETag", "Last-Modified", "Cache-Control"} {
+		if _, ok := doc.Paths[hist]["get"].Responses["200"].Headers[h]; !ok {
+			t.Errorf("the history's 200 does not document the %s header", h)
 		}
 	}
 }

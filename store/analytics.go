@@ -134,9 +134,35 @@ func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict an
 
 // AnalyticsHistory returns an asset's snapshots, newest first.
 func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]AnalyticsSnapshot, error) {
+	return db.AnalyticsHistoryRange(ctx, HistoryRange{Market: m, Symbol: symbol, Style: style, Limit: limit})
+}
+
+// HistoryRange selects snapshots of one asset: at most Limit, taken at
+// From or later and at To or earlier (zero: unbounded), and before Before
+// (zero: unbounded; the cursor of a next page).
+type HistoryRange struct {
+	Market           domain.Market
+	Symbol           string
+	Style            analytics.Style
+	From, To, Before time.Time
+	Limit            int
+}
+
+// AnalyticsHistoryRange returns the snapshots of q, newest first (the
+// primary key's order: a page is one index range scan).
+func (db *DB) AnalyticsHistoryRange(ctx context.Context, q HistoryRange) ([]AnalyticsSnapshot, error) {
+	bound := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
 	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price
-		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3 ORDER BY at DESC LIMIT $4`,
-		string(m), string(style), symbol, limit)
+		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3
+			AND ($5::timestamptz IS NULL OR at >= $5) AND ($6::timestamptz IS NULL OR at <= $6) AND ($7::timestamptz IS NULL OR at < $7)
+		ORDER BY at DESC LIMIT $4`,
+		string(q.Market), string(q.Style), q.Symbol, q.Limit, bound(q.From), bound(q.To), bound(q.Before))
 	if err != nil {
 		return nil, translate(err, "analytics history")
 	}
