@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -27,7 +28,7 @@ type DataQuality struct {
 	AsOf         time.Time `json:"as_of" doc:"Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open" example:"2026-11-22T12:00:00Z"`
 	CandleClosed bool      `json:"candle_closed" doc:"Whether that candle had closed when the asset was scored; false: the score read a still-open candle" example:"true"`
 	// DataAgeSeconds is written into the cached body at each answer (see agedBody).
-	DataAgeSeconds int64      `json:"data_age_seconds" minimum:"0" doc:"Seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag" example:"95"`
+	DataAgeSeconds int64      `json:"data_age_seconds" minimum:"0" doc:"Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag" example:"95"`
 	CandlesUsed    int        `json:"candles_used" minimum:"0" doc:"Candles of the timeframe the score read (at most 500); 0 when not recorded" example:"500"`
 	Source         DataSource `json:"source"`
 }
@@ -60,13 +61,24 @@ func (s *Server) sourceInstrument(m domain.Market) string {
 
 // agedBody is a cached body whose data_age_seconds values depend on the
 // clock: it is encoded once with each age 0, and ages records where each
-// 0 is and the instant its age counts from. An answer copies the bytes
-// with the ages written in, so a hot read stays a map lookup and one copy;
-// the entity tag is the encoded body's, since the age changes every
-// second while the data does not.
+// 0 is and the instant its age counts from. Ages are whole seconds of the
+// clock, so the body with the ages written in changes once a second: it is
+// built by the first answer of a second and shared by the others, and a
+// hot read stays a map lookup. The entity tag is the encoded body's, since
+// the age changes every second while the data does not.
 type agedBody struct {
 	readcache.Body
 	ages []ageSlot
+	// current is the body of the latest second answered (shared by the
+	// copies of this value that the cache hands out).
+	current *atomic.Pointer[agedAt]
+}
+
+// agedAt is a body with its ages written in as of one second.
+type agedAt struct {
+	second int64
+	bytes  []byte
+	length string
 }
 
 type ageSlot struct {
@@ -84,7 +96,8 @@ func newAgedBody(b []byte, modified time.Time, from []time.Time, tagged ...[]byt
 	if len(tagged) == 0 {
 		tagged = [][]byte{b}
 	}
-	out := agedBody{Body: readcache.NewBodyTagged(b, modified, tagged...), ages: make([]ageSlot, 0, len(from))}
+	out := agedBody{Body: readcache.NewBodyTagged(b, modified, tagged...), ages: make([]ageSlot, 0, len(from)),
+		current: new(atomic.Pointer[agedAt])}
 	rest, base := b, 0
 	for {
 		i := bytes.Index(rest, agePlaceholder)
@@ -115,20 +128,25 @@ func (a agedBody) appendAt(dst []byte, now time.Time) []byte {
 	return append(dst, a.Bytes[prev:]...)
 }
 
-// at is the body with its ages as of now.
-func (a agedBody) at(now time.Time) []byte {
+// at is the body with its ages as of now and its length in decimal.
+func (a agedBody) at(now time.Time) ([]byte, string) {
 	if len(a.ages) == 0 {
-		return a.Bytes
+		return a.Bytes, a.Length
 	}
-	return a.appendAt(make([]byte, 0, len(a.Bytes)+8*len(a.ages)), now)
+	sec := now.Unix()
+	if c := a.current.Load(); c != nil && c.second == sec {
+		return c.bytes, c.length
+	}
+	b := a.appendAt(make([]byte, 0, len(a.Bytes)+8*len(a.ages)), now)
+	c := &agedAt{second: sec, bytes: b, length: strconv.Itoa(len(b))}
+	a.current.Store(c) // two answers of a new second may both build it: the same bytes
+	return c.bytes, c.length
 }
 
-// ageSeconds is the whole seconds from from to now, never negative.
+// ageSeconds is the whole seconds of the clock from from to now (both
+// truncated to the second), never negative.
 func ageSeconds(from, now time.Time) int64 {
-	if d := now.Sub(from); d > 0 {
-		return int64(d / time.Second)
-	}
-	return 0
+	return max(now.Unix()-from.Unix(), 0)
 }
 
 // respondAged is respond for a body with ages: a 200 carries them as of
@@ -136,8 +154,7 @@ func ageSeconds(from, now time.Time) int64 {
 func (s *Server) respondAged(ctx context.Context, cond *ConditionalParams, b agedBody, f freshness) *dataOutput {
 	out := s.respond(ctx, cond, b.Body, f)
 	if out.Status == 200 && len(b.ages) > 0 {
-		out.Body = b.at(s.now(ctx))
-		out.ContentLength = strconv.Itoa(len(out.Body))
+		out.Body, out.ContentLength = b.at(s.now(ctx))
 	}
 	return out
 }
