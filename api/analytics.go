@@ -55,6 +55,7 @@ type TopSetup struct {
 	Price        float64   `json:"price" example:"182.4"`
 	ChangePct    float64   `json:"change_pct" example:"-6.2"`
 	UpdatedAt    time.Time `json:"updated_at" example:"2026-11-22T10:15:00Z"`
+	DataQuality
 }
 
 // ReportFactor is one factor of a report.
@@ -402,15 +403,18 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		markets = []domain.Market{m}
 	}
 	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), in.Verdict, in.Limit)
-	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (readcache.Body, error) {
+	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (agedBody, error) {
 		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
 		if err != nil {
-			return readcache.Body{}, err
+			return agedBody{}, err
 		}
 		out := make([]TopSetup, len(recs))
+		from := make([]time.Time, len(recs))
 		for i, r := range recs {
+			var q DataQuality
+			q, from[i] = dataQuality(r, analytics.DefaultStyle, s.sourceInstrument(r.Market))
 			out[i] = TopSetup{Market: string(r.Market), Symbol: r.Symbol, Verdict: string(r.Verdict), OverallScore: r.OverallScore,
-				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
+				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt, DataQuality: q}
 		}
 		// The newest scoring of the markets' whole lists, not only of the
 		// assets shown: an asset can leave the top when it is rescored, and
@@ -419,19 +423,22 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		for _, m := range markets {
 			all, err := s.analyticsList(ctx, m, analytics.DefaultStyle)
 			if err != nil {
-				return readcache.Body{}, err
+				return agedBody{}, err
 			}
 			if t := newestUpdate(all); t.After(modified) {
 				modified = t
 			}
 		}
 		b, err := json.Marshal(out)
-		return readcache.NewBody(b, modified), err
+		if err != nil {
+			return agedBody{}, err
+		}
+		return newAgedBody(b, modified, from)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // notScored is the 404 of an asset without analytics, naming some that have them.

@@ -153,6 +153,16 @@ func TestDataQualityFields(t *testing.T) {
 	if list[0].DataQuality != want || list[1].DataAgeSeconds != 120 || list[1].CandleClosed {
 		t.Fatalf("list items' data quality: %+v, %+v", list[0].DataQuality, list[1].DataQuality)
 	}
+	var top []api.TopSetup
+	status, body = f.get(t, "/analytics/top-setups?market=crypto")
+	if status != http.StatusOK || json.Unmarshal(body, &top) != nil || len(top) != 2 {
+		t.Fatalf("top setups: %d %s", status, body)
+	}
+	for _, s := range top {
+		if s.Symbol == "BTC_USDT" && s.DataQuality != want || s.Symbol == "ETH_USDT" && s.DataAgeSeconds != 120 {
+			t.Fatalf("top setup %s: %+v", s.Symbol, s.DataQuality)
+		}
+	}
 	status, body = f.get(t, "/analytics/crypto/list?symbols=ETH_USDT,FOO_USDT")
 	if status != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != 1 || list[0].DataAgeSeconds != 120 {
 		t.Fatalf("filtered list: %d %s", status, body)
@@ -231,7 +241,7 @@ func TestDataQualityDocumented(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, schema := range []string{"AnalyticsReport", "AnalyticsListItem"} {
+	for _, schema := range []string{"AnalyticsReport", "AnalyticsListItem", "TopSetup"} {
 		for _, field := range []string{"as_of", "candle_closed", "data_age_seconds", "candles_used", "source"} {
 			if _, ok := doc.Components.Schemas[schema].Properties[field]; !ok {
 				t.Errorf("%s has no %s", schema, field)

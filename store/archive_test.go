@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,6 +84,43 @@ func TestArchiveOnlyStoredReports(t *testing.T) {
 	got, err := db.AnalyticsReportAsOf(ctx, domain.Crypto, "BTC_USDT", analytics.Swing, t0.Add(2*time.Hour))
 	if err != nil || got.OverallScore != 1 {
 		t.Fatalf("as of after a dropped record: %+v, %v; want the stored report (score 1)", got, err)
+	}
+}
+
+// A history range is the snapshots from From to To, both included, and
+// before Before, newest first, at most Limit.
+func TestAnalyticsHistoryRange(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var ats []time.Time
+	for i := range 6 {
+		ats = append(ats, t0.AddDate(0, 0, i)) // a new day: a snapshot each
+	}
+	saveReports(t, db, ats...)
+	for _, tc := range []struct {
+		q    store.HistoryRange
+		want []int
+	}{
+		{store.HistoryRange{Limit: 10}, []int{6, 5, 4, 3, 2, 1}},
+		{store.HistoryRange{Limit: 2}, []int{6, 5}},
+		{store.HistoryRange{From: ats[1], To: ats[3], Limit: 10}, []int{4, 3, 2}},
+		{store.HistoryRange{Before: ats[3], Limit: 2}, []int{3, 2}},
+		{store.HistoryRange{From: ats[2], Before: ats[2], Limit: 10}, nil},
+	} {
+		tc.q.Market, tc.q.Symbol, tc.q.Style = domain.Crypto, "BTC_USDT", analytics.Swing
+		got, err := db.AnalyticsHistoryRange(ctx, tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scores []int
+		for _, s := range got {
+			scores = append(scores, s.OverallScore)
+		}
+		if fmt.Sprint(scores) != fmt.Sprint(tc.want) {
+			t.Errorf("%+v: scores %v, want %v", tc.q, scores, tc.want)
+		}
 	}
 }
 
