@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +26,12 @@ type AnalyticsData interface {
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
+	AnalyticsHistoryRange(ctx context.Context, q store.HistoryRange) ([]store.AnalyticsSnapshot, error)
 	Stats(ctx context.Context, m domain.Market) (store.MarketStats, error)
+	// The archive, for reports as of an instant.
+	AnalyticsReportAsOf(ctx context.Context, m domain.Market, symbol string, style analytics.Style, at time.Time) (store.AnalyticsRecord, error)
+	ArchiveStart(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (time.Time, bool, error)
+	StatsAsOf(ctx context.Context, m domain.Market, at time.Time) (store.MarketStats, error)
 }
 
 // AnalyticsListItem is one scored asset of a market.
@@ -35,6 +43,7 @@ type AnalyticsListItem struct {
 	ChangePct    float64           `json:"change_pct" doc:"Percent change over 24 hours" example:"-1.85"`
 	Sparkline    []float64         `json:"sparkline" doc:"Price mini-chart: the last 30 closes of the style's timeframe, oldest first" example:"[96100,96420.5,97250.5]"`
 	UpdatedAt    time.Time         `json:"updated_at" doc:"When the asset was last scored (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	DataQuality
 }
 
 // TopSetup is one asset of GET /analytics/top-setups.
@@ -46,6 +55,7 @@ type TopSetup struct {
 	Price        float64           `json:"price" example:"182.4"`
 	ChangePct    float64           `json:"change_pct" example:"-6.2"`
 	UpdatedAt    time.Time         `json:"updated_at" example:"2026-11-22T10:15:00Z"`
+	DataQuality
 }
 
 // ReportFactor is one factor of a report.
@@ -117,8 +127,9 @@ type AnalyticsReport struct {
 	FactorStats      []FactorStat      `json:"factor_stats" doc:"How this report's factors performed on this market (see GET /analytics/{market}/factor-stats); empty until the statistics job has run"`
 	Price            float64           `json:"price" example:"97250.5"`
 	ChangePct        float64           `json:"change_pct" example:"-1.85"`
-	UpdatedAt        time.Time         `json:"updated_at" doc:"When the asset was last scored" example:"2026-11-22T10:15:00Z"`
+	UpdatedAt        time.Time         `json:"updated_at" doc:"When the asset was last scored; with as_of, when the report answered was published" example:"2026-11-22T10:15:00Z"`
 	ModelVersion     string            `json:"model_version" doc:"Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/" example:"v1"`
+	DataQuality
 }
 
 // HistorySnapshot is one point of an asset's score history.
@@ -166,6 +177,7 @@ type reportInput struct {
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
 	Lang analytics.Lang `query:"lang" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
+	AsOf string         `query:"as_of" maxLength:"40" doc:"An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future" example:"2026-11-20T08:00:00Z"`
 	ConditionalParams
 }
 
@@ -173,8 +185,32 @@ type historyInput struct {
 	AnalyticsMarketParam
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT; a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
-	Limit int `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+	Limit int    `query:"limit" default:"90" minimum:"1" maximum:"1000" doc:"Number of snapshots, newest first"`
+	From  string `query:"from" maxLength:"40" doc:"Only snapshots taken at this instant (RFC 3339) or later" example:"2026-11-01T00:00:00Z"`
+	To    string `query:"to" maxLength:"40" doc:"Only snapshots taken at this instant (RFC 3339) or earlier" example:"2026-11-22T00:00:00Z"`
+	// Cursor is opaque to clients: the instant of the last snapshot of the previous page.
+	Cursor string `query:"cursor" maxLength:"80" doc:"Where the page starts: the value the previous page's Link header (rel=\"next\") carries; send the other parameters unchanged"`
 	ConditionalParams
+}
+
+// historyOutput is a page of history: the next page, when there is one,
+// is announced in a Link header so the body stays the contract's array.
+type historyOutput struct {
+	Status        int
+	ContentType   string `header:"Content-Type"`
+	ContentLength string `header:"Content-Length"`
+	ETag          string `header:"ETag" doc:"Strong entity tag of the body; send it back in If-None-Match" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
+	LastModified  string `header:"Last-Modified" doc:"When the data last changed (HTTP-date); send it back in If-Modified-Since" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
+	CacheControl  string `header:"Cache-Control" doc:"private, max-age=<seconds until the data's next scheduled refresh>" example:"private, max-age=42"`
+	Body          []byte
+	Link          string `header:"Link" doc:"The next page (older snapshots) when there is one: <url>; rel=\"next\", the url this request's with cursor= set; absent on the last page" example:"</api/v1/public/analytics/crypto/BTC_USDT/history?cursor=MjAyNi0xMS0yMFQwODowMDowMFo&limit=90>; rel=\"next\""`
+}
+
+// historyPage is a cached page of history and the cursor of the next
+// ("" on the last page).
+type historyPage struct {
+	body readcache.Body
+	next string
 }
 
 type statsInput struct {
@@ -233,8 +269,10 @@ func (s *Server) registerAnalytics() {
 	register(s, huma.Operation{
 		OperationID: "get-analytics-history",
 		Summary:     "Score history of one asset",
-		Description: "Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.",
-		Tags:        tags, Errors: errorResponses(http.StatusNotFound),
+		Description: "Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. " +
+			"`from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel=\"next\"`, the same request with `cursor=`). " +
+			"An empty range of a scored asset is an empty array.",
+		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 		Responses: s.dataResponses([]HistorySnapshot{}, "Snapshots, newest first"),
 	}, s.getAnalyticsHistory)
 }
@@ -276,58 +314,72 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) (readcache.Body, error) {
+	instrument := s.sourceInstrument(m)
+	body, err := readcache.Load(ctx, s.cache, readcache.AnalyticsListBody(m, st), func(ctx context.Context) (agedBody, error) {
 		recs, err := s.analyticsList(ctx, m, st)
 		if err != nil {
-			return readcache.Body{}, err
+			return agedBody{}, err
 		}
 		if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && len(recs) == 0 {
-			return readcache.Body{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
+			return agedBody{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
 				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
-		b, err := encodeAnalyticsList(recs, nil)
-		return readcache.NewBody(b, newestUpdate(recs)), err
+		return encodeAnalyticsList(recs, st, instrument, newestUpdate(recs), nil)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
 	if wanted == nil {
-		return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+		return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 	}
 	recs, err := s.analyticsList(ctx, m, st)
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
 	found := wanted.tracker()
-	b, err := encodeAnalyticsList(recs, func(sym string) bool {
+	// Not cached: the tag covers this body and the unknown symbols. The
+	// modification time is the whole list's, which only grows.
+	var unknown string
+	b, err := encodeAnalyticsList(recs, st, instrument, body.Modified, func(sym string) bool {
 		if wanted.has(sym) {
 			found.see(sym)
 			return true
 		}
 		return false
-	})
+	}, func() []byte { unknown = found.unknown(); return []byte(unknown) })
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	// Not cached: the tag covers this body and the unknown symbols. The
-	// modification time is the whole list's, which only grows.
-	unknown := found.unknown()
-	out := s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(b, body.Modified, b, []byte(unknown)), freshScores)
+	out := s.respondAged(ctx, &in.ConditionalParams, b, freshScores)
 	out.Unknown = unknown
 	return out, nil
 }
 
-// encodeAnalyticsList encodes the records that keep accepts (every one when nil).
-func encodeAnalyticsList(recs []store.AnalyticsRecord, keep func(symbol string) bool) ([]byte, error) {
+// encodeAnalyticsList encodes the records that keep accepts (every one
+// when nil); the entity tag covers the body and what tagAlso returns
+// (after the encoding) when given.
+func encodeAnalyticsList(recs []store.AnalyticsRecord, st analytics.Style, instrument string, modified time.Time,
+	keep func(symbol string) bool, tagAlso ...func() []byte) (agedBody, error) {
 	out := make([]AnalyticsListItem, 0, len(recs))
+	from := make([]time.Time, 0, len(recs))
 	for _, r := range recs {
 		if keep != nil && !keep(r.Symbol) {
 			continue
 		}
+		q, at := dataQuality(r, st, instrument)
 		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore, Price: r.Price,
-			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt})
+			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt, DataQuality: q})
+		from = append(from, at)
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return agedBody{}, err
+	}
+	tagged := [][]byte{b}
+	for _, f := range tagAlso {
+		tagged = append(tagged, f())
+	}
+	return newAgedBody(b, modified, from, tagged...)
 }
 
 // newestUpdate is when the newest of recs was scored (zero for none).
@@ -352,15 +404,18 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		markets = []domain.Market{m}
 	}
 	key := readcache.TopSetupsBody(strings.Join(domain.MarketNames(markets), ","), string(in.Verdict), in.Limit)
-	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (readcache.Body, error) {
+	body, err := readcache.Load(ctx, s.cache, key, func(ctx context.Context) (agedBody, error) {
 		recs, err := s.analytics.TopSetups(ctx, markets, analytics.Verdict(in.Verdict), analytics.DefaultStyle, in.Limit)
 		if err != nil {
-			return readcache.Body{}, err
+			return agedBody{}, err
 		}
 		out := make([]TopSetup, len(recs))
+		from := make([]time.Time, len(recs))
 		for i, r := range recs {
+			var q DataQuality
+			q, from[i] = dataQuality(r, analytics.DefaultStyle, s.sourceInstrument(r.Market))
 			out[i] = TopSetup{Market: r.Market, Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore,
-				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt}
+				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt, DataQuality: q}
 		}
 		// The newest scoring of the markets' whole lists, not only of the
 		// assets shown: an asset can leave the top when it is rescored, and
@@ -369,19 +424,22 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		for _, m := range markets {
 			all, err := s.analyticsList(ctx, m, analytics.DefaultStyle)
 			if err != nil {
-				return readcache.Body{}, err
+				return agedBody{}, err
 			}
 			if t := newestUpdate(all); t.After(modified) {
 				modified = t
 			}
 		}
 		b, err := json.Marshal(out)
-		return readcache.NewBody(b, modified), err
+		if err != nil {
+			return agedBody{}, err
+		}
+		return newAgedBody(b, modified, from)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // notScored is the 404 of an asset without analytics, naming some that have them.
@@ -416,6 +474,9 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 	}
 	st := analyticsStyle(m, in.Style)
 	lang, _ := analytics.ParseLang(string(in.Lang))
+	if in.AsOf != "" {
+		return s.reportAsOf(ctx, in, m, st, sym, lang)
+	}
 	body, err := s.reportBody(ctx, m, st, sym, lang)
 	if err != nil && domain.ErrorCode(err) == domain.ENOTFOUND {
 		return nil, s.notScored(ctx, m, st, sym)
@@ -423,13 +484,51 @@ func (s *Server) getAnalyticsReport(ctx context.Context, in *reportInput) (*data
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
+}
+
+// reportAsOf answers a report as it was published at in.AsOf, with the
+// statistics computed at or before its publication. Not cached: the
+// instants asked are as many as the clients' backtests.
+func (s *Server) reportAsOf(ctx context.Context, in *reportInput, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (*dataOutput, error) {
+	at, err := time.Parse(time.RFC3339Nano, in.AsOf)
+	if err != nil {
+		return nil, s.problem(ctx, domain.Invalid("query.as_of", in.AsOf, "must be an RFC 3339 instant such as 2026-11-20T08:00:00Z"))
+	}
+	if now := s.now(ctx); at.After(now) {
+		return nil, s.problem(ctx, domain.Invalid("query.as_of", in.AsOf, "is in the future (now is %s): no report is published yet for it",
+			now.UTC().Format(time.RFC3339)))
+	}
+	rec, err := s.analytics.AnalyticsReportAsOf(ctx, m, sym, st, at)
+	if domain.ErrorCode(err) == domain.ENOTFOUND {
+		start, ok, serr := s.analytics.ArchiveStart(ctx, m, sym, st)
+		if serr != nil {
+			return nil, s.problem(ctx, serr)
+		}
+		if !ok {
+			return nil, s.notScored(ctx, m, st, sym)
+		}
+		return nil, s.problem(ctx, domain.Errorf(domain.ENOTFOUND, "no report of %s on %s (style %s) was published at or before %s; "+
+			"the earliest available is as_of=%s", sym, m, st, at.UTC().Format(time.RFC3339), start.Format(time.RFC3339Nano)))
+	}
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	ms, err := s.analytics.StatsAsOf(ctx, m, rec.UpdatedAt)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	body, err := s.renderReport(m, st, sym, lang, rec, ms)
+	if err != nil {
+		return nil, s.problem(ctx, err)
+	}
+	return s.respondAged(ctx, &in.ConditionalParams, body, freshScores), nil
 }
 
 // reportBody is the cached report of one asset (ENOTFOUND when it has not
 // been scored).
-func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
-	return readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) (readcache.Body, error) {
+func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (agedBody, error) {
+	return readcache.Load(ctx, s.cache, readcache.AnalyticsReport(m, st, sym, lang), func(ctx context.Context) (agedBody, error) {
 		return s.encodeReport(ctx, m, st, sym, lang)
 	})
 }
@@ -437,15 +536,21 @@ func (s *Server) reportBody(ctx context.Context, m domain.Market, st analytics.S
 // encodeReport renders an asset's stored result in lang with the market's
 // statistics of its verdict and factors (empty until the statistics job
 // has run), as the response body.
-func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (readcache.Body, error) {
+func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics.Style, sym string, lang analytics.Lang) (agedBody, error) {
 	rec, err := s.analytics.AnalyticsReport(ctx, m, sym, st)
 	if err != nil {
-		return readcache.Body{}, err
+		return agedBody{}, err
 	}
 	ms, err := s.marketStats(ctx, m)
 	if err != nil {
-		return readcache.Body{}, err
+		return agedBody{}, err
 	}
+	return s.renderReport(m, st, sym, lang, rec, ms)
+}
+
+// renderReport is the body of rec in lang with the statistics of ms.
+func (s *Server) renderReport(m domain.Market, st analytics.Style, sym string, lang analytics.Lang, rec store.AnalyticsRecord, ms store.MarketStats) (agedBody, error) {
+	q, from := dataQuality(rec, st, s.sourceInstrument(m))
 	rep := rec.Result.Localize(lang)
 	body := AnalyticsReport{Market: m, Symbol: sym, Style: st, Exchange: rec.Exchange,
 		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
@@ -453,7 +558,7 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		Scenario: ReportScenario{Support: rep.Scenario.Support, Resistance: rep.Scenario.Resistance, LastClose: rep.Scenario.LastClose,
 			ScenarioText: rep.Scenario.ScenarioText, InvalidationText: rep.Scenario.InvalidationText},
 		VerdictStats: verdictStats(ms.Verdicts, rep.Verdict), FactorStats: []FactorStat{},
-		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt, ModelVersion: rep.ModelVersion}
+		Price: rec.Price, ChangePct: rec.ChangePct, UpdatedAt: rec.UpdatedAt, ModelVersion: rep.ModelVersion, DataQuality: q}
 	names := map[string]bool{}
 	for i, f := range rep.Factors {
 		body.Factors[i] = ReportFactor{Name: f.Name, Value: f.Value, Sentiment: f.Sentiment, Weight: f.Weight,
@@ -466,46 +571,121 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 		}
 	}
 	b, err := json.Marshal(body)
+	if err != nil {
+		return agedBody{}, err
+	}
 	modified := rec.UpdatedAt
 	if ms.ComputedAt.After(modified) {
 		modified = ms.ComputedAt // the report carries the statistics too
 	}
-	return readcache.NewBody(b, modified), err
+	return newAgedBody(b, modified, []time.Time{from})
 }
 
-func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*dataOutput, error) {
+func (s *Server) getAnalyticsHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {
 	m := domain.Market(in.Market)
 	sym, err := s.analyticsSymbol(ctx, m, in.Symbol)
 	if err != nil {
 		return nil, err
 	}
+	q := store.HistoryRange{Market: m, Symbol: sym, Limit: in.Limit + 1} // one more: is there a next page?
+	for _, p := range []struct {
+		name, raw string
+		dst       *time.Time
+	}{{"query.from", in.From, &q.From}, {"query.to", in.To, &q.To}} {
+		if p.raw == "" {
+			continue
+		}
+		if *p.dst, err = time.Parse(time.RFC3339Nano, p.raw); err != nil {
+			return nil, s.problem(ctx, domain.Invalid(p.name, p.raw, "must be an RFC 3339 instant such as 2026-11-20T08:00:00Z"))
+		}
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && q.From.After(q.To) {
+		return nil, s.problem(ctx, domain.Invalid("query.from", in.From, "must not be after to (%s)", in.To))
+	}
+	if in.Cursor != "" {
+		if q.Before, err = decodeHistoryCursor(in.Cursor); err != nil {
+			return nil, s.problem(ctx, domain.Invalid("query.cursor", in.Cursor, "is not a cursor of this operation: send the Link header's url as it is"))
+		}
+	}
 	if err := requireMarket(ctx, m); err != nil {
 		return nil, err
 	}
-	st := analyticsStyle(m, in.Style)
-	body, err := readcache.Load(ctx, s.cache, readcache.HistoryBody(m, st, sym, in.Limit), func(ctx context.Context) (readcache.Body, error) {
-		snaps, err := s.analytics.AnalyticsHistory(ctx, m, sym, st, in.Limit)
-		if err != nil {
-			return readcache.Body{}, err
-		}
-		if len(snaps) == 0 {
-			return readcache.Body{}, domain.Errorf(domain.ENOTFOUND, "no history of %s", sym)
-		}
-		out := make([]HistorySnapshot, len(snaps))
-		for i, h := range snaps {
-			out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
-				FundamentalScore: h.FundamentalScore, Verdict: h.Verdict, Price: h.Price, ModelVersion: h.ModelVersion}
-		}
-		b, err := json.Marshal(out)
-		return readcache.NewBody(b, snaps[0].At), err // newest first
-	})
+	q.Style = analyticsStyle(m, in.Style)
+	load := func(ctx context.Context) (historyPage, error) { return s.historyPage(ctx, q, in.Limit) }
+	var page historyPage
+	if in.From == "" && in.To == "" && in.Cursor == "" {
+		page, err = readcache.Load(ctx, s.cache, readcache.HistoryBody(m, q.Style, sym, in.Limit), load)
+	} else {
+		page, err = load(ctx) // the ranges asked are as many as the clients' backtests: not cached
+	}
 	if domain.ErrorCode(err) == domain.ENOTFOUND {
-		return nil, s.notScored(ctx, m, st, sym)
+		return nil, s.notScored(ctx, m, q.Style, sym)
 	}
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshScores), nil
+	d := s.respond(ctx, &in.ConditionalParams, page.body, freshScores)
+	out := &historyOutput{Status: d.Status, ContentType: d.ContentType, ContentLength: d.ContentLength, ETag: d.ETag,
+		LastModified: d.LastModified, CacheControl: d.CacheControl, Body: d.Body}
+	if page.next != "" {
+		v := url.Values{"limit": {strconv.Itoa(in.Limit)}, "cursor": {page.next}}
+		for k, val := range map[string]string{"style": string(in.Style), "from": in.From, "to": in.To} {
+			if val != "" {
+				v.Set(k, val)
+			}
+		}
+		out.Link = "<" + BasePath + "/analytics/" + string(m) + "/" + sym + "/history?" + v.Encode() + `>; rel="next"`
+	}
+	return out, nil
+}
+
+// historyPage reads the page of q (limit snapshots, q.Limit one more):
+// ENOTFOUND when the asset has no history at all.
+func (s *Server) historyPage(ctx context.Context, q store.HistoryRange, limit int) (historyPage, error) {
+	snaps, err := s.analytics.AnalyticsHistoryRange(ctx, q)
+	if err != nil {
+		return historyPage{}, err
+	}
+	if len(snaps) == 0 {
+		some, err := s.analytics.AnalyticsHistory(ctx, q.Market, q.Symbol, q.Style, 1)
+		if err != nil {
+			return historyPage{}, err
+		}
+		if len(some) == 0 {
+			return historyPage{}, domain.Errorf(domain.ENOTFOUND, "no history of %s", q.Symbol)
+		}
+	}
+	var page historyPage
+	if len(snaps) > limit {
+		snaps = snaps[:limit]
+		page.next = encodeHistoryCursor(snaps[limit-1].At)
+	}
+	out := make([]HistorySnapshot, len(snaps))
+	for i, h := range snaps {
+		out[i] = HistorySnapshot{At: h.At, OverallScore: h.OverallScore, TechnicalScore: h.TechnicalScore,
+			FundamentalScore: h.FundamentalScore, Verdict: h.Verdict, Price: h.Price, ModelVersion: h.ModelVersion}
+	}
+	b, err := json.Marshal(out)
+	var modified time.Time
+	if len(snaps) > 0 {
+		modified = snaps[0].At // newest first
+	}
+	page.body = readcache.NewBody(b, modified)
+	return page, err
+}
+
+// A history cursor is the instant of the last snapshot of a page, which
+// the next page starts before; encoded so that clients treat it as opaque.
+func encodeHistoryCursor(at time.Time) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano)))
+}
+
+func decodeHistoryCursor(c string) (time.Time, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, string(raw))
 }
 
 func (s *Server) marketStats(ctx context.Context, m domain.Market) (store.MarketStats, error) {

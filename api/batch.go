@@ -212,7 +212,7 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 	lang, _ := analytics.ParseLang(string(in.Lang))
 
 	var unknown []string
-	reports := make([]readcache.Body, 0, len(wanted.list))
+	reports := make([]agedBody, 0, len(wanted.list))
 	var modified time.Time
 	for _, sym := range wanted.list {
 		b, err := s.reportBody(ctx, m, st, sym, lang)
@@ -228,7 +228,7 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 			modified = b.Modified
 		}
 	}
-	body, err := encodeBatch(m, st, lang, reports, unknown)
+	body, err := encodeBatch(m, st, lang, reports, unknown, s.now(ctx))
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
@@ -244,8 +244,8 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 }
 
 // encodeBatch writes the BatchReports envelope around the cached report
-// bodies, so a batch costs no report encoding.
-func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, reports []readcache.Body, unknown []string) ([]byte, error) {
+// bodies with their ages as of now, so a batch costs no report encoding.
+func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, reports []agedBody, unknown []string, now time.Time) ([]byte, error) {
 	if unknown == nil {
 		unknown = []string{}
 	}
@@ -255,7 +255,7 @@ func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, repor
 	}
 	n := 128 + len(unknownJSON)
 	for _, r := range reports {
-		n += len(r.Bytes) + 1
+		n += len(r.Bytes) + 1 + 8*len(r.ages)
 	}
 	out := make([]byte, 0, n)
 	out = append(out, `{"market":"`...)
@@ -269,7 +269,7 @@ func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, repor
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, r.Bytes...)
+		out = r.appendAt(out, now)
 	}
 	out = append(out, `],"unknown_symbols":`...)
 	out = append(out, unknownJSON...)

@@ -171,7 +171,7 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
 			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
 			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-			CandleClose: last.Close, UpdatedAt: now}
+			CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
 		if c.HasTicker {
 			rec.Price, rec.ChangePct = c.Price, c.ChangePct
 		}

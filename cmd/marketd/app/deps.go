@@ -163,6 +163,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	in.Retention = cfg.CandleRetention
 	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: time.Now}
 	rj.Register(w)
+	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: time.Now}).Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
 	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)

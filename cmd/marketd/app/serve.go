@@ -237,6 +237,11 @@ func serveOps(ctx context.Context, r *roleRun) error {
 // about 24,000 rows, a few short batches.
 const candleRetentionInterval = 15 * time.Minute
 
+// analyticsRetentionInterval is how often the report archive is thinned:
+// a day's reports pass the cut-off at once, at midnight UTC, and an hourly
+// run works them off in a few batches.
+const analyticsRetentionInterval = time.Hour
+
 // startWorker runs the asynq worker: ingest, scoring, statistics,
 // retention, webhooks, and the background jobs beside them (exchange
 // streams, the dispatch waker).
@@ -281,6 +286,7 @@ func startScheduler(ctx context.Context, r *roleRun) error {
 	entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
 	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
+	entries = append(entries, scheduler.AnalyticsRetentionEntries(analyticsRetentionInterval)...)
 	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries})
 	if err != nil {
 		return err
