@@ -201,6 +201,30 @@ func (e CreateWebhookInputBodyMarket) Valid() bool {
 	}
 }
 
+// Defines values for DataSourceTimeframe.
+const (
+	DataSourceTimeframeN15m DataSourceTimeframe = "15m"
+	DataSourceTimeframeN1d  DataSourceTimeframe = "1d"
+	DataSourceTimeframeN1h  DataSourceTimeframe = "1h"
+	DataSourceTimeframeN4h  DataSourceTimeframe = "4h"
+)
+
+// Valid indicates whether the value is a known member of the DataSourceTimeframe enum.
+func (e DataSourceTimeframe) Valid() bool {
+	switch e {
+	case DataSourceTimeframeN15m:
+		return true
+	case DataSourceTimeframeN1d:
+		return true
+	case DataSourceTimeframeN1h:
+		return true
+	case DataSourceTimeframeN4h:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeliveryDropReason.
 const (
 	ClientInactive       DeliveryDropReason = "client_inactive"
@@ -1349,34 +1373,34 @@ func (e GetOhlcvParamsMarketType) Valid() bool {
 
 // Defines values for GetOhlcvParamsTimeframe.
 const (
-	N15m GetOhlcvParamsTimeframe = "15m"
-	N1d  GetOhlcvParamsTimeframe = "1d"
-	N1h  GetOhlcvParamsTimeframe = "1h"
-	N1m  GetOhlcvParamsTimeframe = "1m"
-	N1w  GetOhlcvParamsTimeframe = "1w"
-	N30m GetOhlcvParamsTimeframe = "30m"
-	N4h  GetOhlcvParamsTimeframe = "4h"
-	N5m  GetOhlcvParamsTimeframe = "5m"
+	GetOhlcvParamsTimeframeN15m GetOhlcvParamsTimeframe = "15m"
+	GetOhlcvParamsTimeframeN1d  GetOhlcvParamsTimeframe = "1d"
+	GetOhlcvParamsTimeframeN1h  GetOhlcvParamsTimeframe = "1h"
+	GetOhlcvParamsTimeframeN1m  GetOhlcvParamsTimeframe = "1m"
+	GetOhlcvParamsTimeframeN1w  GetOhlcvParamsTimeframe = "1w"
+	GetOhlcvParamsTimeframeN30m GetOhlcvParamsTimeframe = "30m"
+	GetOhlcvParamsTimeframeN4h  GetOhlcvParamsTimeframe = "4h"
+	GetOhlcvParamsTimeframeN5m  GetOhlcvParamsTimeframe = "5m"
 )
 
 // Valid indicates whether the value is a known member of the GetOhlcvParamsTimeframe enum.
 func (e GetOhlcvParamsTimeframe) Valid() bool {
 	switch e {
-	case N15m:
+	case GetOhlcvParamsTimeframeN15m:
 		return true
-	case N1d:
+	case GetOhlcvParamsTimeframeN1d:
 		return true
-	case N1h:
+	case GetOhlcvParamsTimeframeN1h:
 		return true
-	case N1m:
+	case GetOhlcvParamsTimeframeN1m:
 		return true
-	case N1w:
+	case GetOhlcvParamsTimeframeN1w:
 		return true
-	case N30m:
+	case GetOhlcvParamsTimeframeN30m:
 		return true
-	case N4h:
+	case GetOhlcvParamsTimeframeN4h:
 		return true
-	case N5m:
+	case GetOhlcvParamsTimeframeN5m:
 		return true
 	default:
 		return false
@@ -1406,10 +1430,30 @@ func (e GetScreenerParamsMarketType) Valid() bool {
 
 // AnalyticsListItem defines model for AnalyticsListItem.
 type AnalyticsListItem struct {
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	//
+	// Example: 2026-11-22T12:00:00Z
+	AsOf time.Time `json:"as_of"`
+
+	// CandleClosed Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+	//
+	// Example: true
+	CandleClosed bool `json:"candle_closed"`
+
+	// CandlesUsed Candles of the timeframe the score read (at most 500); 0 when not recorded
+	//
+	// Example: 500
+	CandlesUsed int64 `json:"candles_used"`
+
 	// ChangePct Percent change over 24 hours
 	//
 	// Example: -1.85
 	ChangePct float64 `json:"change_pct"`
+
+	// DataAgeSeconds Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+	//
+	// Example: 95
+	DataAgeSeconds int64 `json:"data_age_seconds"`
 
 	// OverallScore Overall score, -100..100
 	//
@@ -1419,7 +1463,8 @@ type AnalyticsListItem struct {
 	// Price Last price
 	//
 	// Example: 97250.5
-	Price float64 `json:"price"`
+	Price  float64    `json:"price"`
+	Source DataSource `json:"source"`
 
 	// Sparkline Price mini-chart: the last 30 closes of the style's timeframe, oldest first
 	//
@@ -1449,8 +1494,28 @@ type AnalyticsListItemVerdict string
 
 // AnalyticsReport defines model for AnalyticsReport.
 type AnalyticsReport struct {
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	//
+	// Example: 2026-11-22T12:00:00Z
+	AsOf time.Time `json:"as_of"`
+
+	// CandleClosed Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+	//
+	// Example: true
+	CandleClosed bool `json:"candle_closed"`
+
+	// CandlesUsed Candles of the timeframe the score read (at most 500); 0 when not recorded
+	//
+	// Example: 500
+	CandlesUsed int64 `json:"candles_used"`
+
 	// ChangePct Example: -1.85
 	ChangePct float64 `json:"change_pct"`
+
+	// DataAgeSeconds Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+	//
+	// Example: 95
+	DataAgeSeconds int64 `json:"data_age_seconds"`
 
 	// Exchange Exchange whose candles were scored
 	//
@@ -1478,6 +1543,7 @@ type AnalyticsReport struct {
 	// Price Example: 97250.5
 	Price    float64        `json:"price"`
 	Scenario ReportScenario `json:"scenario"`
+	Source   DataSource     `json:"source"`
 
 	// Style Trading style the technical score was computed for
 	//
@@ -1493,7 +1559,7 @@ type AnalyticsReport struct {
 	// TechnicalScore Example: 42
 	TechnicalScore int64 `json:"technical_score"`
 
-	// UpdatedAt When the asset was last scored
+	// UpdatedAt When the asset was last scored; with as_of, when the report answered was published
 	//
 	// Example: 2026-11-22T10:15:00Z
 	UpdatedAt time.Time `json:"updated_at"`
@@ -1609,6 +1675,27 @@ type CreateWebhookInputBody struct {
 //
 // Example: crypto
 type CreateWebhookInputBodyMarket string
+
+// DataSource defines model for DataSource.
+type DataSource struct {
+	// Exchange Example: binance
+	Exchange string `json:"exchange"`
+
+	// Feed The combination whose exchange candles were scored: market/exchange/instrument
+	//
+	// Example: crypto/binance/spot
+	Feed string `json:"feed"`
+
+	// Timeframe The candles' timeframe (the style's)
+	//
+	// Example: 4h
+	Timeframe DataSourceTimeframe `json:"timeframe"`
+}
+
+// DataSourceTimeframe The candles' timeframe (the style's)
+//
+// Example: 4h
+type DataSourceTimeframe string
 
 // Delivery defines model for Delivery.
 type Delivery struct {
@@ -2338,8 +2425,28 @@ type TestResultErrorCategory string
 
 // TopSetup defines model for TopSetup.
 type TopSetup struct {
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	//
+	// Example: 2026-11-22T12:00:00Z
+	AsOf time.Time `json:"as_of"`
+
+	// CandleClosed Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+	//
+	// Example: true
+	CandleClosed bool `json:"candle_closed"`
+
+	// CandlesUsed Candles of the timeframe the score read (at most 500); 0 when not recorded
+	//
+	// Example: 500
+	CandlesUsed int64 `json:"candles_used"`
+
 	// ChangePct Example: -6.2
 	ChangePct float64 `json:"change_pct"`
+
+	// DataAgeSeconds Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+	//
+	// Example: 95
+	DataAgeSeconds int64 `json:"data_age_seconds"`
 
 	// Market Example: crypto
 	Market TopSetupMarket `json:"market"`
@@ -2348,7 +2455,8 @@ type TopSetup struct {
 	OverallScore int64 `json:"overall_score"`
 
 	// Price Example: 182.4
-	Price float64 `json:"price"`
+	Price  float64    `json:"price"`
+	Source DataSource `json:"source"`
 
 	// Symbol Example: SOL_USDT
 	Symbol string `json:"symbol"`
@@ -2678,6 +2786,9 @@ type GetAnalyticsReportParams struct {
 	// Lang Language of the summary, factor explanations and scenario texts
 	Lang *GetAnalyticsReportParamsLang `form:"lang,omitempty" json:"lang,omitempty"`
 
+	// AsOf An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future
+	AsOf *string `form:"as_of,omitempty" json:"as_of,omitempty"`
+
 	// IfNoneMatch ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 
@@ -2701,6 +2812,15 @@ type GetAnalyticsHistoryParams struct {
 
 	// Limit Number of snapshots, newest first
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// From Only snapshots taken at this instant (RFC 3339) or later
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only snapshots taken at this instant (RFC 3339) or earlier
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// Cursor Where the page starts: the value the previous page's Link header (rel="next") carries; send the other parameters unchanged
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// IfNoneMatch ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
@@ -2912,7 +3032,7 @@ type ClientInterface interface {
 
 	// GetAnalyticsHistory Score history of one asset
 	//
-	// Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.
+	// Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. `from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel="next"`, the same request with `cursor=`). An empty range of a scored asset is an empty array.
 	//
 	// Corresponds with GET /analytics/{market}/{symbol}/history (the `GetAnalyticsHistory` operationId).
 	GetAnalyticsHistory(ctx context.Context, market GetAnalyticsHistoryParamsMarket, symbol string, params *GetAnalyticsHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3156,7 +3276,7 @@ func (c *Client) GetAnalyticsReport(ctx context.Context, market GetAnalyticsRepo
 
 // GetAnalyticsHistory Score history of one asset
 //
-// Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.
+// Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. `from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel="next"`, the same request with `cursor=`). An empty range of a scored asset is an empty array.
 //
 // Corresponds with GET /analytics/{market}/{symbol}/history (the `GetAnalyticsHistory` operationId).
 func (c *Client) GetAnalyticsHistory(ctx context.Context, market GetAnalyticsHistoryParamsMarket, symbol string, params *GetAnalyticsHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4015,6 +4135,18 @@ func NewGetAnalyticsReportRequest(server string, market GetAnalyticsReportParams
 
 		}
 
+		if params.AsOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "as_of", *params.AsOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4112,6 +4244,42 @@ func NewGetAnalyticsHistoryRequest(server string, market GetAnalyticsHistoryPara
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4992,7 +5160,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetAnalyticsHistoryWithResponse Score history of one asset
 	//
-	// Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.
+	// Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. `from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel="next"`, the same request with `cursor=`). An empty range of a scored asset is an empty array.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5917,6 +6085,7 @@ type GetAnalyticsHistoryResponse200Headers struct {
 	ContentType   *string
 	ETag          *string
 	LastModified  *string
+	Link          *string
 }
 
 // GetAnalyticsHistoryResponse304Headers the declared response headers of an HTTP 304 response for GetAnalyticsHistory
@@ -7455,7 +7624,7 @@ func (c *ClientWithResponses) GetAnalyticsReportWithResponse(ctx context.Context
 
 // GetAnalyticsHistoryWithResponse Score history of one asset
 //
-// Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.
+// Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. `from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel="next"`, the same request with `cursor=`). An empty range of a scored asset is an empty array.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8782,6 +8951,13 @@ func ParseGetAnalyticsHistoryResponse(rsp *http.Response) (*GetAnalyticsHistoryR
 				return nil, err
 			}
 			headers.LastModified = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 304:

@@ -153,7 +153,7 @@ export interface paths {
         };
         /**
          * Score history of one asset
-         * @description Snapshots of the score and verdict, newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored.
+         * @description Snapshots of the score and verdict (with the technical and fundamental scores), newest first: one per scoring that changed the score or the verdict, and at least one per day the asset was scored. `from` and `to` bound the instants; a page holds at most `limit` snapshots, and when older ones remain the `Link` header names the next page (`rel="next"`, the same request with `cursor=`). An empty range of a scored asset is an empty array.
          */
         get: operations["get-analytics-history"];
         put?: never;
@@ -418,11 +418,34 @@ export interface components {
     schemas: {
         AnalyticsListItem: {
             /**
+             * Format: date-time
+             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @example 2026-11-22T12:00:00Z
+             */
+            as_of: string;
+            /**
+             * @description Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+             * @example true
+             */
+            candle_closed: boolean;
+            /**
+             * Format: int64
+             * @description Candles of the timeframe the score read (at most 500); 0 when not recorded
+             * @example 500
+             */
+            candles_used: number;
+            /**
              * Format: double
              * @description Percent change over 24 hours
              * @example -1.85
              */
             change_pct: number;
+            /**
+             * Format: int64
+             * @description Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+             * @example 95
+             */
+            data_age_seconds: number;
             /**
              * Format: int64
              * @description Overall score, -100..100
@@ -435,6 +458,7 @@ export interface components {
              * @example 97250.5
              */
             price: number;
+            source: components["schemas"]["DataSource"];
             /**
              * @description Price mini-chart: the last 30 closes of the style's timeframe, oldest first
              * @example [
@@ -464,10 +488,33 @@ export interface components {
         };
         AnalyticsReport: {
             /**
+             * Format: date-time
+             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @example 2026-11-22T12:00:00Z
+             */
+            as_of: string;
+            /**
+             * @description Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+             * @example true
+             */
+            candle_closed: boolean;
+            /**
+             * Format: int64
+             * @description Candles of the timeframe the score read (at most 500); 0 when not recorded
+             * @example 500
+             */
+            candles_used: number;
+            /**
              * Format: double
              * @example -1.85
              */
             change_pct: number;
+            /**
+             * Format: int64
+             * @description Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+             * @example 95
+             */
+            data_age_seconds: number;
             /**
              * @description Exchange whose candles were scored
              * @example binance
@@ -502,6 +549,7 @@ export interface components {
              */
             price: number;
             scenario: components["schemas"]["ReportScenario"];
+            source: components["schemas"]["DataSource"];
             /**
              * @description Trading style the technical score was computed for
              * @example swing
@@ -519,7 +567,7 @@ export interface components {
             technical_score: number;
             /**
              * Format: date-time
-             * @description When the asset was last scored
+             * @description When the asset was last scored; with as_of, when the report answered was published
              * @example 2026-11-22T10:15:00Z
              */
             updated_at: string;
@@ -624,6 +672,21 @@ export interface components {
              * @enum {string}
              */
             market?: "crypto" | "forex" | "stocks";
+        };
+        DataSource: {
+            /** @example binance */
+            exchange: string;
+            /**
+             * @description The combination whose exchange candles were scored: market/exchange/instrument
+             * @example crypto/binance/spot
+             */
+            feed: string;
+            /**
+             * @description The candles' timeframe (the style's)
+             * @example 4h
+             * @enum {string}
+             */
+            timeframe: "15m" | "1h" | "4h" | "1d";
         };
         Delivery: {
             /**
@@ -1323,10 +1386,33 @@ export interface components {
         };
         TopSetup: {
             /**
+             * Format: date-time
+             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @example 2026-11-22T12:00:00Z
+             */
+            as_of: string;
+            /**
+             * @description Whether that candle had closed when the asset was scored; false: the score read a still-open candle
+             * @example true
+             */
+            candle_closed: boolean;
+            /**
+             * Format: int64
+             * @description Candles of the timeframe the score read (at most 500); 0 when not recorded
+             * @example 500
+             */
+            candles_used: number;
+            /**
              * Format: double
              * @example -6.2
              */
             change_pct: number;
+            /**
+             * Format: int64
+             * @description Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag
+             * @example 95
+             */
+            data_age_seconds: number;
             /**
              * @example crypto
              * @enum {string}
@@ -1342,6 +1428,7 @@ export interface components {
              * @example 182.4
              */
             price: number;
+            source: components["schemas"]["DataSource"];
             /** @example SOL_USDT */
             symbol: string;
             /**
@@ -2232,6 +2319,8 @@ export interface operations {
                 style?: "scalp" | "intraday" | "swing" | "position";
                 /** @description Language of the summary, factor explanations and scenario texts */
                 lang?: "ru" | "en" | "es" | "ja" | "pt" | "zh";
+                /** @description An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future */
+                as_of?: string;
             };
             header?: {
                 /** @description ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since */
@@ -2355,6 +2444,12 @@ export interface operations {
                 style?: "scalp" | "intraday" | "swing" | "position";
                 /** @description Number of snapshots, newest first */
                 limit?: number;
+                /** @description Only snapshots taken at this instant (RFC 3339) or later */
+                from?: string;
+                /** @description Only snapshots taken at this instant (RFC 3339) or earlier */
+                to?: string;
+                /** @description Where the page starts: the value the previous page's Link header (rel="next") carries; send the other parameters unchanged */
+                cursor?: string;
             };
             header?: {
                 /** @description ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since */
@@ -2380,6 +2475,7 @@ export interface operations {
                     "Content-Type"?: string;
                     ETag?: string;
                     "Last-Modified"?: string;
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {
