@@ -16,9 +16,9 @@ import (
 
 // DataSource is where the candles behind a score come from.
 type DataSource struct {
-	Feed      string `json:"feed" doc:"The combination whose exchange candles were scored: market/exchange/instrument" example:"crypto/binance/spot"`
-	Exchange  string `json:"exchange" example:"binance"`
-	Timeframe string `json:"timeframe" enum:"15m,1h,4h,1d" doc:"The candles' timeframe (the style's)" example:"4h"`
+	Feed      string           `json:"feed" doc:"The combination whose exchange candles were scored: market/exchange/instrument" example:"crypto/binance/spot"`
+	Exchange  string           `json:"exchange" example:"binance"`
+	Timeframe domain.Timeframe `json:"timeframe" doc:"The candles' timeframe (the style's)" example:"4h"`
 }
 
 // DataQuality is how fresh and how complete the data behind a score is;
@@ -49,7 +49,7 @@ func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument strin
 	}
 	feed := string(rec.Market) + "/" + rec.Exchange + "/" + instrument
 	return DataQuality{AsOf: closes, CandleClosed: closed, CandlesUsed: rec.CandlesUsed,
-		Source: DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: string(tf)}}, from
+		Source: DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: tf}}, from
 }
 
 // sourceInstrument is the instrument of a market's analytics source (""

@@ -206,7 +206,11 @@ const (
 	DataSourceTimeframeN15m DataSourceTimeframe = "15m"
 	DataSourceTimeframeN1d  DataSourceTimeframe = "1d"
 	DataSourceTimeframeN1h  DataSourceTimeframe = "1h"
+	DataSourceTimeframeN1m  DataSourceTimeframe = "1m"
+	DataSourceTimeframeN1w  DataSourceTimeframe = "1w"
+	DataSourceTimeframeN30m DataSourceTimeframe = "30m"
 	DataSourceTimeframeN4h  DataSourceTimeframe = "4h"
+	DataSourceTimeframeN5m  DataSourceTimeframe = "5m"
 )
 
 // Valid indicates whether the value is a known member of the DataSourceTimeframe enum.
@@ -218,7 +222,15 @@ func (e DataSourceTimeframe) Valid() bool {
 		return true
 	case DataSourceTimeframeN1h:
 		return true
+	case DataSourceTimeframeN1m:
+		return true
+	case DataSourceTimeframeN1w:
+		return true
+	case DataSourceTimeframeN30m:
+		return true
 	case DataSourceTimeframeN4h:
+		return true
+	case DataSourceTimeframeN5m:
 		return true
 	default:
 		return false

@@ -686,7 +686,7 @@ export interface components {
              * @example 4h
              * @enum {string}
              */
-            timeframe: "15m" | "1h" | "4h" | "1d";
+            timeframe: "1m" | "5m" | "15m" | "30m" | "1h" | "4h" | "1d" | "1w";
         };
         Delivery: {
             /**
