@@ -177,7 +177,7 @@ type reportInput struct {
 	Symbol string `path:"symbol" maxLength:"40" doc:"BTC_USDT or BTC%2FUSDT (case-insensitive); a ticker for stocks" example:"BTC_USDT"`
 	StyleParam
 	Lang analytics.Lang `query:"lang" default:"ru" doc:"Language of the summary, factor explanations and scenario texts"`
-	AsOf string         `query:"as_of" maxLength:"40" doc:"An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future" example:"2026-11-20T08:00:00Z"`
+	AsOf string         `query:"as_of" maxLength:"40" doc:"An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (7 days by default, set by the operator), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future" example:"2026-11-20T08:00:00Z"`
 	ConditionalParams
 }
 

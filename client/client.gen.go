@@ -2798,7 +2798,7 @@ type GetAnalyticsReportParams struct {
 	// Lang Language of the summary, factor explanations and scenario texts
 	Lang *GetAnalyticsReportParamsLang `form:"lang,omitempty" json:"lang,omitempty"`
 
-	// AsOf An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future
+	// AsOf An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (7 days by default, set by the operator), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future
 	AsOf *string `form:"as_of,omitempty" json:"as_of,omitempty"`
 
 	// IfNoneMatch ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since

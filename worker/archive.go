@@ -18,7 +18,7 @@ const TypeAnalyticsRetention = "analytics:retention"
 // DefaultReportRetentionDays is how many days every published report is
 // kept; after them, the last report of each UTC day per asset and style
 // is kept for good.
-const DefaultReportRetentionDays = 30
+const DefaultReportRetentionDays = 7
 
 // Batches of the analytics retention task: short statements, at most
 // archiveMaxBatches a run (a backlog is worked off over a few ticks).

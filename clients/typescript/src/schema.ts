@@ -2319,7 +2319,7 @@ export interface operations {
                 style?: "scalp" | "intraday" | "swing" | "position";
                 /** @description Language of the summary, factor explanations and scenario texts */
                 lang?: "ru" | "en" | "es" | "ja" | "pt" | "zh";
-                /** @description An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (30 days by default), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future */
+                /** @description An instant (RFC 3339): the report as it was published then, the last one at or before it, with the statistics computed at or before its publication. Every report is kept for the report retention (7 days by default, set by the operator), then the last of each UTC day: an older instant answers the last kept report at or before it. 404 naming the earliest available instant when none was published by then; 400 for an instant in the future */
                 as_of?: string;
             };
             header?: {
