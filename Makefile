@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/marketd
+# The TypeScript package (clients/typescript/README.md).
+TS_CLIENT := clients/typescript
 
 export MARKET_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MARKET_REDIS_URL ?= redis://127.0.0.1:6379/0
@@ -12,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -22,6 +24,8 @@ build:
 ## local services otherwise; the last line says which (go test hides a passing package's output).
 test: test-deps test-images
 	$(GO) vet ./...
+	npm --prefix $(TS_CLIENT) test
+	npm --prefix $(TS_CLIENT) run --silent lint-openapi
 	@mkdir -p bin && rm -f bin/e2e-path
 	MARKET_E2E_REPORT=$(CURDIR)/bin/e2e-path $(GO) test -race -count=1 -timeout 15m ./...
 	@cat bin/e2e-path 2>/dev/null || true
@@ -48,7 +52,9 @@ compose-check:
 ## The alert-rules test runs promtool when present: it is taken out of Debian's prometheus package
 ## (the binary only: no Prometheus daemon is installed or started); without it the test still checks
 ## the rules' structure and names.
-test-deps:
+## The TypeScript package's tools (tsc, openapi-typescript) and the OpenAPI linters (Redocly, Spectral) are its
+## devDependencies, pinned in its package-lock.json: installed when missing or older than the lock.
+test-deps: $(TS_CLIENT)/node_modules/.package-lock.json
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing chromium for the docs-page test"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
@@ -58,6 +64,20 @@ test-deps:
 	    { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } && \
 	  dpkg -x prometheus_*.deb x && install -m 0755 x/usr/bin/promtool /usr/local/bin/promtool; \
 	  rm -rf $$d; command -v promtool >/dev/null 2>&1 || echo "promtool unavailable: the alert test checks structure and names only"; }
+
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	npm --prefix $(TS_CLIENT) ci --prefer-offline --no-audit --no-fund
+
+## generate: rewrite what is generated from the api's OpenAPI document: clients/openapi.json, the Go client
+## (client/client.gen.go, by the oapi-codegen go.mod pins) and the TypeScript types (clients/typescript/src/schema.ts).
+## TestGeneratedFromDocument and the TypeScript package's test fail until it is run.
+generate: $(TS_CLIENT)/node_modules/.package-lock.json
+	$(GO) test ./client -run TestGeneratedFromDocument -count=1 -update
+	npm --prefix $(TS_CLIENT) run --silent generate
+
+## lint-openapi: Redocly's and Spectral's recommended rules on clients/openapi.json (make test runs it too).
+lint-openapi: $(TS_CLIENT)/node_modules/.package-lock.json
+	npm --prefix $(TS_CLIENT) run --silent lint-openapi
 
 test-short:
 	$(GO) test -count=1 ./...

@@ -4,9 +4,11 @@
 // failed-authentication throttle, the rolling-window rate limit, the
 // monthly quota, the order of the checks and the RateLimit, RateLimit-Policy
 // and Retry-After values. The api maps an Outcome to HTTP; store holds the
-// SQL it runs; cmd only wires it. Besides asynq, it is the only package
-// that talks to Redis: the rolling windows and the invalidation bus (which
-// also carries the read cache's scopes, package readcache).
+// SQL it runs; cmd only wires it. In Redis it keeps the rolling windows
+// of the rate limit, under the names package rediskeys gives them (that
+// package lists every key and channel of the service, and whose each is);
+// it listens on the invalidation bus (package invalidation) so that a
+// revoked key or a changed client reaches its key cache at once.
 //
 // # Order of checks (Gate.Admit)
 //

@@ -8,13 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // Example wires a gate as `marketd api` does and asks it about one request,
 // as the api's middleware does; everything else is the operation's.
 func Example() {
 	ctx := context.Background()
-	opts, _ := admission.RedisOptions("redis://127.0.0.1:6379/0")
+	opts, _ := rediskeys.ClientOptions("redis://127.0.0.1:6379/0")
 	rdb := redis.NewClient(opts)
 	var db interface { // store.DB
 		admission.KeyStore

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -38,7 +39,7 @@ func (b *logBuffer) count(substr string) int {
 
 func TestFallbackLimiterDeadRedisLimitsLocally(t *testing.T) {
 	t.Parallel()
-	opts, err := admission.RedisOptions("redis://127.0.0.1:1/0")
+	opts, err := rediskeys.ClientOptions("redis://127.0.0.1:1/0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func (c *flakyConn) Write(p []byte) (int, error) {
 func TestFallbackLimiterRecovers(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
-	opts, err := admission.RedisOptions(redistest.URL())
+	opts, err := rediskeys.ClientOptions(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestFallbackLimiterRecovers(t *testing.T) {
 // a dial or read time-out), however long the outage lasts.
 func TestFallbackLimiterDegradedNeverWaitsOnRedis(t *testing.T) {
 	t.Parallel()
-	opts, err := admission.RedisOptions(redistest.URL())
+	opts, err := rediskeys.ClientOptions(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // The 429 details are the contract's own words.
@@ -44,13 +46,14 @@ type KeyStore interface {
 // Config wires a Gate.
 type Config struct {
 	// Redis holds the rolling windows and carries the bus (build it with
-	// RedisOptions); Prefix is put before every key and channel (tests).
+	// rediskeys.ClientOptions); Prefix is the deployment's key space
+	// (rediskeys.Space: "" in production, each test its own).
 	Redis  *redis.Client
 	Prefix string
 	Keys   KeyStore
 	Usage  UsageStore
 	// Data is told about market-data invalidations from the bus (optional).
-	Data DataCache
+	Data invalidation.DataCache
 	// Now is the clock (time.Now when nil); Logger discards when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -72,8 +75,8 @@ type Gate struct {
 	window   *RollingWindowLimiter
 	quota    *QuotaLedger
 	rdb      *redis.Client
-	bus      *Bus
-	data     DataCache
+	bus      *invalidation.Bus
+	data     invalidation.DataCache
 	now      func() time.Time
 	// realClock: now is time.Now, so Request.Now may stand for a read.
 	realClock bool
@@ -117,7 +120,7 @@ func New(cfg Config) *Gate {
 		window:    window,
 		quota:     quota,
 		rdb:       cfg.Redis,
-		bus:       NewBus(cfg.Redis, cfg.Prefix, cfg.Logger),
+		bus:       invalidation.NewBus(cfg.Redis, rediskeys.Space(cfg.Prefix), cfg.Logger),
 		data:      cfg.Data,
 		now:       cfg.Now,
 		realClock: realClock,

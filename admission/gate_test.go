@@ -12,6 +12,8 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/invalidation"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
@@ -32,7 +34,7 @@ type gateBundle struct {
 	db   *store.DB
 	keys *countingKeys
 	gate *admission.Gate
-	bus  *admission.Bus // another process's bus (the operator CLI's)
+	bus  *invalidation.Bus // another process's bus (the operator CLI's)
 }
 
 // setupGate runs a gate on a schema and a Redis prefix of its own, with
@@ -55,7 +57,7 @@ func (b *gateBundle) start(t testing.TB, cfg admission.Config) {
 	t.Helper()
 	cfg.Redis, cfg.Prefix, cfg.Keys, cfg.Usage = redistest.Client(t), redistest.Prefix(t), b.keys, b.db
 	b.gate = admission.New(cfg)
-	b.bus = admission.NewBus(redistest.Client(t), cfg.Prefix, nil)
+	b.bus = invalidation.NewBus(redistest.Client(t), rediskeys.Space(cfg.Prefix), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -239,7 +241,7 @@ func TestGateIssuedKeyWorksAtOnceFromAFloodingAddress(t *testing.T) {
 	key, _ := b.newKey(t, nil)
 	eventuallyTrue(t, "the announced key admitted from the throttled address", func() bool {
 		// Announced again while polling: the gate may not be subscribed yet.
-		if err := b.bus.Publish(context.Background(), admission.KeyIssued(domain.HashKey(key))); err != nil {
+		if err := b.bus.Publish(context.Background(), invalidation.KeyIssued(domain.HashKey(key))); err != nil {
 			t.Fatal(err)
 		}
 		return admit(t, b.gate, key, from).Admitted()
@@ -284,7 +286,7 @@ func waitBusSubscribed(t *testing.T, b *gateBundle) {
 	probe, from := mintKey(t), "192.0.2.254:1"
 	admit(t, b.gate, probe, from)
 	eventuallyTrue(t, "the gate's invalidation bus subscribed", func() bool {
-		if err := b.bus.Publish(context.Background(), admission.KeyIssued(domain.HashKey(probe))); err != nil {
+		if err := b.bus.Publish(context.Background(), invalidation.KeyIssued(domain.HashKey(probe))); err != nil {
 			t.Fatal(err)
 		}
 		before := b.keys.lookups.Load()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -202,7 +203,7 @@ return out
 const MaxRateLease = leaseMax
 
 // batchTimeout bounds one script call when the Redis client has no read
-// timeout of its own; RedisOptions sets much shorter ones.
+// timeout of its own; rediskeys.ClientOptions sets much shorter ones.
 const batchTimeout = 5 * time.Second
 
 // RollingWindowLimiter admits at most N requests per client in any rolling
@@ -247,7 +248,7 @@ func (o Options) withDefaults() Options {
 
 // NewRollingWindowLimiter returns a limiter keeping its logs under
 // prefix+"ratelimit:{<client id>}" (and the client's leases under that
-// key + ":leases" and ":weights"). Build rdb with RedisOptions so a dead
+// key + ":leases" and ":weights"). Build rdb with rediskeys.ClientOptions so a dead
 // Redis fails fast instead of stalling requests. Close it to give back
 // what its leases did not use.
 func NewRollingWindowLimiter(rdb redis.Scripter, prefix string, opts Options) *RollingWindowLimiter {
@@ -357,7 +358,7 @@ func (l *windowLease) unused(from, n int) memberRange {
 // keys are the client's log of single entries, its leases and their
 // weights. The hash tag keeps them on one slot should Redis be a cluster.
 func (w *windowScript) keys(clientID string) []string {
-	k := w.prefix + "ratelimit:{" + clientID + "}"
+	k := rediskeys.Space(w.prefix).RateLimit(clientID)
 	return []string{k, k + ":leases", k + ":weights"}
 }
 

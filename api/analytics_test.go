@@ -66,7 +66,7 @@ func TestAnalyticsEndpoints(t *testing.T) {
 	status, body := f.get(t, "/analytics/crypto/list")
 	var list []api.AnalyticsListItem
 	if status != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != 2 || list[0].Symbol != "BTC_USDT" ||
-		list[0].OverallScore != up.OverallScore || list[1].Verdict != string(down.Verdict) || len(list[0].Sparkline) != 3 {
+		list[0].OverallScore != up.OverallScore || list[1].Verdict != down.Verdict || len(list[0].Sparkline) != 3 {
 		t.Fatalf("list: %d %s", status, body)
 	}
 
@@ -80,7 +80,7 @@ func TestAnalyticsEndpoints(t *testing.T) {
 		reports[q] = rep
 	}
 	en, ja, ru := reports["/analytics/crypto/BTC_USDT?lang=en"], reports["/analytics/crypto/BTC_USDT?lang=ja&style=swing"], reports["/analytics/crypto/BTC_USDT"]
-	if en.Symbol != "BTC_USDT" || en.Style != "swing" || en.OverallScore != up.OverallScore || en.Verdict != string(up.Verdict) ||
+	if en.Symbol != "BTC_USDT" || en.Style != "swing" || en.OverallScore != up.OverallScore || en.Verdict != up.Verdict ||
 		len(en.Factors) < 20 || en.Summary == "" || en.Scenario.LastClose != up.Price || en.VerdictStats == nil || en.FactorStats == nil {
 		t.Fatalf("english report: %+v", en)
 	}
@@ -209,7 +209,7 @@ func TestAnalyticsStatsEndpoints(t *testing.T) {
 		t.Fatalf("report: %d %s; want the 4 horizons of its verdict", status, body)
 	}
 	for _, v := range rep.VerdictStats {
-		if v.Verdict != string(rec.Verdict) {
+		if v.Verdict != rec.Verdict {
 			t.Errorf("report verdict_stats carry %s, the report says %s", v.Verdict, rec.Verdict)
 		}
 	}

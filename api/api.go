@@ -9,10 +9,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
@@ -89,7 +89,7 @@ type Config struct {
 	Sandbox       bool
 	SandboxPusher SandboxPusher
 	// RequestTimeout is each request's time budget (DefaultRequestTimeout
-	// when 0; negative: none). See deadlineMiddleware.
+	// when 0; negative: none), which a route may lengthen (routes.go).
 	RequestTimeout time.Duration
 	// Refresh is the worker's schedule, for the Cache-Control max-age of
 	// data (zero fields: the defaults).
@@ -109,7 +109,10 @@ type Server struct {
 	webhooks  WebhookData
 	cache     *readcache.Cache
 	usage     *usageBodies
-	fast      *fastPath
+	// hotDecoded counts the requests a hot route's decoder took; noHot
+	// leaves every request to huma's decoding (the tests compare both).
+	hotDecoded atomic.Int64
+	noHot      bool
 	// realClock: cfg.Now is time.Now (not a test's clock), so a request's
 	// arrival time serves as its clock reading everywhere (Server.now).
 	realClock bool
@@ -158,7 +161,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	}
 	s := &Server{replays: make(chan struct{}, cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
-		fast: &fastPath{}, realClock: realClock}
+		realClock: realClock}
 	s.methodology, s.methodologyErr = methodologyBody()
 	if s.webhookClient == nil {
 		s.webhookClient = webhook.NewClient(webhook.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate})
@@ -172,13 +175,16 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	hc.CreateHooks = nil
 	hc.Servers = []*huma.Server{{URL: BasePath, Description: "this deployment (region " + cfg.Region + ")"}}
 	hc.Info.Description = apiDescription
+	hc.Info.Contact = &huma.Contact{Name: "API support: the contact named in your organisation's contract"}
+	hc.Info.License = &huma.License{Name: "Proprietary: used under your organisation's contract"}
+	hc.Tags = apiTags
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		securityScheme: {Type: "apiKey", In: "header", Name: "X-API-Key",
 			Description: "The key issued to your organisation. Keep it in server-side code only."},
 	}
 	hc.Security = []map[string][]string{{securityScheme: {}}}
-	s.humaAPI = humago.NewWithPrefix(s.mux, BasePath, hc)
-	s.humaAPI.UseMiddleware(s.metricsMiddleware, s.deadlineMiddleware, s.readinessMiddleware, s.authMiddleware)
+	s.humaAPI = huma.NewAPI(hc, routeAdapter{s})
+	registerDomainEnums(s.humaAPI.OpenAPI().Components.Schemas)
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
@@ -190,6 +196,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.documentProblems()
 
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
+	s.mux.HandleFunc("GET /openapi-3.0.json", s.serveOpenAPI30)
 	s.mux.Handle("GET /docs", http.RedirectHandler("/docs/", http.StatusMovedPermanently))
 	s.mux.Handle("GET /docs/", docsHandler())
 	s.mux.HandleFunc("/", s.notFound)
@@ -198,6 +205,26 @@ func New(cfg Config, store Store, gate Gate) *Server {
 }
 
 const securityScheme = "apiKey"
+
+// apiTags group the operations in the docs page and generated clients, in
+// this order; every operation's tag is one of them.
+var apiTags = []*huma.Tag{
+	{Name: tagAccount, Description: "Your organisation's tier, limits and usage."},
+	{Name: tagMarketData, Description: "Live screener rows and OHLCV candles, per market, exchange and instrument."},
+	{Name: tagAnalytics, Description: "Technical and fundamental scores, verdicts with their factors, history and statistics."},
+	{Name: tagEvents, Description: "The resumable Server-Sent Events stream of verdict changes and screener refreshes."},
+	{Name: tagWebhooks, Description: "Signed webhooks on verdict changes: subscriptions, deliveries, secrets."},
+	{Name: tagSandbox, Description: "Test events on sandbox keys."},
+}
+
+const (
+	tagAccount    = "Account"
+	tagMarketData = "Market data"
+	tagAnalytics  = "Analytics"
+	tagEvents     = "Events"
+	tagWebhooks   = "Webhooks"
+	tagSandbox    = "Sandbox"
+)
 
 // Handler returns the http.Handler of the public listener.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -215,6 +242,18 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/vnd.oai.openapi+json;version=3.1")
+	_, _ = w.Write(b)
+}
+
+// serveOpenAPI30 serves the document downgraded to OpenAPI 3.0.3, for
+// generators that read no 3.1 (package client is generated from it).
+func (s *Server) serveOpenAPI30(w http.ResponseWriter, r *http.Request) {
+	b, err := s.humaAPI.OpenAPI().Downgrade()
+	if err != nil {
+		http.Error(w, "openapi: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.oai.openapi+json;version=3.0")
 	_, _ = w.Write(b)
 }
 

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -128,30 +127,30 @@ func (f *foundTracker) unknown() string {
 
 // BatchReports is the answer of GET /analytics/reports.
 type BatchReports struct {
-	Market         string            `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Style          string            `json:"style" enum:"scalp,intraday,swing,position" doc:"The style the reports were computed for (always swing outside crypto)" example:"swing"`
-	Lang           string            `json:"lang" enum:"ru,en,es,ja,pt,zh" example:"en"`
+	Market         domain.Market     `json:"market" example:"crypto"`
+	Style          analytics.Style   `json:"style" doc:"The style the reports were computed for (always swing outside crypto)" example:"swing"`
+	Lang           analytics.Lang    `json:"lang" example:"en"`
 	Reports        []AnalyticsReport `json:"reports" doc:"One full report per scored symbol, in the order requested (duplicates once), each exactly as GET /analytics/{market}/{symbol} returns it"`
 	UnknownSymbols []string          `json:"unknown_symbols" doc:"Requested symbols without analytics on this market, in the order requested; empty when all were found" example:"[\"FOO_USDT\"]"`
 }
 
 type batchReportsInput struct {
-	Market  string `query:"market" required:"true" enum:"crypto,forex,stocks" doc:"Market of the symbols" example:"crypto"`
-	Symbols string `query:"symbols" required:"true" maxLength:"2100" doc:"Up to 50 symbols, comma-separated, in any symbol form (BTC_USDT, btc_usdt, BTC/USDT, BTC%2FUSDT; a ticker for stocks). Symbols without analytics are listed in unknown_symbols, not refused; an empty list, an empty entry, a malformed symbol or more than 50 entries is 400" example:"BTC_USDT,ETH_USDT,sol/usdt"`
+	Market  domain.Market `query:"market" required:"true" doc:"Market of the symbols" example:"crypto"`
+	Symbols string        `query:"symbols" required:"true" maxLength:"2100" doc:"Up to 50 symbols, comma-separated, in any symbol form (BTC_USDT, btc_usdt, BTC/USDT, BTC%2FUSDT; a ticker for stocks). Symbols without analytics are listed in unknown_symbols, not refused; an empty list, an empty entry, a malformed symbol or more than 50 entries is 400" example:"BTC_USDT,ETH_USDT,sol/usdt"`
 	StyleParam
-	Lang string `query:"lang" enum:"ru,en,es,ja,pt,zh" default:"ru" doc:"Language of the summaries, factor explanations and scenario texts"`
+	Lang analytics.Lang `query:"lang" default:"ru" doc:"Language of the summaries, factor explanations and scenario texts"`
 	ConditionalParams
 }
 
 func (s *Server) registerBatch() {
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-reports", Method: http.MethodGet, Path: "/analytics/reports",
-		Summary: "Analytics reports of up to 50 assets in one call",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-reports",
+		Summary:     "Analytics reports of up to 50 assets in one call",
 		Description: "The full report of each requested symbol (as GET /analytics/{market}/{symbol} with the same `style` and `lang`), in the order requested. " +
 			"Counts as one request against the rate limit and the quota, however many symbols it names. " +
 			"Symbols without analytics are listed in `unknown_symbols` instead of failing the call. " +
 			"The market is a query parameter because this path must never be read as a symbol: under /analytics/{market}/ any segment other than list, stats and factor-stats is a symbol (a stock ticker may be any word), while the segment after /analytics/ is a market, top-setups or methodology.",
-		Tags: []string{"Analytics"}, Errors: errorResponses(),
+		Tags: []string{tagAnalytics}, Errors: errorResponses(),
 		Responses: s.dataResponses(BatchReports{}, "The reports found and the symbols not found"),
 	}, s.getBatchReports)
 	s.documentUnknownSymbols()
@@ -210,10 +209,10 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 		return nil, err
 	}
 	st := analyticsStyle(m, in.Style)
-	lang, _ := analytics.ParseLang(in.Lang)
+	lang, _ := analytics.ParseLang(string(in.Lang))
 
 	var unknown []string
-	reports := make([]readcache.Body, 0, len(wanted.list))
+	reports := make([]agedBody, 0, len(wanted.list))
 	var modified time.Time
 	for _, sym := range wanted.list {
 		b, err := s.reportBody(ctx, m, st, sym, lang)
@@ -229,7 +228,7 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 			modified = b.Modified
 		}
 	}
-	body, err := encodeBatch(m, st, lang, reports, unknown)
+	body, err := encodeBatch(m, st, lang, reports, unknown, s.now(ctx))
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
@@ -245,8 +244,8 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 }
 
 // encodeBatch writes the BatchReports envelope around the cached report
-// bodies, so a batch costs no report encoding.
-func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, reports []readcache.Body, unknown []string) ([]byte, error) {
+// bodies with their ages as of now, so a batch costs no report encoding.
+func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, reports []agedBody, unknown []string, now time.Time) ([]byte, error) {
 	if unknown == nil {
 		unknown = []string{}
 	}
@@ -256,7 +255,7 @@ func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, repor
 	}
 	n := 128 + len(unknownJSON)
 	for _, r := range reports {
-		n += len(r.Bytes) + 1
+		n += len(r.Bytes) + 1 + 8*len(r.ages)
 	}
 	out := make([]byte, 0, n)
 	out = append(out, `{"market":"`...)
@@ -270,7 +269,7 @@ func encodeBatch(m domain.Market, st analytics.Style, lang analytics.Lang, repor
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, r.Bytes...)
+		out = r.appendAt(out, now)
 	}
 	out = append(out, `],"unknown_symbols":`...)
 	out = append(out, unknownJSON...)

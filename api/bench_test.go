@@ -53,7 +53,7 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	srv := api.New(api.Config{Region: "global", Now: func() time.Time { return f.now }, Cache: f.cache}, f.db, fixedGate{out})
 	humaOnly := api.New(api.Config{Region: "global", Now: func() time.Time { return f.now }, Cache: f.cache}, f.db, fixedGate{out})
-	api.DisableFastPath(humaOnly)
+	api.DisableHotDecoders(humaOnly)
 	body := []byte(`{"org_name":"Fixture","tier":"business"}`)
 	b.Run("bare", func(b *testing.B) {
 		benchHandler(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

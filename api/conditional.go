@@ -20,6 +20,12 @@ import (
 // rate-limited like a 200); only a would-be 200 becomes a 304, never an
 // error.
 
+// The longest validators accepted (the tags of ConditionalParams).
+const (
+	maxIfNoneMatchLen     = 2048
+	maxIfModifiedSinceLen = 64
+)
+
 // ConditionalParams are the validators a client sends back from an earlier answer.
 type ConditionalParams struct {
 	IfNoneMatch     string `header:"If-None-Match" maxLength:"2048" doc:"ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`

@@ -169,3 +169,34 @@ func TestDocsPageRendersOffline(t *testing.T) {
 		t.Errorf("the docs page requested outside hosts: %v", escaped)
 	}
 }
+
+// TestOpenAPI30IsServed: /openapi-3.0.json is the same document in
+// OpenAPI 3.0.3, for generators that read no 3.1.
+func TestOpenAPI30IsServed(t *testing.T) {
+	t.Parallel()
+	srv := newDocsServer(t)
+	paths := map[string][]string{}
+	for _, doc := range []string{"/openapi.json", "/openapi-3.0.json"} {
+		resp, err := http.Get(srv.URL + doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var spec struct {
+			OpenAPI string                     `json:"openapi"`
+			Paths   map[string]json.RawMessage `json:"paths"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&spec)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v", doc, resp.StatusCode, err)
+		}
+		for p := range spec.Paths {
+			paths[p] = append(paths[p], spec.OpenAPI)
+		}
+	}
+	for p, versions := range paths {
+		if len(versions) != 2 || versions[0] != "3.1.0" || versions[1] != "3.0.3" {
+			t.Errorf("%s is in the documents of versions %v, want [3.1.0 3.0.3]", p, versions)
+		}
+	}
+}

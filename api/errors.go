@@ -94,7 +94,7 @@ func describeDetail(d *huma.ErrorDetail) string {
 func toProblem(logger *slog.Logger, reqID string, err error) error {
 	var se huma.StatusError
 	if errors.As(err, &se) {
-		return se
+		return err // with the headers it may carry (huma.ErrorWithHeaders)
 	}
 	var de *domain.Error
 	if errors.As(err, &de) {
@@ -130,4 +130,42 @@ func jsonSafe(v any) any {
 		return fmt.Sprint(f)
 	}
 	return v
+}
+
+// writeError writes err as the problem toProblem maps it to, with the
+// headers it carries, through huma's error writer.
+func (s *Server) writeError(ctx huma.Context, err error) {
+	perr := toProblem(s.cfg.Logger, infoFrom(ctx.Context()).ID, err)
+	var he huma.HeadersError
+	if errors.As(perr, &he) {
+		for k, vs := range he.GetHeaders() {
+			for _, v := range vs {
+				ctx.AppendHeader(k, v)
+			}
+		}
+	}
+	var p huma.StatusError
+	if !errors.As(perr, &p) {
+		p = newProblem(http.StatusInternalServerError, "internal error")
+	}
+	_ = huma.WriteErr(s.humaAPI, ctx, p.GetStatus(), problemDetail(p), problemErrors(p)...)
+}
+
+func problemDetail(p huma.StatusError) string {
+	if m, ok := p.(*huma.ErrorModel); ok {
+		return m.Detail
+	}
+	return p.Error()
+}
+
+func problemErrors(p huma.StatusError) []error {
+	m, ok := p.(*huma.ErrorModel)
+	if !ok {
+		return nil
+	}
+	out := make([]error, len(m.Errors))
+	for i, d := range m.Errors {
+		out[i] = d
+	}
+	return out
 }

@@ -1,10 +1,8 @@
 package api
 
-// DisableFastPath sends every request of s through huma (before s serves).
-func DisableFastPath(s *Server) { s.fast = nil }
+// DisableHotDecoders leaves the decoding of every request of s to huma
+// (before s serves).
+func DisableHotDecoders(s *Server) { s.noHot = true }
 
-// FastServed is how many requests the fast path answered, and how many it
-// handed to huma after asking the gate.
-func FastServed(s *Server) (served, fellBack int64) {
-	return s.fast.served.Load(), s.fast.fellBack.Load()
-}
+// HotDecoded is how many requests a hot route's decoder took.
+func HotDecoded(s *Server) int64 { return s.hotDecoded.Load() }

@@ -56,10 +56,20 @@ type Candle struct {
 	UpdatedAt time.Time `json:"updated_at" doc:"When the series was last ingested" example:"2026-11-22T10:15:00Z"`
 }
 
+// The bounds and defaults of the data GETs' inputs. A struct tag cannot
+// name a constant, so each tag below writes its value once more; the hot
+// routes' decoders use these, and enums_test.go holds the document to them.
+const (
+	maxExchangeLen     = 32
+	maxInstrumentLen   = 32
+	maxSymbolLen       = 40
+	defaultCandleLimit = 200
+)
+
 // MarketPath is the market and exchange of a market-data path.
 type MarketPath struct {
-	MarketType string `path:"market_type" enum:"crypto,forex,stocks" doc:"Market" example:"crypto"`
-	Exchange   string `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
+	MarketType domain.Market `path:"market_type" doc:"Market" example:"crypto"`
+	Exchange   string        `path:"exchange" maxLength:"32" doc:"Lower-case exchange identifier; see the region's catalogue" example:"binance"`
 }
 
 type screenerInput struct {
@@ -78,19 +88,19 @@ type screenerInput struct {
 
 type ohlcvInput struct {
 	MarketPath
-	Symbol    string `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
-	Timeframe string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w" doc:"Candle timeframe" example:"1h"`
-	Limit     int    `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
+	Symbol    string           `path:"symbol" maxLength:"40" doc:"BTC_USDT, or BTC%2FUSDT (a raw BTC/USDT is accepted too); case-insensitive" example:"BTC_USDT"`
+	Timeframe domain.Timeframe `path:"timeframe" doc:"Candle timeframe" example:"1h"`
+	Limit     int              `query:"limit" default:"200" minimum:"1" maximum:"1000" doc:"Number of newest candles, returned oldest first"`
 	ConditionalParams
 }
 
 type ohlcvSplitInput struct {
-	MarketType string `path:"market_type" enum:"crypto,forex,stocks"`
-	Exchange   string `path:"exchange" maxLength:"32"`
-	Base       string `path:"base" maxLength:"20"`
-	Quote      string `path:"quote" maxLength:"20"`
-	Timeframe  string `path:"timeframe" enum:"1m,5m,15m,30m,1h,4h,1d,1w"`
-	Limit      int    `query:"limit" default:"200" minimum:"1" maximum:"1000"`
+	MarketType domain.Market    `path:"market_type"`
+	Exchange   string           `path:"exchange" maxLength:"32"`
+	Base       string           `path:"base" maxLength:"20"`
+	Quote      string           `path:"quote" maxLength:"20"`
+	Timeframe  domain.Timeframe `path:"timeframe"`
+	Limit      int              `query:"limit" default:"200" minimum:"1" maximum:"1000"`
 	ConditionalParams
 }
 
@@ -102,36 +112,31 @@ func (s *Server) jsonResponse(v any, description string) map[string]*huma.Respon
 }
 
 func (s *Server) registerMarketData() {
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID: "get-screener",
-		Method:      http.MethodGet,
-		Path:        "/screener/{market_type}/{exchange}/{instrument}",
 		Summary:     "Live screener: price, change and volume of every instrument of a combination",
 		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
 			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
 			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
-		Tags:      []string{"Market data"},
+		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
 	}, s.getScreener)
 
 	ohlcvOp := huma.Operation{
 		OperationID: "get-ohlcv",
-		Method:      http.MethodGet,
-		Path:        "/ohlcv/{market_type}/{exchange}/{symbol}/{timeframe}",
 		Summary:     "OHLCV candles of a symbol",
 		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
 			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
-		Tags:      []string{"Market data"},
+		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]Candle{}, "Candles, oldest first"),
 	}
-	huma.Register(s.humaAPI, ohlcvOp, s.getOHLCV)
+	register(s, ohlcvOp, s.getOHLCV)
 	split := ohlcvOp
 	split.OperationID = "get-ohlcv-slash-symbol"
-	split.Path = "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"
 	split.Hidden = true
-	huma.Register(s.humaAPI, split, func(ctx context.Context, in *ohlcvSplitInput) (*dataOutput, error) {
+	register(s, split, func(ctx context.Context, in *ohlcvSplitInput) (*dataOutput, error) {
 		return s.getOHLCV(ctx, &ohlcvInput{MarketPath: MarketPath{MarketType: in.MarketType, Exchange: in.Exchange},
 			Symbol: in.Base + "/" + in.Quote, Timeframe: in.Timeframe, Limit: in.Limit, ConditionalParams: in.ConditionalParams})
 	})
@@ -176,7 +181,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 	}
 	combo, ok := domain.LookupCombination(s.cfg.Region, m, in.Exchange, in.Instrument)
 	if !ok || !s.cfg.Served.Has(combo) {
-		return nil, s.notAvailable(m, in.MarketType+"/"+in.Exchange+"/"+in.Instrument, ok)
+		return nil, s.notAvailable(m, string(in.MarketType)+"/"+in.Exchange+"/"+in.Instrument, ok)
 	}
 	snap, err := readcache.Load(ctx, s.cache, readcache.TickerSnapshot(combo), func(ctx context.Context) (tickerSnapshot, error) {
 		return s.loadTickers(ctx, combo)
@@ -291,7 +296,7 @@ type candleSeries struct {
 
 func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, error) {
 	m := domain.Market(in.MarketType)
-	tf, _ := domain.ParseTimeframe(in.Timeframe)
+	tf := in.Timeframe
 	symbol, ok := domain.NormalizeSymbol(m, in.Symbol)
 	if !ok {
 		form := "BASE_QUOTE such as BTC_USDT or EUR_USD (BTC/USDT also accepted)"

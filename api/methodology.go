@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -25,15 +24,15 @@ type methodologyInput struct {
 }
 
 func (s *Server) registerMethodology() {
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "get-analytics-methodology", Method: http.MethodGet, Path: "/analytics/methodology",
-		Summary: "The scoring method, every version",
+	register(s, huma.Operation{
+		OperationID: "get-analytics-methodology",
+		Summary:     "The scoring method, every version",
 		Description: "Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), " +
 			"the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. " +
 			"Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. " +
 			"A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, " +
 			"and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.",
-		Tags: []string{"Analytics"}, Errors: errorResponses(),
+		Tags: []string{tagAnalytics}, Errors: errorResponses(),
 		Responses: s.dataResponses(Methodology{}, "Every version, oldest first"),
 	}, s.getMethodology)
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,7 +22,6 @@ type metrics struct {
 	// series up by its label values hashes them on every request.
 	counters  sync.Map // opStatus → prometheus.Counter
 	observers sync.Map // operation id → prometheus.Observer
-	fast      [len(fastOpIDs)]fastSeries
 }
 
 type opStatus struct {
@@ -54,18 +52,10 @@ func (m *metrics) handler() http.Handler {
 // Registry exposes the registry so other components of the process can add series.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 
-func (s *Server) metricsMiddleware(ctx huma.Context, next func(huma.Context)) {
-	start := infoFrom(ctx.Context()).Start
-	if start.IsZero() {
-		start = time.Now()
-	}
-	next(ctx)
-	s.metrics.observe(ctx.Operation().OperationID, ctx.Status(), time.Since(start))
-}
-
-// fastSeries are the series of one fast-path operation, each resolved on
-// its first use (as observe's), then read without a map lookup.
-type fastSeries struct {
+// routeSeries are a route's most frequent series (its 200s and 304s and
+// its duration), each resolved on its first use, then read without a map
+// lookup.
+type routeSeries struct {
 	ok, notModified atomic.Pointer[counterRef]
 	duration        atomic.Pointer[observerRef]
 }
@@ -75,29 +65,29 @@ type (
 	observerRef struct{ prometheus.Observer }
 )
 
-// observeFast is observe for the fast path's operation op (a 200 or a 304).
-func (m *metrics) observeFast(op fastOp, status int, d time.Duration) {
-	fs := &m.fast[op]
+// observeRoute counts a request of operation op and its duration.
+func (m *metrics) observeRoute(rs *routeSeries, op string, status int, d time.Duration) {
 	var p *atomic.Pointer[counterRef]
 	switch status {
 	case http.StatusOK:
-		p = &fs.ok
+		p = &rs.ok
 	case http.StatusNotModified:
-		p = &fs.notModified
-	default:
-		m.observe(fastOpIDs[op], status, d)
-		return
+		p = &rs.notModified
 	}
-	c := p.Load()
-	if c == nil {
-		c = &counterRef{m.counter(fastOpIDs[op], status)}
-		p.Store(c)
+	if p == nil {
+		m.counter(op, status).Inc()
+	} else {
+		c := p.Load()
+		if c == nil {
+			c = &counterRef{m.counter(op, status)}
+			p.Store(c)
+		}
+		c.Inc()
 	}
-	c.Inc()
-	o := fs.duration.Load()
+	o := rs.duration.Load()
 	if o == nil {
-		o = &observerRef{m.observer(fastOpIDs[op])}
-		fs.duration.Store(o)
+		o = &observerRef{m.observer(op)}
+		rs.duration.Store(o)
 	}
 	o.Observe(d.Seconds())
 }
@@ -117,9 +107,4 @@ func (m *metrics) observer(op string) prometheus.Observer {
 		o, _ = m.observers.LoadOrStore(op, m.duration.WithLabelValues(op))
 	}
 	return o.(prometheus.Observer)
-}
-
-func (m *metrics) observe(op string, status int, d time.Duration) {
-	m.counter(op, status).Inc()
-	m.observer(op).Observe(d.Seconds())
 }

@@ -50,6 +50,9 @@ func (s *Server) documentProblems() {
 	oa := s.humaAPI.OpenAPI()
 	if m := oa.Components.Schemas.Map()["ErrorModel"]; m != nil {
 		if p := m.Properties["type"]; p != nil {
+			// RFC 9457's type is a URI reference: ours are relative to
+			// the deployment (huma says "uri", which refuses them).
+			p.Format = "uri-reference"
 			p.Examples = []any{problemTypes[400]}
 		}
 		if p := m.Properties["detail"]; p != nil {

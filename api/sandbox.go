@@ -68,26 +68,13 @@ func SandboxRouter(live, sandbox *Server) http.Handler {
 	})
 }
 
-// keyKindMismatch is the refusal of a key on the other kind of server
-// (SandboxRouter never sends one there; this makes the separation hold
-// even if it did).
-func (s *Server) keyKindMismatch(k *domain.APIKey) string {
-	if k == nil || k.Sandbox() == s.cfg.Sandbox {
-		return ""
-	}
-	if s.cfg.Sandbox {
-		return "a live key cannot use the sandbox"
-	}
-	return "a sandbox key cannot reach live data"
-}
-
 // SandboxPush is the body of POST /sandbox/verdict-change.
 type SandboxPush struct {
-	Market       string  `json:"market" enum:"crypto,forex,stocks" doc:"Market of the event; must be in your tier" example:"crypto"`
-	Symbol       string  `json:"symbol" maxLength:"40" doc:"Symbol of the event, in any accepted form (BTC_USDT, BTC/USDT)" example:"BTC_USDT"`
-	NewVerdict   string  `json:"new_verdict" enum:"growth,decline,neutral" example:"growth"`
-	OldVerdict   *string `json:"old_verdict,omitempty" required:"false" enum:"growth,decline,neutral" doc:"Default: the sandbox's current verdict of the symbol when it differs from new_verdict, else neutral (growth when new_verdict is neutral)" example:"neutral"`
-	OverallScore *int    `json:"overall_score,omitempty" required:"false" minimum:"-100" maximum:"100" doc:"Default: 35 for growth, -35 for decline, 0 for neutral" example:"35"`
+	Market       domain.Market      `json:"market" doc:"Market of the event; must be in your tier" example:"crypto"`
+	Symbol       string             `json:"symbol" maxLength:"40" doc:"Symbol of the event, in any accepted form (BTC_USDT, BTC/USDT)" example:"BTC_USDT"`
+	NewVerdict   analytics.Verdict  `json:"new_verdict" example:"growth"`
+	OldVerdict   *analytics.Verdict `json:"old_verdict,omitempty" required:"false" doc:"Default: the sandbox's current verdict of the symbol when it differs from new_verdict, else neutral (growth when new_verdict is neutral)" example:"neutral"`
+	OverallScore *int               `json:"overall_score,omitempty" required:"false" minimum:"-100" maximum:"100" doc:"Default: 35 for growth, -35 for decline, 0 for neutral" example:"35"`
 }
 
 type sandboxPushInput struct {
@@ -100,10 +87,8 @@ type sandboxPushOutput struct {
 }
 
 func (s *Server) registerSandbox() {
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID:   "post-sandbox-verdict-change",
-		Method:        http.MethodPost,
-		Path:          "/sandbox/verdict-change",
 		Summary:       "Sandbox: push a verdict_changed event to your own webhooks and streams",
 		DefaultStatus: http.StatusAccepted,
 		Description: "Sandbox keys (`msk_test_…`) only; a live key gets 403. Pushes a `verdict_changed` event, marked " +
@@ -111,7 +96,7 @@ func (s *Server) registerSandbox() {
 			"market matches receives a signed delivery (within the dispatcher's period, 5 s by default), and your " +
 			"sandbox keys' streams (GET /stream) receive it at once. No other client sees it. The answer is the event " +
 			"as delivered. Like every sandbox request it counts against the rate limit, never against the monthly quota.",
-		Tags:   []string{"Sandbox"},
+		Tags:   []string{tagSandbox},
 		Errors: errorResponses(http.StatusServiceUnavailable),
 	}, s.postSandboxPush)
 }
@@ -122,7 +107,7 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 		return nil, huma.Error403Forbidden("only sandbox keys (msk_test_…) may push sandbox events; ask your contact for one")
 	}
 	b := in.Body
-	m, ok := domain.ParseMarket(b.Market)
+	m, ok := domain.ParseMarket(string(b.Market))
 	if !ok {
 		return nil, s.problem(ctx, domain.Invalid("body.market", b.Market, "must be one of crypto, forex, stocks"))
 	}
@@ -130,13 +115,13 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 	if !ok {
 		return nil, s.problem(ctx, domain.Invalid("body.symbol", b.Symbol, "not a %s symbol", m))
 	}
-	newV, ok := parseVerdict(b.NewVerdict)
+	newV, ok := analytics.ParseVerdict(string(b.NewVerdict))
 	if !ok {
 		return nil, s.problem(ctx, domain.Invalid("body.new_verdict", b.NewVerdict, "must be one of growth, decline, neutral"))
 	}
 	var oldV analytics.Verdict
 	if b.OldVerdict != nil {
-		if oldV, ok = parseVerdict(*b.OldVerdict); !ok {
+		if oldV, ok = analytics.ParseVerdict(string(*b.OldVerdict)); !ok {
 			return nil, s.problem(ctx, domain.Invalid("body.old_verdict", *b.OldVerdict, "must be one of growth, decline, neutral"))
 		}
 		if oldV == newV {
@@ -170,14 +155,6 @@ func (s *Server) postSandboxPush(ctx context.Context, in *sandboxPushInput) (*sa
 		return nil, s.problem(ctx, err)
 	}
 	return &sandboxPushOutput{Status: http.StatusAccepted, Body: StreamVerdictChanged{ID: webhook.EventID(v.EventID),
-		Event: domain.EventVerdictChanged, Market: string(m), Symbol: sym, OldVerdict: string(oldV), NewVerdict: string(newV),
+		Event: domain.EventVerdictChanged, Market: m, Symbol: sym, OldVerdict: oldV, NewVerdict: newV,
 		OverallScore: score, Timestamp: v.At.Format(time.RFC3339), ModelVersion: v.ModelVersion, Sandbox: true}}, nil
-}
-
-func parseVerdict(s string) (analytics.Verdict, bool) {
-	switch v := analytics.Verdict(s); v {
-	case analytics.VerdictGrowth, analytics.VerdictDecline, analytics.VerdictNeutral:
-		return v, true
-	}
-	return "", false
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
@@ -53,26 +54,26 @@ const StreamQueryTimeout = 2 * time.Second
 // StreamVerdictChanged is the data of a verdict_changed event: the webhook
 // delivery's body, plus sandbox on the events of a sandbox push.
 type StreamVerdictChanged struct {
-	ID           string `json:"id" doc:"The verdict event's id: the same as the webhook delivery's id (webhook-id), so a client taking both can de-duplicate. On a sandbox key's stream, the synthetic feed's own events (never sent as webhooks) carry sbx_<number>, apart from the pushes' ids" example:"4211"`
-	Event        string `json:"event" enum:"verdict_changed" example:"verdict_changed"`
-	Market       string `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Symbol       string `json:"symbol" example:"BTC_USDT"`
-	OldVerdict   string `json:"old_verdict" enum:"growth,decline,neutral" example:"neutral"`
-	NewVerdict   string `json:"new_verdict" enum:"growth,decline,neutral" example:"growth"`
-	OverallScore int    `json:"overall_score" minimum:"-100" maximum:"100" example:"34"`
-	Timestamp    string `json:"timestamp" doc:"When the verdict changed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
-	ModelVersion string `json:"model_version" doc:"Version of the scoring method that made the new verdict (GET /analytics/methodology)" example:"v1"`
-	Sandbox      bool   `json:"sandbox,omitempty" doc:"true on an event pushed with POST /sandbox/verdict-change (absent otherwise)" example:"false"`
+	ID           string             `json:"id" doc:"The verdict event's id: the same as the webhook delivery's id (webhook-id), so a client taking both can de-duplicate. On a sandbox key's stream, the synthetic feed's own events (never sent as webhooks) carry sbx_<number>, apart from the pushes' ids" example:"4211"`
+	Event        verdictChangedName `json:"event" example:"verdict_changed"`
+	Market       domain.Market      `json:"market" example:"crypto"`
+	Symbol       string             `json:"symbol" example:"BTC_USDT"`
+	OldVerdict   analytics.Verdict  `json:"old_verdict" example:"neutral"`
+	NewVerdict   analytics.Verdict  `json:"new_verdict" example:"growth"`
+	OverallScore int                `json:"overall_score" minimum:"-100" maximum:"100" example:"34"`
+	Timestamp    string             `json:"timestamp" doc:"When the verdict changed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
+	ModelVersion string             `json:"model_version" doc:"Version of the scoring method that made the new verdict (GET /analytics/methodology)" example:"v1"`
+	Sandbox      bool               `json:"sandbox,omitempty" doc:"true on an event pushed with POST /sandbox/verdict-change (absent otherwise)" example:"false"`
 }
 
 // StreamScreener is the data of a screener event: the combination's rows
 // as stored when the event is read.
 type StreamScreener struct {
-	Event      string           `json:"event" enum:"screener" example:"screener"`
-	Market     string           `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Exchange   string           `json:"exchange" example:"binance"`
-	Instrument string           `json:"instrument" example:"spot"`
-	Rows       []ScreenerRecord `json:"rows" doc:"Every row of the combination, as GET /screener/{market_type}/{exchange}/{instrument} answers"`
+	Event      screenerEventName `json:"event" example:"screener"`
+	Market     domain.Market     `json:"market" example:"crypto"`
+	Exchange   string            `json:"exchange" example:"binance"`
+	Instrument string            `json:"instrument" example:"spot"`
+	Rows       []ScreenerRecord  `json:"rows" doc:"Every row of the combination, as GET /screener/{market_type}/{exchange}/{instrument} answers"`
 }
 
 // StreamClosed is the data of the last event of a stream the service ends:
@@ -127,10 +128,8 @@ func (s *Server) registerStream() {
 		": heartbeat\n\n" +
 		"id: 18236\nevent: screener\n" +
 		`data: {"event":"screener","market":"crypto","exchange":"binance","instrument":"spot","rows":[{"symbol":"BTC_USDT","price":97250.5,"change_pct":-1.85,"volume":1843000000,"updated_at":"2026-11-22T10:15:10Z"}]}` + "\n\n"
-	huma.Register(s.humaAPI, huma.Operation{
+	register(s, huma.Operation{
 		OperationID: "get-stream",
-		Method:      http.MethodGet,
-		Path:        "/stream",
 		Summary:     "Event stream (Server-Sent Events): verdict changes and screener refreshes, resumable",
 		Description: "A `text/event-stream` of `verdict_changed` events (the webhook payload) and `screener` events " +
 			"(the rows of a combination, after each refresh), for the markets and kinds you ask for. Every event has an " +
@@ -151,15 +150,14 @@ func (s *Server) registerStream() {
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
 			"nor another client's pushes.",
-		Tags: []string{"Events"},
-		// A stream lasts as long as the client keeps it: no request budget.
-		Metadata: map[string]any{MetaRequestTimeout: time.Duration(-1)},
+		Tags: []string{tagEvents},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "The stream, until you close it or the service ends it. Example:\n\n```\n" + example + "```",
 			Content: map[string]*huma.MediaType{"text/event-stream": {
 				Schema: &huma.Schema{Title: "Server-Sent Events", Type: huma.TypeArray,
 					Items: &huma.Schema{Extensions: map[string]any{"oneOf": schemas}}},
-				Example: example,
+				// The wire text is in the description: an example here
+				// must be the array the schema describes.
 			}},
 		}},
 		Errors: errorResponses(http.StatusServiceUnavailable),
@@ -477,7 +475,7 @@ func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([
 			id = SandboxSyntheticIDPrefix + id
 		}
 		return json.Marshal(StreamVerdictChanged{ID: id, Event: domain.EventVerdictChanged,
-			Market: string(e.Market), Symbol: v.Symbol, OldVerdict: v.OldVerdict, NewVerdict: v.NewVerdict,
+			Market: e.Market, Symbol: v.Symbol, OldVerdict: analytics.Verdict(v.OldVerdict), NewVerdict: analytics.Verdict(v.NewVerdict),
 			OverallScore: v.OverallScore, Timestamp: v.At.UTC().Format(time.RFC3339), ModelVersion: v.ModelVersion,
 			Sandbox: e.SandboxClientID != ""})
 	case domain.EventScreener:
@@ -485,7 +483,7 @@ func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([
 		if err != nil {
 			return nil, err
 		}
-		out := StreamScreener{Event: domain.EventScreener, Market: string(e.Market), Exchange: e.Exchange,
+		out := StreamScreener{Event: domain.EventScreener, Market: e.Market, Exchange: e.Exchange,
 			Instrument: e.Instrument, Rows: make([]ScreenerRecord, len(rows))}
 		for i, t := range rows {
 			out.Rows[i] = ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/stream"
@@ -40,14 +40,14 @@ var keyChanges = []keyChange{
 		if _, err := f.db.RevokeKey(context.Background(), f.keyID); err != nil {
 			t.Fatal(err)
 		}
-		f.publish(t, admission.KeyRevoked(domain.HashKey(f.key)))
+		f.publish(t, invalidation.KeyRevoked(domain.HashKey(f.key)))
 		return time.Now()
 	}},
 	{"suspended", http.StatusForbidden, func(t *testing.T, f *streamFixture) time.Time {
 		if _, err := f.db.SetClientStatus(context.Background(), f.clientID, domain.StatusSuspended); err != nil {
 			t.Fatal(err)
 		}
-		f.publish(t, admission.ClientChanged(f.clientID))
+		f.publish(t, invalidation.ClientChanged(f.clientID))
 		return time.Now()
 	}},
 	{"expired", http.StatusForbidden, func(t *testing.T, f *streamFixture) time.Time {
@@ -57,19 +57,19 @@ var keyChanges = []keyChange{
 		if _, err := f.db.SetClientLimits(context.Background(), f.clientID, nil, nil, false, &end); err != nil {
 			t.Fatal(err)
 		}
-		f.publish(t, admission.ClientChanged(f.clientID))
+		f.publish(t, invalidation.ClientChanged(f.clientID))
 		return end
 	}},
 	{"tier lost the market", http.StatusForbidden, func(t *testing.T, f *streamFixture) time.Time {
 		if _, err := f.db.SetClientTier(context.Background(), f.clientID, domain.Starter, []domain.Market{domain.Forex}); err != nil {
 			t.Fatal(err)
 		}
-		f.publish(t, admission.ClientChanged(f.clientID))
+		f.publish(t, invalidation.ClientChanged(f.clientID))
 		return time.Now()
 	}},
 }
 
-func (f *streamFixture) publish(t *testing.T, inv admission.Invalidation) {
+func (f *streamFixture) publish(t *testing.T, inv invalidation.Message) {
 	t.Helper()
 	if err := f.bus.Publish(context.Background(), inv); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/invalidation"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
@@ -36,7 +38,7 @@ type streamReplica struct {
 type streamFixture struct {
 	db       *store.DB
 	prefix   string
-	bus      *admission.Bus
+	bus      *invalidation.Bus
 	clientID string
 	key      string
 	keyID    string
@@ -57,7 +59,7 @@ func newStreamFixture(t *testing.T, tier domain.Tier, markets ...domain.Market) 
 		t.Fatal(err)
 	}
 	prefix := redistest.Prefix(t)
-	return &streamFixture{db: db, prefix: prefix, bus: admission.NewBus(redistest.Client(t), prefix, nil),
+	return &streamFixture{db: db, prefix: prefix, bus: invalidation.NewBus(redistest.Client(t), rediskeys.Space(prefix), nil),
 		clientID: c.ID, key: key, keyID: rec.ID}
 }
 
@@ -460,7 +462,7 @@ func TestStreamOfARevokedKeyClosesWithinASecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
-	if err := f.bus.Publish(context.Background(), admission.KeyRevoked(domain.HashKey(f.key))); err != nil {
+	if err := f.bus.Publish(context.Background(), invalidation.KeyRevoked(domain.HashKey(f.key))); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -543,7 +545,7 @@ func TestStreamOfASuspendedClientOrAShrunkTierCloses(t *testing.T) {
 			if err := change(f); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.bus.Publish(context.Background(), admission.ClientChanged(f.clientID)); err != nil {
+			if err := f.bus.Publish(context.Background(), invalidation.ClientChanged(f.clientID)); err != nil {
 				t.Fatal(err)
 			}
 			if ev := c.next(t); ev.Event != "closed" || !strings.Contains(ev.Data, `"status":403`) {

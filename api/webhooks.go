@@ -33,19 +33,19 @@ const exampleHookID = "5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"
 
 // Subscription is a webhook subscription as listed.
 type Subscription struct {
-	ID                  string     `json:"id" format:"uuid" doc:"Identifier, used in the /webhooks/{id} paths" example:"5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"`
-	CallbackURL         string     `json:"callback_url" doc:"Where verdict_changed events are POSTed" example:"https://hooks.example.com/market"`
-	Market              *string    `json:"market" nullable:"true" enum:"crypto,forex,stocks" doc:"Market of the events; null means every market your tier allows at delivery time" example:"crypto"`
-	Status              string     `json:"status" enum:"active,disabled" doc:"disabled after 10 consecutive failed deliveries (its pending deliveries are dropped); re-enable with POST /webhooks/{id}/enable" example:"active"`
-	ConsecutiveFailures int        `json:"consecutive_failures" doc:"Failed delivery attempts since the last success (each attempt counts once)" example:"0"`
-	LastDeliveryAt      *time.Time `json:"last_delivery_at" nullable:"true" doc:"Last delivery attempt, successful or not (RFC 3339 UTC)" example:"2026-11-22T10:16:05Z"`
-	LastSuccessAt       *time.Time `json:"last_success_at" nullable:"true" doc:"Last delivery answered with a 2xx" example:"2026-11-22T10:16:05Z"`
-	LastError           *string    `json:"last_error" nullable:"true" doc:"Category of the last failed attempt, with the HTTP status for http_status (for example \"timeout\" or \"http_status 503\")" example:"http_status 503"`
-	LastErrorCategory   *string    `json:"last_error_category" nullable:"true" enum:"dns_failure,address_not_allowed,connect_failed,tls_error,timeout,http_status,invalid_response,internal_error,unknown" doc:"Category of the last failed attempt" example:"http_status"`
-	LastErrorStatus     *int       `json:"last_error_status" nullable:"true" doc:"HTTP status of the last failed attempt when its category is http_status" example:"503"`
-	LastErrorAt         *time.Time `json:"last_error_at" nullable:"true" doc:"When the last attempt failed" example:"2026-11-22T09:58:00Z"`
-	PreviousSecretUntil *time.Time `json:"previous_secret_valid_until" nullable:"true" doc:"After a secret rotation: until when deliveries also carry a signature with the previous secret" example:"2026-11-23T10:15:00Z"`
-	CreatedAt           time.Time  `json:"created_at" example:"2026-11-22T10:15:00Z"`
+	ID                  string            `json:"id" format:"uuid" doc:"Identifier, used in the /webhooks/{id} paths" example:"5f0c6c1e-8a8e-4d5c-9a55-6e1f3f0b2a7d"`
+	CallbackURL         string            `json:"callback_url" doc:"Where verdict_changed events are POSTed" example:"https://hooks.example.com/market"`
+	Market              *domain.Market    `json:"market" nullable:"true" doc:"Market of the events; null means every market your tier allows at delivery time" example:"crypto"`
+	Status              webhookStatus     `json:"status" doc:"disabled after 10 consecutive failed deliveries (its pending deliveries are dropped); re-enable with POST /webhooks/{id}/enable" example:"active"`
+	ConsecutiveFailures int               `json:"consecutive_failures" doc:"Failed delivery attempts since the last success (each attempt counts once)" example:"0"`
+	LastDeliveryAt      *time.Time        `json:"last_delivery_at" nullable:"true" doc:"Last delivery attempt, successful or not (RFC 3339 UTC)" example:"2026-11-22T10:16:05Z"`
+	LastSuccessAt       *time.Time        `json:"last_success_at" nullable:"true" doc:"Last delivery answered with a 2xx" example:"2026-11-22T10:16:05Z"`
+	LastError           *string           `json:"last_error" nullable:"true" doc:"Category of the last failed attempt, with the HTTP status for http_status (for example \"timeout\" or \"http_status 503\")" example:"http_status 503"`
+	LastErrorCategory   *deliveryErrorCat `json:"last_error_category" nullable:"true" doc:"Category of the last failed attempt" example:"http_status"`
+	LastErrorStatus     *int              `json:"last_error_status" nullable:"true" doc:"HTTP status of the last failed attempt when its category is http_status" example:"503"`
+	LastErrorAt         *time.Time        `json:"last_error_at" nullable:"true" doc:"When the last attempt failed" example:"2026-11-22T09:58:00Z"`
+	PreviousSecretUntil *time.Time        `json:"previous_secret_valid_until" nullable:"true" doc:"After a secret rotation: until when deliveries also carry a signature with the previous secret" example:"2026-11-23T10:15:00Z"`
+	CreatedAt           time.Time         `json:"created_at" example:"2026-11-22T10:15:00Z"`
 }
 
 // NewSubscription is the creation response: the subscription and its
@@ -57,8 +57,8 @@ type NewSubscription struct {
 
 type createWebhookInput struct {
 	Body struct {
-		CallbackURL string `json:"callback_url" maxLength:"2048" doc:"https:// URL of your endpoint, on port 443 (the default) or 1024-65535; private and internal addresses are refused" example:"https://hooks.example.com/market"`
-		Market      string `json:"market,omitempty" enum:"crypto,forex,stocks" doc:"Only this market's events; omitted means every market your tier allows" example:"crypto"`
+		CallbackURL string        `json:"callback_url" maxLength:"2048" doc:"https:// URL of your endpoint, on port 443 (the default) or 1024-65535; private and internal addresses are refused" example:"https://hooks.example.com/market"`
+		Market      domain.Market `json:"market,omitempty" doc:"Only this market's events; omitted means every market your tier allows" example:"crypto"`
 	}
 }
 
@@ -86,21 +86,21 @@ type webhookIDInput struct {
 
 // Delivery is one entry of a subscription's delivery log.
 type Delivery struct {
-	ID             int64      `json:"id" doc:"Delivery id, used in POST /webhooks/{id}/deliveries/{delivery_id}/redeliver" example:"1842"`
-	EventID        string     `json:"event_id" doc:"Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt" example:"90211"`
-	Event          string     `json:"event" enum:"verdict_changed" example:"verdict_changed"`
-	Market         string     `json:"market" enum:"crypto,forex,stocks" example:"crypto"`
-	Symbol         string     `json:"symbol" example:"BTC_USDT"`
-	Attempt        int        `json:"attempt" doc:"Attempts made so far (a redelivery goes on counting)" example:"2"`
-	State          string     `json:"state" enum:"pending,delivered,dropped" doc:"pending: waiting for its next attempt; delivered: answered 2xx; dropped: will not be sent (see drop_reason)" example:"delivered"`
-	ResponseStatus *int       `json:"response_status" nullable:"true" doc:"HTTP status of the last answer; null when there was none" example:"200"`
-	ErrorCategory  *string    `json:"error_category" nullable:"true" enum:"dns_failure,address_not_allowed,connect_failed,tls_error,timeout,http_status,invalid_response,internal_error,unknown" doc:"Why the last attempt failed; null when it succeeded or none was made" example:"timeout"`
-	LatencyMS      *int       `json:"latency_ms" nullable:"true" doc:"Duration of the last attempt in milliseconds" example:"184"`
-	LastAttemptAt  *time.Time `json:"last_attempt_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
-	NextAttemptAt  *time.Time `json:"next_attempt_at" nullable:"true" doc:"When a pending delivery is tried next" example:"2026-11-22T10:16:35Z"`
-	DeliveredAt    *time.Time `json:"delivered_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
-	DropReason     *string    `json:"drop_reason" nullable:"true" enum:"subscription_disabled,market_not_in_tier,client_inactive" doc:"Why a dropped delivery will not be sent" example:"subscription_disabled"`
-	CreatedAt      time.Time  `json:"created_at" doc:"When the event was queued for this subscription" example:"2026-11-22T10:16:04Z"`
+	ID             int64              `json:"id" doc:"Delivery id, used in POST /webhooks/{id}/deliveries/{delivery_id}/redeliver" example:"1842"`
+	EventID        string             `json:"event_id" doc:"Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt" example:"90211"`
+	Event          verdictChangedName `json:"event" example:"verdict_changed"`
+	Market         domain.Market      `json:"market" example:"crypto"`
+	Symbol         string             `json:"symbol" example:"BTC_USDT"`
+	Attempt        int                `json:"attempt" doc:"Attempts made so far (a redelivery goes on counting)" example:"2"`
+	State          deliveryState      `json:"state" doc:"pending: waiting for its next attempt; delivered: answered 2xx; dropped: will not be sent (see drop_reason)" example:"delivered"`
+	ResponseStatus *int               `json:"response_status" nullable:"true" doc:"HTTP status of the last answer; null when there was none" example:"200"`
+	ErrorCategory  *deliveryErrorCat  `json:"error_category" nullable:"true" doc:"Why the last attempt failed; null when it succeeded or none was made" example:"timeout"`
+	LatencyMS      *int               `json:"latency_ms" nullable:"true" doc:"Duration of the last attempt in milliseconds" example:"184"`
+	LastAttemptAt  *time.Time         `json:"last_attempt_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
+	NextAttemptAt  *time.Time         `json:"next_attempt_at" nullable:"true" doc:"When a pending delivery is tried next" example:"2026-11-22T10:16:35Z"`
+	DeliveredAt    *time.Time         `json:"delivered_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
+	DropReason     *dropReason        `json:"drop_reason" nullable:"true" doc:"Why a dropped delivery will not be sent" example:"subscription_disabled"`
+	CreatedAt      time.Time          `json:"created_at" doc:"When the event was queued for this subscription" example:"2026-11-22T10:16:04Z"`
 }
 
 type deliveriesInput struct {
@@ -125,11 +125,11 @@ type deliveryOutput struct {
 
 // TestResult is the outcome of a test ping.
 type TestResult struct {
-	EventID        string  `json:"event_id" doc:"The ping's id (body id and webhook-id header)" example:"ping_6f1d0c3b9a2e4f58"`
-	Delivered      bool    `json:"delivered" doc:"Whether your endpoint answered 2xx within 10 s" example:"true"`
-	ResponseStatus *int    `json:"response_status" nullable:"true" doc:"HTTP status of the answer; null when there was none" example:"200"`
-	ErrorCategory  *string `json:"error_category" nullable:"true" enum:"unreachable,address_not_allowed,tls_error,timeout,http_status,invalid_response,internal_error" doc:"Why it failed; null on success. unreachable: no TLS server answered (no address, refused, filtered, reset, not TLS), one category for all so that a ping cannot scan ports; address_not_allowed: the host resolves only to internal addresses, or the port is not allowed" example:"tls_error"`
-	LatencyMS      *int    `json:"latency_ms" nullable:"true" doc:"Duration of the attempt in milliseconds; null when no TLS server answered" example:"143"`
+	EventID        string        `json:"event_id" doc:"The ping's id (body id and webhook-id header)" example:"ping_6f1d0c3b9a2e4f58"`
+	Delivered      bool          `json:"delivered" doc:"Whether your endpoint answered 2xx within 10 s" example:"true"`
+	ResponseStatus *int          `json:"response_status" nullable:"true" doc:"HTTP status of the answer; null when there was none" example:"200"`
+	ErrorCategory  *pingErrorCat `json:"error_category" nullable:"true" doc:"Why it failed; null on success. unreachable: no TLS server answered (no address, refused, filtered, reset, not TLS), one category for all so that a ping cannot scan ports; address_not_allowed: the host resolves only to internal addresses, or the port is not allowed" example:"tls_error"`
+	LatencyMS      *int          `json:"latency_ms" nullable:"true" doc:"Duration of the attempt in milliseconds; null when no TLS server answered" example:"143"`
 }
 
 type testOutput struct {
@@ -150,15 +150,15 @@ type rotateOutput struct {
 }
 
 func subscription(w domain.Webhook) Subscription {
-	s := Subscription{ID: w.ID, CallbackURL: w.CallbackURL, Status: w.Status, ConsecutiveFailures: w.ConsecutiveFailures,
+	s := Subscription{ID: w.ID, CallbackURL: w.CallbackURL, Status: webhookStatus(w.Status), ConsecutiveFailures: w.ConsecutiveFailures,
 		LastDeliveryAt: w.LastDeliveryAt, LastSuccessAt: w.LastSuccessAt, LastErrorAt: w.LastErrorAt,
 		PreviousSecretUntil: w.PreviousSecretUntil, CreatedAt: w.CreatedAt}
 	if w.Market != nil {
-		m := string(*w.Market)
+		m := *w.Market
 		s.Market = &m
 	}
 	if !w.LastError.OK() {
-		text, category := w.LastError.String(), w.LastError.Category
+		text, category := w.LastError.String(), deliveryErrorCat(w.LastError.Category)
 		s.LastError, s.LastErrorCategory = &text, &category
 		if w.LastError.Status != 0 {
 			st := w.LastError.Status
@@ -169,15 +169,15 @@ func subscription(w domain.Webhook) Subscription {
 }
 
 func delivery(d domain.WebhookDelivery) Delivery {
-	out := Delivery{ID: d.ID, EventID: webhook.EventID(d.EventID), Event: "verdict_changed", Market: string(d.Market), Symbol: d.Symbol,
-		Attempt: d.Attempts, State: d.Status, ResponseStatus: d.ResponseStatus, LatencyMS: d.LatencyMS,
+	out := Delivery{ID: d.ID, EventID: webhook.EventID(d.EventID), Event: domain.EventVerdictChanged, Market: d.Market, Symbol: d.Symbol,
+		Attempt: d.Attempts, State: deliveryState(d.Status), ResponseStatus: d.ResponseStatus, LatencyMS: d.LatencyMS,
 		LastAttemptAt: d.LastAttemptAt, NextAttemptAt: d.NextAttemptAt, DeliveredAt: d.DeliveredAt, CreatedAt: d.CreatedAt}
 	if !d.LastError.OK() {
-		c := d.LastError.Category
+		c := deliveryErrorCat(d.LastError.Category)
 		out.ErrorCategory = &c
 	}
 	if d.DropReason != "" {
-		r := d.DropReason
+		r := dropReason(d.DropReason)
 		out.DropReason = &r
 	}
 	return out
@@ -189,9 +189,9 @@ const webhookHeaders = "`X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the
 	"secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes."
 
 func (s *Server) registerWebhooks() {
-	tags := []string{"Webhooks"}
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "create-webhook", Method: http.MethodPost, Path: "/webhooks", DefaultStatus: http.StatusCreated,
+	tags := []string{tagWebhooks}
+	register(s, huma.Operation{
+		OperationID: "create-webhook", DefaultStatus: http.StatusCreated,
 		Summary: "Subscribe to verdict changes",
 		Description: "Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` " +
 			"as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with " + webhookHeaders + " " +
@@ -200,28 +200,28 @@ func (s *Server) registerWebhooks() {
 			"10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).",
 		Tags: tags, Errors: errorResponses(http.StatusConflict),
 	}, s.createWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "list-webhooks", Method: http.MethodGet, Path: "/webhooks",
-		Summary: "Your webhook subscriptions",
+	register(s, huma.Operation{
+		OperationID: "list-webhooks",
+		Summary:     "Your webhook subscriptions",
 		Description: "Every subscription of your organisation, oldest first, without secrets: status, consecutive failures, " +
 			"last attempt, last success and the category of the last error.",
 		Tags: tags, Errors: errorResponses(),
 	}, s.listWebhooks)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "delete-webhook", Method: http.MethodDelete, Path: "/webhooks/{id}", DefaultStatus: http.StatusNoContent,
+	register(s, huma.Operation{
+		OperationID: "delete-webhook", DefaultStatus: http.StatusNoContent,
 		Summary: "Cancel a subscription", Description: "Deletes the subscription and its pending deliveries. 404 for an unknown id.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.deleteWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/{id}/deliveries",
-		Summary: "Delivery log of a subscription",
+	register(s, huma.Operation{
+		OperationID: "list-webhook-deliveries",
+		Summary:     "Delivery log of a subscription",
 		Description: "The subscription's deliveries, newest first: event, attempts, state, the last answer's HTTP status or the error's category, " +
 			"latency, and the next attempt of a pending one. Errors are categories only (`dns_failure`, `address_not_allowed`, `connect_failed`, " +
 			"`tls_error`, `timeout`, `http_status` with `response_status`, `invalid_response`, `internal_error`).",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.listDeliveries)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/deliveries/{delivery_id}/redeliver",
+	register(s, huma.Operation{
+		OperationID:   "redeliver-webhook",
 		DefaultStatus: http.StatusAccepted,
 		Summary:       "Send a delivery again",
 		Description: "Queues the delivery again, due now (a pending one is made due now); it keeps its event id, so a receiver that de-duplicates " +
@@ -229,9 +229,9 @@ func (s *Server) registerWebhooks() {
 			"409 when the subscription is disabled (enable it first); 403 when the event's market has left your tier.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound, http.StatusConflict),
 	}, s.redeliver)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "test-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/test",
-		Summary: "Send a test ping now",
+	register(s, huma.Operation{
+		OperationID: "test-webhook",
+		Summary:     "Send a test ping now",
 		Description: "Sends `{id, event: \"ping\", timestamp}` to the callback URL now, signed and sent exactly like a delivery (same headers, " +
 			"same client and address checks; works on a disabled subscription too), and answers the outcome within 15 s: " +
 			"HTTP status, latency, or the error's category. A ping does not count towards the consecutive failures and is not in the delivery log. " +
@@ -239,16 +239,16 @@ func (s *Server) registerWebhooks() {
 			"tells an HTTPS receiver's answer, never whether a port is closed, filtered or open.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.testWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "enable-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/enable",
-		Summary: "Re-enable a subscription",
+	register(s, huma.Operation{
+		OperationID: "enable-webhook",
+		Summary:     "Re-enable a subscription",
 		Description: "Makes a disabled subscription active again and resets its consecutive failures. Deliveries dropped when it was disabled " +
 			"stay dropped (redeliver them one by one); new events reach it again.",
 		Tags: tags, Errors: errorResponses(http.StatusNotFound),
 	}, s.enableWebhook)
-	huma.Register(s.humaAPI, huma.Operation{
-		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/webhooks/{id}/rotate-secret",
-		Summary: "Rotate the signing secret",
+	register(s, huma.Operation{
+		OperationID: "rotate-webhook-secret",
+		Summary:     "Rotate the signing secret",
 		Description: "Issues a new secret, shown only in this response. For 24 h every delivery carries two Standard Webhooks signatures " +
 			"(`webhook-signature: v1,<new> v1,<previous>`), so receivers can switch without losing a delivery; `X-Webhook-Signature` " +
 			"uses the new secret at once. Rotating again within the 24 h retires the older secret at once.",
@@ -392,7 +392,7 @@ func (s *Server) testWebhook(ctx context.Context, in *webhookIDInput) (*testOutp
 		out.ResponseStatus = &st
 	}
 	if !res.Err.OK() {
-		c := res.Err.Category
+		c := pingErrorCat(res.Err.Category)
 		out.ErrorCategory = &c
 	}
 	return &testOutput{CacheControl: noStore, Body: out}, nil

@@ -17,6 +17,9 @@ const (
 	StatusExpired   ClientStatus = "expired"
 )
 
+// ClientStatuses lists every status GET /usage can show.
+var ClientStatuses = []ClientStatus{StatusActive, StatusSuspended, StatusExpired}
+
 // Client is an organisation with a contract. Its limits come from the tier
 // unless the contract overrides them.
 type Client struct {

@@ -10,6 +10,9 @@ const (
 	Enterprise Tier = "enterprise"
 )
 
+// Tiers lists every tier, smallest first.
+var Tiers = []Tier{Starter, Business, Enterprise}
+
 // TierLimits are the default limits of a tier (spec "Limits").
 type TierLimits struct {
 	RatePerMinute int

@@ -36,6 +36,9 @@ const (
 	WebhookDisabled = "disabled"
 )
 
+// WebhookStatuses lists every subscription status.
+var WebhookStatuses = []string{WebhookActive, WebhookDisabled}
+
 // Webhook is a client's subscription to verdict_changed events.
 type Webhook struct {
 	ID          string
@@ -65,12 +68,18 @@ const (
 	DeliveryDropped   = "dropped"
 )
 
+// DeliveryStates lists every delivery state.
+var DeliveryStates = []string{DeliveryPending, DeliveryDelivered, DeliveryDropped}
+
 // Why a pending delivery was dropped (WebhookDelivery.DropReason).
 const (
 	DropSubscriptionDisabled = "subscription_disabled"
 	DropMarketNotInTier      = "market_not_in_tier"
 	DropClientInactive       = "client_inactive"
 )
+
+// DropReasons lists every reason a delivery is dropped.
+var DropReasons = []string{DropSubscriptionDisabled, DropMarketNotInTier, DropClientInactive}
 
 // WebhookDelivery is one event's delivery to one subscription, as shown in
 // its delivery log.
@@ -125,6 +134,11 @@ func AllowedCallbackPort(port int) bool {
 // DeliveryErrorCategories lists every category (documentation, validation).
 var DeliveryErrorCategories = []string{ErrDNS, ErrAddressRefused, ErrConnect, ErrTLS, ErrTimeout, ErrHTTPStatus,
 	ErrBadResponse, ErrInternal, ErrUnknown}
+
+// PingErrorCategories lists the categories a test ping can answer: the
+// failures before a TLS server answered are one, ErrUnreachable.
+var PingErrorCategories = []string{ErrUnreachable, ErrAddressRefused, ErrTLS, ErrTimeout, ErrHTTPStatus,
+	ErrBadResponse, ErrInternal}
 
 // DeliveryError is the outcome of a failed attempt: a category, and the
 // HTTP status for ErrHTTPStatus. The zero value is "no error".

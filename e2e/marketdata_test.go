@@ -3,12 +3,13 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	apiclient "github.com/marketscreener/market/client"
 	"github.com/marketscreener/market/domain"
 )
 
@@ -36,19 +37,27 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 	start := time.Now()
 	base, _ := d.start("all")
 
+	// The contract's reads go through the generated Go client (package
+	// client); the symbol forms and the error cases stay raw URLs.
+	public := newAPIClient(t, base, key)
+	ctx := t.Context()
 	combos := domain.Catalogue(domain.DefaultRegion)
 	poll(t, 30*time.Second-time.Since(start), func() string {
-		for _, c := range combos {
-			var rows []screenerRow
-			status, problem := getJSON(t, fmt.Sprintf("%s/screener/%s/%s/%s", base, c.Market, c.Exchange, c.Instrument), key, &rows)
-			if status != 200 || len(rows) == 0 {
-				return fmt.Sprintf("screener %s: %d %v (%d rows)", c, status, problem["detail"], len(rows))
+		for _, combo := range combos {
+			r, err := public.GetScreenerWithResponse(ctx, apiclient.GetScreenerParamsMarketType(combo.Market), combo.Exchange, combo.Instrument, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.JSON200 == nil || len(*r.JSON200) == 0 {
+				return fmt.Sprintf("screener %s: %d %s", combo, r.StatusCode(), r.Body)
 			}
 		}
-		var cs []candle
-		status, problem := getJSON(t, base+"/ohlcv/crypto/binance/BTC_USDT/1h", key, &cs)
-		if status != 200 || len(cs) != 200 {
-			return fmt.Sprintf("ohlcv: %d %v (%d candles)", status, problem["detail"], len(cs))
+		r, err := public.GetOhlcvWithResponse(ctx, "crypto", "binance", "BTC_USDT", "1h", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.JSON200 == nil || len(*r.JSON200) != 200 {
+			return fmt.Sprintf("ohlcv: %d %.200s", r.StatusCode(), r.Body)
 		}
 		return ""
 	})
@@ -93,9 +102,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 
 	// Prices move from one ingest to the next.
 	priceOf := func() (float64, time.Time) {
-		var rows []screenerRow
-		getJSON(t, base+"/screener/crypto/binance/spot", key, &rows)
-		for _, r := range rows {
+		for _, r := range screener(t, public, nil) {
 			if r.Symbol == "BTC_USDT" {
 				return r.Price, r.UpdatedAt
 			}
@@ -116,41 +123,40 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 	// report is served in the requested language.
 	poll(t, 60*time.Second, func() string {
 		for _, m := range domain.Markets {
-			var items []struct {
-				Symbol       string `json:"symbol"`
-				OverallScore int    `json:"overall_score"`
+			r, err := public.GetAnalyticsListWithResponse(ctx, apiclient.GetAnalyticsListParamsMarket(m), nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if status, problem := getJSON(t, base+"/analytics/"+string(m)+"/list", key, &items); status != 200 || len(items) == 0 {
-				return fmt.Sprintf("analytics list %s: %d %v", m, status, problem["detail"])
+			if r.JSON200 == nil || len(*r.JSON200) == 0 {
+				return fmt.Sprintf("analytics list %s: %d %s", m, r.StatusCode(), r.Body)
 			}
 		}
 		return ""
 	})
-	var report struct {
-		Symbol      string `json:"symbol"`
-		Verdict     string `json:"verdict"`
-		Summary     string `json:"summary"`
-		Factors     []any  `json:"factors"`
-		Fundamental *int   `json:"fundamental_score"`
-	}
+	var report *apiclient.AnalyticsReport
 	// Fundamentals are ingested on their own schedule; a report is scored
 	// again as soon as they are in.
 	poll(t, 60*time.Second, func() string {
-		status, problem := getJSON(t, base+"/analytics/crypto/BTC_USDT?lang=en", key, &report)
-		if status != 200 || report.Symbol != "BTC_USDT" || report.Summary == "" || len(report.Factors) < 20 || report.Fundamental == nil {
-			return fmt.Sprintf("BTC_USDT report: %d %v %+v", status, problem["detail"], report)
+		lang := apiclient.GetAnalyticsReportParamsLangEn
+		r, err := public.GetAnalyticsReportWithResponse(ctx, "crypto", "BTC_USDT", &apiclient.GetAnalyticsReportParams{Lang: &lang})
+		if err != nil {
+			t.Fatal(err)
+		}
+		report = r.JSON200
+		if report == nil || report.Symbol != "BTC_USDT" || report.Summary == "" || report.Factors == nil || len(*report.Factors) < 20 ||
+			report.FundamentalScore == nil {
+			return fmt.Sprintf("BTC_USDT report: %d %.300s", r.StatusCode(), r.Body)
 		}
 		return ""
 	})
 	t.Logf("every market scored %.1fs after start; BTC_USDT %s", time.Since(start).Seconds(), report.Verdict)
 
 	// Filters filter (their inclusiveness is unit-tested in store).
-	var all, some []screenerRow
-	getJSON(t, base+"/screener/crypto/binance/spot", key, &all)
+	all := screener(t, public, nil)
 	threshold := all[len(all)/2].Volume
-	status, problem := getJSON(t, base+"/screener/crypto/binance/spot?volume_min="+strconv.FormatFloat(threshold, 'f', -1, 64), key, &some)
-	if status != 200 || len(some) == 0 || len(some) >= len(all) {
-		t.Fatalf("volume_min did not filter: %d %v, %d of %d rows", status, problem, len(some), len(all))
+	some := screener(t, public, &apiclient.GetScreenerParams{VolumeMin: &threshold})
+	if len(some) == 0 || len(some) >= len(all) {
+		t.Fatalf("volume_min did not filter: %d of %d rows", len(some), len(all))
 	}
 	for _, r := range some {
 		if r.Volume < threshold {
@@ -194,4 +200,40 @@ func TestMarketDataErrors(t *testing.T) {
 			t.Errorf("GET %s = %d %q %v, want %d mentioning %q", c.path, status, detail, errs, c.status, c.detail)
 		}
 	}
+}
+
+// newAPIClient is the generated Go client of the public API at base, with
+// key; a 429 fails the test, as in getJSON.
+func newAPIClient(t *testing.T, base, key string) *apiclient.ClientWithResponses {
+	t.Helper()
+	c, err := apiclient.NewClientWithResponses(base, apiclient.WithRequestEditorFn(apiclient.APIKey(key)),
+		apiclient.WithHTTPClient(failOn429{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// failOn429 fails the test on a 429: no test here means to reach a limit.
+type failOn429 struct{ t *testing.T }
+
+func (f failOn429) Do(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		f.t.Fatalf("%s %s: 429: the test spent its key's limit", req.Method, req.URL)
+	}
+	return resp, err
+}
+
+// screener is the crypto/binance/spot screener, which must answer 200.
+func screener(t *testing.T, c *apiclient.ClientWithResponses, params *apiclient.GetScreenerParams) []apiclient.ScreenerRecord {
+	t.Helper()
+	r, err := c.GetScreenerWithResponse(t.Context(), "crypto", "binance", "spot", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JSON200 == nil {
+		t.Fatalf("screener: %d %s", r.StatusCode(), r.Body)
+	}
+	return *r.JSON200
 }

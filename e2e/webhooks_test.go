@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	apiclient "github.com/marketscreener/market/client"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/store"
 )
@@ -54,21 +54,15 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 	key := d.cli("demo-key")
 	base, _ := d.start("all")
 
-	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks", strings.NewReader(`{"callback_url":"`+rcv.URL+`/market","market":"crypto"}`))
-	req.Header.Set("X-API-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	public := newAPIClient(t, base, key)
+	crypto := apiclient.CreateWebhookInputBodyMarketCrypto
+	created, err := public.CreateWebhookWithResponse(t.Context(), apiclient.CreateWebhookJSONRequestBody{CallbackUrl: rcv.URL + "/market", Market: &crypto})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sub struct {
-		ID     string `json:"id"`
-		Secret string `json:"secret"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&sub)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || err != nil || sub.Secret == "" {
-		t.Fatalf("subscribe: %d %v %+v", resp.StatusCode, err, sub)
+	sub := created.JSON201
+	if sub == nil || sub.Secret == "" {
+		t.Fatalf("subscribe: %d %s", created.StatusCode(), created.Body)
 	}
 
 	// The scorer writes verdict changes to the outbox; write one directly
@@ -124,15 +118,14 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 		return ""
 	})
 	// The delivery log shows it delivered on the first attempt.
-	var log []struct {
-		EventID  string `json:"event_id"`
-		State    string `json:"state"`
-		Attempt  int    `json:"attempt"`
-		Response *int   `json:"response_status"`
+	limit := int64(5)
+	deliveries, err := public.ListWebhookDeliveriesWithResponse(t.Context(), sub.Id, &apiclient.ListWebhookDeliveriesParams{Limit: &limit})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if status, problem := getJSON(t, base+"/webhooks/"+sub.ID+"/deliveries?limit=5", key, &log); status != 200 || len(log) != 1 ||
-		log[0].EventID != strconv.FormatInt(eventID, 10) || log[0].State != "delivered" || log[0].Attempt != 1 || log[0].Response == nil {
-		t.Errorf("delivery log: %d %v %+v", status, problem, log)
+	if log := deliveries.JSON200; log == nil || len(*log) != 1 || (*log)[0].EventId != strconv.FormatInt(eventID, 10) ||
+		(*log)[0].State != "delivered" || (*log)[0].Attempt != 1 || (*log)[0].ResponseStatus == nil {
+		t.Errorf("delivery log: %d %s", deliveries.StatusCode(), deliveries.Body)
 	}
 }
 

@@ -52,6 +52,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // Limit is the documented budget of one provider host.
@@ -246,7 +247,7 @@ func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity, weight in
 	return start, res[0] == 1, nil
 }
 
-func (b *Budget) key(l Limit) string { return b.prefix + "marketd:budget:" + l.Name }
+func (b *Budget) key(l Limit) string { return rediskeys.Space(b.prefix).HostBudget(l.Name) }
 
 // window is l's window, a minute when unset (bans only).
 func (b *Budget) window(l Limit) time.Duration {

@@ -292,6 +292,15 @@ func StreamPruneEntries(every time.Duration) []Entry {
 	}}}
 }
 
+// AnalyticsRetentionEntries thin the archive of published reports every
+// `every` (worker.AnalyticsRetentionJob); deciding twice decides the same.
+func AnalyticsRetentionEntries(every time.Duration) []Entry {
+	return []Entry{{Name: "analytics:retention", Interval: every, Tasks: func(tick time.Time) []Job {
+		return []Job{{ID: "analytics:retention:" + tick.UTC().Format("20060102T150405"),
+			Task: worker.NewAnalyticsRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
+	}}}
+}
+
 // RetentionEntries delete the candles past their timeframe's retention
 // every `every` (worker.RetentionJob). Deleting what is gone deletes
 // nothing, so a tick run twice or late is harmless.

@@ -31,6 +31,11 @@ type AnalyticsRecord struct {
 	// FundamentalsAt is the time of the fundamentals the report was scored
 	// with (nil: without); written by SaveAnalytics, not read back.
 	FundamentalsAt *time.Time
+	// CandlesUsed is how many candles the score read, and Instrument the
+	// instrument of the combination whose exchange candles they are (""
+	// for a report stored before either was recorded).
+	CandlesUsed int
+	Instrument  string
 }
 
 // AnalyticsSnapshot is one point of an asset's score history.
@@ -60,13 +65,13 @@ type VerdictEvent struct {
 	Sandbox bool
 }
 
-const analyticsColumns = `market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline, candle_time, candle_close, updated_at`
+const analyticsColumns = `market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline, candle_time, candle_close, updated_at, candles_used, instrument`
 
 func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, error) {
 	var r AnalyticsRecord
 	var market, style, verdict string
 	dest := []any{&market, &style, &r.Symbol, &r.Exchange, &r.OverallScore, &verdict, &r.Price, &r.ChangePct,
-		&r.Sparkline, &r.CandleTime, &r.CandleClose, &r.UpdatedAt}
+		&r.Sparkline, &r.CandleTime, &r.CandleClose, &r.UpdatedAt, &r.CandlesUsed, &r.Instrument}
 	var raw []byte
 	if withResult {
 		dest = append(dest, &raw)
@@ -136,9 +141,35 @@ func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict an
 
 // AnalyticsHistory returns an asset's snapshots, newest first.
 func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]AnalyticsSnapshot, error) {
+	return db.AnalyticsHistoryRange(ctx, HistoryRange{Market: m, Symbol: symbol, Style: style, Limit: limit})
+}
+
+// HistoryRange selects snapshots of one asset: at most Limit, taken at
+// From or later and at To or earlier (zero: unbounded), and before Before
+// (zero: unbounded; the cursor of a next page).
+type HistoryRange struct {
+	Market           domain.Market
+	Symbol           string
+	Style            analytics.Style
+	From, To, Before time.Time
+	Limit            int
+}
+
+// AnalyticsHistoryRange returns the snapshots of q, newest first (the
+// primary key's order: a page is one index range scan).
+func (db *DB) AnalyticsHistoryRange(ctx context.Context, q HistoryRange) ([]AnalyticsSnapshot, error) {
+	bound := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
 	rows, err := db.Pool.Query(ctx, `SELECT at, overall_score, technical_score, fundamental_score, verdict, price, model_version
-		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3 ORDER BY at DESC LIMIT $4`,
-		string(m), string(style), symbol, limit)
+		FROM analytics_snapshots WHERE market = $1 AND style = $2 AND symbol = $3
+			AND ($5::timestamptz IS NULL OR at >= $5) AND ($6::timestamptz IS NULL OR at <= $6) AND ($7::timestamptz IS NULL OR at < $7)
+		ORDER BY at DESC LIMIT $4`,
+		string(q.Market), string(q.Style), q.Symbol, q.Limit, bound(q.From), bound(q.To), bound(q.Before))
 	if err != nil {
 		return nil, translate(err, "analytics history")
 	}
@@ -153,7 +184,8 @@ func (db *DB) AnalyticsHistory(ctx context.Context, m domain.Market, symbol stri
 }
 
 // SaveAnalytics stores one scoring run of a market and style in one
-// transaction: each record replaces the asset's report, a snapshot is
+// transaction: each record replaces the asset's report and is archived
+// as published (analytics_report_archive, for reads as of an instant), a snapshot is
 // added when the score or the verdict changed or the day did, and, for the
 // default style, a verdict change goes into the verdict_events outbox.
 // prev holds the reports before the run (from AnalyticsList). It returns
@@ -185,17 +217,22 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 		event := had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict
 		b.Queue(`WITH up AS (
 				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result, fundamentals_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $20::timestamptz)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $22::int, $23::text, $13, $20::timestamptz)
 				ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
 					overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
 					change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
 					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result,
-					fundamentals_at = excluded.fundamentals_at
+					fundamentals_at = excluded.fundamentals_at, candles_used = excluded.candles_used, instrument = excluded.instrument
 				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
 				RETURNING 1
 			), snap AS (
 				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
 				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7, $21::text WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
+				ON CONFLICT DO NOTHING
+			), arch AS (
+				INSERT INTO analytics_report_archive (market, style, symbol, published_at, exchange, instrument, overall_score,
+					verdict, price, change_pct, candle_time, candle_close, candles_used, result)
+				SELECT $1, $2, $3, $12, $4, $23::text, $5, $6, $7, $8, $10, $11, $22::int, $13 WHERE EXISTS (SELECT 1 FROM up)
 				ON CONFLICT DO NOTHING
 			)
 			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
@@ -204,7 +241,7 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
 			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
 			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt,
-			modelVersion(r.Result))
+			modelVersion(r.Result), r.CandlesUsed, r.Instrument)
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -280,119 +317,4 @@ func (db *DB) ScoredStyles(ctx context.Context) (map[domain.Market][]analytics.S
 		out[domain.Market(m)] = append(out[domain.Market(m)], analytics.Style(st))
 	}
 	return out, translate(rows.Err(), "analytics")
-}
-
-// RescoreQuery names the assets a scoring run decides on: the market's
-// analytics source, the style and its timeframe, the symbols (nil: every
-// asset of the source) and the open-candle slot [SlotStart, SlotEnd) in
-// which a report is fresh enough for a still-open candle that moved.
-type RescoreQuery struct {
-	Source    domain.Combination
-	Style     analytics.Style
-	Timeframe domain.Timeframe
-	Symbols   []string
-	// Now bounds the fundamentals' age (as Fundamentals' now does).
-	Now                time.Time
-	SlotStart, SlotEnd time.Time
-}
-
-// RescoreCandidate is an asset a scoring run must score: its stored report
-// (Prev, when HadPrev), its fresh fundamentals (Fundamentals, undecoded:
-// FundamentalRow.Decoded) and its screener price and change (when
-// HasTicker).
-type RescoreCandidate struct {
-	Symbol       string
-	Prev         AnalyticsRecord
-	HadPrev      bool
-	Fundamentals FundamentalRow
-	Price        float64
-	ChangePct    float64
-	HasTicker    bool
-}
-
-// RescoreCandidates decides, in one statement, which assets of a source
-// must be scored (again), and returns only those, ordered by symbol, with
-// what scoring them keeps; considered is how many assets were decided on.
-//
-// The assets are the source's screener rows (of q.Symbols when given) or,
-// when the source has none yet, the symbols with candles of the timeframe;
-// one without a candle is not a candidate. An asset is a candidate when it
-// has no report, or its newest candle is not the one scored (a new candle),
-// or its fundamentals are newer than those it was scored with, or the still-open candle's
-// close moved and the report was made before the current open-candle slot.
-//
-// The decision is one statement rather than reading the screener rows,
-// newest candles, reports and fundamentals of every asset into Go to
-// compare them there: most runs rescore few assets or none, so nearly all
-// of those rows would be read for nothing (ingest triggers a run per
-// candle task and style, the tick one per minute).
-func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
-	var only any // NULL: every asset
-	if q.Symbols != nil {
-		only = q.Symbols
-	}
-	m := q.Source.Market
-	rows, err := db.Pool.Query(ctx, `WITH src AS (
-			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
-		), syms AS (
-			SELECT symbol, true AS has_ticker, price, change_pct FROM src
-			WHERE $5::text[] IS NULL OR symbol = ANY($5::text[])
-			UNION ALL
-			SELECT DISTINCT symbol, false, 0::float8, 0::float8 FROM candles
-			WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND NOT EXISTS (SELECT 1 FROM src)
-				AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))
-		), cand AS (
-			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
-				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at
-			FROM syms s
-			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
-				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
-				ORDER BY open_time DESC LIMIT 1) l
-			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
-			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
-			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time
-				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
-				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
-		)
-		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
-			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
-		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
-		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
-		q.Now.Add(-fundamentalsMaxAge).UTC(), q.SlotStart.UTC(), q.SlotEnd.UTC())
-	if err != nil {
-		return nil, 0, translate(err, "analytics")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			n          int
-			sym        *string
-			hasTicker  *bool
-			price, chg *float64
-			had        *bool
-			score      *int
-			verdict    *string
-			ctime, at  *time.Time
-			cclose     *float64
-			inputs     []byte
-			fAt        *time.Time
-		)
-		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt); err != nil {
-			return nil, 0, translate(err, "analytics")
-		}
-		considered = n
-		if sym == nil {
-			continue // no candidate: the one row only counts
-		}
-		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had}
-		if c.HadPrev {
-			c.Prev = AnalyticsRecord{Market: m, Style: q.Style, Symbol: c.Symbol, OverallScore: *score,
-				Verdict: analytics.Verdict(*verdict), CandleTime: ctime.UTC(), CandleClose: *cclose, UpdatedAt: at.UTC()}
-		}
-		if fAt != nil {
-			c.Fundamentals = FundamentalRow{UpdatedAt: fAt.UTC(), raw: inputs}
-		}
-		cands = append(cands, c)
-	}
-	return cands, considered, translate(rows.Err(), "analytics")
 }

@@ -25,7 +25,7 @@ func TestRescoreCandidates(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
-	slotStart, slotEnd := now.Truncate(15*time.Minute), now.Truncate(15*time.Minute).Add(15*time.Minute)
+	slotStart, slotEnd := store.RescoreSlot(now, domain.TF4h) // 10:15–10:30
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	open := now.Truncate(4 * time.Hour)
 	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "RACED", "UNSCORED", "NO_CANDLE"}
@@ -75,7 +75,7 @@ func TestRescoreCandidates(t *testing.T) {
 	if err := db.UpsertFundamentals(ctx, domain.Crypto, map[string]map[string]float64{"FUNDAMENTALS": {"x": 3}}, now); err != nil {
 		t.Fatal(err)
 	}
-	q := store.RescoreQuery{Source: spot, Style: analytics.Swing, Timeframe: domain.TF4h, Now: now, SlotStart: slotStart, SlotEnd: slotEnd}
+	q := store.RescoreQuery{Source: spot, Style: analytics.Swing, Timeframe: domain.TF4h, Now: now}
 	cands, considered, err := db.RescoreCandidates(ctx, q)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestRescoreCandidates(t *testing.T) {
 	}
 
 	// Next slot: the moved still-open candle is due too.
-	q.Symbols, q.SlotStart, q.SlotEnd = nil, slotEnd, slotEnd.Add(15*time.Minute)
+	q.Symbols, q.Now = nil, slotEnd
 	if cands, _, err := db.RescoreCandidates(ctx, q); err != nil || !slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool {
 		return c.Symbol == "MOVED_IN_SLOT"
 	}) || slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool { return c.Symbol == "FRESH" }) {
@@ -136,7 +136,7 @@ func TestRescoreCandidatesWithoutScreenerRows(t *testing.T) {
 		}
 	}
 	q := store.RescoreQuery{Source: domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"},
-		Style: analytics.Swing, Timeframe: domain.TF4h, Now: now, SlotStart: now.Truncate(time.Hour), SlotEnd: now.Truncate(time.Hour).Add(time.Hour)}
+		Style: analytics.Swing, Timeframe: domain.TF4h, Now: now}
 	cands, considered, err := db.RescoreCandidates(ctx, q)
 	if err != nil || len(cands) != 2 || cands[0].Symbol != "A_USDT" || cands[0].HasTicker || considered != 2 {
 		t.Fatalf("candidates: %+v of %d (%v), want A_USDT and B_USDT, without screener rows", cands, considered, err)

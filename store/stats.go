@@ -21,7 +21,8 @@ type MarketStats struct {
 	ComputedAt time.Time // zero when never computed
 }
 
-// SaveStats replaces a market's statistics of one source.
+// SaveStats replaces a market's statistics of one source and archives
+// them (analytics_stats_archive, for reports as of an instant).
 func (db *DB) SaveStats(ctx context.Context, m domain.Market, source string, verdicts []stats.VerdictStat, factors []stats.FactorStat, assets int, at time.Time) error {
 	v, err := json.Marshal(verdicts)
 	if err != nil {
@@ -36,6 +37,8 @@ func (db *DB) SaveStats(ctx context.Context, m domain.Market, source string, ver
 		b.Queue(`INSERT INTO analytics_stats (market, kind, source, records, assets, computed_at) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (market, kind, source) DO UPDATE SET records = excluded.records, assets = excluded.assets,
 				computed_at = excluded.computed_at`, string(m), kind, source, raw, assets, at.UTC())
+		b.Queue(`INSERT INTO analytics_stats_archive (market, kind, source, records, assets, computed_at) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT DO NOTHING`, string(m), kind, source, raw, assets, at.UTC())
 	}
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -55,34 +58,7 @@ func (db *DB) Stats(ctx context.Context, m domain.Market) (MarketStats, error) {
 	if err != nil {
 		return MarketStats{}, translate(err, "stats")
 	}
-	defer rows.Close()
-	var out MarketStats
-	for rows.Next() {
-		var kind string
-		var raw []byte
-		var at time.Time
-		if err := rows.Scan(&kind, &raw, &at); err != nil {
-			return MarketStats{}, translate(err, "stats")
-		}
-		if at.After(out.ComputedAt) {
-			out.ComputedAt = at.UTC()
-		}
-		switch kind {
-		case "verdict":
-			var v []stats.VerdictStat
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return MarketStats{}, fmt.Errorf("store: stats of %s: %w", m, err)
-			}
-			out.Verdicts = append(out.Verdicts, v...)
-		case "factor":
-			var f []stats.FactorStat
-			if err := json.Unmarshal(raw, &f); err != nil {
-				return MarketStats{}, fmt.Errorf("store: stats of %s: %w", m, err)
-			}
-			out.Factors = append(out.Factors, f...)
-		}
-	}
-	return out, translate(rows.Err(), "stats")
+	return scanStats(rows, m)
 }
 
 // SnapshotVerdicts returns, per symbol, the verdict snapshots of a market

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,7 +122,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return out
 `)
 
-func (s *Slots) key(clientID string) string { return s.prefix + "marketd:streams:" + clientID }
+func (s *Slots) key(clientID string) string { return rediskeys.Space(s.prefix).StreamSlots(clientID) }
 
 func (s *Slots) lock(clientID string) *sync.Mutex {
 	return &s.locks[maphash.String(s.seed, clientID)%uint64(len(s.locks))]

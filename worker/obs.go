@@ -17,6 +17,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // taskLabels are the payload fields the metrics label tasks with (every
@@ -125,7 +126,7 @@ var Queues = []string{QueueCritical, QueueLive, QueueDefault, QueueIngest}
 // allQueuesKey is asynq's registry of queue names (what asynqmon and the
 // queue metrics list). asynq adds a queue to it on the first enqueue of a
 // process only, so after a FLUSHDB the registry stays empty until restarts.
-const allQueuesKey = "asynq:queues"
+const allQueuesKey = rediskeys.AsynqQueues
 
 // QueueRegistryInterval is how often KeepQueuesRegistered re-registers.
 const QueueRegistryInterval = 5 * time.Second

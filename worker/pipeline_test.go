@@ -132,15 +132,16 @@ func (f *pipelineFixture) startWorker(t *testing.T, dropWakeups bool) *workerPar
 	p := &workerParts{w: w}
 	sc := &worker.Scorer{Store: f.scores, Region: "global", Logger: discard(), Now: f.clk.now}
 	sc.Register(w)
-	p.trigger = &worker.ScoreTrigger{Redis: f.rdb, Queue: f.queue, Scorer: sc, Region: "global", Logger: discard(),
-		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }, RunNow: w.RunNow, CopyDelay: f.copyDelay}
+	pipe := worker.Pipeline{Redis: f.rdb, Queue: f.queue, RunNow: w.RunNow, CopyDelay: f.copyDelay}
+	p.trigger = &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: "global", Logger: discard(),
+		Drop: func(domain.Market, analytics.Style) bool { return dropWakeups }}
 	p.trigger.Register(w)
 	p.in = &worker.Ingester{Store: f.db, Feeds: f.feeds, Now: f.clk.now, Changes: p.trigger}
 	p.in.Register(w)
 	disp := f.dispatcher(f.recv, true)
 	disp.Register(w)
-	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Redis: f.rdb, Queue: f.queue, Logger: discard(), RunNow: w.RunNow,
-		CopyDelay: f.copyDelay, Drop: func(int64) bool {
+	waker := &worker.DispatchWaker{Listen: f.db.ListenVerdictEvents, Pipeline: pipe, Logger: discard(),
+		Drop: func(int64) bool {
 			if dropWakeups {
 				p.drops.Add(1)
 			}
@@ -465,7 +466,7 @@ func TestQueuedCopyRunsWhenRunNowDoesNot(t *testing.T) {
 	f := newPipelineFixture(t)
 	p := f.startWorker(t, false)
 	var asked atomic.Int64
-	p.trigger.RunNow = func(*asynq.Task, string, ...asynq.Option) bool { asked.Add(1); return false }
+	p.trigger.Pipeline.RunNow = func(*asynq.Task, string, ...asynq.Option) bool { asked.Add(1); return false }
 	if _, err := p.in.IngestCandles(context.Background(), spot, domain.TF4h, pipelineSymbols); err != nil {
 		t.Fatal(err)
 	}
@@ -510,12 +511,12 @@ func TestTriggerClaimsOneTaskPerGeneration(t *testing.T) {
 	defer queue.Close()
 	var ran []*asynq.Task
 	var ids []string
-	tr := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Region: "global", Logger: discard(),
+	tr := &worker.ScoreTrigger{Region: "global", Logger: discard(),
 		Scorer: &worker.Scorer{Store: noCandidates{}, Region: "global", Logger: discard(), Now: time.Now},
-		RunNow: func(t *asynq.Task, id string, _ ...asynq.Option) bool {
+		Pipeline: worker.Pipeline{Redis: rdb, Queue: queue, RunNow: func(t *asynq.Task, id string, _ ...asynq.Option) bool {
 			ran, ids = append(ran, t), append(ids, id)
 			return true
-		}}
+		}}}
 	ctx := context.Background()
 	key := func(sym string) []store.CandleKey {
 		return []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF4h}}
@@ -540,5 +541,54 @@ func TestTriggerClaimsOneTaskPerGeneration(t *testing.T) {
 	defer ins.Close()
 	if qs, err := ins.Queues(); err != nil || len(qs) != 0 {
 		t.Fatalf("asynq queues %v (%v); want none: every task ran at once", qs, err)
+	}
+}
+
+// The trigger's and the waker's tasks are claimed by one Pipeline under
+// one key scheme, in the deployment's space: a claimed task id is claimed
+// once (a second start, from any worker, does not run it), and every key
+// the pipeline writes starts with the space's prefix.
+func TestPipelineClaimsOnceUnderTheSpace(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	queue, err := worker.NewQueueClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queue.Close()
+	const space = "test:space:"
+	var ids []string
+	pipe := worker.Pipeline{Redis: rdb, Keys: space, Queue: queue, RunNow: func(_ *asynq.Task, id string, _ ...asynq.Option) bool {
+		ids = append(ids, id)
+		return true
+	}}
+	tr := &worker.ScoreTrigger{Pipeline: pipe, Region: "global", Logger: discard(),
+		Scorer: &worker.Scorer{Store: noCandidates{}, Region: "global", Logger: discard(), Now: time.Now}}
+	ctx := context.Background()
+	tr.CandlesChanged(ctx, []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF4h}})
+	task := worker.NewWebhookDispatchTask(time.Time{})
+	for range 2 { // two workers hearing event 7
+		if _, err := pipe.Start(ctx, task, "webhooks:wake:7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"score:assets:crypto:swing:g0", "webhooks:wake:7"}; !slices.Equal(ids, want) {
+		t.Fatalf("tasks run %v, want %v", ids, want)
+	}
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	want := []string{space + "pipeline:claim:score:assets:crypto:swing:g0", space + "pipeline:claim:webhooks:wake:7",
+		space + "pipeline:score:pending:crypto:swing"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want %v", keys, want)
 	}
 }

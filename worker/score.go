@@ -81,8 +81,9 @@ func (s *Scorer) Register(w *Worker) {
 // HandleScore scores one market in one style. An asset whose last candle
 // (open time and close) and fundamentals are the ones already scored is
 // skipped, so running the task twice changes nothing and sends no second
-// verdict event; one whose still-open candle moved is scored again every
-// rescoreEvery, one with new fundamentals at once.
+// verdict event; one whose still-open candle moved is scored again once
+// per open-candle slot, one with new fundamentals at once (the rescoring
+// rule, store.RescoreCandidates).
 func (s *Scorer) HandleScore(ctx context.Context, t *asynq.Task) error {
 	var p ScorePayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
@@ -131,12 +132,11 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	defer unlock()
 	tf := style.Timeframe()
 	now := s.Now().UTC()
-	slotStart, slotEnd := rescoreSlot(now, tf)
-	// The rules (what was already scored is skipped; a still-open candle
-	// that moved is rescored once per slot of rescoreEvery) are applied by
-	// the store, which returns only the assets to score.
+	// The rescoring rule (what was already scored is skipped; a still-open
+	// candle that moved is rescored once per open-candle slot) is the
+	// store's, which returns only the assets to score.
 	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
-		Symbols: only, Now: now, SlotStart: slotStart, SlotEnd: slotEnd})
+		Symbols: only, Now: now})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -171,7 +171,7 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
 			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
 			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-			CandleClose: last.Close, UpdatedAt: now}
+			CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
 		if c.HasTicker {
 			rec.Price, rec.ChangePct = c.Price, c.ChangePct
 		}
@@ -207,42 +207,6 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 // verdict event commits (and is delivered) while the rest of its run is
 // still being scored, instead of after the whole market.
 const saveEvery = 16
-
-// rescoreEvery is how often, at most, an asset is scored again while only
-// its still-open candle moves: a sixteenth of the timeframe rounded up to a
-// whole minute, at least two minutes (scalp 2 min, intraday 4 min, swing
-// 15 min, position 1.5 h). A new candle is always scored at once.
-//
-// That is what the 1-minute tick delivered before the trigger (its rule
-// was "older than a sixteenth, at least a minute", checked on the minute):
-// scalp's 1-minute rule aliased to about two minutes, intraday's 3.75 to
-// four; a 1-minute slot would have doubled scalp's cost.
-func rescoreEvery(tf domain.Timeframe) time.Duration {
-	return max((tf.Duration()/16+time.Minute-1)/time.Minute*time.Minute, 2*time.Minute)
-}
-
-// rescoreSlot is the current open-candle slot, [start, end): the candle's
-// timeframe split from its open into as many equal slots as rescoreEvery
-// fits whole (scalp: 7 of 2 min 8.6 s; intraday 15 of 4 min, swing 16 of
-// 15 min, position 16 of 1.5 h). A report made in the current slot is not
-// rescored for a still-open candle that moved, so that candle is scored
-// again once per slot, however many triggers and ticks arrive, and
-// whatever their jitter.
-//
-// The slots start at the candle's open, so the prompt scoring of a new
-// candle (the trigger's, seconds after the open) is that candle's first
-// slot. Slots aligned to the clock instead cut scalp's 15 minutes at even
-// minutes: a candle opening on an odd minute was scored at once and again
-// a minute later, when the clock's slot turned, one scoring per candle and
-// asset more than the tick made (which scored the new candle a minute
-// late, in that next slot).
-func rescoreSlot(now time.Time, tf domain.Timeframe) (start, end time.Time) {
-	open := tf.Truncate(now)
-	span := tf.Duration()
-	n := int64(span / rescoreEvery(tf))
-	k := int64(now.Sub(open)) * n / int64(span)
-	return open.Add(time.Duration(int64(span) * k / n)), open.Add(time.Duration(int64(span) * (k + 1) / n))
-}
 
 // sourceSymbols lists the symbols of a source combination (its screener
 // rows, keyed for their price and change) or, when it has none yet, the

@@ -16,6 +16,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/feeds/streams"
 	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // StreamIngest stores what the exchanges' websockets push (package
@@ -70,7 +71,7 @@ type StreamIngest struct {
 const liveTTL = 30 * time.Second
 
 func liveKey(prefix string, c domain.Combination) string {
-	return prefix + "streams:live:" + string(c.Market) + ":" + c.Exchange
+	return rediskeys.Space(prefix).StreamLive(string(c.Market), c.Exchange)
 }
 
 // StreamedCandles is the Ingester's Streamed hook: whether the live mark of
@@ -168,7 +169,7 @@ func (s *StreamIngest) Run(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
-	key := s.KeyPrefix + "streams:lease"
+	key := rediskeys.Space(s.KeyPrefix).StreamLease()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:]) // this process's claim on the lease

@@ -3,12 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -33,87 +30,58 @@ type ScoreAssetsPayload struct {
 }
 
 // ScoreTrigger turns ingest's writes into scoring at once: ingest tells it
-// which candle series (or which assets' fundamentals) changed, and it
-// enqueues the scoring of exactly those assets in the styles that read
-// them.
+// which candle series (or which assets' fundamentals) changed, and it has
+// exactly those assets scored in the styles that read them.
 //
 // Bursts are coalesced per (market, style) in Redis: the changed symbols
-// go into a pending set, and one score:assets task runs per generation of
-// that set: the write that marks the first symbols of a generation also
-// claims it (in the same script), and only the claimer runs the task, so
-// a burst of writes while the task waits makes one task and one scoring,
-// however many workers wrote. The task takes the set and moves to the
-// next generation in one atomic step, so a write that lands while the task
-// is scoring claims the next generation and runs a new task rather than
-// being lost behind the running one. A symbol is marked before the
-// generation is read, so it is either in the set the waiting task takes or
-// in the next generation's.
+// go into a pending set (rediskeys.Space.ScorePending), and one
+// score:assets task runs per generation of that set
+// ("score:assets:crypto:swing:g42", the generation counted by
+// ScoreGeneration). A write marks its symbols and reads the generation in
+// one script, then starts that generation's task through the Pipeline,
+// which claims the task id across workers: the first write of a
+// generation runs the task, later writes while it waits only add to the
+// set, however many workers wrote. The task takes the set and moves to
+// the next generation in one atomic step, so a write that lands while the
+// task is scoring starts the next generation's task rather than being
+// lost behind the running one. A symbol is marked before the generation
+// is read, so it is either in the set the waiting task takes or in the
+// next generation's.
 //
-// Before, each generation's task was enqueued in asynq under an id naming
-// the generation (the duplicate id was the coalescing), held back as the
-// safety net of RunNow and deleted after its run: two asynq scripts per
-// run, on top of the mark and the take, for runs that mostly find nothing
-// to score. A claim lasts claimTTL: a process that dies between its claim
-// and its take leaves the generation to the next write after that (and to
-// the tick meanwhile).
-//
-// The scorer's own rules still decide what is scored: an asset whose
-// candle and fundamentals were already scored is skipped, and one whose
-// still-open candle moved is rescored once per open-candle slot
-// (rescoreSlot, the open-candle rule), so a trigger never scores more
-// often than a tick would. Nothing depends on the trigger: a lost enqueue (Redis away, a
-// crash between the write and the enqueue) is caught by the scheduler's
-// score tick, which scores every asset with something new.
+// A write whose generation was taken between its mark and its claim
+// starts a task that finds the set empty or newer: an extra run, never a
+// lost one. The scorer's own rules decide what is scored (an asset already
+// scored on its candle and fundamentals is skipped; one whose still-open
+// candle moved is rescored once per open-candle slot, store.RescoreCandidates),
+// so a trigger never scores more often than a tick would. Nothing depends
+// on the trigger: a lost start (Redis away, a crash between the write and
+// the claim) is caught by the scheduler's score tick, which scores every
+// asset with something new.
 type ScoreTrigger struct {
-	Redis  redis.UniversalClient
-	Queue  *asynq.Client
-	Scorer *Scorer
-	// Prefix starts every Redis key of the trigger (default "pipeline:").
-	Prefix string
-	Region string
+	// Pipeline claims and runs the tasks; its Redis and Keys hold the
+	// pending sets and generations too.
+	Pipeline Pipeline
+	Scorer   *Scorer
+	Region   string
 	// Served is what the deployment's feeds serve (nil: every combination
 	// of the region's catalogue); it picks the analytics source, as the
 	// Scorer's does.
 	Served domain.Served
 	Logger *slog.Logger
-	// Drop, when set, is asked before each wake-up is published; true
-	// drops it (tests prove the safety net with it).
+	// Drop, when set, is asked before each task is started; true drops it
+	// (tests prove the safety net with it).
 	Drop func(m domain.Market, style analytics.Style) bool
-	// RunNow, when set (Worker.RunNow), runs each task this trigger
-	// claimed in this process at once (enqueued, held back CopyDelay, only
-	// when that run fails; 0: DefaultCopyDelay); unset, tasks are enqueued.
-	RunNow    func(t *asynq.Task, taskID string, copyOpts ...asynq.Option) bool
-	CopyDelay time.Duration
 }
 
-// NewQueueClient returns the asynq client the trigger and the waker
-// enqueue with (close it when done).
-func NewQueueClient(redisURL string) (*asynq.Client, error) {
-	opt, err := asynq.ParseRedisURI(redisURL)
-	if err != nil {
-		return nil, fmt.Errorf("worker: redis url: %w", err)
-	}
-	return asynq.NewClient(opt), nil
-}
-
-// markScript adds the changed symbols (ARGV[2:]) to the pending set and
-// returns the current generation and, when ARGV[1] (a claim's time to
-// live in ms) is not 0, whether this call claimed the generation (1) or
-// it was claimed already (0). Keys expire a day after their last use (a
-// set whose task was lost is scored by the tick anyway).
+// markScript adds the changed symbols (ARGV) to the pending set and
+// returns the current generation: the one whose task will take them. Keys
+// expire a day after their last use (a set whose task was lost is scored
+// by the tick anyway).
 var markScript = redis.NewScript(`
-redis.call('SADD', KEYS[1], unpack(ARGV, 2))
+redis.call('SADD', KEYS[1], unpack(ARGV))
 redis.call('EXPIRE', KEYS[1], 86400)
-local g = tonumber(redis.call('GET', KEYS[2]) or '0')
-if ARGV[1] == '0' or redis.call('GET', KEYS[3]) == tostring(g) then
-  return {g, 0}
-end
-redis.call('SET', KEYS[3], tostring(g), 'PX', ARGV[1])
-return {g, 1}
+return tonumber(redis.call('GET', KEYS[2]) or '0')
 `)
-
-// claimTTL is how long a generation's claim lasts (see ScoreTrigger).
-const claimTTL = time.Minute
 
 // takeScript empties the pending set and moves to the next generation, in
 // one step, and returns what was pending.
@@ -132,13 +100,8 @@ func (tr *ScoreTrigger) logger() *slog.Logger {
 	return tr.Logger
 }
 
-func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, gen, claim string) {
-	p := tr.Prefix
-	if p == "" {
-		p = "pipeline:"
-	}
-	return fmt.Sprintf("%sscore:pending:%s:%s", p, m, style), fmt.Sprintf("%sscore:gen:%s:%s", p, m, style),
-		fmt.Sprintf("%sscore:claim:%s:%s", p, m, style)
+func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, gen string) {
+	return tr.Pipeline.Keys.ScorePending(string(m), string(style)), tr.Pipeline.Keys.ScoreGeneration(string(m), string(style))
 }
 
 // Register adds the score:assets handler to a worker.
@@ -200,50 +163,39 @@ func (tr *ScoreTrigger) FundamentalsChanged(ctx context.Context, m domain.Market
 }
 
 // mark adds symbols to the pending set of (m, style) and returns the
-// generation whose task will take them and, when claim is set, whether
-// this call claimed that generation (its caller runs the task); ok is
-// false when Redis failed (logged: the next score tick scores them).
-func (tr *ScoreTrigger) mark(ctx context.Context, m domain.Market, style analytics.Style, symbols []string, claim bool) (gen int64, claimed, ok bool) {
-	pending, genKey, claimKey := tr.keys(m, style)
-	chunks := slices.Collect(slices.Chunk(symbols, 1000)) // Lua's unpack has a stack limit
-	for i, chunk := range chunks {
-		ttl := "0"
-		if claim && i == len(chunks)-1 { // the generation the last symbols went into
-			ttl = strconv.FormatInt(claimTTL.Milliseconds(), 10)
+// generation whose task will take them; ok is false when Redis failed
+// (logged: the next score tick scores them).
+func (tr *ScoreTrigger) mark(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) (gen int64, ok bool) {
+	pending, genKey := tr.keys(m, style)
+	for chunk := range slices.Chunk(symbols, 1000) { // Lua's unpack has a stack limit
+		args := make([]any, len(chunk))
+		for i, s := range chunk {
+			args[i] = s
 		}
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, ttl)
-		for _, s := range chunk {
-			args = append(args, s)
-		}
-		res, err := markScript.Run(ctx, tr.Redis, []string{pending, genKey, claimKey}, args...).Int64Slice()
-		if err != nil || len(res) != 2 {
+		var err error
+		if gen, err = markScript.Run(ctx, tr.Pipeline.Redis, []string{pending, genKey}, args...).Int64(); err != nil {
 			tr.logger().Warn("score trigger: mark failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
-			return 0, false, false
+			return 0, false
 		}
-		gen, claimed = res[0], res[1] == 1
 	}
-	return gen, claimed, true
+	return gen, true
 }
 
+// enqueue marks the symbols and starts the task of the generation the
+// last of them went into; a write that does not claim it leaves them to
+// the task of the write that did.
 func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style analytics.Style, symbols []string) {
 	if tr.Drop != nil && tr.Drop(m, style) {
 		return
 	}
-	gen, claimed, ok := tr.mark(ctx, m, style, symbols, true)
-	if !ok || !claimed {
-		return // not claimed: this generation's task is waiting and takes these symbols too
+	gen, ok := tr.mark(ctx, m, style, symbols)
+	if !ok {
+		return
 	}
 	task := newTask(TypeScoreAssets, ScoreAssetsPayload{Market: m, Style: style, Generation: gen})
 	id := fmt.Sprintf("score:assets:%s:%s:g%d", m, style, gen)
-	err := runPipeline(ctx, tr.Queue, task, id, tr.RunNow, tr.CopyDelay, asynq.MaxRetry(3))
-	switch {
-	case err == nil:
-	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
-		// This generation's task is queued already (its claim ran out) and
-		// takes these symbols too.
-	default:
-		tr.logger().Warn("score trigger: enqueue failed; the next score tick scores these assets", "market", m, "style", style, "err", err)
+	if _, err := tr.Pipeline.Start(ctx, task, id, asynq.MaxRetry(3)); err != nil {
+		tr.logger().Warn("score trigger: task not started; the next score tick scores these assets", "market", m, "style", style, "err", err)
 	}
 }
 
@@ -260,8 +212,8 @@ func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) er
 	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
 		return fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
 	}
-	pending, genKey, _ := tr.keys(p.Market, p.Style)
-	symbols, err := takeScript.Run(ctx, tr.Redis, []string{pending, genKey}).StringSlice()
+	pending, genKey := tr.keys(p.Market, p.Style)
+	symbols, err := takeScript.Run(ctx, tr.Pipeline.Redis, []string{pending, genKey}).StringSlice()
 	if err != nil {
 		return fmt.Errorf("worker: %s: take pending: %w", t.Type(), err)
 	}
@@ -273,7 +225,7 @@ func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) er
 		// Back into the set only: asynq's retry (with its backoff) takes
 		// them again, or the next generation's task does. A new task here
 		// would run at once and, while Postgres is down, fail in a loop.
-		tr.mark(context.WithoutCancel(ctx), p.Market, p.Style, symbols, false)
+		tr.mark(context.WithoutCancel(ctx), p.Market, p.Style, symbols)
 		return err
 	}
 	tr.logger().Debug("scored on trigger", "market", p.Market, "style", p.Style, "pending", len(symbols), "assets", scored, "verdict_events", events)

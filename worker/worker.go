@@ -5,7 +5,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,14 +50,13 @@ type Config struct {
 // holds a minutes-long scoring run has no slot to pick for, and under load
 // screener snapshots then missed tick after tick.
 //
-// The pipeline's tasks (triggered scoring, dispatch wake-ups) normally run
-// at once in the process that claimed them (RunNow), without asynq; only a
-// run that fails or does not start is enqueued in the default queue, held
-// back for CopyDelay, for the bulk lane. They had a queue and a lane of
-// their own, polling every second: an asynq server costs CPU whether or
-// not it finds work (its poll, heartbeat, forwarder, janitor), and each
-// queue a lane serves adds a Redis script to every poll that finds nothing
-// (BENCHMARKS.md, "Pipeline latency, cold start and scoring CPU").
+// The pipeline's tasks (triggered scoring, dispatch wake-ups) run at once
+// in the process that claimed them (RunNow, see pipeline.go), without
+// asynq; only a run that fails or does not start is enqueued in the
+// default queue, held back Pipeline.CopyDelay, for the bulk lane. They have no
+// lane of their own: an asynq server costs CPU whether or not it finds
+// work (its poll, heartbeat, forwarder, janitor), and each queue a lane
+// serves adds a Redis script to every poll that finds nothing.
 type Worker struct {
 	cfg   Config
 	lanes []*asynq.Server
@@ -78,26 +76,6 @@ type Worker struct {
 	nowRuns, nowCopies atomic.Int64
 	onRunNow           func(taskID string)
 }
-
-// DefaultCopyDelay is how long the queued copy of a task that RunNow took
-// but did not run to success (it failed, or Run ended first) is held back
-// (asynq.ProcessIn) before the bulk lane runs it, with asynq's retries: a
-// first back-off. A process that dies mid-run leaves no copy; the
-// scheduler's ticks are the safety net (scoring every
-// MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
-//
-// Before, every task RunNow took had its copy enqueued first and deleted
-// after a success; before that, the copies were pending at once in a queue
-// of their own, on a lane of its own polling every second (at 100 ms that
-// poll was a quarter of the process's CPU by a profile). Never pending at
-// once on the bulk lane: there, busy with candle pages, candle → event p95
-// measured 8.8 s.
-const DefaultCopyDelay = 15 * time.Second
-
-// DefaultRunNowDelay is RunNow's coalescing delay: about what the
-// old pipeline lane's 100 ms poll gave (a burst of candle writes, from
-// one worker or several, makes one scoring run).
-const DefaultRunNowDelay = 100 * time.Millisecond
 
 // HeaderNotAfter is the task header carrying the time after which a
 // periodic task must not start (RFC 3339): the scheduler sets it to the end
@@ -145,7 +123,7 @@ func New(cfg Config) (*Worker, error) {
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
 		// The default queue also holds the pipeline's queued copies, due
-		// CopyDelay after their enqueue: the safety net, not the path.
+		// Pipeline.CopyDelay after their enqueue: the safety net, not the path.
 		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
@@ -167,83 +145,6 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 		return next.ProcessTask(ctx, t)
 	})
 }
-
-// RunNow runs a pipeline task in this process at once (after
-// RunNowDelay, which coalesces bursts), in a goroutine; the enqueuer calls
-// it after it claimed taskID (see ScoreTrigger, DispatchWaker). Only a
-// task that fails, or does not start because Run is ending, is enqueued
-// in the default queue under taskID with copyOpts (the enqueuer's options,
-// held back CopyDelay: see DefaultCopyDelay), and the bulk lane runs it
-// then, with asynq's retries. At most PipelineConcurrency run at once;
-// the others wait for a slot. It reports whether it took the task: when
-// it did not (before or after Run), the enqueuer enqueues the task itself.
-//
-// A task that succeeds costs no Redis round trip here. Before, every task
-// was enqueued first (its copy held back as the safety net) and the copy
-// deleted after the run: two asynq scripts per triggered scoring or
-// dispatch wake-up, most of a triggered run's cost when, as usual, it
-// found nothing to score. A process that dies mid-run leaves no copy now:
-// the scheduler's ticks are the safety net (scoring every
-// MARKET_SCORE_INTERVAL, dispatch every MARKET_WEBHOOK_INTERVAL).
-func (w *Worker) RunNow(t *asynq.Task, taskID string, copyOpts ...asynq.Option) bool {
-	w.nowMu.Lock()
-	defer w.nowMu.Unlock()
-	ctx := w.nowCtx
-	if ctx == nil {
-		return false
-	}
-	if w.onRunNow != nil {
-		w.onRunNow(taskID)
-	}
-	w.nowWG.Add(1)
-	go func() {
-		defer w.nowWG.Done()
-		select {
-		case <-time.After(w.cfg.RunNowDelay):
-		case <-ctx.Done():
-			w.enqueueCopy(t, taskID, copyOpts) // shutting down
-			return
-		}
-		// Wait for a slot rather than leave the task to the lane's poll.
-		select {
-		case w.nowSem <- struct{}{}:
-		case <-ctx.Done():
-			w.enqueueCopy(t, taskID, copyOpts)
-			return
-		}
-		defer func() { <-w.nowSem }()
-		w.nowRuns.Add(1)
-		// The queued copy's time-out (5 min) bounds this run too: a hung
-		// run must not hold a slot for ever.
-		runCtx, cancel := context.WithTimeout(ctx, runNowTimeout)
-		defer cancel()
-		if err := w.mux.ProcessTask(runCtx, t); err != nil {
-			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)
-			w.enqueueCopy(t, taskID, copyOpts)
-		}
-	}()
-	return true
-}
-
-// enqueueCopy enqueues the queued copy of a task RunNow took but did not
-// run to success. An id already waiting (asynq.ErrTaskIDConflict) is the
-// same task: nothing is lost.
-func (w *Worker) enqueueCopy(t *asynq.Task, taskID string, copyOpts []asynq.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := w.client.EnqueueContext(ctx, t, copyOpts...)
-	switch {
-	case err == nil:
-		w.nowCopies.Add(1)
-	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
-	default:
-		w.cfg.Logger.Warn("queued copy not enqueued; the next tick catches up", "type", t.Type(), "task_id", taskID, "err", err)
-	}
-}
-
-// runNowTimeout bounds a RunNow run and, as asynq.Timeout, its queued
-// copy's (enqueuePipeline).
-const runNowTimeout = 5 * time.Minute
 
 // Handle registers a handler for a task type.
 func (w *Worker) Handle(taskType string, h asynq.Handler) { w.mux.Handle(taskType, h) }

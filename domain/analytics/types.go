@@ -1,6 +1,10 @@
 package analytics
 
-import "github.com/marketscreener/market/domain"
+import (
+	"slices"
+
+	"github.com/marketscreener/market/domain"
+)
 
 // Sentiment is the direction a factor points to.
 type Sentiment string
@@ -11,6 +15,9 @@ const (
 	Bearish Sentiment = "bearish"
 	Neutral Sentiment = "neutral"
 )
+
+// Sentiments lists every sentiment.
+var Sentiments = []Sentiment{Bullish, Bearish, Neutral}
 
 // sign is +1, −1 or 0.
 func (s Sentiment) sign() float64 {
@@ -43,6 +50,13 @@ const (
 	GroupVolume      = "volume"
 	GroupFundamental = "fundamental"
 )
+
+// TechnicalGroups lists the groups of the technical votes (the rules of
+// the methodology); Groups adds the fundamental inputs.
+var TechnicalGroups = []string{GroupMA, GroupOscillator, GroupPattern, GroupVolume}
+
+// Groups lists every factor group.
+var Groups = append(slices.Clip(TechnicalGroups), GroupFundamental)
 
 // Factor is one reason behind the score.
 type Factor struct {

@@ -10,6 +10,23 @@ const (
 	VerdictNeutral Verdict = "neutral"
 )
 
+// Verdicts lists every verdict; DirectionalVerdicts those that point
+// somewhere (the top setups filter on them).
+var (
+	Verdicts            = []Verdict{VerdictGrowth, VerdictDecline, VerdictNeutral}
+	DirectionalVerdicts = []Verdict{VerdictGrowth, VerdictDecline}
+)
+
+// ParseVerdict parses a verdict as written on the wire.
+func ParseVerdict(s string) (Verdict, bool) {
+	for _, v := range Verdicts {
+		if string(v) == s {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 // Verdict thresholds on the overall score, the one place they live. A new
 // growth (decline) verdict needs +20 (−20); a standing one holds until the
 // score comes back inside ±10, so a score wobbling around 20 does not flip

@@ -11,6 +11,9 @@ const (
 	SourceLive     = "live"     // snapshots the service actually published
 )
 
+// Sources lists the origins in the order records are shown: backtest, then live.
+var Sources = []string{SourceBacktest, SourceLive}
+
 // runningMean is a mean that is updated one value at a time and merges
 // exactly; it avoids a running sum that could overflow on long histories.
 type runningMean struct {

@@ -13,9 +13,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -62,7 +62,7 @@ func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string)
 		return usagef("--exchange: no %s exchange %q with candles served in region %s by MARKET_FEEDS (available: %s)", mk, *exchange, cfg.Region, domain.DescribeAvailable(cfg.Region, mk, served))
 	}
 	// The backfill spends the same provider budgets as the running workers.
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/invalidation"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/store"
 )
 
@@ -559,7 +561,7 @@ func (m *Main) keysIssue(ctx context.Context, fs *flag.FlagSet, args []string) e
 	if err != nil {
 		return err
 	}
-	m.publish(ctx, admission.KeyIssued(rec.Hash))
+	m.publish(ctx, invalidation.KeyIssued(rec.Hash))
 	served, err := m.keyCombinations(ctx, db, cfg, *clientID, *sandbox)
 	if err != nil {
 		return err
@@ -645,25 +647,25 @@ func (m *Main) keysList(ctx context.Context, fs *flag.FlagSet, args []string) er
 // reaches every replica within the key cache's TTL, and a new key works
 // anyway (looked up on first use).
 func (m *Main) invalidateKey(ctx context.Context, keyHash string) {
-	m.publish(ctx, admission.KeyRevoked(keyHash))
+	m.publish(ctx, invalidation.KeyRevoked(keyHash))
 }
 
 func (m *Main) invalidateClient(ctx context.Context, clientID string) {
-	m.publish(ctx, admission.ClientChanged(clientID))
+	m.publish(ctx, invalidation.ClientChanged(clientID))
 }
 
-func (m *Main) publish(ctx context.Context, inv admission.Invalidation) {
+func (m *Main) publish(ctx context.Context, inv invalidation.Message) {
 	cfg, err := LoadConfig(m.Getenv)
 	if err != nil {
 		return
 	}
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	if err := admission.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
+	if err := invalidation.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
 		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, admission.DefaultKeyTTL)
 	}
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// CandleRetention is how long candles of each timeframe are kept; a
 	// timeframe without an entry is kept forever.
 	CandleRetention map[domain.Timeframe]time.Duration
+	// ReportRetentionDays is how many days every published report is
+	// kept; before them, the last of each UTC day.
+	ReportRetentionDays int
 	// RequestTimeout is the time budget of one public request.
 	RequestTimeout time.Duration
 
@@ -252,6 +255,10 @@ func (c *Config) options() []option {
 				"Each must keep at least the " + strconv.Itoa(api.MaxCandleLimit) + " candles `GET /ohlcv` serves (1m: `16h40m`, 1h: `42d`), else start-up fails naming the entry. " +
 				"Older candles are deleted every 15 minutes in small batches, and backfill does not load them",
 			parse: candleRetention(&c.CandleRetention)},
+		{name: "MARKET_REPORT_RETENTION_DAYS", def: strconv.Itoa(worker.DefaultReportRetentionDays),
+			doc: "Days every published report (and statistics computation) is kept for `GET /analytics/{market}/{symbol}?as_of=`; before them only the last report of each UTC day " +
+				"per asset and style is kept, for good. Thinned every hour in small batches. 1 to 3650",
+			parse: intRange(&c.ReportRetentionDays, 1, 3650, strconv.Itoa(worker.DefaultReportRetentionDays))},
 		{name: "MARKET_MAX_CANDLE_SYMBOLS", def: "all",
 			doc: "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or `0`), " +
 				"or a cap for a deployment whose request budget cannot carry the whole universe",

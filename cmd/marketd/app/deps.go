@@ -16,7 +16,9 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/stream"
 	"github.com/marketscreener/market/webhook"
@@ -41,7 +43,7 @@ func (d *apiDeps) Close() {
 }
 
 func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error) {
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
 	apiCfg.Cache = cache
 	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
-	bus := admission.NewSandboxBus(d.rdb, "", logger)
+	bus := invalidation.NewSandboxBus(d.rdb, "", logger)
 	run = func(ctx context.Context) error {
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return hub.Run(ctx) })
@@ -124,7 +126,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,15 +142,16 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		return nil, nil, err
 	}
 	closeAll := func() { _ = queue.Close(); _ = rdb.Close() }
-	bus := admission.NewBus(rdb, "", logger)
+	bus := invalidation.NewBus(rdb, "", logger)
 	if cfg.SandboxPipeline {
-		bus = admission.NewSandboxBus(rdb, "", logger)
+		bus = invalidation.NewSandboxBus(rdb, "", logger)
 	}
-	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, admission.DataChanged(s)) }
+	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, invalidation.DataChanged(s)) }
 	served := cfg.served()
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	sc.Register(w)
-	trigger := &worker.ScoreTrigger{Redis: rdb, Queue: queue, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger, RunNow: w.RunNow}
+	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
+	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
 	trigger.Register(w)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
 	if cfg.ScoreTrigger {
@@ -160,6 +163,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	in.Retention = cfg.CandleRetention
 	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: time.Now}
 	rj.Register(w)
+	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: time.Now}).Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
 	st.Register(w)
 	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)
@@ -178,7 +182,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)
-		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Redis: rdb, Queue: queue, Logger: logger, Now: time.Now, RunNow: w.RunNow}
+		waker := &worker.DispatchWaker{Listen: db.ListenVerdictEvents, Pipeline: pipe, Logger: logger, Now: time.Now}
 		jobs = append(jobs, waker.Run)
 	}
 	return closeAll, jobs, nil

@@ -242,12 +242,12 @@ func TestRedisDownRequestsStayFast(t *testing.T) {
 
 	proxy.set("freeze")
 	// The request that finds Redis gone pays for it once (≤ the 200 ms
-	// time-outs of RedisOptions); the limiter then decides locally.
+	// time-outs of rediskeys.ClientOptions); the limiter then decides locally.
 	if r := get(t, base+"/usage", key); r.status != http.StatusOK {
 		t.Fatalf("first request with Redis frozen: %d %v", r.status, r.body)
 	}
 	// Requests further apart than the old per-second probe: each of them
-	// used to wait for a Redis time-out (≥ 150 ms, RedisOptions' read
+	// used to wait for a Redis time-out (≥ 150 ms, rediskeys.ClientOptions' read
 	// time-out), so even the fastest of them took that long. The fastest
 	// one of six is compared: the slow path cannot beat the 150 ms read
 	// time-out, while a fast request fails this only if a busy machine

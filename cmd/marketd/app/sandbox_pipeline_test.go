@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store/storetest"
 )
@@ -69,7 +69,7 @@ func TestSandboxPipelineAnnouncesOnTheSandboxChannel(t *testing.T) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub := rdb.Subscribe(ctx, admission.NewSandboxBus(rdb, "", nil).Channel())
+	sub := rdb.Subscribe(ctx, invalidation.NewSandboxBus(rdb, "", nil).Channel())
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
 		t.Fatal(err)
@@ -81,8 +81,8 @@ func TestSandboxPipelineAnnouncesOnTheSandboxChannel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no write announcement on the sandbox's channel: %v", err)
 		}
-		var inv admission.Invalidation
-		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == admission.InvalidateDataKind &&
+		var inv invalidation.Message
+		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == invalidation.InvalidateDataKind &&
 			strings.HasPrefix(inv.ID, "tickers") {
 			return
 		}
@@ -124,7 +124,7 @@ func TestMarketdAllFillsTheSandboxAndItsStream(t *testing.T) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	announced := rdb.Subscribe(ctx, admission.NewSandboxBus(rdb, "", nil).Channel())
+	announced := rdb.Subscribe(ctx, invalidation.NewSandboxBus(rdb, "", nil).Channel())
 	defer announced.Close()
 	if _, err := announced.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -195,8 +195,8 @@ func TestMarketdAllFillsTheSandboxAndItsStream(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no write announcement on the sandbox's channel: %v", err)
 		}
-		var inv admission.Invalidation
-		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == admission.InvalidateDataKind {
+		var inv invalidation.Message
+		if json.Unmarshal([]byte(msg.Payload), &inv) == nil && inv.Kind == invalidation.InvalidateDataKind {
 			return
 		}
 	}

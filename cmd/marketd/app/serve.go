@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/scheduler"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
@@ -200,7 +200,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 // itself), which /readyz reports as degraded.
 func serveOps(ctx context.Context, r *roleRun) error {
 	cfg := r.cfg
-	opts, err := admission.RedisOptions(cfg.RedisURL)
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
 	if err != nil {
 		return err
 	}
@@ -236,6 +236,11 @@ func serveOps(ctx context.Context, r *roleRun) error {
 // deleted: at 1,600 crypto symbols a quarter of an hour of 1m candles is
 // about 24,000 rows, a few short batches.
 const candleRetentionInterval = 15 * time.Minute
+
+// analyticsRetentionInterval is how often the report archive is thinned:
+// a day's reports pass the cut-off at once, at midnight UTC, and an hourly
+// run works them off in a few batches.
+const analyticsRetentionInterval = time.Hour
 
 // startWorker runs the asynq worker: ingest, scoring, statistics,
 // retention, webhooks, and the background jobs beside them (exchange
@@ -281,6 +286,7 @@ func startScheduler(ctx context.Context, r *roleRun) error {
 	entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
 	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
+	entries = append(entries, scheduler.AnalyticsRetentionEntries(analyticsRetentionInterval)...)
 	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/cmd/marketd/app"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // benchEnv is one prepared schema with its paying client.
@@ -163,7 +164,7 @@ func forgetWindow(redisURL, clientID string) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	k := "ratelimit:{" + clientID + "}"
+	k := rediskeys.Space("").RateLimit(clientID)
 	_ = rdb.Del(ctx, k, k+":leases", k+":weights").Err()
 }
 

@@ -437,7 +437,7 @@ var timeframes = []struct {
 	{"1h", time.Hour}, {"4h", 4 * time.Hour}, {"1d", 24 * time.Hour}, {"1w", 7 * 24 * time.Hour}}
 
 // candleGrowth is the candle rows a day at steady state, per timeframe:
-// the rows that opened in [t0, t1) (every one is new, whatever history
+// the rows that opened in the window (every one is new, whatever history
 // loads still ran) per open of the timeframe in the window, times its
 // opens a day; a timeframe that did not open in the window counts its
 // stored series once a period. And the bytes a candle row costs
@@ -461,12 +461,20 @@ func (d *deployment) candleGrowth(t0, t1 time.Time) ([]tfRows, float64) {
 			}
 		}
 	}
-	scan(`SELECT timeframe, count(*) FROM candles WHERE open_time >= $1 AND open_time < $2 GROUP BY timeframe`, opened, t0, t1)
+	// Per timeframe, the opens in [t0, the last open before t1): the
+	// candle that opened last may not be stored yet at t1.
+	for _, tf := range timeframes {
+		var n int64
+		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM candles WHERE timeframe = $1 AND open_time >= $2 AND open_time < $3`,
+			tf.name, t0, t1.Truncate(tf.d)).Scan(&n); err == nil {
+			opened[tf.name] = n
+		}
+	}
 	scan(`SELECT timeframe, count(*) FROM (SELECT DISTINCT market, exchange, symbol, timeframe FROM candles) s GROUP BY timeframe`, series)
 	var out []tfRows
 	for _, tf := range timeframes {
 		r := tfRows{tf: tf.name, opened: opened[tf.name], series: series[tf.name]}
-		for b := t0.Truncate(tf.d); b.Before(t1); b = b.Add(tf.d) {
+		for b := t0.Truncate(tf.d); b.Before(t1.Truncate(tf.d)); b = b.Add(tf.d) {
 			if !b.Before(t0) && (tf.name != "1w" || b.Weekday() == time.Monday) {
 				r.opens++
 			}

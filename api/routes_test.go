@@ -17,12 +17,13 @@ import (
 	"github.com/marketscreener/market/readcache"
 )
 
-// The fast path answers exactly what huma answers: status, every header
-// but Date, and the body, for a matrix of requests it serves itself and
-// of requests it must hand to huma (which must still be answered the
-// same, with the gate asked once). Each server has its own cache, so the
-// answers are also computed independently.
-func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
+// A hot route's hand-written decoder and encoder answer exactly what
+// huma's decoding and encoding answer: status, every header but Date, and
+// the body, for a matrix of requests the decoders take and of requests
+// they leave to huma (answered the same, with the gate asked once). Each
+// server has its own cache, so the answers are also computed
+// independently.
+func TestHotRoutesAnswerExactlyAsHuma(t *testing.T) {
 	t.Parallel()
 	f := newMarketFixture(t)
 	seedMarketData(t, f)
@@ -37,18 +38,18 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 	}
 
 	gate := &countingGate{inner: storeGate{f.db}}
-	start := func(fast bool) (*api.Server, *httptest.Server) {
+	start := func(hot bool) (*api.Server, *httptest.Server) {
 		now := func() time.Time { return f.now }
 		s := api.New(api.Config{Region: "global", Now: now, Cache: readcache.New(10*time.Second, now),
 			Refresh: api.RefreshIntervals{Tickers: 10 * time.Second}}, f.db, gate)
-		if !fast {
-			api.DisableFastPath(s)
+		if !hot {
+			api.DisableHotDecoders(s)
 		}
 		hs := httptest.NewServer(s.Handler())
 		t.Cleanup(hs.Close)
 		return s, hs
 	}
-	fastS, fastHTTP := start(true)
+	hotS, hotHTTP := start(true)
 	_, humaHTTP := start(false)
 
 	send := func(base, method, path string, headers []string) (reply, error) {
@@ -88,10 +89,10 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 	type req struct {
 		method, path string
 		headers      []string
-		fast         bool // answered by the fast path (else handed to huma)
+		hot          bool // taken by the route's hand-written decoder (else decoded by huma)
 	}
-	get := func(path string, fast bool, headers ...string) req {
-		return req{method: http.MethodGet, path: path, headers: headers, fast: fast}
+	get := func(path string, hot bool, headers ...string) req {
+		return req{method: http.MethodGet, path: path, headers: headers, hot: hot}
 	}
 	noKey := []string{"X-API-Key", ""}
 	badKey := []string{"X-API-Key", "msk_notakey"}
@@ -103,7 +104,7 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 		get("/usage/", false),
 		get("/usage", false, noKey...),
 		get("/usage", false, badKey...),
-		{method: http.MethodHead, path: "/usage"},
+		{method: http.MethodHead, path: "/usage", hot: true},
 		{method: http.MethodPost, path: "/usage"},
 
 		get("/screener/crypto/binance/spot", true),
@@ -118,11 +119,11 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 		get("/screener/crypto/binance/spot?symbols=BTC_USDT,NOPE_USDT", false),
 		get("/screener/crypto/binance/spot?volume_min=", false),
 		get("/screener/crypto/binance/spot?change_max=x", false),
-		get("/screener/crypto/binance/perpetual", false),
-		get("/screener/crypto/nope/spot", false),
-		get("/screener/crypto/BINANCE/spot", false),
+		get("/screener/crypto/binance/perpetual", true),
+		get("/screener/crypto/nope/spot", true),
+		get("/screener/crypto/BINANCE/spot", true),
 		get("/screener/bonds/binance/spot", false),
-		get("/screener/stocks/alpaca/stock", false, starterH...),
+		get("/screener/stocks/alpaca/stock", true, starterH...),
 		get("/screener/crypto/binance/spot/", false),
 		get("/screener/crypto/binance/"+strings.Repeat("s", 33), false),
 		get("/screener/crypto/binance/spot", false, noKey...),
@@ -140,13 +141,13 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 		get("/ohlcv/crypto/binance/ETH_USDT/1h?limit=5&limit=6", false),
 		get("/ohlcv/crypto/binance/ETH_USDT/1h?limit=%35", false),
 		get("/ohlcv/crypto/binance/ETH/USDT/1h", false),
-		get("/ohlcv/crypto/binance/ETH%2FUSDT/1h", false),
+		get("/ohlcv/crypto/binance/ETH%2FUSDT/1h", true),
 		get("/ohlcv/crypto/binance/ETH_USDT/2h", false),
-		get("/ohlcv/crypto/binance/NOPE_USDT/1h", false),
-		get("/ohlcv/crypto/binance/BAD-SYM!/1h", false),
-		get("/ohlcv/crypto/binance/ETH_USDT/4h", false),
-		get("/ohlcv/stocks/alpaca/AAPL/1h", false, starterH...),
-		get("/ohlcv/crypto/nope/ETH_USDT/1h", false),
+		get("/ohlcv/crypto/binance/NOPE_USDT/1h", true),
+		get("/ohlcv/crypto/binance/BAD-SYM!/1h", true),
+		get("/ohlcv/crypto/binance/ETH_USDT/4h", true),
+		get("/ohlcv/stocks/alpaca/AAPL/1h", true, starterH...),
+		get("/ohlcv/crypto/nope/ETH_USDT/1h", true),
 
 		get("/analytics/crypto/BTC_USDT", true),
 		get("/analytics/crypto/btc_usdt?lang=en", true),
@@ -155,42 +156,42 @@ func TestFastPathAnswersExactlyAsHuma(t *testing.T) {
 		get("/analytics/crypto/BTC_USDT?lang=en", true, "If-None-Match", repTag),
 		get("/analytics/crypto/BTC_USDT?lang=en", true, "If-Modified-Since", repMod),
 		get("/analytics/crypto/BTC_USDT?lang=en", true, starterH...),
-		get("/analytics/crypto/BTC_USDT?style=scalp", false),
+		get("/analytics/crypto/BTC_USDT?style=scalp", true),
 		get("/analytics/crypto/BTC_USDT?lang=xx", false),
 		get("/analytics/crypto/BTC_USDT?lang=en&lang=ja", false),
 		get("/analytics/crypto/BTC_USDT?lang=", false),
-		get("/analytics/crypto/BTC%2FUSDT", false),
-		get("/analytics/crypto/NOPE_USDT", false),
+		get("/analytics/crypto/BTC%2FUSDT", true),
+		get("/analytics/crypto/NOPE_USDT", true),
 		get("/analytics/crypto/list", false),
 		get("/analytics/crypto/stats", false),
 		get("/analytics/crypto/factor-stats", false),
 		get("/analytics/crypto/BTC_USDT/history", false),
-		get("/analytics/stocks/AAPL", false, starterH...),
-		get("/analytics/forex/EUR_USD", false),
+		get("/analytics/stocks/AAPL", true, starterH...),
+		get("/analytics/forex/EUR_USD", true),
 		get("/analytics/top-setups", false),
 		get("/analytics/bonds/BTC_USDT", false),
 	}
 	for _, m := range matrix {
 		name := m.method + " " + m.path + " " + strings.Join(m.headers, " ")
-		servedBefore, _ := api.FastServed(fastS)
+		decodedBefore := api.HotDecoded(hotS)
 		asked := gate.n.Load()
-		got, err := send(fastHTTP.URL, m.method, m.path, m.headers)
+		got, err := send(hotHTTP.URL, m.method, m.path, m.headers)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		servedAfter, _ := api.FastServed(fastS)
+		decodedAfter := api.HotDecoded(hotS)
 		if asks := gate.n.Load() - asked; asks > 1 {
 			t.Errorf("%s: the gate was asked %d times", name, asks)
 		}
-		if fast := servedAfter > servedBefore; fast != m.fast {
-			t.Errorf("%s: answered by the fast path: %v, want %v (%d)", name, fast, m.fast, got.status)
+		if hot := decodedAfter > decodedBefore; hot != m.hot {
+			t.Errorf("%s: taken by the hot decoder: %v, want %v (%d)", name, hot, m.hot, got.status)
 		}
 		want, err := send(humaHTTP.URL, m.method, m.path, m.headers)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got.status != want.status || !reflect.DeepEqual(got.header, want.header) || string(got.body) != string(want.body) {
-			t.Errorf("%s:\nfast path: %d %v\n%s\nhuma:      %d %v\n%s", name, got.status, got.header, got.body, want.status, want.header, want.body)
+			t.Errorf("%s:\nhot route: %d %v\n%s\nhuma:      %d %v\n%s", name, got.status, got.header, got.body, want.status, want.header, want.body)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package admission_test
+package invalidation_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -23,7 +26,7 @@ import (
 type replica struct {
 	keys  *fakeKeys
 	cache *admission.KeyCache
-	bus   *admission.Bus
+	bus   *invalidation.Bus
 	name  string // client name of its Redis connections
 }
 
@@ -36,7 +39,7 @@ func startReplica(t *testing.T, prefix string, keys *fakeKeys) *replica {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	r := &replica{keys: keys, cache: admission.NewKeyCache(keys.load, time.Hour, time.Now), name: opts.ClientName}
-	r.bus = admission.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	r.bus = invalidation.NewBus(rdb, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -62,7 +65,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // waitSubscribed returns once every replica applies messages: a
 // subscription's own InvalidateAll always comes before any message, so a
 // replica that emptied its cache on a published "all" is listening.
-func waitSubscribed(t *testing.T, publisher *admission.Bus, replicas ...*replica) {
+func waitSubscribed(t *testing.T, publisher *invalidation.Bus, replicas ...*replica) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, 10*time.Second, "replicas subscribed", func() bool {
@@ -71,7 +74,7 @@ func waitSubscribed(t *testing.T, publisher *admission.Bus, replicas ...*replica
 				t.Fatal(err)
 			}
 		}
-		if err := publisher.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateAllKind}); err != nil {
+		if err := publisher.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateAllKind}); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(200 * time.Millisecond)
@@ -94,7 +97,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	keys := newFakeKeys()
 	r1, r2 := startReplica(t, prefix, keys), startReplica(t, prefix, keys)
-	cli := admission.NewBus(redistest.Client(t), prefix, slog.New(slog.DiscardHandler))
+	cli := invalidation.NewBus(redistest.Client(t), rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	if cli.Channel() != prefix+"marketd:invalidate" {
 		t.Errorf("channel %q", cli.Channel())
 	}
@@ -108,7 +111,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 
 	// The operator revokes h1: the database changes, then the CLI publishes.
 	keys.revoke("h1")
-	if err := cli.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateKeyKind, ID: "h1"}); err != nil {
+	if err := cli.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateKeyKind, ID: "h1"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []*replica{r1, r2} {
@@ -123,7 +126,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := keys.loads.Load()
-	if err := cli.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateClientKind, ID: "c1"}); err != nil {
+	if err := cli.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateClientKind, ID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Second, "client invalidation applied", func() bool {
@@ -141,7 +144,7 @@ func TestBusResubscribesAfterDisconnect(t *testing.T) {
 	keys := newFakeKeys()
 	r := startReplica(t, prefix, keys)
 	admin := redistest.Client(t)
-	cli := admission.NewBus(admin, prefix, slog.New(slog.DiscardHandler))
+	cli := invalidation.NewBus(admin, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	waitSubscribed(t, cli, r)
 	ctx := context.Background()
 	if _, _, err := r.cache.Get(ctx, "h1"); err != nil {
@@ -209,8 +212,8 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb := redistest.Client(t)
-	live := admission.NewBus(rdb, prefix, slog.New(slog.DiscardHandler))
-	sandbox := admission.NewSandboxBus(rdb, prefix, slog.New(slog.DiscardHandler))
+	live := invalidation.NewBus(rdb, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
+	sandbox := invalidation.NewSandboxBus(rdb, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	if want := prefix + "marketd:sandbox:invalidate"; sandbox.Channel() != want || live.Channel() == sandbox.Channel() {
 		t.Fatalf("channels: live %q, sandbox %q, want the sandbox's %q", live.Channel(), sandbox.Channel(), want)
 	}
@@ -223,10 +226,10 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	// Subscribed once each has taken a probe of its own channel.
-	probe := func(bus *admission.Bus, data *dataLog, s readcache.Scope) {
+	probe := func(bus *invalidation.Bus, data *dataLog, s readcache.Scope) {
 		t.Helper()
 		eventually(t, 10*time.Second, "announcement on "+bus.Channel(), func() bool {
-			if err := bus.Publish(ctx, admission.DataChanged(s)); err != nil {
+			if err := bus.Publish(ctx, invalidation.DataChanged(s)); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -238,14 +241,14 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 
 	sandboxWrite := readcache.Tickers(domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"})
 	liveWrite := readcache.Tickers(domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"})
-	if err := sandbox.Publish(ctx, admission.DataChanged(sandboxWrite)); err != nil {
+	if err := sandbox.Publish(ctx, invalidation.DataChanged(sandboxWrite)); err != nil {
 		t.Fatal(err)
 	}
 	// A key message on the sandbox's channel is not the sandbox cache's to act on.
-	if err := sandbox.Publish(ctx, admission.Invalidation{Kind: admission.InvalidateAllKind}); err != nil {
+	if err := sandbox.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateAllKind}); err != nil {
 		t.Fatal(err)
 	}
-	if err := live.Publish(ctx, admission.DataChanged(liveWrite)); err != nil {
+	if err := live.Publish(ctx, invalidation.DataChanged(liveWrite)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the sandbox write reaches the sandbox cache", func() bool { return sandboxData.seen(sandboxWrite) })
@@ -258,3 +261,47 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 		t.Error("a live write reached the sandbox cache")
 	}
 }
+
+// fakeKeys is the keys table as the key cache's loader sees it, counting
+// lookups.
+type fakeKeys struct {
+	mu      sync.Mutex
+	keys    map[string]*domain.APIKey
+	clients map[string]*domain.Client
+	loads   atomic.Int64
+}
+
+func newFakeKeys() *fakeKeys {
+	return &fakeKeys{
+		keys: map[string]*domain.APIKey{
+			"h1": {ID: "k1", ClientID: "c1", Hash: "h1"},
+			"h2": {ID: "k2", ClientID: "c1", Hash: "h2"},
+			"h3": {ID: "k3", ClientID: "c2", Hash: "h3"},
+		},
+		clients: map[string]*domain.Client{
+			"c1": {ID: "c1", Tier: domain.Business, Status: domain.StatusActive},
+			"c2": {ID: "c2", Tier: domain.Starter, Status: domain.StatusActive},
+		},
+	}
+}
+
+func (f *fakeKeys) load(ctx context.Context, hash string) (*domain.Client, *domain.APIKey, error) {
+	f.loads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := f.keys[hash]
+	if k == nil {
+		return nil, nil, domain.ErrNotFound
+	}
+	key, client := *k, *f.clients[k.ClientID]
+	return &client, &key, nil
+}
+
+func (f *fakeKeys) revoke(hash string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	f.keys[hash].RevokedAt = &now
+}
+
+func isUnauthorized(err error) bool { return domain.ErrorCode(err) == domain.EUNAUTHORIZED }

@@ -1,4 +1,4 @@
-package worker
+package store_test
 
 import (
 	"slices"
@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/store"
 )
 
 // The open-candle rule's slots: the timeframe split from the candle's open
 // into as many slots as a sixteenth of it, rounded up to a whole minute and
 // at least two minutes, fits whole.
 func TestRescoreSlots(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 17, 30, 0, time.UTC)
 	for _, c := range []struct {
 		tf         domain.Timeframe
@@ -23,10 +25,10 @@ func TestRescoreSlots(t *testing.T) {
 		{domain.TF4h, 15 * time.Minute, "10:15:00", "10:30:00"},
 		{domain.TF1d, 90 * time.Minute, "09:00:00", "10:30:00"},
 	} {
-		if got := rescoreEvery(c.tf); got != c.every {
-			t.Errorf("rescoreEvery(%s) = %s, want %s", c.tf, got, c.every)
+		if got := store.RescoreEvery(c.tf); got != c.every {
+			t.Errorf("RescoreEvery(%s) = %s, want %s", c.tf, got, c.every)
 		}
-		start, end := rescoreSlot(now, c.tf)
+		start, end := store.RescoreSlot(now, c.tf)
 		if got, want := start.Format(time.TimeOnly)+"–"+end.Format(time.TimeOnly), c.start+"–"+c.end; got != want {
 			t.Errorf("slot of %s at %s = %s, want %s", c.tf, now.Format(time.TimeOnly), got, want)
 		}
@@ -39,7 +41,7 @@ func TestRescoreSlots(t *testing.T) {
 	var starts []string
 	prevEnd := open
 	for at := open; at.Before(open.Add(15 * time.Minute)); at = at.Add(time.Second) {
-		start, end := rescoreSlot(at, domain.TF15m)
+		start, end := store.RescoreSlot(at, domain.TF15m)
 		if at.Before(start) || !at.Before(end) {
 			t.Fatalf("slot of %s = %s–%s does not hold it", at.Format(time.TimeOnly), start.Format(time.TimeOnly), end.Format(time.TimeOnly))
 		}
@@ -54,7 +56,7 @@ func TestRescoreSlots(t *testing.T) {
 	if want := []string{"10:15:00.000", "10:17:08.571", "10:19:17.142", "10:21:25.714", "10:23:34.285", "10:25:42.857", "10:27:51.428"}; !slices.Equal(starts, want) {
 		t.Errorf("scalp slots start %v, want %v", starts, want)
 	}
-	if _, end := rescoreSlot(open.Add(15*time.Minute-time.Nanosecond), domain.TF15m); !end.Equal(open.Add(15 * time.Minute)) {
+	if _, end := store.RescoreSlot(open.Add(15*time.Minute-time.Nanosecond), domain.TF15m); !end.Equal(open.Add(15 * time.Minute)) {
 		t.Errorf("the last scalp slot ends %s, want the next open", end)
 	}
 }

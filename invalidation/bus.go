@@ -1,4 +1,9 @@
-package admission
+// Package invalidation is the bus that keeps every api replica's caches
+// fresh: the operator CLI announces revoked and issued keys and changed
+// clients (admission's key cache), and the worker announces the market
+// data its writes made stale (package readcache's scopes), over Redis
+// pub/sub on the channels package rediskeys names.
+package invalidation
 
 import (
 	"context"
@@ -11,9 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/rediskeys"
 )
 
-// Kinds of Invalidation.
+// Kinds of Message.
 const (
 	// InvalidateKeyKind: ID is the hash of a key that changed (revoked).
 	InvalidateKeyKind = "key"
@@ -27,34 +33,43 @@ const (
 	InvalidateDataKind = "data"
 )
 
-// Invalidation is one message of the bus.
-type Invalidation struct {
+// Message is one message of the bus.
+type Message struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id,omitempty"`
 }
 
 // KeyRevoked, ClientChanged, KeyIssued and DataChanged are the messages
 // the operator CLI and the worker send.
-func KeyRevoked(keyHash string) Invalidation {
-	return Invalidation{Kind: InvalidateKeyKind, ID: keyHash}
+func KeyRevoked(keyHash string) Message {
+	return Message{Kind: InvalidateKeyKind, ID: keyHash}
 }
 
 // ClientChanged: see KeyRevoked.
-func ClientChanged(clientID string) Invalidation {
-	return Invalidation{Kind: InvalidateClientKind, ID: clientID}
+func ClientChanged(clientID string) Message {
+	return Message{Kind: InvalidateClientKind, ID: clientID}
 }
 
 // KeyIssued: see KeyRevoked.
-func KeyIssued(keyHash string) Invalidation { return Invalidation{Kind: KeyIssuedKind, ID: keyHash} }
+func KeyIssued(keyHash string) Message { return Message{Kind: KeyIssuedKind, ID: keyHash} }
 
 // DataChanged: see KeyRevoked.
-func DataChanged(s readcache.Scope) Invalidation {
-	return Invalidation{Kind: InvalidateDataKind, ID: s.String()}
+func DataChanged(s readcache.Scope) Message {
+	return Message{Kind: InvalidateDataKind, ID: s.String()}
 }
 
 // DataCache is what the bus drops market data from (readcache.Cache).
 type DataCache interface {
 	Invalidate(readcache.Scope)
+	InvalidateAll()
+}
+
+// KeyCache is what the bus drops keys and clients from (admission's
+// KeyCache), and tells of keys issued a moment ago.
+type KeyCache interface {
+	InvalidateKey(keyHash string)
+	InvalidateClient(clientID string)
+	KeyIssued(keyHash string)
 	InvalidateAll()
 }
 
@@ -77,19 +92,20 @@ type Bus struct {
 	retry time.Duration
 }
 
-// NewBus returns the service's bus, on channel prefix+"marketd:invalidate".
-func NewBus(rdb *redis.Client, prefix string, logger *slog.Logger) *Bus {
-	return newBus(rdb, prefix+"marketd:invalidate", logger)
+// NewBus returns the service's bus, on the space's channel
+// (rediskeys.Space.Invalidations).
+func NewBus(rdb *redis.Client, space rediskeys.Space, logger *slog.Logger) *Bus {
+	return newBus(rdb, space.Invalidations(), logger)
 }
 
-// NewSandboxBus returns the sandbox's bus, on channel
-// prefix+"marketd:sandbox:invalidate": the sandbox pipeline's writes
+// NewSandboxBus returns the sandbox's bus, on the space's sandbox channel
+// (rediskeys.Space.SandboxInvalidations): the sandbox pipeline's writes
 // announced to the sandbox servers' read caches only. Pub/sub channels
 // span every database of a Redis server, so the sandbox's queues being in
 // a database of their own does not keep its announcements off the live
 // channel; a channel of its own does.
-func NewSandboxBus(rdb *redis.Client, prefix string, logger *slog.Logger) *Bus {
-	return newBus(rdb, prefix+"marketd:sandbox:invalidate", logger)
+func NewSandboxBus(rdb *redis.Client, space rediskeys.Space, logger *slog.Logger) *Bus {
+	return newBus(rdb, space.SandboxInvalidations(), logger)
 }
 
 func newBus(rdb *redis.Client, channel string, logger *slog.Logger) *Bus {
@@ -103,13 +119,13 @@ func newBus(rdb *redis.Client, channel string, logger *slog.Logger) *Bus {
 func (b *Bus) Channel() string { return b.channel }
 
 // Publish sends inv to every subscribed replica.
-func (b *Bus) Publish(ctx context.Context, inv Invalidation) error {
+func (b *Bus) Publish(ctx context.Context, inv Message) error {
 	payload, err := json.Marshal(inv)
 	if err != nil {
-		return fmt.Errorf("admission: encode invalidation: %w", err)
+		return fmt.Errorf("invalidation: encode message: %w", err)
 	}
 	if err := b.rdb.Publish(ctx, b.channel, payload).Err(); err != nil {
-		return fmt.Errorf("admission: publish invalidation: %w", err)
+		return fmt.Errorf("invalidation: publish message: %w", err)
 	}
 	return nil
 }
@@ -118,7 +134,7 @@ func (b *Bus) Publish(ctx context.Context, inv Invalidation) error {
 // reconnecting after Redis failures. Every (re)subscription empties both,
 // because messages published while this replica was not listening are
 // lost. It returns nil once ctx ends.
-func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
+func (b *Bus) Run(ctx context.Context, keys KeyCache, data DataCache) error {
 	sub := b.rdb.Subscribe(ctx, b.channel)
 	// A receive blocks in a socket read that ignores ctx; closing the
 	// subscription is what ends it at shutdown.
@@ -141,7 +157,7 @@ func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
 			}
 			if err != nil {
 				if !failing {
-					b.logger.Warn("admission: invalidation bus disconnected, relying on the caches' TTLs", "err", err)
+					b.logger.Warn("invalidation: bus disconnected, relying on the caches' TTLs", "err", err)
 					failing = true
 				}
 				timer := time.NewTimer(b.retry)
@@ -164,7 +180,7 @@ func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
 					data.InvalidateAll()
 				}
 				if failing {
-					b.logger.Info("admission: invalidation bus subscribed again")
+					b.logger.Info("invalidation: bus subscribed again")
 					failing = false
 				}
 			}
@@ -174,15 +190,15 @@ func (b *Bus) Run(ctx context.Context, keys *KeyCache, data DataCache) error {
 	}
 }
 
-func (b *Bus) apply(keys *KeyCache, data DataCache, payload string) {
-	var inv Invalidation
+func (b *Bus) apply(keys KeyCache, data DataCache, payload string) {
+	var inv Message
 	err := json.Unmarshal([]byte(payload), &inv)
 	if keys == nil && (err != nil || inv.Kind != InvalidateDataKind) {
 		return // a data-only bus (the sandbox's): nothing of keys to act on
 	}
 	if err != nil {
 		// Forgetting everything is always safe; ignoring a revocation is not.
-		b.logger.Warn("admission: malformed invalidation, dropping the whole key cache", "payload", payload, "err", err)
+		b.logger.Warn("invalidation: malformed invalidation, dropping the whole key cache", "payload", payload, "err", err)
 		keys.InvalidateAll()
 		return
 	}
@@ -193,7 +209,7 @@ func (b *Bus) apply(keys *KeyCache, data DataCache, payload string) {
 		}
 		s, err := readcache.ParseScope(inv.ID)
 		if err != nil {
-			b.logger.Warn("admission: malformed data invalidation, dropping all cached data", "payload", payload, "err", err)
+			b.logger.Warn("invalidation: malformed data invalidation, dropping all cached data", "payload", payload, "err", err)
 			data.InvalidateAll()
 			return
 		}

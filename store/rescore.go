@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+)
+
+// The rescoring rule, in full, is this file: scoring runs (the trigger's,
+// the tick's) score an asset of a market's analytics source in a style
+// when
+//
+//   - it has no report yet;
+//   - its newest candle of the style's timeframe is not the one its report
+//     scored (a new candle: at once);
+//   - its fundamentals are newer than those its report was made with (at
+//     once);
+//   - or its still-open candle's close moved since the report, and the
+//     report was made before the current open-candle slot (RescoreSlot):
+//     the open-candle rule.
+//
+// Anything else is skipped, so a run repeated, or a trigger and a tick
+// arriving together, changes nothing and sends no second verdict event.
+// The open-candle rule bounds what a moving price costs: however many
+// candle writes, triggers and ticks arrive, an asset whose open candle
+// moves is scored once per slot.
+
+// RescoreEvery is how often, at most, an asset is scored again while only
+// its still-open candle moves: a sixteenth of the timeframe rounded up to
+// a whole minute, at least two minutes (scalp 2 min, intraday 4 min, swing
+// 15 min, position 1.5 h). Scoring every candle write instead would double
+// scalp's cost for a price that moved by a tick.
+func RescoreEvery(tf domain.Timeframe) time.Duration {
+	return max((tf.Duration()/16+time.Minute-1)/time.Minute*time.Minute, 2*time.Minute)
+}
+
+// RescoreSlot is the open-candle slot holding now, [start, end): the
+// candle's timeframe split from its open into as many equal slots as
+// RescoreEvery fits whole (scalp: 7 of 2 min 8.6 s; intraday 15 of 4 min,
+// swing 16 of 15 min, position 16 of 1.5 h). A report made in the current
+// slot is not rescored for a still-open candle that moved.
+//
+// The slots start at the candle's open, so the prompt scoring of a new
+// candle (the trigger's, seconds after the open) is in that candle's first
+// slot and is not repeated a minute later. Slots aligned to the clock
+// would cut scalp's 15 minutes at even minutes, and a candle opening on an
+// odd minute would be scored at once and again when the clock's slot
+// turned.
+func RescoreSlot(now time.Time, tf domain.Timeframe) (start, end time.Time) {
+	open := tf.Truncate(now)
+	span := tf.Duration()
+	n := int64(span / RescoreEvery(tf))
+	k := int64(now.Sub(open)) * n / int64(span)
+	return open.Add(time.Duration(int64(span) * k / n)), open.Add(time.Duration(int64(span) * (k + 1) / n))
+}
+
+// RescoreQuery names the assets a scoring run decides on: the market's
+// analytics source, the style and its timeframe, the symbols (nil: every
+// asset of the source), at a time.
+type RescoreQuery struct {
+	Source    domain.Combination
+	Style     analytics.Style
+	Timeframe domain.Timeframe
+	Symbols   []string
+	// Now is the run's time: it picks the open-candle slot (RescoreSlot)
+	// and bounds the fundamentals' age (as Fundamentals' now does).
+	Now time.Time
+}
+
+// RescoreCandidate is an asset a scoring run must score: its stored report
+// (Prev, when HadPrev), its fresh fundamentals (Fundamentals, undecoded:
+// FundamentalRow.Decoded) and its screener price and change (when
+// HasTicker).
+type RescoreCandidate struct {
+	Symbol       string
+	Prev         AnalyticsRecord
+	HadPrev      bool
+	Fundamentals FundamentalRow
+	Price        float64
+	ChangePct    float64
+	HasTicker    bool
+}
+
+// RescoreCandidates decides, in one statement, which assets of a source
+// must be scored (again) under the rescoring rule (this file's comment),
+// and returns only those, ordered by symbol, with what scoring them keeps;
+// considered is how many assets were decided on. The assets are the
+// source's screener rows (of q.Symbols when given) or, when the source has
+// none yet, the symbols with candles of the timeframe; one without a
+// candle is not a candidate. Only the candidates' rows are read: most runs
+// rescore few assets or none (ingest triggers a run per candle write and
+// style, the tick one per interval).
+func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
+	slotStart, slotEnd := RescoreSlot(q.Now, q.Timeframe)
+	var only any // NULL: every asset
+	if q.Symbols != nil {
+		only = q.Symbols
+	}
+	m := q.Source.Market
+	rows, err := db.Pool.Query(ctx, `WITH src AS (
+			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
+		), syms AS (
+			SELECT symbol, true AS has_ticker, price, change_pct FROM src
+			WHERE $5::text[] IS NULL OR symbol = ANY($5::text[])
+			UNION ALL
+			SELECT DISTINCT symbol, false, 0::float8, 0::float8 FROM candles
+			WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND NOT EXISTS (SELECT 1 FROM src)
+				AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))
+		), cand AS (
+			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
+				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at
+			FROM syms s
+			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
+				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
+				ORDER BY open_time DESC LIMIT 1) l
+			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
+			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
+			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time
+				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
+				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
+		)
+		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
+			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
+		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
+		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
+		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC())
+	if err != nil {
+		return nil, 0, translate(err, "analytics")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n          int
+			sym        *string
+			hasTicker  *bool
+			price, chg *float64
+			had        *bool
+			score      *int
+			verdict    *string
+			ctime, at  *time.Time
+			cclose     *float64
+			inputs     []byte
+			fAt        *time.Time
+		)
+		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt); err != nil {
+			return nil, 0, translate(err, "analytics")
+		}
+		considered = n
+		if sym == nil {
+			continue // no candidate: the one row only counts
+		}
+		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had}
+		if c.HadPrev {
+			c.Prev = AnalyticsRecord{Market: m, Style: q.Style, Symbol: c.Symbol, OverallScore: *score,
+				Verdict: analytics.Verdict(*verdict), CandleTime: ctime.UTC(), CandleClose: *cclose, UpdatedAt: at.UTC()}
+		}
+		if fAt != nil {
+			c.Fundamentals = FundamentalRow{UpdatedAt: fAt.UTC(), raw: inputs}
+		}
+		cands = append(cands, c)
+	}
+	return cands, considered, translate(rows.Err(), "analytics")
+}
