@@ -246,7 +246,6 @@ func (b *boundRoute) serve(ctx context.Context, w http.ResponseWriter, r *http.R
 	ri.caller = principal{Client: out.Client, Key: out.Key, Used: out.Used}
 	if b.hot != nil && !s.noHot {
 		if served, err := b.hot(s, ctx, w, r, ri); served {
-			s.hotDecoded.Add(1)
 			if err != nil {
 				s.writeError(b.humaContext(ctx, w, r), err)
 			}

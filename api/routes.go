@@ -92,13 +92,15 @@ func (a routeAdapter) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.mu
 // decodes those, and answers what is wrong with them. The operation's
 // error is the pipeline's to write, with huma's error writer. Each is a
 // plain function calling its operation directly, so that the input stays
-// on the stack.
+// on the stack. A route counts what it takes (hotDecoded) before it
+// answers, so a client that has its answer sees the count.
 type hotRoute func(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo) (served bool, err error)
 
 func hotUsage(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, _ *requestInfo) (bool, error) {
 	if r.URL.RawQuery != "" {
 		return false, nil
 	}
+	s.hotDecoded.Add(1)
 	body, err := s.usageBody(ctx)
 	if err == nil {
 		h := w.Header()
@@ -115,6 +117,7 @@ func hotScreener(s *Server, ctx context.Context, w http.ResponseWriter, r *http.
 	if !decodeScreener(r, &in) {
 		return false, nil
 	}
+	s.hotDecoded.Add(1)
 	out, err := s.getScreener(ctx, &in)
 	if err == nil {
 		encodeData(w, out, ri)
@@ -127,6 +130,7 @@ func hotOHLCV(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Req
 	if !decodeOHLCV(r, &in) {
 		return false, nil
 	}
+	s.hotDecoded.Add(1)
 	out, err := s.getOHLCV(ctx, &in)
 	if err == nil {
 		encodeData(w, out, ri)
@@ -139,6 +143,7 @@ func hotReport(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Re
 	if !decodeReport(r, &in) {
 		return false, nil
 	}
+	s.hotDecoded.Add(1)
 	out, err := s.getAnalyticsReport(ctx, &in)
 	if err == nil {
 		encodeData(w, out, ri)
