@@ -203,6 +203,9 @@ func newDeployment(t *testing.T, extra map[string]string) *deployment {
 		// in worker and api; the deployments here leave it off.
 		"MARKET_STATS_INTERVAL": "0",
 	}
+	if l := os.Getenv("E2E_LOG_LEVEL"); l != "" {
+		env["MARKET_LOG_LEVEL"] = l // a failing deployment test's log, in more detail
+	}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -235,6 +238,8 @@ func (d *deployment) start(role string) (base, ops string) {
 		case code := <-done:
 			if code != 0 {
 				d.t.Errorf("marketd %s exited %d: %s", role, code, errb.String())
+			} else if d.t.Failed() {
+				d.t.Logf("marketd %s log:\n%s", role, errb.String())
 			}
 		case <-time.After(30 * time.Second):
 			d.t.Errorf("marketd %s did not stop within 30 s", role)

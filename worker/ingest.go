@@ -233,9 +233,17 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 			in.Changes.CandlesChanged(context.WithoutCancel(ctx), changed)
 		}
 	}()
+	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
+		}
+		if in.Streamed != nil && in.Streamed(ctx, c) {
+			dropStreamedEdge(batch, fetched, tf)
+		}
+		clear(fetched)
+		for _, cs := range batch {
+			stored += len(cs)
 		}
 		if !want {
 			err := in.Store.UpsertCandleSeries(ctx, batch)
@@ -255,6 +263,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 			since = retainedSince(in.Retention, tf, now, last)
 			limit = min(int(now.Sub(since)/tf.Duration())+2, 1000)
 		}
+		asked := in.Now()
 		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -270,8 +279,8 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 		if len(cs) == 0 {
 			continue
 		}
-		batch[store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}] = cs
-		stored += len(cs)
+		key := store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}
+		batch[key], fetched[key] = cs, asked
 		if len(batch) >= flushEvery {
 			if err := flush(); err != nil {
 				return stored, err
@@ -285,6 +294,30 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 		return stored, fmt.Errorf("%d of %d symbols failed, last: %w", failures, len(symbols), lastErr)
 	}
 	return stored, nil
+}
+
+// dropStreamedEdge takes out of a batch read over REST the candles that
+// may still have been open when their series was asked for, once the
+// combination streams: the stream owns the candle being formed. A batch
+// holds series read over seconds (minutes under a tight request budget);
+// a candle read open before a minute close and written after it would
+// replace the closed state the stream had stored in between, and nothing
+// would repair it while the stream is live. The time of asking, not of
+// the answer, is what is compared: the exchange may have answered before
+// a close the answer arrived after.
+func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[store.CandleKey]time.Time, tf domain.Timeframe) {
+	for key, cs := range batch {
+		at := fetched[key]
+		n := len(cs)
+		for n > 0 && cs[n-1].Time.Add(tf.Duration()).After(at) {
+			n--
+		}
+		if n == 0 {
+			delete(batch, key)
+		} else {
+			batch[key] = cs[:n]
+		}
+	}
 }
 
 // candleSymbols lists the symbols of a combination, capped to the highest

@@ -248,3 +248,40 @@ func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestRESTLeavesTheStreamedEdgeAlone: once a combination streams, a REST
+// read never stores the candle that was still forming when it was asked
+// for. A read made before a minute close and written after it would
+// otherwise replace the closed candle the stream stored in between with
+// its last open state, and nothing repairs it while the stream is live.
+// The same read stores it when the combination does not stream.
+func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, streamed := range []bool{true, false} {
+		clk := &clock{t: time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)}
+		in, db := newIngester(t, clk)
+		in.Streamed = func(context.Context, domain.Combination) bool { return streamed }
+		key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
+		forming := clk.t.Truncate(time.Minute)
+		pushed := domain.Candle{Time: forming, Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 99999} // the stream's closed state
+		if err := db.UpsertCandles(ctx, key, []domain.Candle{pushed}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := in.IngestCandles(ctx, spot, domain.TF1m, []string{"BTC_USDT"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// REST resumes at the newest stored candle: the one forming.
+		cs, err := db.Candles(ctx, key, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || !cs[0].Time.Equal(forming) {
+			t.Fatalf("streamed=%v: stored %+v, want the candle of %s alone", streamed, cs, forming)
+		}
+		if kept := cs[0] == pushed; kept != streamed {
+			t.Errorf("streamed=%v: the forming candle is %+v after a REST read (%d stored), pushed %+v", streamed, cs[0], n, pushed)
+		}
+	}
+}

@@ -77,6 +77,7 @@ type conn struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the reader stops
 	err     error         // why it stopped, read after done
+	acked   chan struct{} // closed once every subscription is acknowledged
 	ready   chan struct{} // closed once subscribed and delivering
 	retire  chan struct{} // closed when the server announces a shutdown
 	born    time.Time
@@ -89,6 +90,7 @@ type conn struct {
 	acksWanted, acks int
 	subscribed       bool
 	readyOnce        sync.Once
+	ackedOnce        sync.Once
 	retireOnce       sync.Once
 }
 
@@ -103,11 +105,18 @@ func (c *conn) close() {
 // run keeps the shard connected until ctx ends: it dials, replaces the
 // connection before MaxAge or when the server announces a shutdown, and
 // after a drop reconnects with back-off and asks for the gap to be repaired.
+//
+// A new connection counts as live (Manager.Live) only once its
+// subscriptions are acknowledged: what is read over REST from then on (the
+// catch-up, a gap repair) can miss nothing the stream does not bring,
+// while a candle closing between the dial and the last acknowledgement
+// would reach neither.
 func (s *shard) run(ctx context.Context) {
 	cfg := s.m.cfg
 	bo := backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
 	var cur *conn
 	dropped := false
+	var acked <-chan struct{} // cur's, until it is subscribed
 	defer func() {
 		if cur != nil {
 			s.closeConn(cur)
@@ -124,12 +133,7 @@ func (s *shard) run(ctx context.Context) {
 				}
 				continue
 			}
-			cur = c
-			s.live.Store(true)
-			if dropped {
-				cfg.Metrics.StreamReconnect(s.ep.name)
-				go s.repair(ctx)
-			}
+			cur, acked = c, c.acked
 		}
 		age := time.NewTimer(time.Until(cur.born.Add(cfg.MaxAge)))
 		retire := cur.retire
@@ -138,6 +142,13 @@ func (s *shard) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+		case <-acked:
+			acked = nil
+			s.live.Store(true)
+			if dropped {
+				cfg.Metrics.StreamReconnect(s.ep.name)
+				go s.repair(ctx)
+			}
 		case <-cur.done:
 			cfg.Logger.Warn("streams: connection dropped", "endpoint", s.ep.name, "combination", s.comb.String(), "err", cur.err)
 			s.live.Store(false)
@@ -151,6 +162,9 @@ func (s *shard) run(ctx context.Context) {
 			cur = s.replace(ctx, cur)
 		case <-retire:
 			cur = s.replace(ctx, cur)
+		}
+		if acked != nil && cur != nil {
+			acked = cur.acked // a replacement made before the acknowledgements
 		}
 		age.Stop()
 	}
@@ -204,7 +218,11 @@ func (s *shard) connect(ctx context.Context) (*conn, error) {
 	}
 	url, rest := s.ep.proto.dialURL(s.ep.url, s.topics)
 	msgs, acks := s.ep.proto.subscribe(rest)
-	c := &conn{done: make(chan struct{}), ready: make(chan struct{}), retire: make(chan struct{}), born: time.Now(), acksWanted: acks}
+	c := &conn{done: make(chan struct{}), acked: make(chan struct{}), ready: make(chan struct{}), retire: make(chan struct{}),
+		born: time.Now(), acksWanted: acks}
+	if acks == 0 {
+		close(c.acked) // every topic went in the URL: subscribed by the handshake
+	}
 	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer dcancel()
 	ws, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{
@@ -294,6 +312,7 @@ func (s *shard) handle(c *conn, ev event) {
 		c.acks++
 		if c.acks >= c.acksWanted {
 			c.subscribed = true
+			c.ackedOnce.Do(func() { close(c.acked) })
 		}
 		return
 	case evShutdown:

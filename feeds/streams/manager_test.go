@@ -171,6 +171,40 @@ func TestBinanceShardsWithinDocumentedLimits(t *testing.T) {
 	}
 }
 
+// TestLiveOnlyOnceSubscribed: a combination is live (the caller stops
+// polling REST and starts its catch-up) only once the exchange has
+// acknowledged every subscription; until then a candle closing would reach
+// neither the stream nor a REST read made before it.
+func TestLiveOnlyOnceSubscribed(t *testing.T) {
+	t.Parallel()
+	fake := streamstest.NewBinance(t, binanceSpotStreams, 5)
+	release := fake.HoldSubscriptions()
+	t.Cleanup(release)
+	rec := newRecorder()
+	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	plan := Plan{Combination: comb}
+	for _, s := range symbols(binanceURLStreams + 50) { // the last 50 go by SUBSCRIBE
+		plan.Series = append(plan.Series, Series{Symbol: s, Timeframe: domain.TF1m})
+	}
+	m := run(t, rec.config(map[string]string{NameBinanceStream: fake.URL()}), plan)
+	streamstest.Eventually(t, "the subscribe request", func() bool { return fake.Requests() >= 1 })
+	// A push on a stream of the URL, read by the client: the connection is
+	// up and delivering, only the acknowledgement is missing.
+	first := plan.Series[0]
+	open := time.Date(2026, 11, 26, 15, 4, 0, 0, time.UTC)
+	fake.Publish(binanceKlineStream(first), klinePayload(binanceSymbol(first.Symbol), open, "11", false))
+	streamstest.Eventually(t, "the push read", func() bool {
+		var n int
+		rec.lockedRead(func() { n = len(rec.candles) })
+		return n == 1
+	})
+	if m.Live(comb) {
+		t.Fatal("live before the exchange acknowledged the subscriptions")
+	}
+	release()
+	streamstest.Eventually(t, "live once acknowledged", func() bool { return m.Live(comb) })
+}
+
 // TestReconnectRepairsGap drops every connection after a candle was seen:
 // the client reconnects, resubscribes, and asks for the gap from that
 // candle's open time.

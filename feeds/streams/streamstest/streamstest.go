@@ -45,6 +45,7 @@ type Exchange struct {
 	received  int64 // incoming messages
 	pushed    int64 // pushes written
 	cutAfter  time.Duration
+	held      chan struct{} // while open, Binance SUBSCRIBE requests wait unanswered
 }
 
 // okxArg is one channel of an OKX subscribe request.
@@ -216,9 +217,36 @@ func (f *Exchange) binanceRequest(c *Conn, data []byte) {
 	}
 	f.mu.Lock()
 	f.requested++
+	held := f.held
 	f.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-f.serverCtx.Done():
+			return
+		}
+	}
 	f.subscribed(c, req.Params)
 	c.Write(f.serverCtx, fmt.Sprintf(`{"result":null,"id":%s}`, req.ID))
+}
+
+// HoldSubscriptions keeps Binance SUBSCRIBE requests received from now on
+// unapplied and unanswered (as a loaded exchange answers late) until the
+// returned release is called.
+func (f *Exchange) HoldSubscriptions() (release func()) {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	f.held = ch
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.held = nil
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 func (f *Exchange) okxRequest(c *Conn, data []byte) {
