@@ -25,7 +25,7 @@ type candleSink struct {
 
 	mu       sync.Mutex
 	pending  map[store.CandleKey]map[time.Time]domain.Candle
-	closed   map[store.CandleKey]bool      // pending holds a closed candle
+	closed   map[store.CandleKey]time.Time // pending holds closed candles: the newest one's open time
 	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
 	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
 	released map[store.CandleKey]bool
@@ -33,7 +33,7 @@ type candleSink struct {
 
 func newCandleSink(s *StreamIngest) *candleSink {
 	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
-		closed: map[store.CandleKey]bool{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
+		closed: map[store.CandleKey]time.Time{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
 		released: map[store.CandleKey]bool{}}
 }
 
@@ -67,7 +67,9 @@ func (k *candleSink) addAll(us []streams.CandleUpdate) {
 		}
 		k.pending[key][u.Candle.Time] = u.Candle
 		if u.Closed {
-			k.closed[key] = true
+			if t, ok := k.closed[key]; !ok || u.Candle.Time.After(t) {
+				k.closed[key] = u.Candle.Time
+			}
 			closed = true
 		}
 	}
@@ -99,9 +101,9 @@ func (k *candleSink) run(ctx context.Context) {
 	}
 }
 
-// flush stores what is pending, the series with a closed candle first and
-// in a write of their own: at a minute close every series of an exchange
-// may be due, and the closed candles are the ones readers wait for. A
+// flush stores what is pending, the closed candles first and in a write
+// of their own: at a minute close every series of an exchange may be due,
+// and the closed candles are the ones readers wait for. A
 // failed write is logged and dropped: the REST ingest tick loads the same
 // candles.
 func (k *candleSink) flush(ctx context.Context) {
@@ -173,8 +175,11 @@ func announce[V any](ctx context.Context, in *Ingester, written map[store.Candle
 	}
 }
 
-// due takes the pending series to write now: those with a closed candle,
-// and those whose open-candle write is due.
+// due takes the pending series to write now: the closed candles, and
+// the open ones of the series with a closed candle or whose open-candle
+// write is due. The open candle that follows a closed one goes with the
+// open candles: at a minute close it is a new row in every series, and
+// the closed candles' write is the one readers wait for.
 func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domain.Candle) {
 	openEvery := k.s.OpenEvery
 	if openEvery <= 0 {
@@ -185,13 +190,19 @@ func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domai
 	defer k.mu.Unlock()
 	closed, open = map[store.CandleKey]map[time.Time]domain.Candle{}, map[store.CandleKey]map[time.Time]domain.Candle{}
 	for key, byTime := range k.pending {
-		if !k.released[key] || !k.closed[key] && now.Before(k.openNext[key]) {
+		last, hasClosed := k.closed[key]
+		if !k.released[key] || !hasClosed && now.Before(k.openNext[key]) {
 			continue
 		}
-		if k.closed[key] {
-			closed[key] = byTime
-		} else {
-			open[key] = byTime
+		for t, c := range byTime {
+			to := open
+			if hasClosed && !t.After(last) {
+				to = closed
+			}
+			if to[key] == nil {
+				to[key] = map[time.Time]domain.Candle{}
+			}
+			to[key][t] = c
 		}
 		delete(k.pending, key)
 		delete(k.closed, key)
