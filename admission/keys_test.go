@@ -4,70 +4,21 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/admission/admissiontest"
 	"github.com/marketscreener/market/domain"
 )
-
-// fakeKeys is the keys table as a loader sees it, counting lookups.
-type fakeKeys struct {
-	mu      sync.Mutex
-	keys    map[string]*domain.APIKey
-	clients map[string]*domain.Client
-	fail    error
-	gate    chan struct{} // when set, lookups wait for it
-	loads   atomic.Int64
-}
-
-func newFakeKeys() *fakeKeys {
-	return &fakeKeys{
-		keys: map[string]*domain.APIKey{
-			"h1": {ID: "k1", ClientID: "c1", Hash: "h1"},
-			"h2": {ID: "k2", ClientID: "c1", Hash: "h2"},
-			"h3": {ID: "k3", ClientID: "c2", Hash: "h3"},
-		},
-		clients: map[string]*domain.Client{
-			"c1": {ID: "c1", Tier: domain.Business, Status: domain.StatusActive},
-			"c2": {ID: "c2", Tier: domain.Starter, Status: domain.StatusActive},
-		},
-	}
-}
-
-func (f *fakeKeys) load(ctx context.Context, hash string) (*domain.Client, *domain.APIKey, error) {
-	f.loads.Add(1)
-	if f.gate != nil {
-		<-f.gate
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return nil, nil, f.fail
-	}
-	k := f.keys[hash]
-	if k == nil {
-		return nil, nil, domain.ErrNotFound
-	}
-	key, client := *k, *f.clients[k.ClientID]
-	return &client, &key, nil
-}
-
-func (f *fakeKeys) revoke(hash string) {
-	f.mu.Lock()
-	now := time.Now()
-	f.keys[hash].RevokedAt = &now
-	f.mu.Unlock()
-}
 
 func isUnauthorized(err error) bool { return domain.ErrorCode(err) == domain.EUNAUTHORIZED }
 
 func TestKeyCacheSingleFlight(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
-	keys.gate = make(chan struct{})
-	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
+	keys := admissiontest.NewKeys()
+	keys.Gate = make(chan struct{})
+	cache := admission.NewKeyCache(keys.Load, time.Hour, time.Now)
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
@@ -78,28 +29,28 @@ func TestKeyCacheSingleFlight(t *testing.T) {
 		})
 	}
 	// Let the load finish only once it started, so all 100 can pile up on it.
-	for keys.loads.Load() == 0 {
+	for keys.Loads.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	close(keys.gate)
+	close(keys.Gate)
 	wg.Wait()
-	if n := keys.loads.Load(); n != 1 {
+	if n := keys.Loads.Load(); n != 1 {
 		t.Errorf("loader called %d times for 100 concurrent Gets, want 1", n)
 	}
 }
 
 func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
+	keys := admissiontest.NewKeys()
 	clock := newFakeClock()
-	cache := admission.NewKeyCache(keys.load, 2*time.Second, clock.Now)
+	cache := admission.NewKeyCache(keys.Load, 2*time.Second, clock.Now)
 	ctx := context.Background()
 	for range 5 {
 		if _, _, err := cache.Get(ctx, "garbage"); !isUnauthorized(err) {
 			t.Fatalf("unknown key: %v, want unauthorized", err)
 		}
 	}
-	if n := keys.loads.Load(); n != 1 {
+	if n := keys.Loads.Load(); n != 1 {
 		t.Errorf("unknown key loaded %d times, want 1 (negative caching)", n)
 	}
 	// An unknown key costs the database once, not once per key TTL: the
@@ -107,17 +58,17 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	// minutes pass.
 	clock.Advance(2 * time.Second)
 	_, _, _ = cache.Get(ctx, "garbage")
-	if n := keys.loads.Load(); n != 1 {
+	if n := keys.Loads.Load(); n != 1 {
 		t.Errorf("loads after the key TTL = %d, want still 1", n)
 	}
 	clock.Advance(10 * time.Minute)
 	_, _, _ = cache.Get(ctx, "garbage")
-	if n := keys.loads.Load(); n != 2 {
+	if n := keys.Loads.Load(); n != 2 {
 		t.Errorf("loads after ten minutes = %d, want 2", n)
 	}
-	keys.mu.Lock()
-	keys.keys["garbage"] = &domain.APIKey{ID: "k9", ClientID: "c2", Hash: "garbage"}
-	keys.mu.Unlock()
+	keys.Mu.Lock()
+	keys.Keys["garbage"] = &domain.APIKey{ID: "k9", ClientID: "c2", Hash: "garbage"}
+	keys.Mu.Unlock()
 	cache.KeyIssued("garbage")
 	if client, _, err := cache.Get(ctx, "garbage"); err != nil || client.ID != "c2" {
 		t.Errorf("a key issued after an unknown answer: %v, %v; want it to work at once", client, err)
@@ -127,7 +78,7 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 	if _, _, err := cache.Get(ctx, "h1"); err != nil {
 		t.Fatal(err)
 	}
-	keys.revoke("h1")
+	keys.Revoke("h1")
 	clock.Advance(2 * time.Second)
 	if _, _, err := cache.Get(ctx, "h1"); !isUnauthorized(err) {
 		t.Errorf("revoked key after the TTL: %v, want unauthorized", err)
@@ -139,22 +90,22 @@ func TestKeyCacheNegativeAndTTL(t *testing.T) {
 // finds lands without any request waiting for the database.
 func TestKeyCacheRefreshesAhead(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
+	keys := admissiontest.NewKeys()
 	clock := newFakeClock()
-	cache := admission.NewKeyCache(keys.load, 2*time.Second, clock.Now)
+	cache := admission.NewKeyCache(keys.Load, 2*time.Second, clock.Now)
 	ctx := context.Background()
 	if _, _, err := cache.Get(ctx, "h1"); err != nil {
 		t.Fatal(err)
 	}
-	keys.gate = make(chan struct{}) // the reload waits until released
+	keys.Gate = make(chan struct{}) // the reload waits until released
 	clock.Advance(1100 * time.Millisecond)
 	for range 3 {
 		if _, _, err := cache.Get(ctx, "h1"); err != nil {
 			t.Fatalf("while the reload runs: %v, want the cached key", err)
 		}
 	}
-	keys.revoke("h1")
-	close(keys.gate)
+	keys.Revoke("h1")
+	close(keys.Gate)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, _, err := cache.Get(ctx, "h1")
@@ -166,15 +117,15 @@ func TestKeyCacheRefreshesAhead(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := keys.loads.Load(); n != 2 {
+	if n := keys.Loads.Load(); n != 2 {
 		t.Errorf("%d loads, want 2 (one reload for several requests)", n)
 	}
 }
 
 func TestKeyCacheInvalidation(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
-	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
+	keys := admissiontest.NewKeys()
+	cache := admission.NewKeyCache(keys.Load, time.Hour, time.Now)
 	ctx := context.Background()
 	warm := func() {
 		t.Helper()
@@ -185,7 +136,7 @@ func TestKeyCacheInvalidation(t *testing.T) {
 		}
 	}
 	warm()
-	keys.revoke("h1")
+	keys.Revoke("h1")
 	cache.InvalidateKey("h1")
 	if _, _, err := cache.Get(ctx, "h1"); !isUnauthorized(err) {
 		t.Errorf("revoked key after InvalidateKey: %v", err)
@@ -194,9 +145,9 @@ func TestKeyCacheInvalidation(t *testing.T) {
 		t.Errorf("Len = %d, want 3", cache.Len())
 	}
 
-	keys.mu.Lock()
-	keys.clients["c1"].Status = domain.StatusSuspended
-	keys.mu.Unlock()
+	keys.Mu.Lock()
+	keys.Clients["c1"].Status = domain.StatusSuspended
+	keys.Mu.Unlock()
 	cache.InvalidateClient("c1")
 	if cache.Len() != 1 {
 		t.Errorf("Len after InvalidateClient = %d, want 1 (c2's key)", cache.Len())
@@ -212,16 +163,16 @@ func TestKeyCacheInvalidation(t *testing.T) {
 
 func TestKeyCacheDoesNotCacheLookupFailures(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
-	keys.fail = errors.New("connection refused")
-	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
+	keys := admissiontest.NewKeys()
+	keys.Fail = errors.New("connection refused")
+	cache := admission.NewKeyCache(keys.Load, time.Hour, time.Now)
 	ctx := context.Background()
 	if _, _, err := cache.Get(ctx, "h1"); err == nil || isUnauthorized(err) {
 		t.Fatalf("lookup failure: %v, want the loader's error, not a 401", err)
 	}
-	keys.mu.Lock()
-	keys.fail = nil
-	keys.mu.Unlock()
+	keys.Mu.Lock()
+	keys.Fail = nil
+	keys.Mu.Unlock()
 	if _, _, err := cache.Get(ctx, "h1"); err != nil {
 		t.Errorf("after the database recovered: %v", err)
 	}
@@ -229,15 +180,15 @@ func TestKeyCacheDoesNotCacheLookupFailures(t *testing.T) {
 
 func TestKeyCacheWaiterContext(t *testing.T) {
 	t.Parallel()
-	keys := newFakeKeys()
-	keys.gate = make(chan struct{})
-	cache := admission.NewKeyCache(keys.load, time.Hour, time.Now)
+	keys := admissiontest.NewKeys()
+	keys.Gate = make(chan struct{})
+	cache := admission.NewKeyCache(keys.Load, time.Hour, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := cache.Get(ctx, "h1"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Get with a cancelled context: %v", err)
 	}
-	close(keys.gate)
+	close(keys.Gate)
 	// The shared load was not cancelled with the first caller.
 	if _, _, err := cache.Get(context.Background(), "h1"); err != nil {
 		t.Errorf("Get after the load finished: %v", err)

@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/admission/admissiontest"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/invalidation"
 	"github.com/marketscreener/market/readcache"
@@ -24,13 +24,13 @@ import (
 
 // replica is one api process: a key cache kept fresh by a bus.
 type replica struct {
-	keys  *fakeKeys
+	keys  *admissiontest.Keys
 	cache *admission.KeyCache
 	bus   *invalidation.Bus
 	name  string // client name of its Redis connections
 }
 
-func startReplica(t *testing.T, prefix string, keys *fakeKeys) *replica {
+func startReplica(t *testing.T, prefix string, keys *admissiontest.Keys) *replica {
 	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -38,7 +38,7 @@ func startReplica(t *testing.T, prefix string, keys *fakeKeys) *replica {
 	opts.ClientName = "bustest-" + hex.EncodeToString(b[:])
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := &replica{keys: keys, cache: admission.NewKeyCache(keys.load, time.Hour, time.Now), name: opts.ClientName}
+	r := &replica{keys: keys, cache: admission.NewKeyCache(keys.Load, time.Hour, time.Now), name: opts.ClientName}
 	r.bus = invalidation.NewBus(rdb, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -95,7 +95,7 @@ func waitSubscribed(t *testing.T, publisher *invalidation.Bus, replicas ...*repl
 func TestBusRevocationReachesEveryReplica(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
-	keys := newFakeKeys()
+	keys := admissiontest.NewKeys()
 	r1, r2 := startReplica(t, prefix, keys), startReplica(t, prefix, keys)
 	cli := invalidation.NewBus(redistest.Client(t), rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
 	if cli.Channel() != prefix+"marketd:invalidate" {
@@ -110,7 +110,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 	}
 
 	// The operator revokes h1: the database changes, then the CLI publishes.
-	keys.revoke("h1")
+	keys.Revoke("h1")
 	if err := cli.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateKeyKind, ID: "h1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +125,13 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 	if _, _, err := r1.cache.Get(ctx, "h2"); err != nil {
 		t.Fatal(err)
 	}
-	before := keys.loads.Load()
+	before := keys.Loads.Load()
 	if err := cli.Publish(ctx, invalidation.Message{Kind: invalidation.InvalidateClientKind, ID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Second, "client invalidation applied", func() bool {
 		_, _, _ = r1.cache.Get(ctx, "h2")
-		return keys.loads.Load() > before
+		return keys.Loads.Load() > before
 	})
 }
 
@@ -141,7 +141,7 @@ func TestBusRevocationReachesEveryReplica(t *testing.T) {
 func TestBusResubscribesAfterDisconnect(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.Prefix(t)
-	keys := newFakeKeys()
+	keys := admissiontest.NewKeys()
 	r := startReplica(t, prefix, keys)
 	admin := redistest.Client(t)
 	cli := invalidation.NewBus(admin, rediskeys.Space(prefix), slog.New(slog.DiscardHandler))
@@ -170,7 +170,7 @@ func TestBusResubscribesAfterDisconnect(t *testing.T) {
 	}
 	// A revocation published while the replica is disconnected is lost;
 	// the resubscription's InvalidateAll covers it.
-	keys.revoke("h1")
+	keys.Revoke("h1")
 	eventually(t, 10*time.Second, "cache emptied on resubscribe", func() bool {
 		_, _, err := r.cache.Get(ctx, "h1")
 		return isUnauthorized(err)
@@ -218,7 +218,7 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 		t.Fatalf("channels: live %q, sandbox %q, want the sandbox's %q", live.Channel(), sandbox.Channel(), want)
 	}
 	liveData, sandboxData := &dataLog{}, &dataLog{}
-	keys := admission.NewKeyCache(newFakeKeys().load, time.Hour, time.Now)
+	keys := admission.NewKeyCache(admissiontest.NewKeys().Load, time.Hour, time.Now)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = live.Run(ctx, keys, liveData) }()
@@ -260,48 +260,6 @@ func TestSandboxBusStaysOffTheLiveChannel(t *testing.T) {
 	if sandboxData.seen(liveWrite) {
 		t.Error("a live write reached the sandbox cache")
 	}
-}
-
-// fakeKeys is the keys table as the key cache's loader sees it, counting
-// lookups.
-type fakeKeys struct {
-	mu      sync.Mutex
-	keys    map[string]*domain.APIKey
-	clients map[string]*domain.Client
-	loads   atomic.Int64
-}
-
-func newFakeKeys() *fakeKeys {
-	return &fakeKeys{
-		keys: map[string]*domain.APIKey{
-			"h1": {ID: "k1", ClientID: "c1", Hash: "h1"},
-			"h2": {ID: "k2", ClientID: "c1", Hash: "h2"},
-			"h3": {ID: "k3", ClientID: "c2", Hash: "h3"},
-		},
-		clients: map[string]*domain.Client{
-			"c1": {ID: "c1", Tier: domain.Business, Status: domain.StatusActive},
-			"c2": {ID: "c2", Tier: domain.Starter, Status: domain.StatusActive},
-		},
-	}
-}
-
-func (f *fakeKeys) load(ctx context.Context, hash string) (*domain.Client, *domain.APIKey, error) {
-	f.loads.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := f.keys[hash]
-	if k == nil {
-		return nil, nil, domain.ErrNotFound
-	}
-	key, client := *k, *f.clients[k.ClientID]
-	return &client, &key, nil
-}
-
-func (f *fakeKeys) revoke(hash string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	f.keys[hash].RevokedAt = &now
 }
 
 func isUnauthorized(err error) bool { return domain.ErrorCode(err) == domain.EUNAUTHORIZED }
