@@ -5,8 +5,8 @@
 // the request turns back that many times).
 //
 //	go test -gcflags='all=-N -l' -c -o /tmp/api.test ./api
-//	dlv trace --exec /tmp/api.test '^github\.com/marketscreener/market/[a-z/]+\.' \
-//	    -- -test.run '^TestOHLCVLimitAndOrder$' 2> /tmp/trace.txt
+//	(cd api && dlv trace --exec /tmp/api.test '^github\.com/marketscreener/market/[a-z/]+\.' \
+//	    -- -test.run '^TestOHLCVLimitAndOrder$' >/dev/null 2> /tmp/trace.txt)
 //	go run ./e2e/cmd/reqtrace -bin /tmp/api.test -trace /tmp/trace.txt
 //
 // Functions are mapped to files through the binary's line table (built
