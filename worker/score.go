@@ -146,66 +146,47 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			prev[c.Symbol] = c.Prev
 		}
 	}
-	// The assets are read and scored scoreWorkers at a time and stored
-	// saveEvery at a time as they come.
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan store.RescoreCandidate)
-	done := make(chan store.AnalyticsRecord, scoreWorkers)
-	var workers sync.WaitGroup
-	var readErr error
-	var readOnce sync.Once
-	go func() {
-		defer close(work)
-		for _, c := range cands {
-			select {
-			case work <- c:
-			case <-runCtx.Done():
-				return
-			}
-		}
-	}()
-	for range scoreWorkers {
-		workers.Go(func() {
-			for c := range work {
-				rec, ok, err := s.scoreOne(runCtx, m, style, src, c, now)
-				if err != nil {
-					readOnce.Do(func() { readErr = err })
-					cancel()
-					continue
-				}
-				if ok {
-					done <- rec
-				}
-			}
-		})
-	}
-	go func() { workers.Wait(); close(done) }()
 	var recs []store.AnalyticsRecord
-	var saveErr error
-	for rec := range done {
-		if saveErr != nil || runCtx.Err() != nil {
-			continue // drained: the workers end with the run
+	for _, c := range cands {
+		sym := c.Symbol
+		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(candles) < analytics.MinCandles {
+			continue // not enough history yet: no report rather than a poor one
+		}
+		last := candles[len(candles)-1]
+		p := c.Prev
+		inputs, err := c.Fundamentals.Decoded()
+		if err != nil {
+			s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
+		}
+		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
+			Fundamentals: analyticsFundamentals(inputs)})
+		if err != nil {
+			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
+			continue
+		}
+		rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
+			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
+			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
+			CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
+		if c.HasTicker {
+			rec.Price, rec.ChangePct = c.Price, c.ChangePct
+		}
+		if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
+			at := c.Fundamentals.UpdatedAt
+			rec.FundamentalsAt = &at
 		}
 		recs = append(recs, rec)
 		if len(recs) == saveEvery {
 			n, err := s.Store.SaveAnalytics(ctx, recs, prev)
 			if err != nil {
-				saveErr = err
-				cancel()
-				continue
+				return scored, events, err
 			}
 			scored, events, recs = scored+len(recs), events+n, recs[:0]
 		}
-	}
-	if saveErr != nil {
-		return scored, events, saveErr
-	}
-	if readErr != nil {
-		return scored, events, readErr
-	}
-	if err := ctx.Err(); err != nil {
-		return scored, events, err
 	}
 	n, err := s.Store.SaveAnalytics(ctx, recs, prev)
 	if err != nil {
@@ -220,49 +201,6 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		s.Notify(ctx, readcache.TopSetups())
 	}
 	return scored, events, nil
-}
-
-// scoreWorkers is how many assets of a run are read and scored at once: a
-// run over a whole exchange's universe (a 15-minute close rescoring 1,200
-// assets) is bound by the round trip of each asset's candle read, not by
-// the CPU the scoring takes.
-const scoreWorkers = 4
-
-// scoreOne reads the candles of a candidate and scores it; ok is false when
-// it has too little history or its scoring failed (logged).
-func (s *Scorer) scoreOne(ctx context.Context, m domain.Market, style analytics.Style, src domain.Combination,
-	c store.RescoreCandidate, now time.Time) (rec store.AnalyticsRecord, ok bool, err error) {
-	sym, tf := c.Symbol, style.Timeframe()
-	candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
-	if err != nil {
-		return rec, false, err
-	}
-	if len(candles) < analytics.MinCandles {
-		return rec, false, nil // not enough history yet: no report rather than a poor one
-	}
-	last := candles[len(candles)-1]
-	inputs, err := c.Fundamentals.Decoded()
-	if err != nil {
-		s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
-	}
-	res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: c.Prev.Verdict,
-		Fundamentals: analyticsFundamentals(inputs)})
-	if err != nil {
-		s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
-		return rec, false, nil
-	}
-	rec = store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
-		OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
-		ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-		CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
-	if c.HasTicker {
-		rec.Price, rec.ChangePct = c.Price, c.ChangePct
-	}
-	if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
-		at := c.Fundamentals.UpdatedAt
-		rec.FundamentalsAt = &at
-	}
-	return rec, true, nil
 }
 
 // saveEvery is how many scored assets are stored per transaction: a
