@@ -605,23 +605,40 @@ type closeRescore struct {
 // rescoreLatency watches the reports of a style from the close at b for a
 // minute: when each report was first seen rewritten after b (committed
 // and readable; polled every 250 ms, the time taken once the query
-// answered), and how many of target were not.
-// The report's own updated_at is not the figure: a scoring run stamps
-// every report it writes with its start, and a run over the whole
-// universe commits its reports batch by batch for as long as it takes.
+// answered), and how many of target were not. A report counts as
+// rewritten when its updated_at differs from the one it had at b: a run
+// stamps every report it writes with its own start, which may fall just
+// before the close (a run that took the lock then and read the closed
+// candles after it), and a run over the whole universe commits its
+// reports batch by batch for as long as it takes.
 func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]time.Duration, int) {
+	const q = `SELECT symbol, updated_at FROM analytics_reports
+		WHERE market = 'crypto' AND style = $1 AND updated_at >= $2`
+	since := b.Add(-5 * time.Minute) // a run's start, at most this long before its last write
+	atClose := map[string]time.Time{}
+	if rows, err := d.db.Query(context.Background(), q, style, time.Time{}); err == nil {
+		for rows.Next() {
+			var sym string
+			var at time.Time
+			if rows.Scan(&sym, &at) == nil {
+				atClose[sym] = at
+			}
+		}
+		rows.Close()
+	}
 	first := map[string]time.Duration{}
 	for time.Since(b) < time.Minute && len(first) < target {
-		rows, err := d.db.Query(context.Background(), `SELECT symbol FROM analytics_reports
-			WHERE market = 'crypto' AND style = $1 AND updated_at >= $2`, style, b)
+		rows, err := d.db.Query(context.Background(), q, style, since)
 		seenAt := time.Since(b) // the answer's snapshot is older: an upper bound
 		if err == nil {
 			for rows.Next() {
 				var sym string
-				if rows.Scan(&sym) == nil {
-					if _, seen := first[sym]; !seen {
-						first[sym] = seenAt
-					}
+				var at time.Time
+				if rows.Scan(&sym, &at) != nil {
+					continue
+				}
+				if _, seen := first[sym]; !seen && !at.Equal(atClose[sym]) {
+					first[sym] = seenAt
 				}
 			}
 			rows.Close()
