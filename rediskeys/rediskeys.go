@@ -139,3 +139,18 @@ func ClientOptions(url string) (*redis.Options, error) {
 	opts.MaxRetries = -1
 	return opts, nil
 }
+
+// BackgroundClientOptions are ClientOptions for work no client waits on
+// (the provider budgets, the pipeline's claims and pending sets): replies
+// may take up to a second. On a machine busy with a cold start's history
+// loads a reply can take longer than 150 ms, and the provider budget would
+// take that for a dead Redis and fall back to a process's own share of the
+// budget, starving the ticker refreshes behind it.
+func BackgroundClientOptions(url string) (*redis.Options, error) {
+	opts, err := ClientOptions(url)
+	if err != nil {
+		return nil, err
+	}
+	opts.ReadTimeout, opts.WriteTimeout = time.Second, time.Second
+	return opts, nil
+}

@@ -210,30 +210,84 @@ func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Can
 	// per aggregate would sort six times: +1 ms in Postgres); Postgres
 	// feeds a plain aggregate in its input's order, and the order is
 	// checked here anyway (sorted if it ever were not).
-	var (
-		times                          []time.Time
-		opens, highs, lows, closes, vs []float64
-	)
-	err := db.Pool.QueryRow(ctx, `SELECT coalesce(array_agg(open_time), '{}'), coalesce(array_agg(open), '{}'),
-			coalesce(array_agg(high), '{}'), coalesce(array_agg(low), '{}'), coalesce(array_agg(close), '{}'),
-			coalesce(array_agg(volume), '{}')
+	var a candleArrays
+	err := db.Pool.QueryRow(ctx, `SELECT `+candleArraysSelect+`
 		FROM (SELECT open_time, open, high, low, close, volume FROM candles
 			WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
 			ORDER BY open_time DESC LIMIT $5) newest`,
-		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit).Scan(&times, &opens, &highs, &lows, &closes, &vs)
+		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit).Scan(a.dest()...)
 	if err != nil {
 		return nil, translate(err, "candles")
 	}
-	n := len(times)
+	return a.candles(k.Symbol)
+}
+
+// CandlesOf returns the newest limit candles of each of the symbols'
+// series of a market, exchange and timeframe, oldest first, in one
+// statement: a scoring run reads its assets a batch at a time, one round
+// trip per batch instead of one per asset. A symbol without candles is
+// absent from the map.
+func (db *DB) CandlesOf(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, limit int) (map[string][]domain.Candle, error) {
+	out := make(map[string][]domain.Candle, len(symbols))
+	if len(symbols) == 0 {
+		return out, nil
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, c.*
+		FROM unnest($3::text[]) s(symbol)
+		CROSS JOIN LATERAL (SELECT `+candleArraysSelect+`
+			FROM (SELECT open_time, open, high, low, close, volume FROM candles
+				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
+				ORDER BY open_time DESC LIMIT $5) newest) c`,
+		string(m), exchange, symbols, string(tf), limit)
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sym string
+		var a candleArrays
+		if err := rows.Scan(append([]any{&sym}, a.dest()...)...); err != nil {
+			return nil, translate(err, "candles")
+		}
+		cs, err := a.candles(sym)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) > 0 {
+			out[sym] = cs
+		}
+	}
+	return out, translate(rows.Err(), "candles")
+}
+
+// candleArraysSelect aggregates a subquery "newest" of candles, newest
+// first, into six arrays (candleArrays).
+const candleArraysSelect = `coalesce(array_agg(open_time), '{}'), coalesce(array_agg(open), '{}'),
+			coalesce(array_agg(high), '{}'), coalesce(array_agg(low), '{}'), coalesce(array_agg(close), '{}'),
+			coalesce(array_agg(volume), '{}')`
+
+// candleArrays is a series read as candleArraysSelect's six arrays.
+type candleArrays struct {
+	times                          []time.Time
+	opens, highs, lows, closes, vs []float64
+}
+
+func (a *candleArrays) dest() []any {
+	return []any{&a.times, &a.opens, &a.highs, &a.lows, &a.closes, &a.vs}
+}
+
+// candles turns the arrays (newest first) into candles, oldest first.
+func (a *candleArrays) candles(symbol string) ([]domain.Candle, error) {
+	n := len(a.times)
 	if n == 0 {
 		return nil, nil
 	}
-	if len(opens) != n || len(highs) != n || len(lows) != n || len(closes) != n || len(vs) != n {
-		return nil, fmt.Errorf("store: candles of %s: arrays of different lengths", k.Symbol)
+	if len(a.opens) != n || len(a.highs) != n || len(a.lows) != n || len(a.closes) != n || len(a.vs) != n {
+		return nil, fmt.Errorf("store: candles of %s: arrays of different lengths", symbol)
 	}
 	out := make([]domain.Candle, n)
-	for i, t := range times {
-		out[n-1-i] = domain.Candle{Time: t.UTC(), Open: opens[i], High: highs[i], Low: lows[i], Close: closes[i], Volume: vs[i]}
+	for i, t := range a.times {
+		out[n-1-i] = domain.Candle{Time: t.UTC(), Open: a.opens[i], High: a.highs[i], Low: a.lows[i], Close: a.closes[i], Volume: a.vs[i]}
 	}
 	if !slices.IsSortedFunc(out, func(a, b domain.Candle) int { return a.Time.Compare(b.Time) }) {
 		slices.SortFunc(out, func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -310,6 +311,44 @@ func TestUpsertChangedCandles(t *testing.T) {
 	}
 }
 
+// CandlesOf reads several series in one statement and gives each series
+// what Candles gives it: its newest candles, oldest first, of its own
+// timeframe and exchange only; a symbol without candles is absent.
+func TestCandlesOfMatchesCandles(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.New(t)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	key := func(sym, exchange string, tf domain.Timeframe) store.CandleKey {
+		return store.CandleKey{Market: domain.Crypto, Exchange: exchange, Symbol: sym, Timeframe: tf}
+	}
+	for i, k := range []store.CandleKey{key("BTC_USDT", "binance", domain.TF15m), key("ETH_USDT", "binance", domain.TF15m),
+		key("BTC_USDT", "binance", domain.TF1h), key("ETH_USDT", "okx", domain.TF15m), key("SOL_USDT", "binance", domain.TF15m)} {
+		n := 60 + 10*i
+		if err := db.UpsertCandles(ctx, k, makeCandles(n, start, k.Timeframe, float64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.CandlesOf(ctx, domain.Crypto, "binance", domain.TF15m, []string{"BTC_USDT", "ETH_USDT", "NONE_USDT", "SOL_USDT"}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got["NONE_USDT"] != nil {
+		t.Fatalf("series read: %d (%v); want BTC, ETH and SOL", len(got), slices.Collect(maps.Keys(got)))
+	}
+	for _, sym := range []string{"BTC_USDT", "ETH_USDT", "SOL_USDT"} {
+		want, err := db.Candles(ctx, key(sym, "binance", domain.TF15m), 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != 50 || !cmp.Equal(got[sym], want) {
+			t.Errorf("%s: CandlesOf gives %d candles, Candles %d, or they differ", sym, len(got[sym]), len(want))
+		}
+	}
+	if got, err := db.CandlesOf(ctx, domain.Crypto, "binance", domain.TF15m, nil, 50); err != nil || len(got) != 0 {
+		t.Fatalf("no symbols: %v, %v", got, err)
+	}
+}
+
 // BenchmarkCandles500 reads what scoring reads per asset: the newest 500
 // candles of a series of 1000, as Candles reads them (arrays) and as it
 // read them before (rows, the baseline).
@@ -337,4 +376,23 @@ func BenchmarkCandles500(b *testing.B) {
 			}
 		})
 	}
+	// A scoring run's read: 32 series per statement, per series.
+	syms := make([]string, 32)
+	for i := range syms {
+		syms[i] = fmt.Sprintf("S%02d_USDT", i)
+		k.Symbol = syms[i]
+		if err := db.UpsertCandles(ctx, k, cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("batch32", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			got, err := db.CandlesOf(ctx, k.Market, k.Exchange, k.Timeframe, syms, 500)
+			if err != nil || len(got) != 32 {
+				b.Fatalf("%d series, %v", len(got), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/32, "ns/series")
+	})
 }

@@ -17,15 +17,22 @@ import (
 //     scored (a new candle: at once);
 //   - its fundamentals are newer than those its report was made with (at
 //     once);
-//   - or its still-open candle's close moved since the report, and the
-//     report was made before the current open-candle slot (RescoreSlot):
-//     the open-candle rule.
+//   - or its still-open candle's close moved since the report, or a new
+//     candle opened right after the closed one the report scored in the
+//     current slot, and the report was made before the current
+//     open-candle slot (RescoreSlot): the open-candle rule.
 //
 // Anything else is skipped, so a run repeated, or a trigger and a tick
 // arriving together, changes nothing and sends no second verdict event.
 // The open-candle rule bounds what a moving price costs: however many
 // candle writes, triggers and ticks arrive, an asset whose open candle
 // moves is scored once per slot.
+//
+// At a close the closed candle is stored first and its new candle seconds
+// later (the stream writes them apart, REST may lag a minute): a report
+// made on the closed candle after it closed is in the new candle's first
+// slot, so the new candle waits for the next slot instead of scoring the
+// whole universe a second time within seconds of the first.
 
 // RescoreEvery is how often, at most, an asset is scored again while only
 // its still-open candle moves: a sixteenth of the timeframe rounded up to
@@ -38,22 +45,51 @@ func RescoreEvery(tf domain.Timeframe) time.Duration {
 
 // RescoreSlot is the open-candle slot holding now, [start, end): the
 // candle's timeframe split from its open into as many equal slots as
-// RescoreEvery fits whole (scalp: 7 of 2 min 8.6 s; intraday 15 of 4 min,
-// swing 16 of 15 min, position 16 of 1.5 h). A report made in the current
-// slot is not rescored for a still-open candle that moved.
+// RescoreEvery fits whole, less as many as it takes for no slot to start
+// on a close of a shorter scored timeframe (scalp: 7 of 2 min 8.6 s;
+// intraday 15 of 4 min, swing 15 of 16 min, position 13 of 1 h 50 min
+// 46 s). A report made in the current slot is not rescored for a
+// still-open candle that moved.
 //
 // The slots start at the candle's open, so the prompt scoring of a new
 // candle (the trigger's, seconds after the open) is in that candle's first
 // slot and is not repeated a minute later. Slots aligned to the clock
 // would cut scalp's 15 minutes at even minutes, and a candle opening on an
 // odd minute would be scored at once and again when the clock's slot
-// turned.
+// turned. A slot of swing or position starting on a 15-minute close
+// (16 of each would) would rescore the whole universe in that style
+// exactly when scalp's closed candles are due.
 func RescoreSlot(now time.Time, tf domain.Timeframe) (start, end time.Time) {
 	open := tf.Truncate(now)
 	span := tf.Duration()
-	n := int64(span / RescoreEvery(tf))
+	n := rescoreSlots(tf)
 	k := int64(now.Sub(open)) * n / int64(span)
 	return open.Add(time.Duration(int64(span) * k / n)), open.Add(time.Duration(int64(span) * (k + 1) / n))
+}
+
+// rescoreSlots is how many open-candle slots a candle of tf has: as many
+// RescoreEvery fits whole, less until the count is coprime with the
+// number of shortest scored candles in one of tf (slot k starts at
+// k·span/n, a close of the shortest timeframe when n/gcd divides k).
+func rescoreSlots(tf domain.Timeframe) int64 {
+	span := tf.Duration()
+	shortest := span
+	for _, st := range analytics.Styles {
+		shortest = min(shortest, st.Timeframe().Duration())
+	}
+	per := int64(span / shortest)
+	n := int64(span / RescoreEvery(tf))
+	for n > 1 && gcd(n, per) != 1 {
+		n--
+	}
+	return max(n, 1)
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // RescoreQuery names the assets a scoring run decides on: the market's
@@ -117,15 +153,17 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 				ORDER BY open_time DESC LIMIT 1) l
 			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
 			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
-			WHERE a.symbol IS NULL OR a.candle_time <> l.open_time
+			WHERE a.symbol IS NULL
+				OR a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
+					AND a.updated_at >= $8 AND a.updated_at < $9)
 				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
-				OR (a.candle_close <> l.close AND (a.updated_at < $8 OR a.updated_at >= $9))
+				OR ((a.candle_close <> l.close OR a.candle_time <> l.open_time) AND (a.updated_at < $8 OR a.updated_at >= $9))
 		)
 		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
 			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
 		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
 		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
-		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC())
+		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC(), q.Timeframe.Duration())
 	if err != nil {
 		return nil, 0, translate(err, "analytics")
 	}

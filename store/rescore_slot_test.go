@@ -11,7 +11,8 @@ import (
 
 // The open-candle rule's slots: the timeframe split from the candle's open
 // into as many slots as a sixteenth of it, rounded up to a whole minute and
-// at least two minutes, fits whole.
+// at least two minutes, fits whole, less until none starts on a 15-minute
+// close.
 func TestRescoreSlots(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 17, 30, 0, time.UTC)
@@ -22,8 +23,8 @@ func TestRescoreSlots(t *testing.T) {
 	}{
 		{domain.TF15m, 2 * time.Minute, "10:17:08", "10:19:17"}, // 7 slots of 2m8.57s from 10:15
 		{domain.TF1h, 4 * time.Minute, "10:16:00", "10:20:00"},
-		{domain.TF4h, 15 * time.Minute, "10:15:00", "10:30:00"},
-		{domain.TF1d, 90 * time.Minute, "09:00:00", "10:30:00"},
+		{domain.TF4h, 15 * time.Minute, "10:08:00", "10:24:00"}, // 15 slots of 16 min from 08:00
+		{domain.TF1d, 90 * time.Minute, "09:13:50", "11:04:36"}, // 13 slots of 1h50m46.15s from 00:00
 	} {
 		if got := store.RescoreEvery(c.tf); got != c.every {
 			t.Errorf("RescoreEvery(%s) = %s, want %s", c.tf, got, c.every)
@@ -31,6 +32,19 @@ func TestRescoreSlots(t *testing.T) {
 		start, end := store.RescoreSlot(now, c.tf)
 		if got, want := start.Format(time.TimeOnly)+"–"+end.Format(time.TimeOnly), c.start+"–"+c.end; got != want {
 			t.Errorf("slot of %s at %s = %s, want %s", c.tf, now.Format(time.TimeOnly), got, want)
+		}
+		// No slot but the first starts on a scalp close: a style's
+		// open-candle rescoring of the universe never lands on the
+		// moment scalp's closed candles are scored.
+		day := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+		for at := day; at.Before(day.Add(24 * time.Hour)); at = at.Add(time.Minute) {
+			start, end := store.RescoreSlot(at, c.tf)
+			if end.Sub(start) < c.every {
+				t.Fatalf("%s slot %s–%s is shorter than %s", c.tf, start, end, c.every)
+			}
+			if !start.Equal(c.tf.Truncate(start)) && start.Equal(start.Truncate(15*time.Minute)) {
+				t.Fatalf("%s slot starts at %s, a 15-minute close", c.tf, start.Format(time.TimeOnly))
+			}
 		}
 	}
 

@@ -17,18 +17,19 @@ import (
 // RescoreCandidates returns exactly the assets scoring must score (again),
 // with what scoring keeps of them: no report yet; a new candle; fresher
 // fundamentals; a still-open candle that moved since a report made before
-// the current slot. It skips a report of the same candle, and one of the
-// same still-open candle made in the slot; it decides on the given
+// the current slot. It skips a report of the same candle, one of the
+// same still-open candle made in the slot, and one made in the slot on the
+// candle that closed right before the open one (until the next slot); it decides on the given
 // symbols only when given them (none when given none).
 func TestRescoreCandidates(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
-	slotStart, slotEnd := store.RescoreSlot(now, domain.TF4h) // 10:15–10:30
+	slotStart, slotEnd := store.RescoreSlot(now, domain.TF4h) // 10:08–10:24
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	open := now.Truncate(4 * time.Hour)
-	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "RACED", "UNSCORED", "NO_CANDLE"}
+	syms := []string{"FRESH", "MOVED_IN_SLOT", "MOVED_BEFORE", "NEW_CANDLE", "FUNDAMENTALS", "RACED", "NEXT_OPENED", "UNSCORED", "NO_CANDLE"}
 	var tickers []domain.Ticker
 	for i, sym := range syms {
 		tickers = append(tickers, domain.Ticker{Symbol: sym, Price: float64(i + 1), ChangePct: 2, Volume: 1, UpdatedAt: now})
@@ -40,6 +41,9 @@ func TestRescoreCandidates(t *testing.T) {
 			close = 101
 		}
 		cs := []domain.Candle{{Time: open, Open: 100, High: 102, Low: 99, Close: close, Volume: 5}}
+		if sym == "NEXT_OPENED" { // the closed candle its report scored, and the open one after it
+			cs = append([]domain.Candle{{Time: open.Add(-4 * time.Hour), Open: 100, High: 102, Low: 99, Close: 100, Volume: 5}}, cs...)
+		}
 		if sym == "NEW_CANDLE" {
 			cs = append(cs, domain.Candle{Time: open.Add(4 * time.Hour), Open: 100, High: 102, Low: 99, Close: 100, Volume: 5})
 		}
@@ -52,12 +56,15 @@ func TestRescoreCandidates(t *testing.T) {
 	}
 	var recs []store.AnalyticsRecord
 	fundamentalsAt := now.Add(-2 * time.Minute)
-	for _, sym := range syms[:6] {
+	for _, sym := range syms[:7] {
 		at := now.Add(-10 * time.Second) // in the slot
 		if sym == "MOVED_BEFORE" {
 			at = slotStart.Add(-time.Second)
 		}
 		rec := analyticsRecord(sym, 15, analytics.VerdictNeutral, at) // candle open, close 100
+		if sym == "NEXT_OPENED" {
+			rec.CandleTime = open.Add(-4 * time.Hour)
+		}
 		if sym == "FRESH" {
 			rec.FundamentalsAt = &fundamentalsAt // scored with its current fundamentals
 		}
@@ -115,10 +122,12 @@ func TestRescoreCandidates(t *testing.T) {
 
 	// Next slot: the moved still-open candle is due too.
 	q.Symbols, q.Now = nil, slotEnd
-	if cands, _, err := db.RescoreCandidates(ctx, q); err != nil || !slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool {
-		return c.Symbol == "MOVED_IN_SLOT"
-	}) || slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool { return c.Symbol == "FRESH" }) {
-		t.Fatalf("candidates in the next slot: %+v (%v), want MOVED_IN_SLOT and not FRESH", cands, err)
+	cands, _, err = db.RescoreCandidates(ctx, q)
+	has := func(sym string) bool {
+		return slices.ContainsFunc(cands, func(c store.RescoreCandidate) bool { return c.Symbol == sym })
+	}
+	if err != nil || !has("MOVED_IN_SLOT") || !has("NEXT_OPENED") || has("FRESH") {
+		t.Fatalf("candidates in the next slot: %+v (%v), want MOVED_IN_SLOT and NEXT_OPENED, not FRESH", cands, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,7 +47,8 @@ type ScoreStore interface {
 	// RescoreCandidates decides which assets must be scored (again) and
 	// reads only those: most runs rescore few assets or none.
 	RescoreCandidates(ctx context.Context, q store.RescoreQuery) ([]store.RescoreCandidate, int, error)
-	Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error)
+	// CandlesOf reads the newest candles of several series at once.
+	CandlesOf(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, limit int) (map[string][]domain.Candle, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -128,15 +130,20 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	// one result would be thrown away (SaveAnalytics keeps the first). The
 	// second run waits, then finds the assets fresh. Across processes the
 	// same race costs CPU only.
+	waited := time.Now()
 	unlock := s.lock(m, style)
 	defer unlock()
+	ph := runPhases{start: waited, lockWait: time.Since(waited)}
+	defer ph.log(s.logger(), m, style, &scored)
 	tf := style.Timeframe()
 	now := s.Now().UTC()
 	// The rescoring rule (what was already scored is skipped; a still-open
 	// candle that moved is rescored once per open-candle slot) is the
 	// store's, which returns only the assets to score.
+	t0 := time.Now()
 	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
 		Symbols: only, Now: now})
+	ph.decide, ph.candidates = time.Since(t0), len(cands)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -146,49 +153,65 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			prev[c.Symbol] = c.Prev
 		}
 	}
+	// The candles are read a batch ahead: while one batch is scored and
+	// saved, the next one's read is under way on another connection, so
+	// a run over a whole universe costs about its reads or its saves,
+	// whichever is longer, rather than their sum.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	batches := s.readAhead(rctx, m, src.Exchange, tf, cands)
 	var recs []store.AnalyticsRecord
-	for _, c := range cands {
-		sym := c.Symbol
-		candles, err := s.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: tf}, scoreCandles)
-		if err != nil {
-			return 0, 0, err
+	for b := range batches {
+		ph.read += b.took
+		if b.err != nil {
+			return scored, events, b.err
 		}
-		if len(candles) < analytics.MinCandles {
-			continue // not enough history yet: no report rather than a poor one
-		}
-		last := candles[len(candles)-1]
-		p := c.Prev
-		inputs, err := c.Fundamentals.Decoded()
-		if err != nil {
-			s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
-		}
-		res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
-			Fundamentals: analyticsFundamentals(inputs)})
-		if err != nil {
-			s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
-			continue
-		}
-		rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
-			OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
-			ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-			CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
-		if c.HasTicker {
-			rec.Price, rec.ChangePct = c.Price, c.ChangePct
-		}
-		if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
-			at := c.Fundamentals.UpdatedAt
-			rec.FundamentalsAt = &at
-		}
-		recs = append(recs, rec)
-		if len(recs) == saveEvery {
-			n, err := s.Store.SaveAnalytics(ctx, recs, prev)
-			if err != nil {
-				return scored, events, err
+		for _, c := range b.cands {
+			sym := c.Symbol
+			candles := b.candles[sym]
+			if len(candles) < analytics.MinCandles {
+				continue // not enough history yet: no report rather than a poor one
 			}
-			scored, events, recs = scored+len(recs), events+n, recs[:0]
+			last := candles[len(candles)-1]
+			p := c.Prev
+			inputs, err := c.Fundamentals.Decoded()
+			if err != nil {
+				s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
+			}
+			t0 := time.Now()
+			res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
+				Fundamentals: analyticsFundamentals(inputs)})
+			ph.score += time.Since(t0)
+			if err != nil {
+				s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
+				continue
+			}
+			rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
+				OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
+				ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
+				CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
+			if c.HasTicker {
+				rec.Price, rec.ChangePct = c.Price, c.ChangePct
+			}
+			if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
+				at := c.Fundamentals.UpdatedAt
+				rec.FundamentalsAt = &at
+			}
+			recs = append(recs, rec)
+			if len(recs) == saveEvery {
+				t0 := time.Now()
+				n, err := s.Store.SaveAnalytics(ctx, recs, prev)
+				ph.save += time.Since(t0)
+				if err != nil {
+					return scored, events, err
+				}
+				scored, events, recs = scored+len(recs), events+n, recs[:0]
+			}
 		}
 	}
+	t0 = time.Now()
 	n, err := s.Store.SaveAnalytics(ctx, recs, prev)
+	ph.save += time.Since(t0)
 	if err != nil {
 		return scored, events, err
 	}
@@ -201,6 +224,63 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		s.Notify(ctx, readcache.TopSetups())
 	}
 	return scored, events, nil
+}
+
+// runPhases is where a scoring run's time went, logged at debug level:
+// an operator reading a slow rescoring sees whether it waited for the
+// previous run, for Postgres (deciding, reading, saving) or for the CPU.
+type runPhases struct {
+	start                               time.Time
+	lockWait, decide, read, score, save time.Duration
+	candidates                          int
+}
+
+func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style, scored *int) {
+	if ph.candidates == 0 {
+		return
+	}
+	l.Debug("scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
+		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save)
+}
+
+// readBatch is how many assets' candles a scoring run reads per
+// statement.
+const readBatch = 32
+
+// candleBatch is one read of a scoring run: the candidates and their
+// candles (by symbol), or the read's error.
+type candleBatch struct {
+	cands   []store.RescoreCandidate
+	candles map[string][]domain.Candle
+	took    time.Duration
+	err     error
+}
+
+// readAhead reads the candidates' candles readBatch at a time, one batch
+// ahead of its reader, and closes the channel after the last batch or the
+// first error. Cancelling ctx stops it.
+func (s *Scorer) readAhead(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, cands []store.RescoreCandidate) <-chan candleBatch {
+	out := make(chan candleBatch, 1)
+	go func() {
+		defer close(out)
+		for chunk := range slices.Chunk(cands, readBatch) {
+			syms := make([]string, len(chunk))
+			for i, c := range chunk {
+				syms[i] = c.Symbol
+			}
+			t0 := time.Now()
+			cs, err := s.Store.CandlesOf(ctx, m, exchange, tf, syms, scoreCandles)
+			select {
+			case out <- candleBatch{cands: chunk, candles: cs, took: time.Since(t0), err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // saveEvery is how many scored assets are stored per transaction: a

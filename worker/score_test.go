@@ -142,14 +142,15 @@ func TestScoreWritesVerdictChangeToOutbox(t *testing.T) {
 		t.Fatalf("list: %v, %v", list, err)
 	}
 	// Make one asset's standing verdict the opposite of its score, as if
-	// the market had turned since the last run, and give it an older candle.
+	// the market had turned since the last run, made a candle ago on the
+	// candle before.
 	target := list[0]
 	opposite := analytics.VerdictGrowth
 	if target.OverallScore > 0 {
 		opposite = analytics.VerdictDecline
 	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET verdict = $1, candle_time = candle_time - interval '4 hours'
-		WHERE market = 'crypto' AND style = 'swing' AND symbol = $2`, string(opposite), target.Symbol); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET verdict = $1, candle_time = candle_time - interval '4 hours',
+		updated_at = updated_at - interval '4 hours' WHERE market = 'crypto' AND style = 'swing' AND symbol = $2`, string(opposite), target.Symbol); err != nil {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(time.Minute)

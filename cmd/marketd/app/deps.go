@@ -126,7 +126,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
-	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
+	opts, err := rediskeys.BackgroundClientOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
 	}
