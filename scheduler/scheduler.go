@@ -25,7 +25,15 @@ import (
 type Entry struct {
 	Name     string
 	Interval time.Duration
-	Tasks    func(tick time.Time) []Job
+	// Offset moves the ticks past the interval's boundaries: a tick at
+	// every k·Interval + Offset (UTC).
+	Offset time.Duration
+	Tasks  func(tick time.Time) []Job
+}
+
+// Tick is the entry's latest tick at or before now.
+func (e Entry) Tick(now time.Time) time.Time {
+	return now.Add(-e.Offset).Truncate(e.Interval).Add(e.Offset)
 }
 
 // Job is one task with its deterministic id.
@@ -76,7 +84,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		now := s.cfg.Now().UTC()
 		wake := now.Add(time.Minute)
 		for i, e := range s.cfg.Entries {
-			tick := now.Truncate(e.Interval)
+			tick := e.Tick(now)
 			if !tick.Before(next[i]) {
 				s.EnqueueTick(ctx, e, tick)
 				next[i] = tick.Add(e.Interval)
@@ -265,10 +273,11 @@ func WebhookEntries(every time.Duration) []Entry {
 }
 
 // FundamentalsEntries refresh the fundamental inputs of every market's
-// served analytics source every `every`.
+// served analytics source every `every`, FundamentalsOffset(every) past
+// its boundaries.
 func FundamentalsEntries(region string, served domain.Served, every time.Duration) []Entry {
 	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
-	return []Entry{{Name: "ingest:fundamentals", Interval: every, Tasks: func(tick time.Time) []Job {
+	return []Entry{{Name: "ingest:fundamentals", Interval: every, Offset: FundamentalsOffset(every), Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
 			if src, ok := domain.AnalyticsSource(region, m, served); ok {
@@ -278,6 +287,21 @@ func FundamentalsEntries(region string, served domain.Served, every time.Duratio
 		}
 		return jobs
 	}}}
+}
+
+// FundamentalsOffset is how far past its interval's boundaries the
+// fundamentals refresh ticks: half the greatest common divisor of the
+// interval and 15 minutes (7 min 30 s for 15 minutes or an hour), so never
+// on a 15-minute close. New fundamentals rescore their assets in every
+// style at once (on Binance, every pair with a perpetual: 400 assets × 4
+// styles); on the close they would be scored beside the closed candles,
+// which are due within seconds.
+func FundamentalsOffset(every time.Duration) time.Duration {
+	a, b := every, 15*time.Minute
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a / 2
 }
 
 // StreamPruneInterval is how often the event stream's log is pruned: the

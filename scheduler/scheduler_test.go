@@ -247,3 +247,32 @@ func TestRetentionEntryOncePerTick(t *testing.T) {
 		t.Fatalf("default queue holds %v (%v), want one %s task", tasks, err, worker.TypeCandleRetention)
 	}
 }
+
+// The fundamentals refresh never ticks on a 15-minute close (its
+// rescoring would land beside the closed candles'), and still ticks once
+// per interval.
+func TestFundamentalsTicksAvoidTheCloses(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for _, every := range []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute,
+		15 * time.Minute, time.Hour, 4 * time.Hour} {
+		e := scheduler.FundamentalsEntries(domain.DefaultRegion, nil, every)[0]
+		if every == 15*time.Minute && e.Offset != 7*time.Minute+30*time.Second {
+			t.Errorf("15m refresh offset %s, want 7m30s", e.Offset)
+		}
+		seen := map[time.Time]bool{}
+		for at := day; at.Before(day.Add(24 * time.Hour)); at = at.Add(15 * time.Second) {
+			tick := e.Tick(at)
+			if tick.After(at) || at.Sub(tick) >= every {
+				t.Fatalf("every %s: tick %s for %s", every, tick.Format(time.TimeOnly), at.Format(time.TimeOnly))
+			}
+			if tick.Equal(tick.Truncate(15 * time.Minute)) {
+				t.Fatalf("every %s: a tick at %s, a 15-minute close", every, tick.Format(time.TimeOnly))
+			}
+			seen[tick] = true
+		}
+		if want := int(24 * time.Hour / every); len(seen) < want || len(seen) > want+1 {
+			t.Errorf("every %s: %d ticks a day, want %d", every, len(seen), want)
+		}
+	}
+}

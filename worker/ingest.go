@@ -193,6 +193,22 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 // IngestCandles loads candles of one timeframe for the given symbols (nil =
 // every symbol of the combination) and returns how many were stored.
 func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) (int, error) {
+	return in.ingestCandles(ctx, c, tf, symbols, nil)
+}
+
+// IngestCandlesFrom is IngestCandles of the given symbols from their
+// newest stored candles as read before (latest, by symbol; a symbol
+// absent had none): the streams' catch-up reads them before it lets the
+// pushes be stored, which would otherwise move a series' newest candle
+// past the gap the catch-up is there to fill.
+func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
+	if latest == nil {
+		latest = map[string]time.Time{}
+	}
+	return in.ingestCandles(ctx, c, tf, symbols, latest)
+}
+
+func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
 	if !c.HasCandles() {
 		return 0, fmt.Errorf("no candles are ingested for %s: %w", c, asynq.SkipRetry)
 	}
@@ -207,9 +223,11 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 			return 0, err
 		}
 	}
-	latest, err := in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, symbols)
-	if err != nil {
-		return 0, ours(err)
+	if latest == nil {
+		var err error
+		if latest, err = in.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, symbols); err != nil {
+			return 0, ours(err)
+		}
 	}
 	if scheduled && in.Streamed != nil && in.Streamed(ctx, c) {
 		// What is left is the initial history of new series: bulk work,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +77,63 @@ func TestStreamIngestLoadsTheHistoryOfNewSeries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStreamIngestStoresPushesWhileCatchingUp: the pushed candles are
+// stored while the REST catch-up is still loading the history (blocked
+// here until the test has seen them), so a candle that closes then is
+// stored and scored at its close; the history still arrives once REST
+// answers.
+func TestStreamIngestStoresPushesWhileCatchingUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1, KlineEvery: 20 * time.Millisecond})
+	unblock := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(unblock) }) }
+	blocked := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/klines") {
+			select {
+			case <-unblock:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		sim.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(blocked)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	t.Cleanup(open)
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.New(t)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	in.Streamed = worker.StreamedCandles(rdb, prefix)
+	s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
+		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
+		Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws}}}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = s.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	stored := func(tf domain.Timeframe) int {
+		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: tf}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	// Every kline request is blocked: whatever is stored was pushed.
+	for _, tf := range []domain.Timeframe{domain.TF1m, domain.TF15m, domain.TF1d} {
+		streamstest.Eventually(t, "BTC_USDT "+string(tf)+" pushes stored during the catch-up", func() bool { return stored(tf) > 0 })
+	}
+	open()
+	streamstest.Eventually(t, "BTC_USDT 15m history once REST answers", func() bool { return stored(domain.TF15m) >= worker.InitialCandles })
 }

@@ -366,10 +366,15 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 }
 
 // catchUp loads every series of a plan over REST from its newest stored
-// candle, shortest timeframe first, and releases each timeframe's held
-// pushes once it is loaded: at a whole exchange's size the pass takes
-// minutes of request budget, and the short timeframes' pushes are the
-// ones that cannot wait.
+// candle, shortest timeframe first: at a whole exchange's size the pass
+// takes minutes of request budget. Where each series starts is read
+// first, for every timeframe, and then the held pushes are let through:
+// a closed candle of a scored timeframe is stored and scored at its close
+// even while the pass is still loading that timeframe's history, instead
+// of minutes later (pushes stored first would move a series' newest
+// candle past the gap the pass fills, so they wait for that read). A
+// timeframe whose starting points cannot be read keeps its pushes held
+// until its load is done.
 //
 // Its requests are bulk work (hostbudget.Bulk): they leave part of every
 // window of the host's budget to the ticker refreshes, fundamentals and
@@ -380,6 +385,9 @@ func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *can
 	for _, se := range p.Series {
 		byTF[se.Timeframe] = append(byTF[se.Timeframe], se)
 	}
+	c := p.Combination
+	symbols := map[domain.Timeframe][]string{}
+	from := map[domain.Timeframe]map[string]time.Time{}
 	for _, tf := range domain.Timeframes {
 		series := byTF[tf]
 		if len(series) == 0 {
@@ -389,10 +397,33 @@ func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *can
 		for i, se := range series {
 			syms[i] = se.Symbol
 		}
-		if _, err := s.In.IngestCandles(ctx, p.Combination, tf, syms); err != nil && ctx.Err() == nil {
-			s.logger().Warn("streams: catching up over REST failed", "combination", p.Combination.String(), "timeframe", string(tf), "err", err)
+		symbols[tf] = syms
+		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, syms)
+		if err != nil {
+			s.logger().Warn("streams: reading where the catch-up starts failed; the pushes wait for the catch-up",
+				"combination", c.String(), "timeframe", string(tf), "err", err)
+			continue
 		}
-		candles.release(p.Combination, series)
+		from[tf] = latest
+		candles.release(c, series)
+	}
+	for _, tf := range domain.Timeframes {
+		syms := symbols[tf]
+		if len(syms) == 0 {
+			continue
+		}
+		var err error
+		if latest, read := from[tf]; read {
+			_, err = s.In.IngestCandlesFrom(ctx, c, tf, syms, latest)
+		} else {
+			_, err = s.In.IngestCandles(ctx, c, tf, syms)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.logger().Warn("streams: catching up over REST failed", "combination", c.String(), "timeframe", string(tf), "err", err)
+		}
+		if _, read := from[tf]; !read {
+			candles.release(c, byTF[tf])
+		}
 	}
 }
 
