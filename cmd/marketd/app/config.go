@@ -213,7 +213,7 @@ func (c *Config) options() []option {
 				"`false`: scoring waits for the `MARKET_SCORE_INTERVAL` tick alone (an operator's switch; the baseline of the CPU benchmark)",
 			parse: boolean(&c.ScoreTrigger)},
 		{name: "MARKET_FUNDAMENTALS_INTERVAL", def: "15m",
-			doc:   "Refresh period of the fundamental inputs (funding, open interest, P/E, rate differentials) per market; " +
+			doc: "Refresh period of the fundamental inputs (funding, open interest, P/E, rate differentials) per market; " +
 				"ticks fall between the 15-minute closes (7m30s past them at `15m`), so their rescoring does not compete with the closed candles'",
 			parse: period(&c.FundamentalsInterval, "15m")},
 		{name: "MARKET_STATS_INTERVAL", def: "15m",
