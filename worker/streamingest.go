@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -366,8 +367,10 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 }
 
 // catchUp loads every series of a plan over REST from its newest stored
-// candle, shortest timeframe first: at a whole exchange's size the pass
-// takes minutes of request budget. Where each series starts is read
+// candle, the timeframes scoring reads first (shortest first within each
+// group): at a whole exchange's size the pass takes minutes of request
+// budget, and after a cold start the reports wait for the scored
+// timeframes' history, not for the 1m one. Where each series starts is read
 // first, for every timeframe, and then the held pushes are let through:
 // a closed candle of a scored timeframe is stored and scored at its close
 // even while the pass is still loading that timeframe's history, instead
@@ -407,7 +410,20 @@ func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *can
 		from[tf] = latest
 		candles.release(c, series)
 	}
-	for _, tf := range domain.Timeframes {
+	order := slices.Clone(domain.Timeframes)
+	scored := func(tf domain.Timeframe) bool {
+		return s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf)
+	}
+	slices.SortStableFunc(order, func(a, b domain.Timeframe) int {
+		switch {
+		case scored(a) && !scored(b):
+			return -1
+		case scored(b) && !scored(a):
+			return 1
+		}
+		return 0
+	})
+	for _, tf := range order {
 		syms := symbols[tf]
 		if len(syms) == 0 {
 			continue

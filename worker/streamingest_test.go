@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,6 +132,14 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	streamstest.Eventually(t, "a REST catch-up of every series", func() bool { return len(rest.asked()) >= 2*len(domain.Timeframes) })
 	if n := len(rest.asked()); n != 2*len(domain.Timeframes) {
 		t.Errorf("catch-up asked %d klines, want one per series (%d)", n, 2*len(domain.Timeframes))
+	}
+	// The timeframe scoring reads (1h here) is loaded first: after a cold
+	// start the reports wait for its history.
+	for _, a := range rest.asked()[:2] {
+		if !strings.Contains(a, " 1h ") {
+			t.Errorf("catch-up asked %v first, want the 1h series", rest.asked()[:2])
+			break
+		}
 	}
 
 	open := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
