@@ -167,35 +167,11 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			return scored, events, b.err
 		}
 		for _, c := range b.cands {
-			sym := c.Symbol
-			candles := b.candles[sym]
-			if len(candles) < analytics.MinCandles {
-				continue // not enough history yet: no report rather than a poor one
-			}
-			last := candles[len(candles)-1]
-			p := c.Prev
-			inputs, err := c.Fundamentals.Decoded()
-			if err != nil {
-				s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
-			}
 			t0 := time.Now()
-			res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: p.Verdict,
-				Fundamentals: analyticsFundamentals(inputs)})
+			rec, ok := s.scoreOne(m, style, src, c, b.candles[c.Symbol], now)
 			ph.score += time.Since(t0)
-			if err != nil {
-				s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
+			if !ok {
 				continue
-			}
-			rec := store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
-				OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
-				ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-				CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
-			if c.HasTicker {
-				rec.Price, rec.ChangePct = c.Price, c.ChangePct
-			}
-			if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
-				at := c.Fundamentals.UpdatedAt
-				rec.FundamentalsAt = &at
 			}
 			recs = append(recs, rec)
 			if len(recs) == saveEvery {
@@ -224,6 +200,39 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		s.Notify(ctx, readcache.TopSetups())
 	}
 	return scored, events, nil
+}
+
+// scoreOne scores a candidate on its candles; ok is false when it has too
+// little history or its scoring failed (logged).
+func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Combination, c store.RescoreCandidate,
+	candles []domain.Candle, now time.Time) (rec store.AnalyticsRecord, ok bool) {
+	sym, tf := c.Symbol, style.Timeframe()
+	if len(candles) < analytics.MinCandles {
+		return rec, false // not enough history yet: no report rather than a poor one
+	}
+	last := candles[len(candles)-1]
+	inputs, err := c.Fundamentals.Decoded()
+	if err != nil {
+		s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
+	}
+	res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: c.Prev.Verdict,
+		Fundamentals: analyticsFundamentals(inputs)})
+	if err != nil {
+		s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
+		return rec, false
+	}
+	rec = store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
+		OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
+		ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
+		CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
+	if c.HasTicker {
+		rec.Price, rec.ChangePct = c.Price, c.ChangePct
+	}
+	if !c.Fundamentals.UpdatedAt.IsZero() { // even unreadable: not retried every run
+		at := c.Fundamentals.UpdatedAt
+		rec.FundamentalsAt = &at
+	}
+	return rec, true
 }
 
 // runPhases is where a scoring run's time went, logged at debug level:

@@ -34,31 +34,14 @@ func TestStreamIngestLoadsTheHistoryOfNewSeries(t *testing.T) {
 		}
 		sim.ServeHTTP(w, r)
 	})
-	srv := httptest.NewServer(slow)
-	t.Cleanup(srv.Close)
 	t.Cleanup(sim.Close)
-	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := storetest.New(t)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	in.Streamed = worker.StreamedCandles(rdb, prefix)
-	s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
-		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
-		Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws}}}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	db, in := runStreamIngest(t, slow)
 
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot) })
 	// The mark is set while the catch-up loads the history: every series
-	// gets its initial history, pushed candles arriving meanwhile held.
+	// gets its initial history, though its pushed candles are stored
+	// meanwhile (the catch-up read where each series starts before).
 	stored := func(sym string, tf domain.Timeframe) int {
 		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}, 1000)
 		if err != nil {
@@ -101,27 +84,9 @@ func TestStreamIngestStoresPushesWhileCatchingUp(t *testing.T) {
 		}
 		sim.ServeHTTP(w, r)
 	})
-	srv := httptest.NewServer(blocked)
-	t.Cleanup(srv.Close)
 	t.Cleanup(sim.Close)
-	t.Cleanup(open)
-	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := storetest.New(t)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	in.Streamed = worker.StreamedCandles(rdb, prefix)
-	s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
-		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
-		Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws}}}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	db, _ := runStreamIngest(t, blocked)
+	t.Cleanup(open) // before the server closes: a blocked request ends
 
 	stored := func(tf domain.Timeframe) int {
 		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: tf}, 1000)
@@ -136,4 +101,30 @@ func TestStreamIngestStoresPushesWhileCatchingUp(t *testing.T) {
 	}
 	open()
 	streamstest.Eventually(t, "BTC_USDT 15m history once REST answers", func() bool { return stored(domain.TF15m) >= worker.InitialCandles })
+}
+
+// runStreamIngest runs the stream ingest of the eu region against the
+// simulator behind h (its REST and its streams), and returns its store.
+func runStreamIngest(t *testing.T, h http.Handler) (*store.DB, *worker.Ingester) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.New(t)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	in.Streamed = worker.StreamedCandles(rdb, prefix)
+	s := &worker.StreamIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
+		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
+		Streams: streams.Config{BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws}}}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return db, in
 }

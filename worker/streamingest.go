@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -410,20 +409,15 @@ func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *can
 		from[tf] = latest
 		candles.release(c, series)
 	}
-	order := slices.Clone(domain.Timeframes)
-	scored := func(tf domain.Timeframe) bool {
-		return s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf)
-	}
-	slices.SortStableFunc(order, func(a, b domain.Timeframe) int {
-		switch {
-		case scored(a) && !scored(b):
-			return -1
-		case scored(b) && !scored(a):
-			return 1
+	var first, rest []domain.Timeframe // the timeframes scoring reads, then the others
+	for _, tf := range domain.Timeframes {
+		if s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf) {
+			first = append(first, tf)
+		} else {
+			rest = append(rest, tf)
 		}
-		return 0
-	})
-	for _, tf := range order {
+	}
+	for _, tf := range append(first, rest...) {
 		syms := symbols[tf]
 		if len(syms) == 0 {
 			continue
