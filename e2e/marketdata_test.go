@@ -86,13 +86,20 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		t.Errorf("feed-health lists tickers of %d combinations, want %d", len(seen), len(combos))
 	}
 
-	// The three symbol forms give the same candles, oldest first.
+	// The three symbol forms give the same candles, oldest first. The
+	// stream stores the open candle every few seconds, so a write may land
+	// between the three reads: they are read again until one set agrees.
 	var a, b, c []candle
-	getJSON(t, base+"/ohlcv/crypto/binance/BTC_USDT/1h?limit=50", key, &a)
-	getJSON(t, base+"/ohlcv/crypto/binance/btc/usdt/1h?limit=50", key, &b)
-	getJSON(t, base+"/ohlcv/crypto/binance/"+url.PathEscape("BTC/USDT")+"/1h?limit=50", key, &c)
-	if len(a) != 50 || fmt.Sprint(a) != fmt.Sprint(b) || fmt.Sprint(a) != fmt.Sprint(c) {
-		t.Fatalf("symbol forms differ: %d/%d/%d candles", len(a), len(b), len(c))
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		getJSON(t, base+"/ohlcv/crypto/binance/BTC_USDT/1h?limit=50", key, &a)
+		getJSON(t, base+"/ohlcv/crypto/binance/btc/usdt/1h?limit=50", key, &b)
+		getJSON(t, base+"/ohlcv/crypto/binance/"+url.PathEscape("BTC/USDT")+"/1h?limit=50", key, &c)
+		if len(a) == 50 && fmt.Sprint(a) == fmt.Sprint(b) && fmt.Sprint(a) == fmt.Sprint(c) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("symbol forms differ: %d/%d/%d candles", len(a), len(b), len(c))
+		}
 	}
 	for i := 1; i < len(a); i++ {
 		if !a[i].Time.After(a[i-1].Time) {
