@@ -149,7 +149,7 @@ func TestModelVersionIsKeptWithEveryRecord(t *testing.T) {
 	}
 
 	// What a binary without versions writes: results, snapshots and events without one.
-	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET result = result - 'model_version'`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE analytics_reports SET result = (result::jsonb - 'model_version')::json`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, verdict, price)

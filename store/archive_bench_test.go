@@ -16,9 +16,9 @@ import (
 
 // reportsPerDay is the most reports a crypto asset publishes a day per
 // style: every new candle, and the still-open candle once per rescoring
-// slot (worker.rescoreSlot: scalp 7 slots of a 15m candle, intraday 15 of
-// 1h, swing 16 of 4h, position 16 of 1d).
-var reportsPerDay = map[analytics.Style]int{analytics.Scalp: 96 * 7, analytics.Intraday: 24 * 15, analytics.Swing: 6 * 16, analytics.Position: 16}
+// slot (rescoreSlots: scalp 7 slots of a 15m candle, intraday 15 of 1h,
+// swing 15 of 4h, position 13 of 1d).
+var reportsPerDay = map[analytics.Style]int{analytics.Scalp: 96 * 7, analytics.Intraday: 24 * 15, analytics.Swing: 6 * 15, analytics.Position: 13}
 
 // BenchmarkArchiveStorage fills the archive with a day of an asset's
 // reports at that rate, in every style, with real results (500 candles
