@@ -40,18 +40,8 @@ func BenchmarkArchiveStorage(b *testing.B) {
 				step := 24 * time.Hour / time.Duration(n)
 				for i := range n {
 					at := day.Add(time.Duration(i) * step)
-					cs := make([]domain.Candle, 500)
-					for k := range cs {
-						p := 100 + 10*math.Sin(float64(k+i)/7) + float64(a)
-						cs[k] = domain.Candle{Time: at.Add(time.Duration(k-499) * time.Hour), Open: p, High: p * 1.01, Low: p * 0.99, Close: p * 1.001, Volume: 1000 + float64(k%13)}
-					}
-					res, err := analytics.Score(analytics.Input{Market: domain.Crypto, Symbol: sym, Candles: cs})
-					if err != nil {
-						b.Fatal(err)
-					}
-					rec := store.AnalyticsRecord{Market: domain.Crypto, Style: st, Symbol: sym, Exchange: "binance", Result: &res,
-						OverallScore: res.OverallScore, Verdict: res.Verdict, Price: 100, ChangePct: 1, Sparkline: make([]float64, 30),
-						CandleTime: at, CandleClose: 100, UpdatedAt: at, CandlesUsed: 500, Instrument: "spot"}
+					res := sineResult(b, sym, at, i, float64(a))
+					rec := benchRecord(sym, st, &res, at)
 					if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{rec}, prev); err != nil {
 						b.Fatal(err)
 					}
@@ -127,6 +117,29 @@ func BenchmarkArchiveStorage(b *testing.B) {
 	}
 	b.ReportMetric(statsBytes, "stats-bytes/market-day")
 	b.ReportMetric(float64(len(factors)), "factor-records")
+}
+
+// sineResult scores 500 hourly candles up to at on a sine wave (phase
+// shifts it, level lifts it): a real result of a whole history.
+func sineResult(b *testing.B, sym string, at time.Time, phase int, level float64) analytics.Result {
+	cs := make([]domain.Candle, 500)
+	for k := range cs {
+		p := 100 + 10*math.Sin(float64(k+phase)/7) + level
+		cs[k] = domain.Candle{Time: at.Add(time.Duration(k-499) * time.Hour), Open: p, High: p * 1.01, Low: p * 0.99, Close: p * 1.001, Volume: 1000 + float64(k%13)}
+	}
+	res, err := analytics.Score(analytics.Input{Market: domain.Crypto, Symbol: sym, Candles: cs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
+// benchRecord is the record of res for a Binance spot asset in style st,
+// scored and published at at.
+func benchRecord(sym string, st analytics.Style, res *analytics.Result, at time.Time) store.AnalyticsRecord {
+	return store.AnalyticsRecord{Market: domain.Crypto, Style: st, Symbol: sym, Exchange: "binance", Result: res,
+		OverallScore: res.OverallScore, Verdict: res.Verdict, Price: 100, ChangePct: 1, Sparkline: make([]float64, 30),
+		CandleTime: at, CandleClose: 100, UpdatedAt: at, CandlesUsed: 500, Instrument: "spot"}
 }
 
 // reportFactorNames are the factors of a real report.
