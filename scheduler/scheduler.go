@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -112,6 +113,7 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 	// started on time but late in its tick, so that under load none ever
 	// finished.
 	notAfter := tick.Add(e.Interval).UTC().Format(time.RFC3339Nano)
+	stamp := tickStamp(tick)
 	for _, j := range e.Tasks(tick) {
 		opts := []asynq.Option{
 			asynq.TaskID(j.ID),
@@ -124,7 +126,11 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 		if j.Timeout > 0 {
 			opts = append(opts, asynq.Timeout(j.Timeout))
 		}
-		task := asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), map[string]string{worker.HeaderNotAfter: notAfter})
+		headers := map[string]string{worker.HeaderNotAfter: notAfter}
+		if series, ok := strings.CutSuffix(j.ID, ":"+stamp); ok {
+			headers[worker.HeaderSeries] = series
+		}
+		task := asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), headers)
 		_, err := s.client.EnqueueContext(ctx, task, opts...)
 		switch {
 		case err == nil:
@@ -136,6 +142,10 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 	}
 	return fresh
 }
+
+// tickStamp ends a periodic job's task id: the tick, so each tick of a
+// series has an id of its own (the series' is the id without it).
+func tickStamp(tick time.Time) string { return tick.UTC().Format("20060102T150405") }
 
 // IngestEntries are the market-data entries for a region: tickers of
 // every served combination every tickerEvery, candles of every served
@@ -150,13 +160,12 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 		}
 	}
 	series := candleOrder(region, served)
-	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{
 		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
 			jobs := make([]Job, 0, len(combos))
-			for _, c := range combos {
+			for _, c := range rotated(combos, tick, tickerEvery) {
 				jobs = append(jobs, Job{
-					ID:   fmt.Sprintf("ingest:tickers:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, stamp(tick)),
+					ID:   fmt.Sprintf("ingest:tickers:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tickStamp(tick)),
 					Task: worker.NewIngestTickersTask(c, tick), Queue: worker.QueueLive, Timeout: tickerEvery * 3,
 				})
 			}
@@ -167,13 +176,27 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 			for _, sr := range series {
 				c, tf := sr.c, sr.tf
 				jobs = append(jobs, Job{
-					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, stamp(tick)),
+					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
 					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
 				})
 			}
 			return jobs
 		}},
 	}
+}
+
+// rotated is the tick's order of the combinations' ticker tasks: each tick
+// starts one further along. A worker that cannot finish a tick's tasks
+// within the tick runs them in this order and drops the rest as
+// superseded (worker.HeaderNotAfter); in a fixed order the same last
+// combinations would be dropped every tick and their screeners never
+// filled. Rotated, every combination is first once in len(combos) ticks.
+func rotated(combos []domain.Combination, tick time.Time, every time.Duration) []domain.Combination {
+	if len(combos) == 0 || every <= 0 {
+		return combos
+	}
+	k := int((tick.UnixNano() / int64(every)) % int64(len(combos)))
+	return append(slices.Clone(combos[k:]), combos[:k]...)
 }
 
 type candleSeries struct {
@@ -229,7 +252,6 @@ var candleTimeframes = func() []domain.Timeframe {
 // trading style, the other markets in the default one (style changes
 // crypto only).
 func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration) []Entry {
-	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "score", Interval: scoreEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
@@ -238,7 +260,7 @@ func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration)
 			}
 			for _, st := range analytics.ScoredStyles(m) {
 				jobs = append(jobs, Job{
-					ID:   fmt.Sprintf("score:%s:%s:%s", m, st, stamp(tick)),
+					ID:   fmt.Sprintf("score:%s:%s:%s", m, st, tickStamp(tick)),
 					Task: worker.NewScoreTask(m, st, tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute,
 				})
 			}
@@ -250,12 +272,11 @@ func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration)
 // StatsEntries are the statistics entries for a region: every market whose
 // candle source is served every statsEvery.
 func StatsEntries(region string, served domain.Served, statsEvery time.Duration) []Entry {
-	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
 			if _, ok := domain.AnalyticsSource(region, m, served); ok {
-				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, stamp(tick)),
+				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, tickStamp(tick)),
 					Task: worker.NewStatsTask(m, tick), Queue: worker.QueueDefault, Timeout: 15 * time.Minute})
 			}
 		}
@@ -267,7 +288,7 @@ func StatsEntries(region string, served domain.Served, statsEvery time.Duration)
 // verdict changes out and sends what is due (retries included).
 func WebhookEntries(every time.Duration) []Entry {
 	return []Entry{{Name: "webhooks", Interval: every, Tasks: func(tick time.Time) []Job {
-		return []Job{{ID: "webhooks:dispatch:" + tick.UTC().Format("20060102T150405"),
+		return []Job{{ID: "webhooks:dispatch:" + tickStamp(tick),
 			Task: worker.NewWebhookDispatchTask(tick), Queue: worker.QueueCritical, Timeout: 5 * time.Minute}}
 	}}}
 }
@@ -276,12 +297,11 @@ func WebhookEntries(every time.Duration) []Entry {
 // served analytics source every `every`, FundamentalsOffset(every) past
 // its boundaries.
 func FundamentalsEntries(region string, served domain.Served, every time.Duration) []Entry {
-	stamp := func(t time.Time) string { return t.UTC().Format("20060102T150405") }
 	return []Entry{{Name: "ingest:fundamentals", Interval: every, Offset: FundamentalsOffset(every), Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
 			if src, ok := domain.AnalyticsSource(region, m, served); ok {
-				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, stamp(tick)),
+				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, tickStamp(tick)),
 					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute})
 			}
 		}
@@ -311,7 +331,7 @@ const StreamPruneInterval = 10 * time.Minute
 // StreamPruneEntries prune the event stream's log every `every`.
 func StreamPruneEntries(every time.Duration) []Entry {
 	return []Entry{{Name: "stream:prune", Interval: every, Tasks: func(tick time.Time) []Job {
-		return []Job{{ID: "stream:prune:" + tick.UTC().Format("20060102T150405"),
+		return []Job{{ID: "stream:prune:" + tickStamp(tick),
 			Task: worker.NewStreamPruneTask(tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute}}
 	}}}
 }
@@ -320,7 +340,7 @@ func StreamPruneEntries(every time.Duration) []Entry {
 // `every` (worker.AnalyticsRetentionJob); deciding twice decides the same.
 func AnalyticsRetentionEntries(every time.Duration) []Entry {
 	return []Entry{{Name: "analytics:retention", Interval: every, Tasks: func(tick time.Time) []Job {
-		return []Job{{ID: "analytics:retention:" + tick.UTC().Format("20060102T150405"),
+		return []Job{{ID: "analytics:retention:" + tickStamp(tick),
 			Task: worker.NewAnalyticsRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
 	}}}
 }
@@ -330,7 +350,7 @@ func AnalyticsRetentionEntries(every time.Duration) []Entry {
 // nothing, so a tick run twice or late is harmless.
 func RetentionEntries(every time.Duration) []Entry {
 	return []Entry{{Name: "candles:retention", Interval: every, Tasks: func(tick time.Time) []Job {
-		return []Job{{ID: "candles:retention:" + tick.UTC().Format("20060102T150405"),
+		return []Job{{ID: "candles:retention:" + tickStamp(tick),
 			Task: worker.NewCandleRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
 	}}}
 }

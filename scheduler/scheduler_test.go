@@ -71,6 +71,16 @@ func TestReplicasEnqueueEachTickOnce(t *testing.T) {
 	if size != want {
 		t.Fatalf("queues hold %d tasks, want %d", size, want)
 	}
+	// Each task names its series: its id without the tick.
+	pending, err := insp.ListPendingTasks(worker.QueueLive)
+	if err != nil || len(pending) == 0 {
+		t.Fatalf("live queue: %d tasks, %v", len(pending), err)
+	}
+	for _, p := range pending {
+		if want := strings.TrimSuffix(p.ID, ":20261122T101500"); p.Headers[worker.HeaderSeries] != want || want == p.ID {
+			t.Errorf("task %s: series %q, want %q", p.ID, p.Headers[worker.HeaderSeries], want)
+		}
+	}
 }
 
 // TestRunEnqueuesCurrentTickAtStart: a scheduler enqueues the current tick
@@ -274,5 +284,38 @@ func TestFundamentalsTicksAvoidTheCloses(t *testing.T) {
 		if want := int(24 * time.Hour / every); len(seen) < want || len(seen) > want+1 {
 			t.Errorf("every %s: %d ticks a day, want %d", every, len(seen), want)
 		}
+	}
+}
+
+// TestTickerOrderRotates: each tick holds every combination's ticker task
+// once, and over as many consecutive ticks as there are combinations each
+// combination is first once. A worker too slow to finish a tick drops
+// the tick's last tasks as superseded; a fixed order would drop the same
+// combinations every tick and leave their screeners empty.
+func TestTickerOrderRotates(t *testing.T) {
+	t.Parallel()
+	const every = 2 * time.Second
+	var tickers scheduler.Entry
+	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, nil, every, time.Minute) {
+		if e.Name == "ingest:tickers" {
+			tickers = e
+		}
+	}
+	combos := len(domain.Catalogue(domain.DefaultRegion))
+	start := time.Date(2026, 11, 27, 6, 40, 0, 0, time.UTC)
+	first := map[string]int{}
+	for i := range combos {
+		jobs := tickers.Tasks(start.Add(time.Duration(i) * every))
+		ids := map[string]bool{}
+		for _, j := range jobs {
+			ids[j.ID[:strings.LastIndex(j.ID, ":")]] = true
+		}
+		if len(jobs) != combos || len(ids) != combos {
+			t.Fatalf("tick %d: %d ticker tasks over %d combinations, want %d each once", i, len(jobs), len(ids), combos)
+		}
+		first[jobs[0].ID[:strings.LastIndex(jobs[0].ID, ":")]]++
+	}
+	if len(first) != combos {
+		t.Fatalf("over %d ticks %d combinations were first (%v), want every one once", combos, len(first), first)
 	}
 }

@@ -75,12 +75,24 @@ type Worker struct {
 	// sees each task id RunNow took (tests).
 	nowRuns, nowCopies atomic.Int64
 	onRunNow           func(taskID string)
+
+	// started holds the series (HeaderSeries) this process has started a
+	// task of.
+	startedMu sync.Mutex
+	started   map[string]bool
 }
 
 // HeaderNotAfter is the task header carrying the time after which a
 // periodic task must not start (RFC 3339): the scheduler sets it to the end
 // of the task's tick, because by then the next tick's task supersedes it.
 const HeaderNotAfter = "not-after"
+
+// HeaderSeries names the periodic job a task is one tick of (its task id
+// without the tick). The first task of a series a process starts runs even
+// when late: a later tick would only do the same work, and on a loaded
+// cold start the series would otherwise wait for a tick that starts in
+// time, with nothing ingested or scored meanwhile.
+const HeaderSeries = "series"
 
 // New returns a worker; handlers are added with Handle before Run.
 func New(cfg Config) (*Worker, error) {
@@ -118,7 +130,7 @@ func New(cfg Config) (*Worker, error) {
 		})
 	}
 	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), client: asynq.NewClient(opt),
-		nowSem: make(chan struct{}, cfg.PipelineConcurrency)}
+		nowSem: make(chan struct{}, cfg.PipelineConcurrency), started: map[string]bool{}}
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
@@ -133,12 +145,22 @@ func New(cfg Config) (*Worker, error) {
 // skipSuperseded drops a periodic task that starts after its tick ended
 // (HeaderNotAfter): the next tick's task does the same work with fresher
 // data, and a late start would only spend a slot. Tasks without the header
-// always run.
+// always run, and so does the first task of a series (HeaderSeries) this
+// process starts.
 func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if v, ok := t.Headers()[HeaderNotAfter]; ok {
+		h := t.Headers()
+		first := false
+		if series := h[HeaderSeries]; series != "" {
+			w.startedMu.Lock()
+			first = !w.started[series]
+			w.started[series] = true
+			w.startedMu.Unlock()
+		}
+		if v, ok := h[HeaderNotAfter]; ok && !first {
 			if notAfter, err := time.Parse(time.RFC3339Nano, v); err == nil && w.cfg.Now().After(notAfter) {
-				w.cfg.Logger.Debug("task superseded by a later tick", "type", t.Type(), "not_after", v)
+				id, _ := asynq.GetTaskID(ctx)
+				w.cfg.Logger.Debug("task superseded by a later tick", "type", t.Type(), "task_id", id, "not_after", v)
 				return nil
 			}
 		}

@@ -13,9 +13,10 @@ import (
 )
 
 // TestSupersededTicksAreSkipped: a periodic task that starts after its
-// tick ended (worker.HeaderNotAfter) is skipped, one within its tick and
-// one without the header run, and the live lane runs while every bulk slot
-// is held by a long task.
+// tick ended (worker.HeaderNotAfter) is skipped, unless it is the first of
+// its series (worker.HeaderSeries) the process starts; one within its tick
+// and one without the header run, and the live lane runs while every bulk
+// slot is held by a long task.
 func TestSupersededTicksAreSkipped(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
@@ -65,16 +66,23 @@ func TestSupersededTicksAreSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	header := func(at time.Time) map[string]string {
-		return map[string]string{worker.HeaderNotAfter: at.Format(time.RFC3339Nano)}
+	header := func(at time.Time, series string) map[string]string {
+		h := map[string]string{worker.HeaderNotAfter: at.Format(time.RFC3339Nano)}
+		if series != "" {
+			h[worker.HeaderSeries] = series
+		}
+		return h
 	}
+	late := now.Add(-time.Second)
 	// The bulk lane's only slot is taken for the rest of the test.
 	enqueue(asynq.NewTask("hog", nil), worker.QueueDefault)
-	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late"), header(now.Add(-time.Second))), worker.QueueLive)
-	enqueue(asynq.NewTaskWithHeaders("probe", []byte("on-time"), header(now.Add(time.Second))), worker.QueueLive)
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late"), header(late, "")), worker.QueueLive)
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-first"), header(late, "tickers:a")), worker.QueueLive)
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-again"), header(late, "tickers:a")), worker.QueueLive)
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("on-time"), header(now.Add(time.Second), "tickers:b")), worker.QueueLive)
 	enqueue(asynq.NewTask("probe", []byte("plain")), worker.QueueCritical)
 
-	want := map[string]bool{"on-time": true, "plain": true}
+	want := map[string]bool{"late-first": true, "on-time": true, "plain": true}
 	for range want {
 		select {
 		case p := <-done:
@@ -102,7 +110,7 @@ func TestSupersededTicksAreSkipped(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if ran["late"] {
-		t.Fatal("a task started after its tick ended ran")
+	if ran["late"] || ran["late-again"] {
+		t.Fatalf("a task started after its tick ended ran: %v", ran)
 	}
 }
