@@ -237,10 +237,16 @@ func (s *Server) getBatchReports(ctx context.Context, in *batchReportsInput) (*d
 	// determine the body: no hash over up to 50 reports per request.
 	tagged := make([][]byte, 0, len(reports)+2)
 	tagged = append(tagged, []byte(string(m)+"|"+string(st)+"|"+string(lang)+"|"+strings.Join(unknown, ",")))
+	aged := false
 	for _, r := range reports {
 		tagged = append(tagged, []byte(r.ETag))
+		aged = aged || len(r.ages) > 0
 	}
-	return s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(body, modified, tagged...), freshScores), nil
+	b := readcache.NewBodyTagged(body, modified, tagged...)
+	if aged {
+		b.ETag = weakTag(b.ETag)
+	}
+	return s.respond(ctx, &in.ConditionalParams, b, freshScores), nil
 }
 
 // encodeBatch writes the BatchReports envelope around the cached report

@@ -14,7 +14,8 @@ import (
 )
 
 // Conditional requests (RFC 9110 §13) on the data GETs: every 200 carries
-// a strong ETag (computed once per cached body, readcache.Body) and a
+// an ETag (computed once per cached body, readcache.Body; weak where the
+// body's data_age_seconds move with the clock, weakTag) and a
 // Last-Modified, and a request whose validators still match is answered
 // 304 with no body. The gate has run before (a 304 is counted and
 // rate-limited like a 200); only a would-be 200 becomes a 304, never an
@@ -40,7 +41,7 @@ type dataOutput struct {
 	// ContentLength is sent on a 200: the body is written whole, so the
 	// client knows its size up front (no chunked framing).
 	ContentLength string `header:"Content-Length"`
-	ETag          string `header:"ETag" doc:"Strong entity tag of the body; send it back in If-None-Match" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
+	ETag          string `header:"ETag" doc:"Entity tag of the data; send it back in If-None-Match. Weak (W/\"…\") on answers carrying data_age_seconds, which moves with the clock while the data, and so the tag, stay the same; strong otherwise" example:"\"l7mYk3t0n2Q4xUuB0V9cTw\""`
 	LastModified  string `header:"Last-Modified" doc:"When the data last changed (HTTP-date); send it back in If-Modified-Since" example:"Sun, 22 Nov 2026 10:15:00 GMT"`
 	CacheControl  string `header:"Cache-Control" doc:"private, max-age=<seconds until the data's next scheduled refresh>" example:"private, max-age=42"`
 	// Unknown lists the requested symbols that are not in the answer
@@ -184,11 +185,12 @@ func notModified(cond *ConditionalParams, b readcache.Body) bool {
 }
 
 // etagListMatches reports whether the If-None-Match value list names tag
-// (or is *). W/ prefixes are ignored: weak comparison.
+// (or is *). W/ prefixes are ignored on both sides: weak comparison.
 func etagListMatches(list, tag string) bool {
 	if strings.TrimSpace(list) == "*" {
 		return true
 	}
+	tag = strings.TrimPrefix(tag, "W/")
 	for list != "" {
 		var one string
 		one, list, _ = strings.Cut(list, ",")

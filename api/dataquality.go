@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +115,20 @@ func newAgedBody(b []byte, modified time.Time, from []time.Time, tagged ...[]byt
 	if len(out.ages) != len(from) {
 		return agedBody{}, fmt.Errorf("api: %d data_age_seconds fields, expected %d", len(out.ages), len(from))
 	}
+	if len(out.ages) > 0 {
+		out.ETag = weakTag(out.ETag)
+	}
 	return out, nil
+}
+
+// weakTag is the weak form of an entity tag (RFC 9110 §8.8.1): the tag
+// of a body whose ages move with the clock while its data stays the same,
+// so two answers with the tag are equivalent, not byte for byte equal.
+func weakTag(tag string) string {
+	if strings.HasPrefix(tag, "W/") {
+		return tag
+	}
+	return "W/" + tag
 }
 
 // appendAt appends the body with its ages as of now to dst.

@@ -45,7 +45,10 @@ var problemExamples = map[int]map[string]*huma.ErrorModel{
 }
 
 // documentProblems attaches the examples to every documented error
-// response and replaces huma's generic schema examples with ours.
+// response and replaces huma's generic schema examples with ours. It also
+// drops the 422 huma documents for operations with inputs: an invalid
+// input is answered 400 (newProblem), and a generated client would
+// otherwise carry a type for an answer that never comes.
 func (s *Server) documentProblems() {
 	oa := s.humaAPI.OpenAPI()
 	if m := oa.Components.Schemas.Map()["ErrorModel"]; m != nil {
@@ -67,6 +70,7 @@ func (s *Server) documentProblems() {
 			if op == nil {
 				continue
 			}
+			delete(op.Responses, strconv.Itoa(http.StatusUnprocessableEntity))
 			for code, resp := range op.Responses {
 				status, err := strconv.Atoi(code)
 				if err != nil || problemExamples[status] == nil || resp.Content == nil {

@@ -194,7 +194,8 @@ func (s *Server) registerWebhooks() {
 		OperationID: "create-webhook", DefaultStatus: http.StatusCreated,
 		Summary: "Subscribe to verdict changes",
 		Description: "Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` " +
-			"as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with " + webhookHeaders + " " +
+			"as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with " + webhookHeaders + " " +
+			"(`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). " +
 			"A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. " +
 			"One delivery per subscription is in flight at a time, in event order. " +
 			"10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).",

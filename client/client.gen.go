@@ -3108,7 +3108,7 @@ type ClientInterface interface {
 
 	// CreateWebhookWithBody Subscribe to verdict changes
 	//
-	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3117,7 +3117,7 @@ type ClientInterface interface {
 
 	// CreateWebhook Subscribe to verdict changes
 	//
-	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3432,7 +3432,7 @@ func (c *Client) ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn
 
 // CreateWebhookWithBody Subscribe to verdict changes
 //
-// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3451,7 +3451,7 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, 
 
 // CreateWebhook Subscribe to verdict changes
 //
-// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5248,7 +5248,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookWithBodyWithResponse Subscribe to verdict changes
 	//
-	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5257,7 +5257,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookWithResponse Subscribe to verdict changes
 	//
-	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+	// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5345,8 +5345,6 @@ type GetAnalyticsMethodologyResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5377,11 +5375,6 @@ func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON401() *ErrorMo
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsMethodologyResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5454,8 +5447,6 @@ type GetAnalyticsReportsResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5486,11 +5477,6 @@ func (r GetAnalyticsReportsResponse) GetApplicationproblemJSON401() *ErrorModel 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsReportsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsReportsResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5563,8 +5549,6 @@ type GetAnalyticsTopSetupsResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5595,11 +5579,6 @@ func (r GetAnalyticsTopSetupsResponse) GetApplicationproblemJSON401() *ErrorMode
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsTopSetupsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsTopSetupsResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5672,8 +5651,6 @@ type GetAnalyticsFactorStatsResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5704,11 +5681,6 @@ func (r GetAnalyticsFactorStatsResponse) GetApplicationproblemJSON401() *ErrorMo
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsFactorStatsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsFactorStatsResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5782,8 +5754,6 @@ type GetAnalyticsListResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5814,11 +5784,6 @@ func (r GetAnalyticsListResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsListResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsListResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5891,8 +5856,6 @@ type GetAnalyticsStatsResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5923,11 +5886,6 @@ func (r GetAnalyticsStatsResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetAnalyticsStatsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsStatsResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6002,8 +5960,6 @@ type GetAnalyticsReportResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6039,11 +5995,6 @@ func (r GetAnalyticsReportResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetAnalyticsReportResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsReportResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6119,8 +6070,6 @@ type GetAnalyticsHistoryResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6156,11 +6105,6 @@ func (r GetAnalyticsHistoryResponse) GetApplicationproblemJSON403() *ErrorModel 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetAnalyticsHistoryResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetAnalyticsHistoryResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6235,8 +6179,6 @@ type GetOhlcvResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6274,11 +6216,6 @@ func (r GetOhlcvResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetOhlcvResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetOhlcvResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6341,8 +6278,6 @@ type PostSandboxVerdictChangeResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6369,11 +6304,6 @@ func (r PostSandboxVerdictChangeResponse) GetApplicationproblemJSON401() *ErrorM
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r PostSandboxVerdictChangeResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r PostSandboxVerdictChangeResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6449,8 +6379,6 @@ type GetScreenerResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6488,11 +6416,6 @@ func (r GetScreenerResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetScreenerResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetScreenerResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6553,8 +6476,6 @@ type GetStreamResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6576,11 +6497,6 @@ func (r GetStreamResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetStreamResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetStreamResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6826,8 +6742,6 @@ type CreateWebhookResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6861,11 +6775,6 @@ func (r CreateWebhookResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CreateWebhookResponse) GetApplicationproblemJSON409() *ErrorModel {
 	return r.ApplicationproblemJSON409
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6923,8 +6832,6 @@ type DeleteWebhookResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6951,11 +6858,6 @@ func (r DeleteWebhookResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r DeleteWebhookResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r DeleteWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7020,8 +6922,6 @@ type ListWebhookDeliveriesResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7055,11 +6955,6 @@ func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *ErrorMode
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7126,8 +7021,6 @@ type RedeliverWebhookResponse struct {
 	ApplicationproblemJSON404 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7166,11 +7059,6 @@ func (r RedeliverWebhookResponse) GetApplicationproblemJSON404() *ErrorModel {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RedeliverWebhookResponse) GetApplicationproblemJSON409() *ErrorModel {
 	return r.ApplicationproblemJSON409
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RedeliverWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7235,8 +7123,6 @@ type EnableWebhookResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7270,11 +7156,6 @@ func (r EnableWebhookResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r EnableWebhookResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r EnableWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7339,8 +7220,6 @@ type RotateWebhookSecretResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7374,11 +7253,6 @@ func (r RotateWebhookSecretResponse) GetApplicationproblemJSON403() *ErrorModel 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RotateWebhookSecretResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r RotateWebhookSecretResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7443,8 +7317,6 @@ type TestWebhookResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7478,11 +7350,6 @@ func (r TestWebhookResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r TestWebhookResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r TestWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
-	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7760,7 +7627,7 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, reqE
 
 // CreateWebhookWithBodyWithResponse Subscribe to verdict changes
 //
-// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7775,7 +7642,7 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 
 // CreateWebhookWithResponse Subscribe to verdict changes
 //
-// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
+// Creates a subscription: every `verdict_changed` event of the market (or of every market of your tier) is POSTed to `callback_url` as `{id, event, market, symbol, old_verdict, new_verdict, overall_score, timestamp, model_version}` with `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes. (`model_version`: the scoring method that made the new verdict, see GET /analytics/methodology). A 2xx answer within 10 s is a success; anything else (including a redirect) is retried after 10 s, 30 s, 1 min, 5 min, 15 min and then hourly. One delivery per subscription is in flight at a time, in event order. 10 consecutive failed attempts disable the subscription. At most 10 subscriptions per client (409 beyond).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7923,13 +7790,6 @@ func ParseGetAnalyticsMethodologyResponse(rsp *http.Response) (*GetAnalyticsMeth
 		}
 		response.ApplicationproblemJSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8058,13 +7918,6 @@ func ParseGetAnalyticsReportsResponse(rsp *http.Response) (*GetAnalyticsReportsR
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -8195,13 +8048,6 @@ func ParseGetAnalyticsTopSetupsResponse(rsp *http.Response) (*GetAnalyticsTopSet
 		}
 		response.ApplicationproblemJSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8331,13 +8177,6 @@ func ParseGetAnalyticsFactorStatsResponse(rsp *http.Response) (*GetAnalyticsFact
 		}
 		response.ApplicationproblemJSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8466,13 +8305,6 @@ func ParseGetAnalyticsListResponse(rsp *http.Response) (*GetAnalyticsListRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -8610,13 +8442,6 @@ func ParseGetAnalyticsStatsResponse(rsp *http.Response) (*GetAnalyticsStatsRespo
 		}
 		response.ApplicationproblemJSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8753,13 +8578,6 @@ func ParseGetAnalyticsReportResponse(rsp *http.Response) (*GetAnalyticsReportRes
 		}
 		response.ApplicationproblemJSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8895,13 +8713,6 @@ func ParseGetAnalyticsHistoryResponse(rsp *http.Response) (*GetAnalyticsHistoryR
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -9046,13 +8857,6 @@ func ParseGetOhlcvResponse(rsp *http.Response) (*GetOhlcvResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9186,13 +8990,6 @@ func ParsePostSandboxVerdictChangeResponse(rsp *http.Response) (*PostSandboxVerd
 		}
 		response.ApplicationproblemJSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9270,13 +9067,6 @@ func ParseGetScreenerResponse(rsp *http.Response) (*GetScreenerResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -9410,13 +9200,6 @@ func ParseGetStreamResponse(rsp *http.Response) (*GetStreamResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -9662,13 +9445,6 @@ func ParseCreateWebhookResponse(rsp *http.Response) (*CreateWebhookResponse, err
 		}
 		response.ApplicationproblemJSON409 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9753,13 +9529,6 @@ func ParseDeleteWebhookResponse(rsp *http.Response) (*DeleteWebhookResponse, err
 		}
 		response.ApplicationproblemJSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9834,13 +9603,6 @@ func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliver
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -9937,13 +9699,6 @@ func ParseRedeliverWebhookResponse(rsp *http.Response) (*RedeliverWebhookRespons
 		}
 		response.ApplicationproblemJSON409 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10031,13 +9786,6 @@ func ParseEnableWebhookResponse(rsp *http.Response) (*EnableWebhookResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
@@ -10127,13 +9875,6 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 		}
 		response.ApplicationproblemJSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10221,13 +9962,6 @@ func ParseTestWebhookResponse(rsp *http.Response) (*TestWebhookResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest ErrorModel
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel

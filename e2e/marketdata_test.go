@@ -157,6 +157,7 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 		return ""
 	})
 	t.Logf("every market scored %.1fs after start; BTC_USDT %s", time.Since(start).Seconds(), report.Verdict)
+	auditable(t, public, report, start)
 
 	// Filters filter (their inclusiveness is unit-tested in store).
 	all := screener(t, public, nil)
@@ -243,4 +244,127 @@ func screener(t *testing.T, c *apiclient.ClientWithResponses, params *apiclient.
 		t.Fatalf("screener: %d %s", r.StatusCode(), r.Body)
 	}
 	return *r.JSON200
+}
+
+// auditable checks, through the generated client, what a quant needs to
+// audit and replay a report: the method that made it (model_version, and
+// GET /analytics/methodology describing it), the data behind it (as_of,
+// candles_used, source, data_age_seconds), the report as of an instant,
+// the history in cursor pages, and the rest of the contract's reads.
+func auditable(t *testing.T, public *apiclient.ClientWithResponses, report *apiclient.AnalyticsReport, start time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	if report.ModelVersion != "v1" || report.CandlesUsed < 60 || report.AsOf.Before(start.Add(-24*time.Hour)) ||
+		report.DataAgeSeconds < 0 || report.Source.Feed == "" || report.Source.Exchange != "binance" || report.Source.Timeframe != "4h" {
+		t.Errorf("BTC_USDT report: model_version %q, candles_used %d, as_of %s, data_age_seconds %d, source %+v",
+			report.ModelVersion, report.CandlesUsed, report.AsOf, report.DataAgeSeconds, report.Source)
+	}
+	meth, err := public.GetAnalyticsMethodologyWithResponse(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := meth.JSON200; m == nil || m.CurrentVersion != report.ModelVersion || m.Versions == nil || len(*m.Versions) == 0 ||
+		(*m.Versions)[len(*m.Versions)-1].Version != report.ModelVersion || (*m.Versions)[len(*m.Versions)-1].Changelog == "" {
+		t.Errorf("methodology: %d %.300s", meth.StatusCode(), meth.Body)
+	}
+
+	// As of now: the last report published, by the same method; as of
+	// before the deployment started: nothing was published yet.
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	asOf, err := public.GetAnalyticsReportWithResponse(ctx, "crypto", "BTC_USDT", &apiclient.GetAnalyticsReportParams{AsOf: &now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := asOf.JSON200; r == nil || r.Symbol != "BTC_USDT" || r.ModelVersion != report.ModelVersion || r.UpdatedAt.After(time.Now()) {
+		t.Errorf("as_of now: %d %.300s", asOf.StatusCode(), asOf.Body)
+	}
+	before := start.Add(-time.Hour).UTC().Format(time.RFC3339)
+	if r, err := public.GetAnalyticsReportWithResponse(ctx, "crypto", "BTC_USDT", &apiclient.GetAnalyticsReportParams{AsOf: &before}); err != nil {
+		t.Fatal(err)
+	} else if r.StatusCode() != http.StatusNotFound {
+		t.Errorf("as_of before the first report: %d %.300s, want 404", r.StatusCode(), r.Body)
+	}
+
+	// History in pages of one, following the Link header's cursor, gives
+	// the snapshots of one page of two, newest first.
+	var all []apiclient.HistorySnapshot
+	poll(t, 60*time.Second, func() string {
+		two := int64(2)
+		h, err := public.GetAnalyticsHistoryWithResponse(ctx, "crypto", "BTC_USDT", &apiclient.GetAnalyticsHistoryParams{Limit: &two})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.JSON200 == nil || len(*h.JSON200) < 2 {
+			return fmt.Sprintf("history: %d %.300s", h.StatusCode(), h.Body)
+		}
+		all = *h.JSON200
+		return ""
+	})
+	one := int64(1)
+	to := all[0].At.UTC().Format(time.RFC3339Nano)
+	params := &apiclient.GetAnalyticsHistoryParams{Limit: &one, To: &to}
+	for i, want := range all {
+		h, err := public.GetAnalyticsHistoryWithResponse(ctx, "crypto", "BTC_USDT", params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.JSON200 == nil || len(*h.JSON200) != 1 || !(*h.JSON200)[0].At.Equal(want.At) || (*h.JSON200)[0].ModelVersion != "v1" {
+			t.Fatalf("history page %d: %d %.300s, want the snapshot at %s", i, h.StatusCode(), h.Body, want.At)
+		}
+		next := linkCursor(h.HTTPResponse.Header.Get("Link"))
+		if next == "" && i < len(all)-1 {
+			t.Fatalf("history page %d: no next page in Link %q", i, h.HTTPResponse.Header.Get("Link"))
+		}
+		params.Cursor = &next
+	}
+
+	top, err := public.GetAnalyticsTopSetupsWithResponse(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.JSON200 == nil {
+		t.Fatalf("top-setups: %d %.300s", top.StatusCode(), top.Body)
+	}
+	for _, s := range *top.JSON200 {
+		if s.Source.Feed == "" || s.AsOf.IsZero() {
+			t.Errorf("top setup %s: source %+v, as_of %s", s.Symbol, s.Source, s.AsOf)
+		}
+	}
+	// The deployments here leave the statistics job off: its reads say
+	// so, with a retry, rather than answer empty.
+	stats, err := public.GetAnalyticsStatsWithResponse(ctx, "crypto", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factors, err := public.GetAnalyticsFactorStatsWithResponse(ctx, "crypto", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, status := range map[string]int{"stats": stats.StatusCode(), "factor-stats": factors.StatusCode()} {
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("%s with the statistics job off: %d, want 503", name, status)
+		}
+	}
+	usage, err := public.GetUsageWithResponse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := usage.JSON200; u == nil || u.UsedThisMonth == 0 || u.Status != "active" {
+		t.Errorf("usage: %d %.300s", usage.StatusCode(), usage.Body)
+	}
+}
+
+// linkCursor is the cursor of a Link header's rel="next" target ("" when none).
+func linkCursor(link string) string {
+	for _, part := range strings.Split(link, ",") {
+		target, rel, _ := strings.Cut(part, ";")
+		if !strings.Contains(rel, `rel="next"`) {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+		if err == nil {
+			return u.Query().Get("cursor")
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,7 +97,8 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 				if !strings.Contains(string(b), `"id":"`+strconv.FormatInt(eventID, 10)+`"`) {
 					t.Fatalf("the body lacks the event id: %s", b)
 				}
-				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) {
+				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) ||
+					!strings.Contains(string(b), `"model_version":"v1"`) {
 					t.Fatalf("payload %s", b)
 				}
 				return ""
@@ -106,14 +108,13 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 	})
 	t.Logf("delivered %.1fs after the verdict change", time.Since(start).Seconds())
 
-	var subs []struct {
-		LastDeliveryAt *time.Time `json:"last_delivery_at"`
-		LastSuccessAt  *time.Time `json:"last_success_at"`
-		Failures       int        `json:"consecutive_failures"`
-	}
 	poll(t, 5*time.Second, func() string {
-		if status, problem := getJSON(t, base+"/webhooks", key, &subs); status != 200 || len(subs) != 1 || subs[0].LastSuccessAt == nil {
-			return "GET /webhooks: " + strconv.Itoa(status) + " " + toString(problem["detail"])
+		subs, err := public.ListWebhooksWithResponse(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subs.JSON200 == nil || len(*subs.JSON200) != 1 || (*subs.JSON200)[0].Id != sub.Id || (*subs.JSON200)[0].LastSuccessAt == nil {
+			return fmt.Sprintf("GET /webhooks: %d %s", subs.StatusCode(), subs.Body)
 		}
 		return ""
 	})
@@ -126,6 +127,25 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 	if log := deliveries.JSON200; log == nil || len(*log) != 1 || (*log)[0].EventId != strconv.FormatInt(eventID, 10) ||
 		(*log)[0].State != "delivered" || (*log)[0].Attempt != 1 || (*log)[0].ResponseStatus == nil {
 		t.Errorf("delivery log: %d %s", deliveries.StatusCode(), deliveries.Body)
+	}
+
+	// Cancelled, the subscription is gone from the list, and a second
+	// cancel finds nothing.
+	for _, want := range []int{http.StatusNoContent, http.StatusNotFound} {
+		del, err := public.DeleteWebhookWithResponse(t.Context(), sub.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if del.StatusCode() != want {
+			t.Fatalf("DELETE /webhooks/%s: %d %s, want %d", sub.Id, del.StatusCode(), del.Body, want)
+		}
+	}
+	subs, err := public.ListWebhooksWithResponse(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subs.JSON200 == nil || len(*subs.JSON200) != 0 {
+		t.Errorf("GET /webhooks after the cancel: %d %s", subs.StatusCode(), subs.Body)
 	}
 }
 
