@@ -176,7 +176,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	hc.Servers = []*huma.Server{{URL: BasePath, Description: "this deployment (region " + cfg.Region + ")"}}
 	hc.Info.Description = apiDescription
 	hc.Info.Contact = &huma.Contact{Name: "API support: the contact named in your organisation's contract"}
-	hc.Info.License = &huma.License{Name: "Proprietary: used under your organisation's contract"}
+	hc.Info.License = &huma.License{Name: "Proprietary: used under your organisation's contract", Identifier: "LicenseRef-Proprietary"}
 	hc.Tags = apiTags
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		securityScheme: {Type: "apiKey", In: "header", Name: "X-API-Key",

@@ -169,8 +169,8 @@ entry, or a malformed symbol is 400 naming ` + "`symbols`" + `.
 
 ## Conditional requests
 
-Every data GET (screener, OHLCV, analytics list, report, batch reports, history, stats, factor stats, top setups) answers with a
-strong ` + "`ETag`" + `, a ` + "`Last-Modified`" + ` and ` + "`Cache-Control: private, max-age=<seconds until the data's next scheduled refresh>`" + `.
+Every data GET (screener, OHLCV, analytics list, report, batch reports, history, stats, factor stats, top setups) answers with an
+` + "`ETag`" + ` (weak, ` + "`W/\"…\"`" + `, when the body carries ` + "`data_age_seconds`" + `, which moves with the clock while the data and the tag stay the same), a ` + "`Last-Modified`" + ` and ` + "`Cache-Control: private, max-age=<seconds until the data's next scheduled refresh>`" + `.
 Send the tag back in ` + "`If-None-Match`" + ` (or the date in ` + "`If-Modified-Since`" + `): while the data has not changed the answer is
 **304 Not Modified** without a body. A 304 is admitted like any request: it counts against the rate limit and the quota.
 ` + "`/usage`" + ` and ` + "`/webhooks`" + ` answer ` + "`Cache-Control: no-store`" + `.

@@ -58,7 +58,7 @@ func (s *Server) dataResponses(v any, description string) map[string]*huma.Respo
 	r := s.jsonResponse(v, description)
 	str := &huma.Schema{Type: "string"}
 	r["304"] = &huma.Response{Description: notModifiedDescription, Headers: map[string]*huma.Param{
-		"ETag":          {Description: "The current entity tag (the one you sent)", Schema: str},
+		"ETag":          {Description: "The current entity tag (the one you sent, under weak comparison)", Schema: str},
 		"Cache-Control": {Description: "As on a 200", Schema: str},
 	}}
 	return r

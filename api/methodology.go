@@ -29,7 +29,7 @@ func (s *Server) registerMethodology() {
 		Summary:     "The scoring method, every version",
 		Description: "Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), " +
 			"the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. " +
-			"Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. " +
+			"Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. " +
 			"A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, " +
 			"and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.",
 		Tags: []string{tagAnalytics}, Errors: errorResponses(),

@@ -1953,7 +1953,7 @@ type Method struct {
 	Released string `json:"released"`
 	Rules    Rules  `json:"rules"`
 
-	// Version The model_version that reports, history snapshots, webhook payloads and stream events made with this method carry
+	// Version The model_version that reports, history snapshots, webhook payloads and verdict stream events made with this method carry
 	//
 	// Example: v1
 	Version string `json:"version"`
@@ -2995,7 +2995,7 @@ type ClientInterface interface {
 
 	// GetAnalyticsMethodology The scoring method, every version
 	//
-	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 	//
 	// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
 	GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3169,7 +3169,7 @@ type ClientInterface interface {
 
 // GetAnalyticsMethodology The scoring method, every version
 //
-// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 //
 // Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
 func (c *Client) GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5109,7 +5109,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetAnalyticsMethodologyWithResponse The scoring method, every version
 	//
-	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7398,7 +7398,7 @@ func (r TestWebhookResponse) ContentType() string {
 
 // GetAnalyticsMethodologyWithResponse The scoring method, every version
 //
-// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -74,8 +74,9 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 	}
 	defer db.Close()
 	var eventID int64
-	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at)
-		VALUES ('crypto', 'BTC_USDT', 'neutral', 'decline', -27, now()) RETURNING id`).Scan(&eventID); err != nil {
+	// Its model_version is one no scorer writes, so the payload shows the event's own.
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
+		VALUES ('crypto', 'BTC_USDT', 'neutral', 'decline', -27, now(), 'v9') RETURNING id`).Scan(&eventID); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -98,7 +99,7 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 					t.Fatalf("the body lacks the event id: %s", b)
 				}
 				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) ||
-					!strings.Contains(string(b), `"model_version":"v1"`) {
+					!strings.Contains(string(b), `"model_version":"v9"`) {
 					t.Fatalf("payload %s", b)
 				}
 				return ""

@@ -159,7 +159,7 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 			combos = append(combos, c)
 		}
 	}
-	series := candleOrder(region, served)
+	scored, rest := candleOrder(region, served)
 	return []Entry{
 		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
 			jobs := make([]Job, 0, len(combos))
@@ -172,8 +172,8 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 			return jobs
 		}},
 		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
-			jobs := make([]Job, 0, len(series))
-			for _, sr := range series {
+			jobs := make([]Job, 0, len(scored)+len(rest))
+			for _, sr := range append(slices.Clip(scored), rotated(rest, tick, candleEvery)...) {
 				c, tf := sr.c, sr.tf
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
@@ -185,18 +185,20 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 	}
 }
 
-// rotated is the tick's order of the combinations' ticker tasks: each tick
+// rotated is the tick's order of tasks that have no order of their own
+// (the combinations' tickers, the display-only candle series): each tick
 // starts one further along. A worker that cannot finish a tick's tasks
-// within the tick runs them in this order and drops the rest as
-// superseded (worker.HeaderNotAfter); in a fixed order the same last
-// combinations would be dropped every tick and their screeners never
-// filled. Rotated, every combination is first once in len(combos) ticks.
-func rotated(combos []domain.Combination, tick time.Time, every time.Duration) []domain.Combination {
-	if len(combos) == 0 || every <= 0 {
-		return combos
+// within the tick runs them in queue order and drops the rest as
+// superseded (worker.HeaderNotAfter); in a fixed order the same last ones
+// would be dropped every tick and never refreshed. Rotated, each is first
+// once in len(items) ticks.
+func rotated[T any](items []T, tick time.Time, every time.Duration) []T {
+	n := int64(len(items))
+	if n == 0 || every <= 0 {
+		return items
 	}
-	k := int((tick.UnixNano() / int64(every)) % int64(len(combos)))
-	return append(slices.Clone(combos[k:]), combos[:k]...)
+	k := ((tick.UnixNano()/int64(every))%n + n) % n
+	return append(slices.Clone(items[k:]), items[:k]...)
 }
 
 type candleSeries struct {
@@ -206,14 +208,13 @@ type candleSeries struct {
 
 // candleOrder is the order of a tick's candle ingest: first the series
 // scoring reads (worker.ScoresSeries: those the score trigger watches, the
-// default style's timeframe first), then the others,
-// each group by timeframe in candleTimeframes' order. asynq runs a queue
+// default style's timeframe first), then the others, rotated per tick
+// (rotated); each group by timeframe in candleTimeframes' order. asynq runs a queue
 // in order, so on a cold start the analytics are scored (ingest triggers
 // scoring) before the display-only series are loaded, so crypto's
 // intraday series does not wait behind the 15m and 1h candles of forex
 // and stocks, which nothing scores.
-func candleOrder(region string, served domain.Served) []candleSeries {
-	var scored, rest []candleSeries
+func candleOrder(region string, served domain.Served) (scored, rest []candleSeries) {
 	for _, tf := range candleTimeframes {
 		for _, c := range domain.Catalogue(region) {
 			if !c.HasCandles() || !served.Has(c) {
@@ -227,7 +228,7 @@ func candleOrder(region string, served domain.Served) []candleSeries {
 			}
 		}
 	}
-	return append(scored, rest...)
+	return scored, rest
 }
 
 // candleTimeframes are the timeframes in ingest order: the default

@@ -136,9 +136,9 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 	want := []string{
 		"crypto:binance:spot:4h", "forex:oanda:major:4h", "forex:oanda:minor:4h", "stocks:nasdaq:stock:4h",
 		"crypto:binance:spot:15m", "crypto:binance:spot:1h", "crypto:binance:spot:1d",
-		"crypto:okx:spot:4h", // the display-only series follow
+		// the display-only series follow, in an order rotated per tick (TestTickerOrderRotates)
 	}
-	if len(ids) < len(want) || !slices.Equal(ids[:len(want)], want) {
+	if len(ids) <= len(want) || !slices.Equal(ids[:len(want)], want) {
 		t.Fatalf("candle tasks start %v, want %v", ids[:min(len(ids), len(want))], want)
 	}
 	seen := map[string]bool{}
@@ -289,7 +289,7 @@ func TestFundamentalsTicksAvoidTheCloses(t *testing.T) {
 
 // TestTickerOrderRotates: each tick holds every combination's ticker task
 // once, and over as many consecutive ticks as there are combinations each
-// combination is first once. A worker too slow to finish a tick drops
+// combination is first once; the display-only candle series rotate too. A worker too slow to finish a tick drops
 // the tick's last tasks as superseded; a fixed order would drop the same
 // combinations every tick and leave their screeners empty.
 func TestTickerOrderRotates(t *testing.T) {
@@ -317,5 +317,41 @@ func TestTickerOrderRotates(t *testing.T) {
 	}
 	if len(first) != combos {
 		t.Fatalf("over %d ticks %d combinations were first (%v), want every one once", combos, len(first), first)
+	}
+
+	// Candles: the series scoring reads keep their order at the head of
+	// every tick; the display-only ones after them rotate.
+	var candles scheduler.Entry
+	for _, e := range scheduler.IngestEntries(domain.DefaultRegion, nil, every, time.Minute) {
+		if e.Name == "ingest:candles" {
+			candles = e
+		}
+	}
+	key := func(j scheduler.Job) string { return j.ID[:strings.LastIndex(j.ID, ":")] }
+	a, b := candles.Tasks(start), candles.Tasks(start.Add(time.Minute))
+	if len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("candle ticks of %d and %d tasks", len(a), len(b))
+	}
+	scoredSeries := 0
+	for _, j := range a {
+		var p worker.IngestPayload
+		if err := json.Unmarshal(j.Task.Payload(), &p); err != nil {
+			t.Fatal(err)
+		}
+		if !worker.ScoresSeries(domain.DefaultRegion, nil, p.Market, p.Exchange, p.Timeframe) {
+			break
+		}
+		scoredSeries++
+	}
+	if scoredSeries == 0 || scoredSeries == len(a) {
+		t.Fatalf("%d of %d candle series are scored ones at the head of the tick", scoredSeries, len(a))
+	}
+	for i := range scoredSeries {
+		if key(a[i]) != key(b[i]) {
+			t.Fatalf("scored series %d moved between ticks: %s, then %s", i, key(a[i]), key(b[i]))
+		}
+	}
+	if key(a[scoredSeries]) == key(b[scoredSeries]) || key(a[scoredSeries+1]) != key(b[scoredSeries]) {
+		t.Errorf("display-only series did not rotate: %s, %s then %s first", key(a[scoredSeries]), key(a[scoredSeries+1]), key(b[scoredSeries]))
 	}
 }

@@ -146,12 +146,13 @@ func New(cfg Config) (*Worker, error) {
 // (HeaderNotAfter): the next tick's task does the same work with fresher
 // data, and a late start would only spend a slot. Tasks without the header
 // always run, and so does the first task of a series (HeaderSeries) this
-// process starts.
+// process starts, until one has run without an error.
 func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		h := t.Headers()
+		series := h[HeaderSeries]
 		first := false
-		if series := h[HeaderSeries]; series != "" {
+		if series != "" {
 			w.startedMu.Lock()
 			first = !w.started[series]
 			w.started[series] = true
@@ -164,7 +165,14 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 				return nil
 			}
 		}
-		return next.ProcessTask(ctx, t)
+		err := next.ProcessTask(ctx, t)
+		if err != nil && first {
+			// Its retry, or the next tick, is then the first to run.
+			w.startedMu.Lock()
+			delete(w.started, series)
+			w.startedMu.Unlock()
+		}
+		return err
 	})
 }
 

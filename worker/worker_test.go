@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // TestSupersededTicksAreSkipped: a periodic task that starts after its
 // tick ended (worker.HeaderNotAfter) is skipped, unless it is the first of
-// its series (worker.HeaderSeries) the process starts; one within its tick
+// its series (worker.HeaderSeries) the process starts (or the first after
+// that one failed); one within its tick
 // and one without the header run, and the live lane runs while every bulk
 // slot is held by a long task.
 func TestSupersededTicksAreSkipped(t *testing.T) {
@@ -37,6 +39,9 @@ func TestSupersededTicksAreSkipped(t *testing.T) {
 		ran[string(task.Payload())] = true
 		mu.Unlock()
 		done <- string(task.Payload())
+		if string(task.Payload()) == "late-fails" {
+			return errors.New("feed down")
+		}
 		return nil
 	}))
 	w.Handle("hog", asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
@@ -79,10 +84,13 @@ func TestSupersededTicksAreSkipped(t *testing.T) {
 	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late"), header(late, "")), worker.QueueLive)
 	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-first"), header(late, "tickers:a")), worker.QueueLive)
 	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-again"), header(late, "tickers:a")), worker.QueueLive)
+	// A first task that fails leaves the next one of its series first.
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-fails"), header(late, "tickers:c")), worker.QueueLive)
+	enqueue(asynq.NewTaskWithHeaders("probe", []byte("late-after-failure"), header(late, "tickers:c")), worker.QueueLive)
 	enqueue(asynq.NewTaskWithHeaders("probe", []byte("on-time"), header(now.Add(time.Second), "tickers:b")), worker.QueueLive)
 	enqueue(asynq.NewTask("probe", []byte("plain")), worker.QueueCritical)
 
-	want := map[string]bool{"late-first": true, "on-time": true, "plain": true}
+	want := map[string]bool{"late-first": true, "late-fails": true, "late-after-failure": true, "on-time": true, "plain": true}
 	for range want {
 		select {
 		case p := <-done:

@@ -17,9 +17,9 @@ import (
 // the Rules of the engine hash to Fingerprint, and a test fails when they
 // no longer do, so a rule cannot change without a new entry in Versions.
 type Version struct {
-	// Name is what reports, snapshots, webhooks and stream events carry
+	// Name is what reports, snapshots, webhooks and verdict stream events carry
 	// as model_version.
-	Name string `json:"version" doc:"The model_version that reports, history snapshots, webhook payloads and stream events made with this method carry" example:"v1"`
+	Name string `json:"version" doc:"The model_version that reports, history snapshots, webhook payloads and verdict stream events made with this method carry" example:"v1"`
 	// Released is the day the version started scoring (YYYY-MM-DD).
 	Released string `json:"released" doc:"The day this version started scoring (YYYY-MM-DD)" example:"2026-11-26"`
 	// Fingerprint is the SHA-256 of the JSON encoding of its Rules.

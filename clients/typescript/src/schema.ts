@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * The scoring method, every version
-         * @description Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+         * @description Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
          */
         get: operations["get-analytics-methodology"];
         put?: never;
@@ -940,7 +940,7 @@ export interface components {
             released: string;
             rules: components["schemas"]["Rules"];
             /**
-             * @description The model_version that reports, history snapshots, webhook payloads and stream events made with this method carry
+             * @description The model_version that reports, history snapshots, webhook payloads and verdict stream events made with this method carry
              * @example v1
              */
             version: string;
@@ -1687,7 +1687,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -1791,7 +1791,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -1893,7 +1893,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -1994,7 +1994,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2098,7 +2098,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2196,7 +2196,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2303,7 +2303,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2424,7 +2424,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2540,7 +2540,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
@@ -2750,7 +2750,7 @@ export interface operations {
                 headers: {
                     /** @description As on a 200 */
                     "Cache-Control"?: string;
-                    /** @description The current entity tag (the one you sent) */
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
                     ETag?: string;
                     [name: string]: unknown;
                 };
