@@ -191,6 +191,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerMethodology()
 	s.registerBatch()
 	s.registerWebhooks()
+	s.documentWebhookPayloads()
 	s.registerStream()
 	s.registerSandbox()
 	s.documentProblems()
@@ -232,6 +233,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // OpenAPI returns the OpenAPI 3.1 document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.humaAPI.OpenAPI() }
 
+// OpenAPI30 is the document downgraded to OpenAPI 3.0.3, without the
+// webhooks (a 3.1 object; their payloads' schemas stay in components).
+func (s *Server) OpenAPI30() ([]byte, error) {
+	doc := *s.humaAPI.OpenAPI()
+	doc.Webhooks = nil
+	return doc.Downgrade()
+}
+
 // Metrics returns the Prometheus registry of the api, for the ops listener.
 func (s *Server) Metrics() http.Handler { return s.metrics.handler() }
 
@@ -248,7 +257,7 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 // serveOpenAPI30 serves the document downgraded to OpenAPI 3.0.3, for
 // generators that read no 3.1 (package client is generated from it).
 func (s *Server) serveOpenAPI30(w http.ResponseWriter, r *http.Request) {
-	b, err := s.humaAPI.OpenAPI().Downgrade()
+	b, err := s.OpenAPI30()
 	if err != nil {
 		http.Error(w, "openapi: "+err.Error(), http.StatusInternalServerError)
 		return

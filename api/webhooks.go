@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -404,4 +405,45 @@ func outcomeText(r webhook.Result) string {
 		return "delivered"
 	}
 	return r.Err.String()
+}
+
+// documentWebhookPayloads describes what a subscription's callback
+// receives in the document's webhooks (OpenAPI 3.1): the verdict_changed
+// delivery and the test ping, their bodies and signature headers, so a
+// generated client has their types.
+func (s *Server) documentWebhookPayloads() {
+	oa := s.humaAPI.OpenAPI()
+	reg := oa.Components.Schemas
+	str := &huma.Schema{Type: "string"}
+	headers := []*huma.Param{
+		{Name: "webhook-id", In: "header", Required: true, Schema: str, Description: "Standard Webhooks: the message id (the event id, the same on every attempt)"},
+		{Name: "webhook-timestamp", In: "header", Required: true, Schema: str, Description: "Standard Webhooks: unix seconds of this attempt"},
+		{Name: "webhook-signature", In: "header", Required: true, Schema: str, Description: "Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes; during a rotation's grace period a second signature follows, space-separated"},
+		{Name: "X-Webhook-Id", In: "header", Required: true, Schema: str, Description: "The event id, as in the body"},
+		{Name: "X-Webhook-Timestamp", In: "header", Required: true, Schema: str, Description: "Unix seconds of this attempt"},
+		{Name: "X-Webhook-Signature", In: "header", Required: true, Schema: str, Description: "Lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string"},
+	}
+	received := map[string]*huma.Response{
+		"200": {Description: "Received. Any 2xx within 10 s is a success; anything else, a redirect included, is retried (a ping is not)"},
+	}
+	payload := func(name string, v any) *huma.RequestBody {
+		return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflect.TypeOf(v), true, name)},
+		}}
+	}
+	noKey := []map[string][]string{} // the callback is called by us, with no API key
+	oa.Webhooks = map[string]*huma.PathItem{
+		"verdict_changed": {Post: &huma.Operation{
+			OperationID: "verdict-changed", Tags: []string{tagWebhooks}, Security: noKey,
+			Summary:     "A verdict changed (sent to your callback_url)",
+			Description: "POSTed to the `callback_url` of each subscription of the market when an asset's verdict in the default style changes. " + webhookHeaders,
+			Parameters:  headers, RequestBody: payload("VerdictChangedEvent", webhook.VerdictChanged{}), Responses: received,
+		}},
+		"ping": {Post: &huma.Operation{
+			OperationID: "webhook-ping", Tags: []string{tagWebhooks}, Security: noKey,
+			Summary:     "A test delivery (sent to your callback_url)",
+			Description: "POSTed once by `POST /webhooks/{id}/test`, signed like an event, to check an endpoint; it is not retried.",
+			Parameters:  headers, RequestBody: payload("WebhookPing", webhook.Ping{}), Responses: received,
+		}},
+	}
 }

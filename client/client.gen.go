@@ -954,6 +954,69 @@ func (e UsageRecordTier) Valid() bool {
 	}
 }
 
+// Defines values for VerdictChangedMarket.
+const (
+	VerdictChangedMarketCrypto VerdictChangedMarket = "crypto"
+	VerdictChangedMarketForex  VerdictChangedMarket = "forex"
+	VerdictChangedMarketStocks VerdictChangedMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the VerdictChangedMarket enum.
+func (e VerdictChangedMarket) Valid() bool {
+	switch e {
+	case VerdictChangedMarketCrypto:
+		return true
+	case VerdictChangedMarketForex:
+		return true
+	case VerdictChangedMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VerdictChangedNewVerdict.
+const (
+	VerdictChangedNewVerdictDecline VerdictChangedNewVerdict = "decline"
+	VerdictChangedNewVerdictGrowth  VerdictChangedNewVerdict = "growth"
+	VerdictChangedNewVerdictNeutral VerdictChangedNewVerdict = "neutral"
+)
+
+// Valid indicates whether the value is a known member of the VerdictChangedNewVerdict enum.
+func (e VerdictChangedNewVerdict) Valid() bool {
+	switch e {
+	case VerdictChangedNewVerdictDecline:
+		return true
+	case VerdictChangedNewVerdictGrowth:
+		return true
+	case VerdictChangedNewVerdictNeutral:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VerdictChangedOldVerdict.
+const (
+	VerdictChangedOldVerdictDecline VerdictChangedOldVerdict = "decline"
+	VerdictChangedOldVerdictGrowth  VerdictChangedOldVerdict = "growth"
+	VerdictChangedOldVerdictNeutral VerdictChangedOldVerdict = "neutral"
+)
+
+// Valid indicates whether the value is a known member of the VerdictChangedOldVerdict enum.
+func (e VerdictChangedOldVerdict) Valid() bool {
+	switch e {
+	case VerdictChangedOldVerdictDecline:
+		return true
+	case VerdictChangedOldVerdictGrowth:
+		return true
+	case VerdictChangedOldVerdictNeutral:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VerdictStatHorizonDays.
 const (
 	VerdictStatHorizonDaysN1  VerdictStatHorizonDays = 1
@@ -2065,6 +2128,24 @@ type Param struct {
 	Value float64 `json:"value"`
 }
 
+// Ping defines model for Ping.
+type Ping struct {
+	// Event Always ping
+	//
+	// Example: ping
+	Event string `json:"event"`
+
+	// Id The test delivery's id
+	//
+	// Example: ping_5b0d0c5e
+	Id string `json:"id"`
+
+	// Timestamp When it was sent (RFC 3339 UTC)
+	//
+	// Example: 2026-11-22T10:15:00Z
+	Timestamp string `json:"timestamp"`
+}
+
 // ReportFactor defines model for ReportFactor.
 type ReportFactor struct {
 	// Explanation Why the factor points where it does, in the language of lang
@@ -2538,6 +2619,72 @@ type UsageRecordStatus string
 //
 // Example: business
 type UsageRecordTier string
+
+// VerdictChanged defines model for VerdictChanged.
+type VerdictChanged struct {
+	// Event Always verdict_changed
+	//
+	// Example: verdict_changed
+	Event string `json:"event"`
+
+	// Id The event id (a decimal string), the same on every attempt: de-duplicate on it
+	//
+	// Example: 4211
+	Id string `json:"id"`
+
+	// Market The asset's market
+	//
+	// Example: crypto
+	Market VerdictChangedMarket `json:"market"`
+
+	// ModelVersion The scoring method that made the new verdict (GET /analytics/methodology)
+	//
+	// Example: v1
+	ModelVersion string `json:"model_version"`
+
+	// NewVerdict The new verdict
+	//
+	// Example: growth
+	NewVerdict VerdictChangedNewVerdict `json:"new_verdict"`
+
+	// OldVerdict The verdict before the change
+	//
+	// Example: neutral
+	OldVerdict VerdictChangedOldVerdict `json:"old_verdict"`
+
+	// OverallScore The overall score that made the new verdict, -100 to 100
+	//
+	// Example: 27
+	OverallScore int64 `json:"overall_score"`
+
+	// Sandbox true on an event pushed with a sandbox key (POST /sandbox/verdict-change); absent otherwise
+	Sandbox *bool `json:"sandbox,omitempty"`
+
+	// Symbol The asset
+	//
+	// Example: BTC_USDT
+	Symbol string `json:"symbol"`
+
+	// Timestamp When the verdict changed (RFC 3339 UTC)
+	//
+	// Example: 2026-11-22T10:15:00Z
+	Timestamp string `json:"timestamp"`
+}
+
+// VerdictChangedMarket The asset's market
+//
+// Example: crypto
+type VerdictChangedMarket string
+
+// VerdictChangedNewVerdict The new verdict
+//
+// Example: growth
+type VerdictChangedNewVerdict string
+
+// VerdictChangedOldVerdict The verdict before the change
+//
+// Example: neutral
+type VerdictChangedOldVerdict string
 
 // VerdictRules defines model for VerdictRules.
 type VerdictRules struct {

@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -95,11 +97,15 @@ func TestWebhookDeliveredByDeployment(t *testing.T) {
 				if err := wh.Verify(b, heads[i]); err != nil {
 					t.Fatalf("Standard Webhooks verification: %v", err)
 				}
-				if !strings.Contains(string(b), `"id":"`+strconv.FormatInt(eventID, 10)+`"`) {
-					t.Fatalf("the body lacks the event id: %s", b)
+				// The payload decodes into the type the document's webhooks give it.
+				var ev apiclient.VerdictChanged
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&ev); err != nil {
+					t.Fatalf("payload %s: %v", b, err)
 				}
-				if !strings.Contains(string(b), `"new_verdict":"decline"`) || !strings.Contains(string(b), `"event":"verdict_changed"`) ||
-					!strings.Contains(string(b), `"model_version":"v9"`) {
+				if ev.Id != strconv.FormatInt(eventID, 10) || ev.Event != "verdict_changed" || ev.Market != "crypto" || ev.Symbol != "BTC_USDT" ||
+					ev.OldVerdict != "neutral" || ev.NewVerdict != "decline" || ev.OverallScore != -27 || ev.ModelVersion != "v9" {
 					t.Fatalf("payload %s", b)
 				}
 				return ""

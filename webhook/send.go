@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // Message is one signed request: the event id (the same on every retry),
@@ -150,36 +151,37 @@ func Sign(msg Message, timestamp int64) (http.Header, error) {
 
 // VerdictChanged is the body of a verdict_changed delivery: the contract's
 // fields and the event id.
+// The doc tags document it in the API's OpenAPI document (webhooks).
 type VerdictChanged struct {
-	ID           string `json:"id"`
-	Event        string `json:"event"`
-	Market       string `json:"market"`
-	Symbol       string `json:"symbol"`
-	OldVerdict   string `json:"old_verdict"`
-	NewVerdict   string `json:"new_verdict"`
-	OverallScore int    `json:"overall_score"`
-	Timestamp    string `json:"timestamp"`
+	ID           string            `json:"id" doc:"The event id (a decimal string), the same on every attempt: de-duplicate on it" example:"4211"`
+	Event        string            `json:"event" doc:"Always verdict_changed" example:"verdict_changed"`
+	Market       domain.Market     `json:"market" doc:"The asset's market" example:"crypto"`
+	Symbol       string            `json:"symbol" doc:"The asset" example:"BTC_USDT"`
+	OldVerdict   analytics.Verdict `json:"old_verdict" doc:"The verdict before the change" example:"neutral"`
+	NewVerdict   analytics.Verdict `json:"new_verdict" doc:"The new verdict" example:"growth"`
+	OverallScore int               `json:"overall_score" doc:"The overall score that made the new verdict, -100 to 100" example:"27"`
+	Timestamp    string            `json:"timestamp" doc:"When the verdict changed (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
 	// ModelVersion is the version of the scoring method that made the new
 	// verdict (GET /analytics/methodology).
-	ModelVersion string `json:"model_version"`
+	ModelVersion string `json:"model_version" doc:"The scoring method that made the new verdict (GET /analytics/methodology)" example:"v1"`
 	// Sandbox marks an event pushed with a sandbox key (absent otherwise).
-	Sandbox bool `json:"sandbox,omitempty"`
+	Sandbox bool `json:"sandbox,omitempty" doc:"true on an event pushed with a sandbox key (POST /sandbox/verdict-change); absent otherwise"`
 }
 
 // SandboxVerdictBody encodes the body of a sandbox push's delivery: a
 // verdict_changed body with "sandbox": true.
 func SandboxVerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time, modelVersion string) []byte {
-	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
-		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
+	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: market, Symbol: symbol,
+		OldVerdict: analytics.Verdict(oldVerdict), NewVerdict: analytics.Verdict(newVerdict), OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
 		ModelVersion: modelVersion, Sandbox: true})
 	return b
 }
 
 // Ping is the body of a test delivery (POST /webhooks/{id}/test).
 type Ping struct {
-	ID        string `json:"id"`
-	Event     string `json:"event"`
-	Timestamp string `json:"timestamp"`
+	ID        string `json:"id" doc:"The test delivery's id" example:"ping_5b0d0c5e"`
+	Event     string `json:"event" doc:"Always ping" example:"ping"`
+	Timestamp string `json:"timestamp" doc:"When it was sent (RFC 3339 UTC)" example:"2026-11-22T10:15:00Z"`
 }
 
 // EventID is the id a verdict event carries on the wire (webhook-id,
@@ -188,8 +190,8 @@ func EventID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // VerdictBody encodes a verdict_changed body.
 func VerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict string, score int, at time.Time, modelVersion string) []byte {
-	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: string(market), Symbol: symbol,
-		OldVerdict: oldVerdict, NewVerdict: newVerdict, OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
+	b, _ := json.Marshal(VerdictChanged{ID: EventID(id), Event: "verdict_changed", Market: market, Symbol: symbol,
+		OldVerdict: analytics.Verdict(oldVerdict), NewVerdict: analytics.Verdict(newVerdict), OverallScore: score, Timestamp: at.UTC().Format(time.RFC3339),
 		ModelVersion: modelVersion})
 	return b
 }

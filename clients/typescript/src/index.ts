@@ -8,6 +8,12 @@ export type { components, operations, paths };
 /** An RFC 9457 problem, the body of every error answer. */
 export type Problem = components["schemas"]["ErrorModel"];
 
+/** The body POSTed to a subscription's callback_url when a verdict changes. */
+export type VerdictChanged = components["schemas"]["VerdictChanged"];
+
+/** The body of a test delivery (POST /webhooks/{id}/test). */
+export type Ping = components["schemas"]["Ping"];
+
 type Method = "get" | "post" | "delete";
 
 /** The paths that have an operation for method. */

@@ -413,7 +413,48 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    ping: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test delivery (sent to your callback_url)
+         * @description POSTed once by `POST /webhooks/{id}/test`, signed like an event, to check an endpoint; it is not retried.
+         */
+        post: operations["webhook-ping"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    verdict_changed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A verdict changed (sent to your callback_url)
+         * @description POSTed to the `callback_url` of each subscription of the market when an asset's verdict in the default style changes. `X-Webhook-Signature` (lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string), `X-Webhook-Id` (the event id, the same on every retry) and `X-Webhook-Timestamp` (unix seconds), and the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes), which the Standard Webhooks libraries verify, rejecting replays older than 5 minutes.
+         */
+        post: operations["verdict-changed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         AnalyticsListItem: {
@@ -1045,6 +1086,23 @@ export interface components {
              */
             value: number;
         };
+        Ping: {
+            /**
+             * @description Always ping
+             * @example ping
+             */
+            event: string;
+            /**
+             * @description The test delivery's id
+             * @example ping_5b0d0c5e
+             */
+            id: string;
+            /**
+             * @description When it was sent (RFC 3339 UTC)
+             * @example 2026-11-22T10:15:00Z
+             */
+            timestamp: string;
+        };
         ReportFactor: {
             /**
              * @description Why the factor points where it does, in the language of lang
@@ -1492,6 +1550,59 @@ export interface components {
              * @example 1234
              */
             used_this_month: number;
+        };
+        VerdictChanged: {
+            /**
+             * @description Always verdict_changed
+             * @example verdict_changed
+             */
+            event: string;
+            /**
+             * @description The event id (a decimal string), the same on every attempt: de-duplicate on it
+             * @example 4211
+             */
+            id: string;
+            /**
+             * @description The asset's market
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /**
+             * @description The scoring method that made the new verdict (GET /analytics/methodology)
+             * @example v1
+             */
+            model_version: string;
+            /**
+             * @description The new verdict
+             * @example growth
+             * @enum {string}
+             */
+            new_verdict: "growth" | "decline" | "neutral";
+            /**
+             * @description The verdict before the change
+             * @example neutral
+             * @enum {string}
+             */
+            old_verdict: "growth" | "decline" | "neutral";
+            /**
+             * Format: int64
+             * @description The overall score that made the new verdict, -100 to 100
+             * @example 27
+             */
+            overall_score: number;
+            /** @description true on an event pushed with a sandbox key (POST /sandbox/verdict-change); absent otherwise */
+            sandbox?: boolean;
+            /**
+             * @description The asset
+             * @example BTC_USDT
+             */
+            symbol: string;
+            /**
+             * @description When the verdict changed (RFC 3339 UTC)
+             * @example 2026-11-22T10:15:00Z
+             */
+            timestamp: string;
         };
         VerdictRules: {
             /**
@@ -3736,6 +3847,76 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
+            };
+        };
+    };
+    "webhook-ping": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Standard Webhooks: the message id (the event id, the same on every attempt) */
+                "webhook-id": string;
+                /** @description Standard Webhooks: unix seconds of this attempt */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes; during a rotation's grace period a second signature follows, space-separated */
+                "webhook-signature": string;
+                /** @description The event id, as in the body */
+                "X-Webhook-Id": string;
+                /** @description Unix seconds of this attempt */
+                "X-Webhook-Timestamp": string;
+                /** @description Lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string */
+                "X-Webhook-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Ping"];
+            };
+        };
+        responses: {
+            /** @description Received. Any 2xx within 10 s is a success; anything else, a redirect included, is retried (a ping is not) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "verdict-changed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Standard Webhooks: the message id (the event id, the same on every attempt) */
+                "webhook-id": string;
+                /** @description Standard Webhooks: unix seconds of this attempt */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the bytes the secret's base64 part encodes; during a rotation's grace period a second signature follows, space-separated */
+                "webhook-signature": string;
+                /** @description The event id, as in the body */
+                "X-Webhook-Id": string;
+                /** @description Unix seconds of this attempt */
+                "X-Webhook-Timestamp": string;
+                /** @description Lower-case hex HMAC-SHA256 of the exact body, keyed with the whole secret string */
+                "X-Webhook-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerdictChanged"];
+            };
+        };
+        responses: {
+            /** @description Received. Any 2xx within 10 s is a success; anything else, a redirect included, is retried (a ping is not) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
