@@ -426,9 +426,10 @@ func (s *Server) documentWebhookPayloads() {
 	received := map[string]*huma.Response{
 		"200": {Description: "Received. Any 2xx within 10 s is a success; anything else, a redirect included, is retried (a ping is not)"},
 	}
-	payload := func(name string, v any) *huma.RequestBody {
+	// The schemas are named after the types: VerdictChanged, Ping.
+	payload := func(v any) *huma.RequestBody {
 		return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
-			"application/json": {Schema: reg.Schema(reflect.TypeOf(v), true, name)},
+			"application/json": {Schema: reg.Schema(reflect.TypeOf(v), true, "")},
 		}}
 	}
 	noKey := []map[string][]string{} // the callback is called by us, with no API key
@@ -437,13 +438,13 @@ func (s *Server) documentWebhookPayloads() {
 			OperationID: "verdict-changed", Tags: []string{tagWebhooks}, Security: noKey,
 			Summary:     "A verdict changed (sent to your callback_url)",
 			Description: "POSTed to the `callback_url` of each subscription of the market when an asset's verdict in the default style changes. " + webhookHeaders,
-			Parameters:  headers, RequestBody: payload("VerdictChangedEvent", webhook.VerdictChanged{}), Responses: received,
+			Parameters:  headers, RequestBody: payload(webhook.VerdictChanged{}), Responses: received,
 		}},
 		"ping": {Post: &huma.Operation{
 			OperationID: "webhook-ping", Tags: []string{tagWebhooks}, Security: noKey,
 			Summary:     "A test delivery (sent to your callback_url)",
 			Description: "POSTed once by `POST /webhooks/{id}/test`, signed like an event, to check an endpoint; it is not retried.",
-			Parameters:  headers, RequestBody: payload("WebhookPing", webhook.Ping{}), Responses: received,
+			Parameters:  headers, RequestBody: payload(webhook.Ping{}), Responses: received,
 		}},
 	}
 }

@@ -150,8 +150,8 @@ func Sign(msg Message, timestamp int64) (http.Header, error) {
 }
 
 // VerdictChanged is the body of a verdict_changed delivery: the contract's
-// fields and the event id.
-// The doc tags document it in the API's OpenAPI document (webhooks).
+// fields and the event id. Its doc tags describe it in the API's OpenAPI
+// document (webhooks), from which the clients' types are generated.
 type VerdictChanged struct {
 	ID           string            `json:"id" doc:"The event id (a decimal string), the same on every attempt: de-duplicate on it" example:"4211"`
 	Event        string            `json:"event" doc:"Always verdict_changed" example:"verdict_changed"`
