@@ -28,6 +28,7 @@ test: test-deps test-images
 	npm --prefix $(TS_CLIENT) run --silent lint-openapi
 	@mkdir -p bin && rm -f bin/e2e-path
 	MARKET_E2E_REPORT=$(CURDIR)/bin/e2e-path $(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -tags benchclock -count=1 -run TestBenchClockOffset ./cmd/marketd/app
 	@cat bin/e2e-path 2>/dev/null || true
 
 .PHONY: test-images docker compose-check
@@ -133,10 +134,13 @@ bench-latency: build
 ## latencies, CPU per minute, Postgres growth a day, peak weight per budget, 429s/418s (see BENCHMARKS.md).
 ## Takes ~10-20 minutes (the window reaches a 15-minute close). BENCH_ARGS passes flags, e.g.
 ## -synthetic MARKET_SYNTHETIC_ASSETS=2000 for the same figures on the synthetic feed; BENCH_LOCK as above.
+## -clock-at 23:35 -until 00:07 takes in the daily close at any hour: both processes run on a clock shifted to
+## 23:35 at the start (the simulator's -clock-offset, marketd's MARKET_BENCH_CLOCK_OFFSET in a benchclock build).
 bench-scale: build
+	CGO_ENABLED=0 $(GO) build -trimpath -tags benchclock -o bin/marketd-benchclock ./cmd/marketd
 	$(GO) build -o bin/exchangesim ./e2e/cmd/exchangesim
 	$(GO) build -o bin/scalebench ./e2e/cmd/scalebench
-	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -sim-bin bin/exchangesim $(BENCH_ARGS)
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim $(BENCH_ARGS)
 
 ## bench-stream: the event stream: a verdict change to 500 open streams over 2 api replicas, against a bare SSE broadcaster (see BENCHMARKS.md).
 bench-stream: build

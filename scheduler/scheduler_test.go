@@ -355,3 +355,36 @@ func TestTickerOrderRotates(t *testing.T) {
 		t.Errorf("display-only series did not rotate: %s, %s then %s first", key(a[scoredSeries]), key(a[scoredSeries+1]), key(b[scoredSeries]))
 	}
 }
+
+// TestRunFollowsItsClock: a scheduler whose clock is not the wall clock
+// (a benchmark's, hours ahead) still enqueues every tick as its clock
+// passes it, instead of waiting for the wall clock to reach the tick.
+func TestRunFollowsItsClock(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	ahead := 10 * time.Hour
+	entry := scheduler.Entry{Name: "probe", Interval: time.Second, Tasks: func(tick time.Time) []scheduler.Job {
+		return []scheduler.Job{{ID: "probe:" + tick.Format("150405"), Task: asynq.NewTask("probe", nil), Queue: worker.QueueIngest}}
+	}}
+	s, err := scheduler.New(scheduler.Config{RedisURL: url, Entries: []scheduler.Entry{entry},
+		Now: func() time.Time { return time.Now().Add(ahead) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	opt, _ := asynq.ParseRedisURI(url)
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	size := 0
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if info, err := insp.GetQueueInfo(worker.QueueIngest); err == nil {
+			if size = info.Size; size >= 3 {
+				return
+			}
+		}
+	}
+	t.Fatalf("%d ticks enqueued in 20 s of a 1 s entry on a clock %s ahead, want at least 3", size, ahead)
+}

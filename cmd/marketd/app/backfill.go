@@ -72,7 +72,7 @@ func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string)
 	if err != nil {
 		return err
 	}
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: m.logger(cfg), Now: time.Now, Retention: cfg.CandleRetention}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: m.logger(cfg), Now: cfg.now(), Retention: cfg.CandleRetention}
 	var symbols []string
 	for _, s := range strings.Split(*symbolsFlag, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -83,7 +83,7 @@ func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string)
 			symbols = append(symbols, norm)
 		}
 	}
-	start := time.Now().AddDate(0, 0, -*days)
+	start := in.Now().AddDate(0, 0, -*days)
 	if kept := in.RetainedStart(tf, start); kept.After(start) {
 		// Candles older than the retention would be deleted within the
 		// quarter hour: they are not loaded.

@@ -95,6 +95,10 @@ type Config struct {
 	// StreamDBConns is the size of the api's Postgres pool of event-stream
 	// reads (the hub's and the replays'), apart from the request pool.
 	StreamDBConns int
+
+	// ClockOffset shifts the clock of market time (Config.now); benchmark
+	// builds only (MARKET_BENCH_CLOCK_OFFSET).
+	ClockOffset time.Duration
 }
 
 // DemoSecretKeyValue is the value of MARKET_SECRET_KEY that selects a
@@ -264,7 +268,37 @@ func (c *Config) options() []option {
 			doc: "Symbols per combination whose candles are ingested and scored, highest volume first: `all` (or `0`), " +
 				"or a cap for a deployment whose request budget cannot carry the whole universe",
 			parse: c.maxCandleSymbols},
+		{name: "MARKET_BENCH_CLOCK_OFFSET",
+			doc: "Benchmarks only: a duration (e.g. `14h25m`, whole seconds) added to the clock market time is read from (feeds, scheduler, ingest, scoring, retention, the api's data ages), " +
+				"so that a scale benchmark can reach a daily close at any hour, the local exchange simulator shifted alike (`make bench-scale BENCH_ARGS=\"-clock-at 23:35\"`). " +
+				"Webhook signatures, rate limits and leases keep the wall clock. Only a binary built with `-tags benchclock` accepts it; any other refuses to start with it set",
+			parse: optional(c.clockOffset)},
 	}
+}
+
+// clockOffset parses MARKET_BENCH_CLOCK_OFFSET; only a benchclock build
+// (clock_bench.go) takes one, so a deployment cannot run on a shifted
+// clock by a stray variable.
+func (c *Config) clockOffset(v string) error {
+	if !benchClockBuild {
+		return errors.New("only a benchmark build (go build -tags benchclock) shifts its clock; unset it")
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d != d.Truncate(time.Second) {
+		return errors.New("must be a duration in whole seconds (e.g. 14h25m or -9h)")
+	}
+	c.ClockOffset = d
+	return nil
+}
+
+// now is the clock market time is read from: the wall clock, shifted by
+// MARKET_BENCH_CLOCK_OFFSET in a benchmark build.
+func (c Config) now() func() time.Time {
+	if c.ClockOffset == 0 {
+		return time.Now
+	}
+	off := c.ClockOffset
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 // configOptions is the table of options, for documentation.
@@ -662,7 +696,7 @@ func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
-		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget}
+		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget, Now: c.now()}
 }
 
 func decodeKey(s string) ([]byte, error) {

@@ -148,12 +148,13 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	}
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, invalidation.DataChanged(s)) }
 	served := cfg.served()
-	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
+	clock := cfg.now()
+	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify}
 	sc.Register(w)
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
 	trigger.Register(w)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: time.Now, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: clock, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
 	if cfg.ScoreTrigger {
 		in.Changes = trigger
 	} else {
@@ -161,12 +162,12 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	}
 	in.Register(w)
 	in.Retention = cfg.CandleRetention
-	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: time.Now}
+	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: clock}
 	rj.Register(w)
-	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: time.Now}).Register(w)
-	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: time.Now, Notify: notify}
+	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: clock}).Register(w)
+	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify}
 	st.Register(w)
-	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)
+	(&worker.StreamPruner{Store: db, Logger: logger, Now: clock}).Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
 		closeAll()
@@ -179,6 +180,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	if box == nil {
 		logger.Warn("webhook deliveries are off: MARKET_SECRET_KEY is not set")
 	} else {
+		// Deliveries keep the wall clock: a receiver checks the signature's
+		// timestamp against its own, and Postgres times the retries.
 		d := &worker.Dispatcher{Store: db, Box: box, Logger: logger, Now: time.Now,
 			Client: webhookClient(cfg), Concurrency: cfg.WebhookConcurrency}
 		d.Register(w)

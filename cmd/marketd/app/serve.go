@@ -152,6 +152,9 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
+	if cfg.ClockOffset != 0 {
+		apiCfg.Now = cfg.now() // else nil: the api reads the wall clock once a request
+	}
 	apiServer = api.New(apiCfg, db, deps.gate)
 	g.Go(func() error { return hub.Run(ctx) })
 	sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
@@ -246,7 +249,7 @@ const analyticsRetentionInterval = time.Hour
 // retention, webhooks, and the background jobs beside them (exchange
 // streams, the dispatch waker).
 func startWorker(ctx context.Context, r *roleRun) error {
-	w, err := worker.New(worker.Config{RedisURL: r.cfg.RedisURL, Logger: r.logger})
+	w, err := worker.New(worker.Config{RedisURL: r.cfg.RedisURL, Logger: r.logger, Now: r.cfg.now()})
 	if err != nil {
 		return err
 	}
@@ -287,7 +290,7 @@ func startScheduler(ctx context.Context, r *roleRun) error {
 	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
 	entries = append(entries, scheduler.AnalyticsRetentionEntries(analyticsRetentionInterval)...)
-	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries})
+	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries, Now: cfg.now()})
 	if err != nil {
 		return err
 	}

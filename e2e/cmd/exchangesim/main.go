@@ -8,7 +8,7 @@
 // MARKET_FEED_URLS: binance and binance-futures http://<addr>,
 // binance-stream and binance-futures-stream ws://<addr>.
 //
-//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h]
+//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h] [-clock-offset 14h25m]
 package main
 
 import (
@@ -37,10 +37,16 @@ func main() {
 	firstBan := flag.Duration("first-ban", 2*time.Minute, "first 418 ban; each next one doubles, up to 3 days")
 	attempts := flag.Int("stream-attempts", 300, "stream connection attempts per IP in 5 minutes, per family")
 	maxAge := flag.Duration("stream-max-age", 24*time.Hour, "a stream connection is cut after this long")
+	offset := flag.Duration("clock-offset", 0, "added to the wall clock the simulated market follows (a scale benchmark's shifted clock; marketd's MARKET_BENCH_CLOCK_OFFSET)")
 	flag.Parse()
-	if err := run(*addr, exchangesim.Config{Seed: *seed, Spot: *spot, Perpetual: *perp, Window: *window,
+	cfg := exchangesim.Config{Seed: *seed, Spot: *spot, Perpetual: *perp, Window: *window,
 		SpotLimit: *spotLimit, FuturesLimit: *futLimit, FirstBan: *firstBan,
-		StreamAttempts: *attempts, StreamMaxAge: *maxAge}); err != nil {
+		StreamAttempts: *attempts, StreamMaxAge: *maxAge}
+	if *offset != 0 {
+		off := *offset
+		cfg.Now = func() time.Time { return time.Now().Add(off) }
+	}
+	if err := run(*addr, cfg); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -22,6 +22,13 @@
 //     bytes (the candles table's bytes a row), and the simulator's /sim/stats: peak weight per
 //     window of each budget, 429s, 418s, stream connections and pushes.
 //
+// With -clock-at HH:MM the run's clock is shifted so that it starts at
+// that time of day: the simulator's (-clock-offset), marketd's
+// (MARKET_BENCH_CLOCK_OFFSET, honoured by a -tags benchclock build,
+// -clock-bin) and the bench's own. A close that falls outside the
+// session, such as the daily one (all four styles at 00:00 UTC), is then
+// measured at any hour: -clock-at 23:35 -until 00:07.
+//
 // With -synthetic KEY=VALUE (repeatable; e.g. MARKET_SYNTHETIC_ASSETS=2000
 // where the build has that setting) it measures the same on the synthetic
 // feed with those settings, after the simulator run.
@@ -68,7 +75,17 @@ type options struct {
 	skipSim, extend       bool
 	until                 string
 	nice                  int
+	clockBin, clockAt     string
 }
+
+// clockOffset shifts the clock of the run (-clock-at): the simulator's,
+// marketd's (MARKET_BENCH_CLOCK_OFFSET) and the bench's own, so a close
+// such as the daily one at 00:00 UTC can be measured at any hour.
+// Postgres's now() (a candle row's updated_at) stays on the wall clock.
+var clockOffset time.Duration
+
+// now is the run's clock.
+func now() time.Time { return time.Now().Add(clockOffset) }
 
 // styles are the crypto styles and the timeframe each scores.
 var styles = []struct {
@@ -97,7 +114,21 @@ func main() {
 	flag.StringVar(&o.until, "until", "", "extend the steady window to at least this UTC time (HH:MM, e.g. 20:06 to take in a 4h close at 20:00)")
 	flag.IntVar(&o.nice, "nice", 0, "run marketd under nice(1) with this niceness (e.g. -10 on a machine shared with other work; below 0 needs root)")
 	flag.BoolVar(&o.skipSim, "skip-sim", false, "skip the simulator run (with -synthetic: the synthetic run alone)")
+	flag.StringVar(&o.clockAt, "clock-at", "", "run on a clock shifted to this UTC time of day at the start (HH:MM, e.g. 23:35 with -until 00:07 for the daily close): "+
+		"the simulator and marketd alike, marketd from -clock-bin")
+	flag.StringVar(&o.clockBin, "clock-bin", "bin/marketd-benchclock", "marketd built with -tags benchclock, run when -clock-at is set")
 	flag.Parse()
+	if o.clockAt != "" {
+		at, err := time.Parse("15:04", o.clockAt)
+		if err != nil {
+			log.Fatalf("-clock-at %q: want HH:MM (UTC)", o.clockAt)
+		}
+		wall := time.Now().UTC()
+		target := time.Date(wall.Year(), wall.Month(), wall.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+		clockOffset = target.Sub(wall).Round(time.Minute)
+		o.bin = o.clockBin
+		log.Printf("clock shifted by %s: the run starts at %s UTC on its clock (marketd: %s)", clockOffset, now().Format("2006-01-02 15:04:05"), o.bin)
+	}
 	var rs []*result
 	if !o.skipSim {
 		r, err := runSim(o)
@@ -174,7 +205,8 @@ func runSim(o options) (*result, error) {
 
 // startSim runs the simulator binary until stop.
 func startSim(o options) (stop func(), err error) {
-	cmd := exec.Command(o.simBin, "-addr", o.simAddr, "-spot", fmt.Sprint(o.spot), "-perpetual", fmt.Sprint(o.perp))
+	cmd := exec.Command(o.simBin, "-addr", o.simAddr, "-spot", fmt.Sprint(o.spot), "-perpetual", fmt.Sprint(o.perp),
+		"-clock-offset", clockOffset.String())
 	logFile, err := os.CreateTemp("", "scalebench-sim-*.log")
 	if err != nil {
 		return nil, err
@@ -189,11 +221,11 @@ func startSim(o options) (stop func(), err error) {
 		logFile.Close()
 		log.Printf("simulator log: %s", logFile.Name())
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := simStats(o.simAddr); err == nil {
 			return stop, nil
 		}
-		if time.Now().After(deadline) {
+		if now().After(deadline) {
 			stop()
 			return nil, errors.New("the simulator did not answer within 30 s")
 		}
@@ -248,6 +280,9 @@ func withDeployment(o options, extra map[string]string, fn func(*deployment) err
 		"MARKET_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", o.httpPort), "MARKET_OPS_ADDR": fmt.Sprintf("127.0.0.1:%d", o.opsPort),
 		"MARKET_LOG_LEVEL": o.logLevel, "MARKET_STATS_INTERVAL": "0",
 	}
+	if clockOffset != 0 {
+		d.vars["MARKET_BENCH_CLOCK_OFFSET"] = clockOffset.String()
+	}
 	for k, v := range extra {
 		d.vars[k] = v
 	}
@@ -291,7 +326,7 @@ func (d *deployment) run(o options) (stop func(), err error) {
 	}
 	d.proc.Env = d.environ()
 	d.proc.Stdout, d.proc.Stderr = logFile, logFile
-	d.start = time.Now()
+	d.start = now()
 	if err := d.proc.Start(); err != nil {
 		logFile.Close()
 		return nil, err
@@ -326,7 +361,7 @@ func (d *deployment) getJSON(path string, out any) (time.Time, error) {
 		return time.Time{}, err
 	}
 	defer resp.Body.Close()
-	at := time.Now()
+	at := now()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return at, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
@@ -350,7 +385,7 @@ func (d *deployment) measure(o options, r *result) error {
 	}
 	r.target = len(syms)
 	d.waitScored(o, r)
-	c0, size0, t0 := d.cpu(), d.schemaSize(), time.Now()
+	c0, size0, t0 := d.cpu(), d.schemaSize(), now()
 	r.coldCPU = c0.Seconds() / t0.Sub(d.start).Minutes()
 	log.Printf("%s: cold start %s (%s), CPU %.1f s/min; steady window from %s", r.name, r.cold.Round(time.Second), r.coldMissing, r.coldCPU, t0.UTC().Format(time.TimeOnly))
 	end := t0.Add(o.window)
@@ -366,7 +401,7 @@ func (d *deployment) measure(o options, r *result) error {
 	var mu sync.Mutex
 	sample := spread(syms, 5*o.perMinute)
 	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)); b, i = b.Add(time.Minute), i+1 {
-		time.Sleep(time.Until(b))
+		time.Sleep(b.Sub(now()))
 		for j := range o.perMinute {
 			sym := sample[(i*o.perMinute+j)%len(sample)]
 			wg.Go(func() {
@@ -394,8 +429,8 @@ func (d *deployment) measure(o options, r *result) error {
 		}
 	}
 	wg.Wait()
-	time.Sleep(time.Until(end))
-	c1, size1, t1 := d.cpu(), d.schemaSize(), time.Now()
+	time.Sleep(end.Sub(now()))
+	c1, size1, t1 := d.cpu(), d.schemaSize(), now()
 	r.steady = t1.Sub(t0)
 	r.steadyCPU = (c1 - c0).Seconds() / r.steady.Minutes()
 	r.bytesPerDay = float64(size1-size0) / r.steady.Hours() * 24
@@ -499,7 +534,7 @@ func (d *deployment) candleGrowth(t0, t1 time.Time) ([]tfRows, float64) {
 // spotSymbols lists the binance spot screener (the crypto analytics
 // source) once it is filled.
 func (d *deployment) spotSymbols() ([]string, error) {
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := now().Add(5 * time.Minute)
 	for {
 		var rows []struct {
 			Symbol string `json:"symbol"`
@@ -513,7 +548,7 @@ func (d *deployment) spotSymbols() ([]string, error) {
 			slices.Sort(out)
 			return out, nil
 		}
-		if time.Now().After(deadline) {
+		if now().After(deadline) {
 			return nil, fmt.Errorf("no spot screener after 5 minutes: %v", err)
 		}
 		time.Sleep(time.Second)
@@ -543,7 +578,7 @@ func (d *deployment) waitScored(o options, r *result) {
 				short = append(short, fmt.Sprintf("%s %d/%d", st.name, counts[st.name], r.target))
 			}
 		}
-		r.cold = time.Since(d.start)
+		r.cold = now().Sub(d.start)
 		if len(short) == 0 {
 			r.coldMissing = "all scored"
 			return
@@ -564,7 +599,7 @@ func (d *deployment) waitScored(o options, r *result) {
 func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration, bool) {
 	open := b.Add(-time.Minute)
 	var final *float64
-	for time.Since(b) < 90*time.Second {
+	for now().Sub(b) < 90*time.Second {
 		var cs []struct {
 			Time  time.Time `json:"time"`
 			Close float64   `json:"close"`
@@ -584,11 +619,11 @@ func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration
 }
 
 // storedFinal is the stored close of a candle if it was written at or
-// after its close, nil otherwise.
+// after its close, nil otherwise (updated_at is Postgres's wall clock).
 func (d *deployment) storedFinal(sym string, open, closeAt time.Time) *float64 {
 	var c float64
 	err := d.db.QueryRow(context.Background(), `SELECT close FROM candles WHERE market = 'crypto' AND exchange = 'binance'
-		AND symbol = $1 AND timeframe = '1m' AND open_time = $2 AND updated_at >= $3`, sym, open, closeAt).Scan(&c)
+		AND symbol = $1 AND timeframe = '1m' AND open_time = $2 AND updated_at >= $3`, sym, open, closeAt.Add(-clockOffset)).Scan(&c)
 	if err != nil {
 		return nil
 	}
@@ -627,9 +662,9 @@ func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]ti
 		rows.Close()
 	}
 	first := map[string]time.Duration{}
-	for time.Since(b) < time.Minute && len(first) < target {
+	for now().Sub(b) < time.Minute && len(first) < target {
 		rows, err := d.db.Query(context.Background(), q, style, since)
-		seenAt := time.Since(b) // the answer's snapshot is older: an upper bound
+		seenAt := now().Sub(b) // the answer's snapshot is older: an upper bound
 		if err == nil {
 			for rows.Next() {
 				var sym string
@@ -674,6 +709,9 @@ func spread(syms []string, n int) []string {
 
 // report prints the figures as a Markdown table, a column per run.
 func report(w io.Writer, rs []*result) {
+	if clockOffset != 0 {
+		fmt.Fprintf(w, "\nClock shifted by %s (-clock-at): the times of day below are the shifted clock's.\n", clockOffset)
+	}
 	fmt.Fprintf(w, "\n| measure | goal |")
 	for _, r := range rs {
 		fmt.Fprintf(w, " %s |", r.name)
