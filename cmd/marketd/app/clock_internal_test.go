@@ -8,7 +8,7 @@ import (
 
 // TestBenchClockOffset: a benchclock build (make test runs this test in
 // one too) shifts the clock of market time by MARKET_BENCH_CLOCK_OFFSET
-// and refuses an offset that is not whole seconds; any other build
+// and refuses an offset that is not whole minutes; any other build
 // refuses the variable, naming it, and keeps the wall clock.
 func TestBenchClockOffset(t *testing.T) {
 	t.Parallel()
@@ -42,7 +42,7 @@ func TestBenchClockOffset(t *testing.T) {
 	if c, err := load("-9h"); err != nil || !near(c, -9*time.Hour) {
 		t.Fatalf("-9h: offset %v, %v", c.ClockOffset, err)
 	}
-	for _, bad := range []string{"1.5s", "soon"} {
+	for _, bad := range []string{"90s", "1.5s", "soon"} {
 		if _, err := load(bad); err == nil || !strings.HasPrefix(err.Error(), "MARKET_BENCH_CLOCK_OFFSET: ") {
 			t.Errorf("%s: %v, want an error naming the variable", bad, err)
 		}

@@ -269,9 +269,10 @@ func (c *Config) options() []option {
 				"or a cap for a deployment whose request budget cannot carry the whole universe",
 			parse: c.maxCandleSymbols},
 		{name: "MARKET_BENCH_CLOCK_OFFSET",
-			doc: "Benchmarks only: a duration (e.g. `14h25m`, whole seconds) added to the clock market time is read from (feeds, scheduler, ingest, scoring, retention, the api's data ages), " +
-				"so that a scale benchmark can reach a daily close at any hour, the local exchange simulator shifted alike (`make bench-scale BENCH_ARGS=\"-clock-at 23:35\"`). " +
-				"Webhook signatures, rate limits and leases keep the wall clock. Only a binary built with `-tags benchclock` accepts it; any other refuses to start with it set",
+			doc: "Benchmarks only: a duration in whole minutes (e.g. `14h25m`, `-9h`) added to the clock the worker and scheduler read market time from (feeds, ticks, ingest, scoring, " +
+				"candle and report retention), so that a scale benchmark reaches a daily close at any hour, the local exchange simulator shifted alike " +
+				"(`make bench-scale BENCH_ARGS=\"-clock-at 23:35\"`). The api, webhooks, the stream log and rate limits keep the wall clock, so data ages and age metrics are off by the offset. " +
+				"Only a binary built with `-tags benchclock` accepts it; any other refuses to start with it set",
 			parse: optional(c.clockOffset)},
 	}
 }
@@ -284,8 +285,10 @@ func (c *Config) clockOffset(v string) error {
 		return errors.New("only a benchmark build (go build -tags benchclock) shifts its clock; unset it")
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d != d.Truncate(time.Second) {
-		return errors.New("must be a duration in whole seconds (e.g. 14h25m or -9h)")
+	// Whole minutes: the minute windows read on either clock (the
+	// provider's weight, the stream's timing logs) then coincide.
+	if err != nil || d != d.Truncate(time.Minute) {
+		return errors.New("must be a duration in whole minutes (e.g. 14h25m or -9h)")
 	}
 	c.ClockOffset = d
 	return nil

@@ -167,7 +167,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: clock}).Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify}
 	st.Register(w)
-	(&worker.StreamPruner{Store: db, Logger: logger, Now: clock}).Register(w)
+	// The stream log is stamped by Postgres's now(): pruned on the wall clock.
+	(&worker.StreamPruner{Store: db, Logger: logger, Now: time.Now}).Register(w)
 	box, err := secretBox(cfg)
 	if err != nil {
 		closeAll()

@@ -152,9 +152,6 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
-	if cfg.ClockOffset != 0 {
-		apiCfg.Now = cfg.now() // else nil: the api reads the wall clock once a request
-	}
 	apiServer = api.New(apiCfg, db, deps.gate)
 	g.Go(func() error { return hub.Run(ctx) })
 	sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)

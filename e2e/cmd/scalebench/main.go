@@ -119,18 +119,11 @@ func main() {
 	flag.StringVar(&o.clockBin, "clock-bin", "bin/marketd-benchclock", "marketd built with -tags benchclock, run when -clock-at is set")
 	flag.Parse()
 	if o.clockAt != "" {
-		at, err := time.Parse("15:04", o.clockAt)
-		if err != nil {
-			log.Fatalf("-clock-at %q: want HH:MM (UTC)", o.clockAt)
-		}
-		wall := time.Now().UTC()
-		target := time.Date(wall.Year(), wall.Month(), wall.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
-		clockOffset = target.Sub(wall).Round(time.Minute)
 		o.bin = o.clockBin
-		log.Printf("clock shifted by %s: the run starts at %s UTC on its clock (marketd: %s)", clockOffset, now().Format("2006-01-02 15:04:05"), o.bin)
 	}
 	var rs []*result
 	if !o.skipSim {
+		shiftClock(o)
 		r, err := runSim(o)
 		if err != nil {
 			log.Fatal(err)
@@ -142,13 +135,31 @@ func main() {
 		for k, v := range o.synthetic {
 			env[k] = v
 		}
-		r := &result{name: "synthetic " + strings.Join(o.synthetic.Pairs(), " ")}
+		shiftClock(o)
+		r := &result{name: "synthetic " + strings.Join(o.synthetic.Pairs(), " "), clock: clockOffset}
 		if err := withDeployment(o, env, func(d *deployment) error { return d.measure(o, r) }); err != nil {
 			log.Fatal(err)
 		}
 		rs = append(rs, r)
 	}
 	report(os.Stdout, rs)
+}
+
+// shiftClock sets clockOffset so that a run starting now starts at
+// -clock-at on its clock (each run: the synthetic one follows the
+// simulator's).
+func shiftClock(o options) {
+	if o.clockAt == "" {
+		return
+	}
+	at, err := time.Parse("15:04", o.clockAt)
+	if err != nil {
+		log.Fatalf("-clock-at %q: want HH:MM (UTC)", o.clockAt)
+	}
+	wall := time.Now().UTC()
+	target := time.Date(wall.Year(), wall.Month(), wall.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+	clockOffset = target.Sub(wall).Round(time.Minute)
+	log.Printf("clock shifted by %s: the run starts at %s UTC on its clock (marketd: %s)", clockOffset, now().Format("2006-01-02 15:04:05"), o.bin)
 }
 
 func envOr(k, def string) string {
@@ -176,6 +187,7 @@ type result struct {
 	candleRows    []tfRows // per timeframe, steady state
 	candleRowSize float64  // bytes a candle row, indexes included
 	sim           *exchangesim.Stats
+	clock         time.Duration // the run's clock offset (-clock-at)
 }
 
 // runSim measures marketd against the simulator process.
@@ -191,7 +203,7 @@ func runSim(o options) (*result, error) {
 	for k, v := range o.env {
 		env[k] = v
 	}
-	r := &result{name: fmt.Sprintf("simulator %d spot + %d perpetual", o.spot, o.perp)}
+	r := &result{name: fmt.Sprintf("simulator %d spot + %d perpetual", o.spot, o.perp), clock: clockOffset}
 	err = withDeployment(o, env, func(d *deployment) error {
 		if err := d.measure(o, r); err != nil {
 			return err
@@ -709,8 +721,10 @@ func spread(syms []string, n int) []string {
 
 // report prints the figures as a Markdown table, a column per run.
 func report(w io.Writer, rs []*result) {
-	if clockOffset != 0 {
-		fmt.Fprintf(w, "\nClock shifted by %s (-clock-at): the times of day below are the shifted clock's.\n", clockOffset)
+	for _, r := range rs {
+		if r.clock != 0 {
+			fmt.Fprintf(w, "\n%s: clock shifted by %s (-clock-at); its times of day below are the shifted clock's.\n", r.name, r.clock)
+		}
 	}
 	fmt.Fprintf(w, "\n| measure | goal |")
 	for _, r := range rs {
