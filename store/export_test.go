@@ -51,3 +51,6 @@ func (db *DB) MigrateDownTo(ctx context.Context, version int64) error {
 	_, err = p.DownTo(ctx, version)
 	return err
 }
+
+// CandleVersioned reports whether series of tf have versions (CandleCache).
+func CandleVersioned(tf domain.Timeframe) bool { return candleVersioned(tf) }

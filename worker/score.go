@@ -49,6 +49,10 @@ type ScoreStore interface {
 	RescoreCandidates(ctx context.Context, q store.RescoreQuery) ([]store.RescoreCandidate, int, error)
 	// CandlesOf reads the newest candles of several series at once.
 	CandlesOf(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, limit int) (map[string][]domain.Candle, error)
+	// CachedCandlesOf is CandlesOf through a cache of the candles read
+	// before, which serves only what Postgres has (store.CandleCache).
+	CachedCandlesOf(ctx context.Context, cache *store.CandleCache, m domain.Market, exchange string, tf domain.Timeframe,
+		symbols []string, limit int) (map[string][]domain.Candle, store.CandleReads, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -65,6 +69,10 @@ type Scorer struct {
 	Now    func() time.Time
 	// Notify announces new reports so api replicas drop cached analytics.
 	Notify func(ctx context.Context, s readcache.Scope)
+	// Candles keeps the candles runs read, so that the next run of a
+	// series reads only its newest ones (nil: every run reads every
+	// candle). At a close that is two candles a series instead of 500.
+	Candles *store.CandleCache
 
 	runs sync.Map // market/style → *sync.Mutex
 }
@@ -163,6 +171,8 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	var recs []store.AnalyticsRecord
 	for b := range batches {
 		ph.read += b.took
+		ph.reads.Extended += b.reads.Extended
+		ph.reads.Full += b.reads.Full
 		if b.err != nil {
 			return scored, events, b.err
 		}
@@ -242,6 +252,7 @@ type runPhases struct {
 	start                               time.Time
 	lockWait, decide, read, score, save time.Duration
 	candidates                          int
+	reads                               store.CandleReads
 }
 
 func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style, scored *int) {
@@ -249,7 +260,8 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 		return
 	}
 	l.Debug("scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
-		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save)
+		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
+		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full)
 }
 
 // readBatch is how many assets' candles a scoring run reads per
@@ -261,6 +273,7 @@ const readBatch = 32
 type candleBatch struct {
 	cands   []store.RescoreCandidate
 	candles map[string][]domain.Candle
+	reads   store.CandleReads
 	took    time.Duration
 	err     error
 }
@@ -278,9 +291,9 @@ func (s *Scorer) readAhead(ctx context.Context, m domain.Market, exchange string
 				syms[i] = c.Symbol
 			}
 			t0 := time.Now()
-			cs, err := s.Store.CandlesOf(ctx, m, exchange, tf, syms, scoreCandles)
+			cs, reads, err := s.Store.CachedCandlesOf(ctx, s.Candles, m, exchange, tf, syms, scoreCandles)
 			select {
-			case out <- candleBatch{cands: chunk, candles: cs, took: time.Since(t0), err: err}:
+			case out <- candleBatch{cands: chunk, candles: cs, reads: reads, took: time.Since(t0), err: err}:
 			case <-ctx.Done():
 				return
 			}

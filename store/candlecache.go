@@ -1,0 +1,270 @@
+package store
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// CandleCache keeps, in a scoring worker, the newest candles of the series
+// it read (CachedCandlesOf), with the series' version (migration 00021) at
+// the read. A later read of the series asks Postgres, in one statement,
+// for the version and only the candles from the kept newest one on: at a
+// close that is the candle that closed and the one that opened, not 500.
+//
+// Nothing kept is ever served unless Postgres has the same candles: the
+// kept older candles are used only when no change since the kept version
+// touched them (every change of a series of a scored timeframe moves its
+// version, and one that touched a candle older than the series' newest is
+// listed as deep, with the open times it touched), and the version and the
+// new candles are read in one snapshot. Otherwise the series is read in
+// full, as without a cache. Several worker processes each keep their own;
+// a process that dies loses only its cache.
+//
+// It holds at most a fixed number of series, dropping the least recently
+// read; a series costs ≈ 48 bytes a candle (24 kB at 500). Safe for
+// concurrent use.
+type CandleCache struct {
+	max int
+
+	mu      sync.Mutex
+	entries map[CandleKey]*list.Element // of *keptSeries
+	order   list.List                   // most recently used first
+}
+
+// NewCandleCache returns a cache of at most series series (0: none kept).
+func NewCandleCache(series int) *CandleCache {
+	return &CandleCache{max: series, entries: map[CandleKey]*list.Element{}}
+}
+
+// Len is how many series are kept.
+func (c *CandleCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// keptSeries is one series as read at a version: never changed once kept
+// (a newer read replaces it), so a reader needs no lock to use it.
+type keptSeries struct {
+	key            CandleKey
+	epoch, version int64
+	limit          int
+	times          []int64 // open times, Unix µs, oldest first
+	open, high     []float64
+	low, close, vs []float64
+}
+
+func (c *CandleCache) get(k CandleKey) *keptSeries {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*keptSeries)
+	}
+	return nil
+}
+
+func (c *CandleCache) put(s *keptSeries) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[s.key]; ok {
+		e.Value = s
+		c.order.MoveToFront(e)
+		return
+	}
+	c.entries[s.key] = c.order.PushFront(s)
+	for len(c.entries) > c.max {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.entries, old.Value.(*keptSeries).key)
+	}
+}
+
+func (c *CandleCache) drop(k CandleKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		c.order.Remove(e)
+		delete(c.entries, k)
+	}
+}
+
+// versionedTimeframes are the timeframes whose series have versions: the
+// timeframes of the scored styles (migration 00021 lists the same ones;
+// a test checks that every scored timeframe is here).
+var versionedTimeframes = []domain.Timeframe{domain.TF15m, domain.TF1h, domain.TF4h, domain.TF1d}
+
+func candleVersioned(tf domain.Timeframe) bool { return slices.Contains(versionedTimeframes, tf) }
+
+// seriesVersion is a series' version row as read with its candles.
+type seriesVersion struct {
+	epoch, version, dropped int64
+	deepVersions            []int64
+	deepFrom, deepTo        []time.Time
+}
+
+// keep makes a series read in full at v a kept series.
+func keep(k CandleKey, v seriesVersion, limit int, cs []domain.Candle) *keptSeries {
+	s := &keptSeries{key: k, epoch: v.epoch, version: v.version, limit: limit, times: make([]int64, len(cs)),
+		open: make([]float64, len(cs)), high: make([]float64, len(cs)), low: make([]float64, len(cs)),
+		close: make([]float64, len(cs)), vs: make([]float64, len(cs))}
+	for i, c := range cs {
+		s.times[i], s.open[i], s.high[i], s.low[i], s.close[i], s.vs[i] = c.Time.UnixMicro(), c.Open, c.High, c.Low, c.Close, c.Volume
+	}
+	return s
+}
+
+// since is the open time from which a read must bring the candles: the
+// kept newest one.
+func (s *keptSeries) since() time.Time { return time.UnixMicro(s.times[len(s.times)-1]).UTC() }
+
+// extend returns the newest limit candles of the series at v, from the
+// kept ones and tail (the series' candles from s.since() on, oldest first,
+// read with v in one snapshot); ok is false when the kept candles cannot
+// be trusted at v (a full read is needed): another epoch, a version older
+// than the kept one, a deep change since it that touched the kept candles
+// before the tail (or one no longer listed), or fewer candles than a full
+// series has.
+func (s *keptSeries) extend(v seriesVersion, tail []domain.Candle, limit int) ([]domain.Candle, bool) {
+	if v.epoch != s.epoch || v.version < s.version || v.dropped > s.version || limit != s.limit || len(s.times) == 0 {
+		return nil, false
+	}
+	from, oldest := s.since(), time.UnixMicro(s.times[0]).UTC()
+	full := len(s.times) == s.limit
+	for i, dv := range v.deepVersions {
+		if dv <= s.version {
+			continue
+		}
+		// A change from the kept newest candle on is in the tail; one
+		// wholly before the kept oldest cannot change the newest limit
+		// candles of a full series.
+		if !v.deepFrom[i].Before(from) || full && v.deepTo[i].Before(oldest) {
+			continue
+		}
+		return nil, false
+	}
+	keptN := len(s.times) - 1 // every kept candle before the newest
+	out := make([]domain.Candle, 0, keptN+len(tail))
+	for i := range keptN {
+		out = append(out, domain.Candle{Time: time.UnixMicro(s.times[i]).UTC(), Open: s.open[i], High: s.high[i], Low: s.low[i],
+			Close: s.close[i], Volume: s.vs[i]})
+	}
+	out = append(out, tail...)
+	if full && len(out) < limit {
+		return nil, false // candles of the tail were deleted: the series reaches further back
+	}
+	return out[max(len(out)-limit, 0):], true
+}
+
+// CandleReads counts how a CachedCandlesOf read was served.
+type CandleReads struct {
+	// Extended series were served from the cache and the candles from its
+	// newest kept one on; Full series were read in full (not kept, or not
+	// trusted).
+	Extended, Full int
+}
+
+// CachedCandlesOf is CandlesOf through a CandleCache: a series kept in the
+// cache is read from its newest kept candle on, with its version, and
+// served from the cache when the version says the older kept candles are
+// still Postgres's; any other is read in full (in a second statement for
+// those the version refused) and kept. A nil cache, or a timeframe without
+// versions, reads as CandlesOf does.
+func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.Market, exchange string, tf domain.Timeframe,
+	symbols []string, limit int) (map[string][]domain.Candle, CandleReads, error) {
+	if cache == nil || cache.max <= 0 || !candleVersioned(tf) {
+		out, err := db.CandlesOf(ctx, m, exchange, tf, symbols, limit)
+		return out, CandleReads{Full: len(symbols)}, err
+	}
+	out := make(map[string][]domain.Candle, len(symbols))
+	var reads CandleReads
+	kept := make(map[string]*keptSeries, len(symbols))
+	since := make([]*time.Time, len(symbols))
+	for i, sym := range symbols {
+		if s := cache.get(CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}); s != nil {
+			kept[sym] = s
+			t := s.since()
+			since[i] = &t
+		}
+	}
+	var refused []string
+	err := db.versionedCandles(ctx, m, exchange, tf, symbols, since, limit, func(sym string, v seriesVersion, cs []domain.Candle) {
+		k := CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}
+		if s := kept[sym]; s != nil {
+			got, ok := s.extend(v, cs, limit)
+			if !ok {
+				cache.drop(k)
+				refused = append(refused, sym)
+				return
+			}
+			cs = got
+			reads.Extended++
+		} else {
+			reads.Full++
+		}
+		if len(cs) > 0 {
+			out[sym] = cs
+			cache.put(keep(k, v, limit, cs))
+		}
+	})
+	if err != nil || len(refused) == 0 {
+		return out, reads, err
+	}
+	reads.Full += len(refused)
+	err = db.versionedCandles(ctx, m, exchange, tf, refused, make([]*time.Time, len(refused)), limit,
+		func(sym string, v seriesVersion, cs []domain.Candle) {
+			if len(cs) > 0 {
+				out[sym] = cs
+				cache.put(keep(CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}, v, limit, cs))
+			}
+		})
+	return out, reads, err
+}
+
+// versionedCandles reads, in one statement (one snapshot), each symbol's
+// series version and its newest limit candles from since on (nil: all),
+// and hands them to each, oldest first.
+func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string,
+	since []*time.Time, limit int, each func(sym string, v seriesVersion, cs []domain.Candle)) error {
+	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, e.epoch, coalesce(v.version, 0), coalesce(v.deep_dropped, 0),
+			coalesce(v.deep_versions, '{}'), coalesce(v.deep_from, '{}'), coalesce(v.deep_to, '{}'), c.*
+		FROM unnest($3::text[], $6::timestamptz[]) s(symbol, since)
+		CROSS JOIN candle_versions_epoch e
+		LEFT JOIN candle_series_versions v ON v.market = $1 AND v.exchange = $2 AND v.symbol = s.symbol AND v.timeframe = $4
+		CROSS JOIN LATERAL (SELECT `+candleArraysSelect+`
+			FROM (SELECT open_time, open, high, low, close, volume FROM candles
+				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
+					AND open_time >= coalesce(s.since, '-infinity')
+				ORDER BY open_time DESC LIMIT $5) newest) c`,
+		string(m), exchange, symbols, string(tf), limit, since)
+	if err != nil {
+		return translate(err, "candles")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sym string
+		var v seriesVersion
+		var a candleArrays
+		if err := rows.Scan(append([]any{&sym, &v.epoch, &v.version, &v.dropped, &v.deepVersions, &v.deepFrom, &v.deepTo}, a.dest()...)...); err != nil {
+			return translate(err, "candles")
+		}
+		if len(v.deepVersions) != len(v.deepFrom) || len(v.deepFrom) != len(v.deepTo) {
+			return fmt.Errorf("store: candles of %s: version lists of different lengths", sym)
+		}
+		cs, err := a.candles(sym)
+		if err != nil {
+			return err
+		}
+		each(sym, v, cs)
+	}
+	return translate(rows.Err(), "candles")
+}
