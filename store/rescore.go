@@ -127,7 +127,12 @@ type RescoreCandidate struct {
 // none yet, the symbols with candles of the timeframe; one without a
 // candle is not a candidate. Only the candidates' rows are read: most runs
 // rescore few assets or none (ingest triggers a run per candle write and
-// style, the tick one per interval).
+// style, the tick one per interval). The symbols are joined, not searched
+// for in an array (a close's run names every asset: 2,000 × 2,000
+// comparisons), and the symbols-from-candles branch is reached only
+// through an empty source: planned as a parallel scan of the candles, it
+// would otherwise start its parallel workers at every run (≈ 0.2 s on a
+// busy host) to find it had nothing to do.
 func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []RescoreCandidate, considered int, err error) {
 	slotStart, slotEnd := RescoreSlot(q.Now, q.Timeframe)
 	var only any // NULL: every asset
@@ -138,12 +143,14 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 	rows, err := db.Pool.Query(ctx, `WITH src AS (
 			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
 		), syms AS (
-			SELECT symbol, true AS has_ticker, price, change_pct FROM src
-			WHERE $5::text[] IS NULL OR symbol = ANY($5::text[])
+			SELECT symbol, true AS has_ticker, price, change_pct FROM src WHERE $5::text[] IS NULL
 			UNION ALL
-			SELECT DISTINCT symbol, false, 0::float8, 0::float8 FROM candles
-			WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND NOT EXISTS (SELECT 1 FROM src)
-				AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))
+			SELECT src.symbol, true, src.price, src.change_pct FROM src JOIN (SELECT DISTINCT unnest($5::text[])) o(symbol) USING (symbol)
+			UNION ALL
+			SELECT c.symbol, false, 0::float8, 0::float8 FROM (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM src)) none(one)
+			CROSS JOIN LATERAL (SELECT DISTINCT symbol FROM candles
+				WHERE market = $1 AND exchange = $2 AND timeframe = $4 AND none.one = 1
+					AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))) c
 		), cand AS (
 			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
 				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at

@@ -120,7 +120,7 @@ func BenchmarkCloseRescoring(b *testing.B) {
 // seedCloseUniverse stores 520 candles of a random walk for every asset
 // in each style's timeframe, the newest opening at close (still open), and
 // a screener row per asset, in Postgres itself (millions of rows).
-func seedCloseUniverse(b *testing.B, db *store.DB, src domain.Combination, styles []analytics.Style, syms []string, close time.Time) {
+func seedCloseUniverse(b testing.TB, db *store.DB, src domain.Combination, styles []analytics.Style, syms []string, close time.Time) {
 	b.Helper()
 	ctx := context.Background()
 	for _, st := range styles {
@@ -147,7 +147,7 @@ func seedCloseUniverse(b *testing.B, db *store.DB, src domain.Combination, style
 
 // appendCloseCandles adds to every series of the source a candle opening
 // at at: the new candle of a close in each style.
-func appendCloseCandles(b *testing.B, db *store.DB, src domain.Combination, styles []analytics.Style, at time.Time) {
+func appendCloseCandles(b testing.TB, db *store.DB, src domain.Combination, styles []analytics.Style, at time.Time) {
 	b.Helper()
 	for _, st := range styles {
 		if _, err := db.Pool.Exec(context.Background(), `INSERT INTO candles (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
@@ -173,8 +173,8 @@ type phaseSum struct {
 }
 
 func (p *phaseSums) Enabled(context.Context, slog.Level) bool { return true }
-func (p *phaseSums) WithAttrs([]slog.Attr) slog.Handler      { return p }
-func (p *phaseSums) WithGroup(string) slog.Handler           { return p }
+func (p *phaseSums) WithAttrs([]slog.Attr) slog.Handler       { return p }
+func (p *phaseSums) WithGroup(string) slog.Handler            { return p }
 func (p *phaseSums) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "scoring run" {
 		return nil

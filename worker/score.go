@@ -75,6 +75,9 @@ type Scorer struct {
 	Candles *store.CandleCache
 
 	runs sync.Map // market/style → *sync.Mutex
+
+	saveSlotsOnce sync.Once
+	saveSlots     chan struct{} // saveSlotsTotal: the saves under way in this process
 }
 
 func (s *Scorer) lock(m domain.Market, style analytics.Style) func() {
@@ -168,13 +171,20 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	batches := s.readAhead(rctx, m, src.Exchange, tf, cands)
+	// The records are saved saveEvery at a time on up to saveConns
+	// connections at once while the run goes on scoring: a run over a
+	// whole universe (11,000 stocks at their close) would otherwise wait
+	// for each transaction's commit in turn.
+	sv := s.startSaving(rctx, prev)
 	var recs []store.AnalyticsRecord
+read:
 	for b := range batches {
 		ph.read += b.took
 		ph.reads.Extended += b.reads.Extended
 		ph.reads.Full += b.reads.Full
 		if b.err != nil {
-			return scored, events, b.err
+			err = b.err
+			break
 		}
 		for _, c := range b.cands {
 			t0 := time.Now()
@@ -185,23 +195,24 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 			}
 			recs = append(recs, rec)
 			if len(recs) == saveEvery {
-				t0 := time.Now()
-				n, err := s.Store.SaveAnalytics(ctx, recs, prev)
-				ph.save += time.Since(t0)
-				if err != nil {
-					return scored, events, err
+				if !sv.save(recs) {
+					break read
 				}
-				scored, events, recs = scored+len(recs), events+n, recs[:0]
+				recs = make([]store.AnalyticsRecord, 0, saveEvery)
 			}
 		}
 	}
-	t0 = time.Now()
-	n, err := s.Store.SaveAnalytics(ctx, recs, prev)
-	ph.save += time.Since(t0)
+	if err == nil && len(recs) > 0 {
+		sv.save(recs)
+	}
+	var saveErr error
+	scored, events, ph.save, saveErr = sv.wait()
+	if err == nil {
+		err = saveErr
+	}
 	if err != nil {
 		return scored, events, err
 	}
-	scored, events = scored+len(recs), events+n
 	obs.Scored(string(m), string(style), scored, considered-scored, events)
 	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
@@ -309,6 +320,97 @@ func (s *Scorer) readAhead(ctx context.Context, m domain.Market, exchange string
 // verdict event commits (and is delivered) while the rest of its run is
 // still being scored, instead of after the whole market.
 const saveEvery = 16
+
+// saveConns is how many transactions of one run are saved at once, and
+// saveSlotsTotal how many of all runs in the process: a run alone (a
+// market closing in one style) saves on three connections, and the four
+// runs of a daily close share four, leaving the pool's other connections
+// to the api and ingest (the reads take one a run, as before).
+const (
+	saveConns      = 3
+	saveSlotsTotal = 4
+)
+
+// runSaver saves a run's records (SaveAnalytics) on up to saveConns
+// connections at once. The first failure stops it: no later batch is
+// saved, and the run returns the error (its assets are scored again by
+// the next run, as when a run fails half-way).
+type runSaver struct {
+	s      *Scorer
+	parent context.Context
+	prev   map[string]store.AnalyticsRecord
+	in     chan []store.AnalyticsRecord
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu             sync.Mutex
+	scored, events int
+	took           time.Duration
+	err            error
+}
+
+func (s *Scorer) startSaving(ctx context.Context, prev map[string]store.AnalyticsRecord) *runSaver {
+	s.saveSlotsOnce.Do(func() { s.saveSlots = make(chan struct{}, saveSlotsTotal) })
+	sv := &runSaver{s: s, parent: ctx, prev: prev, in: make(chan []store.AnalyticsRecord)}
+	sv.ctx, sv.cancel = context.WithCancel(ctx)
+	for range saveConns {
+		sv.wg.Go(sv.run)
+	}
+	return sv
+}
+
+func (sv *runSaver) run() {
+	for recs := range sv.in {
+		if sv.ctx.Err() != nil {
+			continue // failed: drain without saving
+		}
+		select {
+		case sv.s.saveSlots <- struct{}{}:
+		case <-sv.ctx.Done():
+			continue
+		}
+		t0 := time.Now()
+		n, err := sv.s.Store.SaveAnalytics(sv.ctx, recs, sv.prev)
+		<-sv.s.saveSlots
+		sv.mu.Lock()
+		sv.took += time.Since(t0)
+		if err != nil {
+			if sv.err == nil {
+				sv.err = err
+			}
+			sv.cancel()
+		} else {
+			sv.scored, sv.events = sv.scored+len(recs), sv.events+n
+		}
+		sv.mu.Unlock()
+	}
+}
+
+// save hands a batch to a saver; false once saving has failed (or the
+// run's context ended), when the run should stop.
+func (sv *runSaver) save(recs []store.AnalyticsRecord) bool {
+	select {
+	case sv.in <- recs:
+		return true
+	case <-sv.ctx.Done():
+		return false
+	}
+}
+
+// wait waits for the batches handed over and returns what they stored,
+// the time spent saving (summed over the connections) and the first error.
+func (sv *runSaver) wait() (scored, events int, took time.Duration, err error) {
+	close(sv.in)
+	sv.wg.Wait()
+	sv.cancel()
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.err == nil && sv.parent.Err() != nil {
+		sv.err = sv.parent.Err() // batches may have been dropped
+	}
+	return sv.scored, sv.events, sv.took, sv.err
+}
 
 // sourceSymbols lists the symbols of a source combination (its screener
 // rows, keyed for their price and change) or, when it has none yet, the
