@@ -59,7 +59,10 @@ type Config struct {
 	ScoreInterval   time.Duration
 	// ScoreTrigger: ingest has what it changed scored at once (the tick
 	// is the safety net); false leaves scoring to the tick alone.
-	ScoreTrigger         bool
+	ScoreTrigger bool
+	// ScoreCandleCache: how many candle series a worker keeps the candles
+	// of between scoring runs (0: none).
+	ScoreCandleCache     int
 	StatsInterval        time.Duration
 	FundamentalsInterval time.Duration
 	WebhookInterval      time.Duration
@@ -216,6 +219,11 @@ func (c *Config) options() []option {
 			doc: "`true`: ingest has the assets it changed scored at once (seconds from candle to verdict); " +
 				"`false`: scoring waits for the `MARKET_SCORE_INTERVAL` tick alone (an operator's switch; the baseline of the CPU benchmark)",
 			parse: boolean(&c.ScoreTrigger)},
+		{name: "MARKET_SCORE_CANDLE_CACHE", def: "24000",
+			doc: "Candle series (market, symbol, style) whose newest 500 candles a worker keeps between scoring runs, ≈ 24 kB each: " +
+				"a run then reads a kept series from its newest candle on (at a close, two candles instead of 500), and a version Postgres keeps " +
+				"per series proves the kept ones unchanged; `0` keeps none (every run reads every candle)",
+			parse: intRange(&c.ScoreCandleCache, 0, 10_000_000, "24000")},
 		{name: "MARKET_FUNDAMENTALS_INTERVAL", def: "15m",
 			doc: "Refresh period of the fundamental inputs (funding, open interest, P/E, rate differentials) per market; " +
 				"ticks fall between the 15-minute closes (7m30s past them at `15m`), so their rescoring does not compete with the closed candles'",

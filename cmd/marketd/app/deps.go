@@ -149,7 +149,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, invalidation.DataChanged(s)) }
 	served := cfg.served()
 	clock := cfg.now()
-	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify}
+	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify,
+		Candles: store.NewCandleCache(cfg.ScoreCandleCache)}
 	sc.Register(w)
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
