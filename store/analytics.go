@@ -197,71 +197,124 @@ func (db *DB) AnalyticsHistoryRange(ctx context.Context, q HistoryRange) ([]Anal
 // tick, or two workers) store one result, one snapshot and at most one
 // event; the other run's record is dropped with its snapshot and event,
 // and the next scoring compares against what was stored.
+//
+// The records go as one statement, a column array each (unnested in the
+// records' order, so concurrent savers lock reports in one order), rather
+// than a statement per record: a run over a universe at a close saves
+// thousands.
 func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	b := &pgx.Batch{}
+	var c saveColumns
 	for _, r := range recs {
-		raw, err := json.Marshal(r.Result)
-		if err != nil {
-			return 0, fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
+		if err := c.add(r, prev); err != nil {
+			return 0, err
 		}
-		p, had := prev[r.Symbol]
-		var prevUpdated *time.Time
-		if had {
-			t := p.UpdatedAt.UTC()
-			prevUpdated = &t
-		}
-		snapshot := !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt)
-		event := had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict
-		b.Queue(`WITH up AS (
-				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result, fundamentals_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $22::int, $23::text, $13, $20::timestamptz)
-				ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
-					overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
-					change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
-					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result,
-					fundamentals_at = excluded.fundamentals_at, candles_used = excluded.candles_used, instrument = excluded.instrument
-				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
-				RETURNING 1
-			), snap AS (
-				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
-				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7, $21::text WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
-				ON CONFLICT DO NOTHING
-			), arch AS (
-				INSERT INTO analytics_report_archive (market, style, symbol, published_at, exchange, instrument, overall_score,
-					verdict, price, change_pct, candle_time, candle_close, candles_used, result)
-				SELECT $1, $2, $3, $12, $4, $23::text, $5, $6, $7, $8, $10, $11, $22::int, $13 WHERE EXISTS (SELECT 1 FROM up)
-				ON CONFLICT DO NOTHING
-			)
-			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
-			SELECT $1, $3, $18::text, $6, $5, $12, $21::text WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
-			ON CONFLICT (market, symbol, at) DO NOTHING`,
-			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
-			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
-			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt,
-			modelVersion(r.Result), r.CandlesUsed, r.Instrument)
 	}
-	tx, err := db.Pool.Begin(ctx)
+	tag, err := db.Pool.Exec(ctx, saveAnalyticsSQL, c.args()...)
 	if err != nil {
 		return 0, translate(err, "analytics")
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	br := tx.SendBatch(ctx, b)
-	events := 0
-	for range recs {
-		tag, err := br.Exec()
-		if err != nil {
-			_ = br.Close()
-			return 0, translate(err, "analytics")
-		}
-		events += int(tag.RowsAffected())
+	return int(tag.RowsAffected()), nil
+}
+
+// saveAnalyticsSQL stores the records of saveColumns (SaveAnalytics): the
+// reports replaced only over the report the run read (prev_updated, found
+// by the arbiter's conflict row) and never by an older candle; then, for
+// the reports replaced, the archive copy, the snapshot and the verdict
+// event. The command tag counts the events.
+const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
+		SELECT i.*, i.result_text::json AS result
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::float8[],
+			$9::int[], $10::int[], $11::timestamptz[], $12::float8[], $13::timestamptz[], $14::text[], $15::timestamptz[],
+			$16::int[], $17::int[], $18::bool[], $19::text[], $20::bool[], $21::timestamptz[], $22::text[], $23::int[], $24::text[])
+			WITH ORDINALITY AS i(market, style, symbol, exchange, overall_score, verdict, price, change_pct,
+				spark_from, spark_len, candle_time, candle_close, updated_at, result_text, prev_updated,
+				technical_score, fundamental_score, snapshot, old_verdict, event, fundamentals_at, model_version, candles_used,
+				instrument, ord)
+	), up AS (
+		INSERT INTO analytics_reports AS a (` + analyticsColumns + `, result, fundamentals_at)
+		SELECT market, style, symbol, exchange, overall_score, verdict, price, change_pct,
+			coalesce(($25::float8[])[spark_from + 1:spark_from + spark_len], '{}'), candle_time, candle_close, updated_at,
+			candles_used, instrument, result, fundamentals_at
+		FROM i ORDER BY ord
+		ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
+			overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
+			change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
+			candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result,
+			fundamentals_at = excluded.fundamentals_at, candles_used = excluded.candles_used, instrument = excluded.instrument
+		WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM (SELECT i.prev_updated FROM i
+			WHERE i.market = excluded.market AND i.style = excluded.style AND i.symbol = excluded.symbol)
+		RETURNING a.market, a.style, a.symbol
+	), saved AS MATERIALIZED (
+		SELECT i.* FROM i JOIN up USING (market, style, symbol)
+	), snap AS (
+		INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
+		SELECT market, style, symbol, updated_at, overall_score, technical_score, fundamental_score, verdict, price, model_version
+		FROM saved WHERE snapshot ORDER BY ord
+		ON CONFLICT DO NOTHING
+	), arch AS (
+		INSERT INTO analytics_report_archive (market, style, symbol, published_at, exchange, instrument, overall_score,
+			verdict, price, change_pct, candle_time, candle_close, candles_used, result)
+		SELECT market, style, symbol, updated_at, exchange, instrument, overall_score, verdict, price, change_pct,
+			candle_time, candle_close, candles_used, result
+		FROM saved ORDER BY ord
+		ON CONFLICT DO NOTHING
+	)
+	INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
+	SELECT market, symbol, old_verdict, verdict, overall_score, updated_at, model_version FROM saved WHERE event ORDER BY ord
+	ON CONFLICT (market, symbol, at) DO NOTHING`
+
+// saveColumns are SaveAnalytics' records as one array per column of
+// saveAnalyticsSQL; the sparklines are one array, sliced per record.
+type saveColumns struct {
+	market, style, symbol, exchange, verdict, result, oldVerdict, modelVersion, instrument []string
+	overall, sparkFrom, sparkLen, technical, candlesUsed                                  []int
+	fundamental                                                                             []*int
+	price, changePct, candleClose, sparks                                                   []float64
+	candleTime, updatedAt                                                                   []time.Time
+	prevUpdated, fundamentalsAt                                                             []*time.Time
+	snapshot, event                                                                         []bool
+}
+
+func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) error {
+	raw, err := json.Marshal(r.Result)
+	if err != nil {
+		return fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
 	}
-	if err := br.Close(); err != nil {
-		return 0, translate(err, "analytics")
+	p, had := prev[r.Symbol]
+	var prevUpdated *time.Time
+	if had {
+		t := p.UpdatedAt.UTC()
+		prevUpdated = &t
 	}
-	return events, translate(tx.Commit(ctx), "analytics")
+	var fundamentalsAt *time.Time
+	if r.FundamentalsAt != nil {
+		t := r.FundamentalsAt.UTC()
+		fundamentalsAt = &t
+	}
+	c.market, c.style, c.symbol = append(c.market, string(r.Market)), append(c.style, string(r.Style)), append(c.symbol, r.Symbol)
+	c.exchange, c.verdict = append(c.exchange, r.Exchange), append(c.verdict, string(r.Verdict))
+	c.overall, c.price, c.changePct = append(c.overall, r.OverallScore), append(c.price, r.Price), append(c.changePct, r.ChangePct)
+	c.sparkFrom, c.sparkLen = append(c.sparkFrom, len(c.sparks)), append(c.sparkLen, len(r.Sparkline))
+	c.sparks = append(c.sparks, r.Sparkline...)
+	c.candleTime, c.candleClose, c.updatedAt = append(c.candleTime, r.CandleTime.UTC()), append(c.candleClose, r.CandleClose),
+		append(c.updatedAt, r.UpdatedAt.UTC())
+	c.result, c.prevUpdated = append(c.result, string(raw)), append(c.prevUpdated, prevUpdated)
+	c.technical, c.fundamental = append(c.technical, r.Result.TechnicalScore), append(c.fundamental, r.Result.FundamentalScore)
+	c.snapshot = append(c.snapshot, !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt))
+	c.oldVerdict = append(c.oldVerdict, string(p.Verdict))
+	c.event = append(c.event, had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict)
+	c.fundamentalsAt, c.modelVersion = append(c.fundamentalsAt, fundamentalsAt), append(c.modelVersion, modelVersion(r.Result))
+	c.candlesUsed, c.instrument = append(c.candlesUsed, r.CandlesUsed), append(c.instrument, r.Instrument)
+	return nil
+}
+
+func (c *saveColumns) args() []any {
+	return []any{c.market, c.style, c.symbol, c.exchange, c.overall, c.verdict, c.price, c.changePct, c.sparkFrom, c.sparkLen,
+		c.candleTime, c.candleClose, c.updatedAt, c.result, c.prevUpdated, c.technical, c.fundamental, c.snapshot, c.oldVerdict,
+		c.event, c.fundamentalsAt, c.modelVersion, c.candlesUsed, c.instrument, c.sparks}
 }
 
 // unversioned is the model version of a result stored without one: the

@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // CandlesByRows is Candles read a row per candle rather than as one row of
@@ -54,3 +58,79 @@ func (db *DB) MigrateDownTo(ctx context.Context, version int64) error {
 
 // CandleVersioned reports whether series of tf have versions (CandleCache).
 func CandleVersioned(tf domain.Timeframe) bool { return candleVersioned(tf) }
+
+// SaveAnalyticsPerRecord is SaveAnalytics as it was before one statement
+// saved a batch: a statement per record, in one transaction. The reference
+// of TestSaveAnalyticsSetMatchesPerRecord and the baseline of
+// BenchmarkSaveRescoring.
+func SaveAnalyticsPerRecord(db *DB, ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
+	return db.saveAnalyticsPerRecord(ctx, recs, prev)
+}
+
+func (db *DB) saveAnalyticsPerRecord(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	for _, r := range recs {
+		raw, err := json.Marshal(r.Result)
+		if err != nil {
+			return 0, fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
+		}
+		p, had := prev[r.Symbol]
+		var prevUpdated *time.Time
+		if had {
+			t := p.UpdatedAt.UTC()
+			prevUpdated = &t
+		}
+		snapshot := !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt)
+		event := had && r.Style == analytics.DefaultStyle && p.Verdict != r.Verdict
+		b.Queue(`WITH up AS (
+				INSERT INTO analytics_reports AS a (`+analyticsColumns+`, result, fundamentals_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $22::int, $23::text, $13, $20::timestamptz)
+				ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
+					overall_score = excluded.overall_score, verdict = excluded.verdict, price = excluded.price,
+					change_pct = excluded.change_pct, sparkline = excluded.sparkline, candle_time = excluded.candle_time,
+					candle_close = excluded.candle_close, updated_at = excluded.updated_at, result = excluded.result,
+					fundamentals_at = excluded.fundamentals_at, candles_used = excluded.candles_used, instrument = excluded.instrument
+				WHERE a.candle_time <= excluded.candle_time AND a.updated_at IS NOT DISTINCT FROM $14::timestamptz
+				RETURNING 1
+			), snap AS (
+				INSERT INTO analytics_snapshots (market, style, symbol, at, overall_score, technical_score, fundamental_score, verdict, price, model_version)
+				SELECT $1, $2, $3, $12, $5, $15::int, $16::int, $6, $7, $21::text WHERE $17::bool AND EXISTS (SELECT 1 FROM up)
+				ON CONFLICT DO NOTHING
+			), arch AS (
+				INSERT INTO analytics_report_archive (market, style, symbol, published_at, exchange, instrument, overall_score,
+					verdict, price, change_pct, candle_time, candle_close, candles_used, result)
+				SELECT $1, $2, $3, $12, $4, $23::text, $5, $6, $7, $8, $10, $11, $22::int, $13 WHERE EXISTS (SELECT 1 FROM up)
+				ON CONFLICT DO NOTHING
+			)
+			INSERT INTO verdict_events (market, symbol, old_verdict, new_verdict, overall_score, at, model_version)
+			SELECT $1, $3, $18::text, $6, $5, $12, $21::text WHERE $19::bool AND EXISTS (SELECT 1 FROM up)
+			ON CONFLICT (market, symbol, at) DO NOTHING`,
+			string(r.Market), string(r.Style), r.Symbol, r.Exchange, r.OverallScore, string(r.Verdict), r.Price, r.ChangePct,
+			r.Sparkline, r.CandleTime.UTC(), r.CandleClose, r.UpdatedAt.UTC(), raw, prevUpdated,
+			r.Result.TechnicalScore, r.Result.FundamentalScore, snapshot, string(p.Verdict), event, r.FundamentalsAt,
+			modelVersion(r.Result), r.CandlesUsed, r.Instrument)
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	br := tx.SendBatch(ctx, b)
+	events := 0
+	for range recs {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return 0, translate(err, "analytics")
+		}
+		events += int(tag.RowsAffected())
+	}
+	if err := br.Close(); err != nil {
+		return 0, translate(err, "analytics")
+	}
+	return events, translate(tx.Commit(ctx), "analytics")
+}
+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,13 +15,26 @@ import (
 
 // BenchmarkSaveRescoring replaces the reports of a 400-asset universe in
 // one style as a rescoring run does (every asset has a report; 16 records
-// a transaction, the worker's saveEvery), and reports the time a record:
+// a transaction, the worker's saveEvery), one transaction at a time, and
+// reports the time a record: batch is SaveAnalytics (one statement a
+// transaction), per-record the statement per record it replaced, in the
+// same run:
 //
 //	go test ./store -run '^$' -bench SaveRescoring -benchtime 5x
+//	BENCH_SAVE_ASSETS=11000 go test ./store -run '^$' -bench SaveRescoring/batch -benchtime 1x   # a stock close
 //
 // BENCH_SAVE_SQL runs on the fresh schema first, to measure another
 // storage of the tables (BENCHMARKS.md, "Saving a rescoring run").
 func BenchmarkSaveRescoring(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		save func(*store.DB, context.Context, []store.AnalyticsRecord, map[string]store.AnalyticsRecord) (int, error)
+	}{{"batch", (*store.DB).SaveAnalytics}, {"per-record", store.SaveAnalyticsPerRecord}} {
+		b.Run(v.name, func(b *testing.B) { benchSaveRescoring(b, v.save) })
+	}
+}
+
+func benchSaveRescoring(b *testing.B, save func(*store.DB, context.Context, []store.AnalyticsRecord, map[string]store.AnalyticsRecord) (int, error)) {
 	db := storetest.New(b)
 	ctx := context.Background()
 	if q := os.Getenv("BENCH_SAVE_SQL"); q != "" {
@@ -28,7 +42,14 @@ func BenchmarkSaveRescoring(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	const assets, batch = 400, 16
+	assets, batch := 400, 16
+	if v := os.Getenv("BENCH_SAVE_ASSETS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_SAVE_ASSETS=%q: want a positive count", v)
+		}
+		assets = n
+	}
 	at := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	syms := make([]string, assets)
 	results := make([]analytics.Result, assets)
@@ -41,7 +62,7 @@ func BenchmarkSaveRescoring(b *testing.B) {
 		t := at.Add(time.Duration(i) * time.Minute)
 		var recs []store.AnalyticsRecord
 		flush := func() {
-			if _, err := db.SaveAnalytics(ctx, recs, prev); err != nil {
+			if _, err := save(db, ctx, recs, prev); err != nil {
 				b.Fatal(err)
 			}
 			recs = recs[:0]
