@@ -270,12 +270,12 @@ const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
 // saveAnalyticsSQL; the sparklines are one array, sliced per record.
 type saveColumns struct {
 	market, style, symbol, exchange, verdict, result, oldVerdict, modelVersion, instrument []string
-	overall, sparkFrom, sparkLen, technical, candlesUsed                                  []int
-	fundamental                                                                             []*int
-	price, changePct, candleClose, sparks                                                   []float64
-	candleTime, updatedAt                                                                   []time.Time
-	prevUpdated, fundamentalsAt                                                             []*time.Time
-	snapshot, event                                                                         []bool
+	overall, sparkFrom, sparkLen, technical, candlesUsed                                   []int
+	fundamental                                                                            []*int
+	price, changePct, candleClose, sparks                                                  []float64
+	candleTime, updatedAt                                                                  []time.Time
+	prevUpdated, fundamentalsAt                                                            []*time.Time
+	snapshot, event                                                                        []bool
 }
 
 func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) error {

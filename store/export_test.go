@@ -133,4 +133,3 @@ func (db *DB) saveAnalyticsPerRecord(ctx context.Context, recs []AnalyticsRecord
 	}
 	return events, translate(tx.Commit(ctx), "analytics")
 }
-
