@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +167,86 @@ func TestScoreWritesVerdictChangeToOutbox(t *testing.T) {
 	}
 	if len(announced) == 0 || announced[len(announced)-1] != readcache.TopSetups() {
 		t.Errorf("announcements %v: top setups must be dropped too", announced)
+	}
+}
+
+// failingSaves fails the save of the batch that holds a given asset.
+type failingSaves struct {
+	worker.ScoreStore
+	symbol string
+}
+
+var errSaveInjected = errors.New("injected save failure")
+
+func (f failingSaves) SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error) {
+	for _, r := range recs {
+		if r.Symbol == f.symbol {
+			return 0, errSaveInjected
+		}
+	}
+	return f.ScoreStore.SaveAnalytics(ctx, recs, prev)
+}
+
+// A run saves on several connections while it scores; a failed save ends
+// the run with its error, and what the run counts as scored is what it
+// stored. The next run, with the failure gone, scores the rest, and a run
+// with the candle cache scores every asset as one without it does.
+func TestScoreSaveFailureAndCache(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	ctx := context.Background()
+	if err := in.HandleIngestTickers(ctx, worker.NewIngestTickersTask(spot, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	tickers, err := db.Tickers(ctx, spot)
+	if err != nil || len(tickers) < 100 {
+		t.Fatalf("%d tickers, %v; want a universe of 100 or more", len(tickers), err)
+	}
+	failing := &worker.Scorer{Store: failingSaves{ScoreStore: db, symbol: tickers[len(tickers)/2].Symbol}, Region: "global",
+		Logger: discard(), Now: clk.now, Candles: store.NewCandleCache(1000)}
+	scored, _, err := failing.Score(ctx, domain.Crypto, analytics.Swing)
+	if !errors.Is(err, errSaveInjected) {
+		t.Fatalf("run with a failing save: %v; want the save's error", err)
+	}
+	list, err := db.AnalyticsList(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || len(list) != scored || scored == 0 || scored >= len(tickers) {
+		t.Fatalf("run counted %d scored, %d reports stored (%v); want the same count, some but not all of %d", scored, len(list), err, len(tickers))
+	}
+
+	cached := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now, Candles: failing.Candles}
+	n, _, err := cached.Score(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || n == 0 {
+		t.Fatalf("next run scored %d, %v; want the assets left", n, err)
+	}
+	withCache := dumpAnalytics(t, db)
+
+	// The same from nothing, without the cache: the same reports.
+	in2, db2 := newIngester(t, clk)
+	if err := in2.HandleIngestTickers(ctx, worker.NewIngestTickersTask(spot, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in2.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	plain := &worker.Scorer{Store: db2, Region: "global", Logger: discard(), Now: clk.now}
+	all, _, err := plain.Score(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || scored+n != all {
+		t.Fatalf("without the cache, from nothing: %d scored, %v; want the two runs' %d + %d", all, err, scored, n)
+	}
+	reports := func(rows []string) []string { // reports only: snapshots and events depend on the runs' split
+		var out []string
+		for _, r := range rows {
+			if strings.Count(r, "|") == 8 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	if diff := cmp.Diff(reports(dumpAnalytics(t, db2)), reports(withCache)); diff != "" {
+		t.Fatalf("reports scored through the cache differ from reports scored without it (-without +with):\n%.2000s", diff)
 	}
 }
