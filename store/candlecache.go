@@ -232,14 +232,18 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 
 // versionedCandles reads, in one statement (one snapshot), each symbol's
 // series version and its newest limit candles from since on (nil: all),
-// and hands them to each, oldest first.
+// and hands them to each, oldest first. The version is looked up by its
+// whole key (a lateral subquery kept apart by OFFSET 0): a join on market,
+// exchange and timeframe was planned as a scan of every series of the
+// exchange per statement.
 func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string,
 	since []*time.Time, limit int, each func(sym string, v seriesVersion, cs []domain.Candle)) error {
 	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, e.epoch, coalesce(v.version, 0), coalesce(v.deep_dropped, 0),
 			coalesce(v.deep_versions, '{}'), coalesce(v.deep_from, '{}'), coalesce(v.deep_to, '{}'), c.*
 		FROM unnest($3::text[], $6::timestamptz[]) s(symbol, since)
 		CROSS JOIN candle_versions_epoch e
-		LEFT JOIN candle_series_versions v ON v.market = $1 AND v.exchange = $2 AND v.symbol = s.symbol AND v.timeframe = $4
+		LEFT JOIN LATERAL (SELECT * FROM candle_series_versions
+			WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4 OFFSET 0) v ON true
 		CROSS JOIN LATERAL (SELECT `+candleArraysSelect+`
 			FROM (SELECT open_time, open, high, low, close, volume FROM candles
 				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4

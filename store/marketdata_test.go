@@ -168,6 +168,39 @@ func BenchmarkUpsertCandles1000(b *testing.B) {
 	}
 }
 
+// BenchmarkUpsertCloseWrites is the stream's writes of 2,000 scored series
+// (15m) at a close, one statement each as the sink writes them: the closed
+// candle's final values, then the new open candle, then the open candle
+// moving. On a scored timeframe each write also keeps the series'
+// versions (migration 00021's triggers), which this measures per series.
+func BenchmarkUpsertCloseWrites(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	const series = 2000
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	newest := start
+	write := func(at time.Time, seed float64) {
+		batch := make(map[store.CandleKey][]domain.Candle, series)
+		for s := range series {
+			k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: fmt.Sprintf("S%04d_USDT", s), Timeframe: domain.TF15m}
+			batch[k] = makeCandles(1, at, domain.TF15m, seed+float64(s))
+		}
+		if _, err := db.UpsertChangedCandles(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(newest, 0)
+	i := 0
+	for b.Loop() {
+		i++
+		write(newest, float64(i)) // the closed candle's final values
+		newest = newest.Add(15 * time.Minute)
+		write(newest, float64(i))     // the new open candle
+		write(newest, float64(i)+0.5) // the open candle moved
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*3*series), "µs/series-write")
+}
+
 // TestConcurrentReplaceTickersTakeTurns: writers of one combination at
 // once (the REST refresh and the stream's ticker sink) each succeed, and
 // the rows are one writer's whole snapshot; without turns the second
