@@ -190,6 +190,7 @@ func BenchmarkUpsertCloseWrites(b *testing.B) {
 		}
 	}
 	write(newest, 0)
+	cpu := storetest.StartCPU(b, db)
 	i := 0
 	for b.Loop() {
 		i++
@@ -198,7 +199,9 @@ func BenchmarkUpsertCloseWrites(b *testing.B) {
 		write(newest, float64(i))     // the new open candle
 		write(newest, float64(i)+0.5) // the open candle moved
 	}
+	pg, _ := cpu.Used()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*3*series), "µs/series-write")
+	b.ReportMetric(float64(pg.Microseconds())/float64(b.N*3*series), "pg-cpu-µs/series-write")
 }
 
 // TestConcurrentReplaceTickersTakeTurns: writers of one combination at

@@ -83,14 +83,18 @@ func benchSaveRescoring(b *testing.B, save func(*store.DB, context.Context, []st
 		prev = next
 	}
 	run(0)
+	cpu := storetest.StartCPU(b, db)
 	b.ResetTimer()
 	for i := range b.N {
 		run(i + 1)
 	}
 	b.StopTimer()
+	pg, client := cpu.Used()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*assets), "µs/record")
+	b.ReportMetric(float64(pg.Microseconds())/float64(b.N*assets), "pg-cpu-µs/record")
+	b.ReportMetric(float64(client.Microseconds())/float64(b.N*assets), "go-cpu-µs/record")
 	var inline, text, toast float64
-	if err := db.Pool.QueryRow(ctx, `SELECT avg(pg_column_size(result)), avg(octet_length(result::text)),
+	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(avg(pg_column_size(result)), 0), coalesce(avg(octet_length(result::text)), 0),
 		(SELECT coalesce(pg_relation_size(reltoastrelid), 0) FROM pg_class WHERE oid = 'analytics_report_archive'::regclass)
 		FROM analytics_report_archive`).Scan(&inline, &text, &toast); err != nil {
 		b.Fatal(err)

@@ -25,7 +25,9 @@ import (
 // run side by side, as at 00:00 UTC when all four crypto styles close
 // together. It reports the close's wall time, the time a report, and
 // where the runs' time went (the scorer's "scoring run" phases, summed
-// over the runs):
+// over the runs), and the CPU time a report costs in Postgres (the pool's
+// backends) and in this process (storetest.CPU: on a shared machine the
+// figures to compare builds by):
 //
 //	go test ./worker -run '^$' -bench CloseRescoring -benchtime 3x
 //	BENCH_CLOSE_ASSETS=2000 go test ./worker -run '^$' -bench CloseRescoring -benchtime 3x -timeout 30m
@@ -97,17 +99,26 @@ func BenchmarkCloseRescoring(b *testing.B) {
 		b.Fatalf("first scoring: %d reports, want %d", n, assets*len(styles))
 	}
 	phases.reset()
+	cpu := storetest.StartCPU(b, db)
+	var pg, client time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
 		at := close0.Add(time.Duration(i+1) * 24 * time.Hour)
 		appendCloseCandles(b, db, src, styles, at)
+		pg0, client0 := cpu.Used()
 		b.StartTimer()
 		if n := rescoreAll(at.Add(time.Second)); n != assets*len(styles) {
 			b.Fatalf("close %d: %d reports rescored, want %d", i, n, assets*len(styles))
 		}
+		b.StopTimer()
+		pg1, client1 := cpu.Used()
+		pg, client = pg+pg1-pg0, client+client1-client0
+		b.StartTimer()
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(pg.Microseconds())/float64(b.N*assets*len(styles)), "pg-cpu-µs/report")
+	b.ReportMetric(float64(client.Microseconds())/float64(b.N*assets*len(styles)), "go-cpu-µs/report")
 	reports := float64(b.N * assets * len(styles))
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/close")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/reports, "µs/report")
