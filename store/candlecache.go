@@ -105,7 +105,11 @@ var versionedTimeframes = []domain.Timeframe{domain.TF15m, domain.TF1h, domain.T
 
 func candleVersioned(tf domain.Timeframe) bool { return slices.Contains(versionedTimeframes, tf) }
 
-// seriesVersion is a series' version row as read with its candles.
+// seriesVersion is a series' version row as read with its candles, and
+// the epoch: the candles table's relfilenode, which a TRUNCATE (the one
+// change no row trigger sees) replaces. The statement reading it holds
+// the table's ACCESS SHARE lock, so no TRUNCATE commits while it runs:
+// the epoch and the candles are of one state of the table.
 type seriesVersion struct {
 	epoch, version, dropped int64
 	deepVersions            []int64
@@ -238,10 +242,9 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 // exchange per statement.
 func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string,
 	since []*time.Time, limit int, each func(sym string, v seriesVersion, cs []domain.Candle)) error {
-	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, e.epoch, coalesce(v.version, 0), coalesce(v.deep_dropped, 0),
+	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, pg_relation_filenode('candles')::bigint, coalesce(v.version, 0), coalesce(v.deep_dropped, 0),
 			coalesce(v.deep_versions, '{}'), coalesce(v.deep_from, '{}'), coalesce(v.deep_to, '{}'), c.*
 		FROM unnest($3::text[], $6::timestamptz[]) s(symbol, since)
-		CROSS JOIN candle_versions_epoch e
 		LEFT JOIN LATERAL (SELECT * FROM candle_series_versions
 			WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4 OFFSET 0) v ON true
 		CROSS JOIN LATERAL (SELECT `+candleArraysSelect+`

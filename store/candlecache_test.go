@@ -208,14 +208,18 @@ func TestCachedCandlesOfUnderConcurrentWriters(t *testing.T) {
 			}
 		})
 	}
+	stopWriters := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer stopWriters()
 	syms := []string{k.Symbol}
 	for range 300 {
 		if _, _, err := db.CachedCandlesOf(ctx, cache, k.Market, k.Exchange, k.Timeframe, syms, limit); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stopWriters()
 	got, _, err := db.CachedCandlesOf(ctx, cache, k.Market, k.Exchange, k.Timeframe, syms, limit)
 	if err != nil {
 		t.Fatal(err)
