@@ -153,8 +153,8 @@ func TestCachedCandlesOfMatchesPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			did = append(did, "TRUNCATE")
-			for i, w := range writers {
-				if err := db.UpsertCandles(ctx, w.k, makeCandles(45, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), domain.TF1h, float64(i))); err != nil {
+			for i, w := range writers { // fewer than a read's limit: kept candles would show
+				if err := db.UpsertCandles(ctx, w.k, makeCandles(5, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), domain.TF1h, float64(i))); err != nil {
 					t.Fatal(err)
 				}
 			}
