@@ -19,10 +19,11 @@ import (
 //
 // Nothing kept is ever served unless Postgres has the same candles: the
 // kept older candles are used only when no change since the kept version
-// touched them (every change of a series of a scored timeframe moves its
-// version, and one that touched a candle older than the series' newest is
-// listed as deep, with the open times it touched), and the version and the
-// new candles are read in one snapshot. Otherwise the series is read in
+// touched them (a change of a series of a scored timeframe that touched a
+// candle older than the series' newest is deep: it moves the version and
+// is listed with the open times it touched; any other change is in the
+// candles read from the kept newest on), and the version and the new
+// candles are read in one snapshot. Otherwise the series is read in
 // full, as without a cache. Several worker processes each keep their own;
 // a process that dies loses only its cache.
 //
