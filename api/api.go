@@ -44,10 +44,14 @@ type Config struct {
 	// Served is what the deployment's feeds serve (nil: every combination
 	// of the region's catalogue). A combination it does not serve is a
 	// 404, and it picks each market's analytics source.
-	Served  domain.Served
-	Version string
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Served domain.Served
+	// DataFeed names the market-data feed serving a combination, for the
+	// reports' data_quality.source.data_feed ("binance", "alpaca/iex");
+	// nil or "" leaves it out.
+	DataFeed func(domain.Combination) string
+	Version  string
+	Logger   *slog.Logger
+	Now      func() time.Time
 	// Ready reports whether public requests may be served (see Readiness).
 	Ready func() bool
 	// SecretBox seals webhook secrets (MARKET_SECRET_KEY); nil refuses

@@ -20,6 +20,7 @@ type DataSource struct {
 	Feed      string           `json:"feed" doc:"The combination whose exchange candles were scored: market/exchange/instrument" example:"crypto/binance/spot"`
 	Exchange  string           `json:"exchange" example:"binance"`
 	Timeframe domain.Timeframe `json:"timeframe" doc:"The candles' timeframe (the style's)" example:"4h"`
+	DataFeed  string           `json:"data_feed,omitempty" doc:"The market-data feed the candles came from: the provider, and for stocks its feed (alpaca/iex: the IEX exchange alone, a few percent of US volume, so volumes are IEX's; alpaca/sip: every US exchange). Omitted when not known" example:"binance"`
 }
 
 // DataQuality is how fresh and how complete the data behind a score is;
@@ -37,7 +38,7 @@ type DataQuality struct {
 // dataQuality describes what rec was scored from; instrument stands in
 // for the record's when it has none (stored before it was recorded). It
 // returns the instant data_age_seconds counts from.
-func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument string) (DataQuality, time.Time) {
+func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument string, dataFeed func(domain.Combination) string) (DataQuality, time.Time) {
 	tf := st.Timeframe()
 	closes := rec.CandleTime.Add(tf.Duration())
 	closed := !rec.UpdatedAt.Before(closes)
@@ -49,15 +50,21 @@ func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument strin
 		instrument = rec.Instrument
 	}
 	feed := string(rec.Market) + "/" + rec.Exchange + "/" + instrument
-	return DataQuality{AsOf: closes, CandleClosed: closed, CandlesUsed: rec.CandlesUsed,
-		Source: DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: tf}}, from
+	src := DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: tf}
+	if dataFeed != nil {
+		src.DataFeed = dataFeed(domain.Combination{Market: rec.Market, Exchange: rec.Exchange, Instrument: instrument})
+	}
+	return DataQuality{AsOf: closes, CandleClosed: closed, CandlesUsed: rec.CandlesUsed, Source: src}, from
 }
 
-// sourceInstrument is the instrument of a market's analytics source (""
-// when the market has none here).
+// sourceInstrument is the instrument of a market's first analytics source
+// ("" when the market has none here), for the records saved before a
+// record kept its own.
 func (s *Server) sourceInstrument(m domain.Market) string {
-	src, _ := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served)
-	return src.Instrument
+	if srcs := domain.AnalyticsSources(s.cfg.Region, m, s.cfg.Served); len(srcs) > 0 {
+		return srcs[0].Instrument
+	}
+	return ""
 }
 
 // agedBody is a cached body whose data_age_seconds values depend on the

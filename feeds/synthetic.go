@@ -130,7 +130,7 @@ func (s *Synthetic) cryptoPaths(n int) []pathAsset {
 
 func (s *Synthetic) stockPaths() map[string][]pathAsset {
 	out := map[string][]pathAsset{}
-	for exchange, table := range map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE} {
+	for exchange, table := range syntheticStockTables {
 		for _, a := range parseAssets(table) {
 			h := mix64(s.seed ^ hashString("stocks", a.name))
 			sigma, beta := 0.01+0.012*unit(h), 0.6+0.9*unit(mix64(h))
@@ -228,9 +228,6 @@ func (s *Synthetic) forexUniverse(c domain.Combination, ccy map[string]pathAsset
 func (s *Synthetic) stockUniverse(c domain.Combination, byExchange map[string][]pathAsset) *universe {
 	u := &universe{bySymbol: map[string]*instrument{}}
 	assets := byExchange[c.Exchange]
-	if assets == nil { // a stock exchange not in the tables: serve both lists
-		assets = append(append([]pathAsset{}, byExchange["nasdaq"]...), byExchange["nyse"]...)
-	}
 	for _, a := range assets {
 		in := &instrument{
 			symbol: a.name, market: domain.Stocks, logBase: math.Log(a.price),

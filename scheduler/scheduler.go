@@ -258,7 +258,7 @@ func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration)
 	return []Entry{{Name: "score", Interval: scoreEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
+			if !domain.Scored(region, m, served) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {
@@ -278,7 +278,7 @@ func StatsEntries(region string, served domain.Served, statsEvery time.Duration)
 	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); ok {
+			if domain.Scored(region, m, served) {
 				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, tickStamp(tick)),
 					Task: worker.NewStatsTask(m, tick), Queue: worker.QueueDefault, Timeout: 15 * time.Minute})
 			}
@@ -303,8 +303,8 @@ func FundamentalsEntries(region string, served domain.Served, every time.Duratio
 	return []Entry{{Name: "ingest:fundamentals", Interval: every, Offset: FundamentalsOffset(every), Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if src, ok := domain.AnalyticsSource(region, m, served); ok {
-				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, tickStamp(tick)),
+			for _, src := range domain.AnalyticsSources(region, m, served) {
+				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s:%s:%s", m, src.Exchange, src.Instrument, tickStamp(tick)),
 					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute})
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -102,6 +103,10 @@ type Ingester struct {
 	// RetentionJob's): backfill never loads what it would delete. nil
 	// keeps everything.
 	Retention map[domain.Timeframe]time.Duration
+
+	// polled is, by combination and timeframe, where the next bulk poll
+	// of every series may start at the latest (ingestBulk).
+	polled sync.Map
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -273,6 +278,25 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		changed = append(changed, keys...)
 		return ours(err)
 	}
+	if bp, ok := p.(feeds.BulkCandleProvider); ok {
+		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
+			batch[key], fetched[key] = cs, asked
+			if len(batch) >= bulkFlushEvery {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return stored, err
+		}
+		if err := flush(); err != nil {
+			return stored, err
+		}
+		if n > 0 {
+			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
+		}
+		return stored, nil
+	}
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
 		if last, ok := latest[sym]; ok {
@@ -312,6 +336,80 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		return stored, fmt.Errorf("%d of %d symbols failed, last: %w", failures, len(symbols), lastErr)
 	}
 	return stored, nil
+}
+
+// bulkFlushEvery is how many series a transaction of a bulk read stores:
+// a bulk read brings thousands of series at once, most with a candle or
+// two.
+const bulkFlushEvery = 500
+
+// bulkChunk is how many symbols one BulkCandles call reads: a provider
+// batches them into requests; the chunk bounds what is held in memory.
+const bulkChunk = 2000
+
+// ingestBulk reads the candles of symbols through a provider that reads
+// many in one request, and hands each series to store; it returns how many
+// symbols failed (logged), or an error that ends the task.
+//
+// Each series starts where ingestCandles would start it (its newest stored
+// candle, within the retention), but never before this process's last
+// complete poll of the same series (less two candles and a minute, for
+// late corrections): a series with nothing new since then (a stock that
+// did not trade) would otherwise make every poll start at its last candle,
+// hours or days back, and a request start there. Without a poll yet (a
+// new process), each series starts at its own newest candle.
+func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
+	latest map[string]time.Time, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
+	pollKey := c.String() + "/" + string(tf)
+	floor := time.Time{}
+	if v, ok := in.polled.Load(pollKey); ok {
+		floor = v.(time.Time)
+	}
+	began := in.Now()
+	failures := 0
+	var lastErr error
+	for chunk := range slices.Chunk(symbols, bulkChunk) {
+		from := make(map[string]time.Time, len(chunk))
+		for _, sym := range chunk {
+			if last, ok := latest[sym]; ok {
+				since := retainedSince(in.Retention, tf, now, last)
+				if since.Before(floor) {
+					since = floor
+				}
+				from[sym] = since
+			} else {
+				from[sym] = time.Time{}
+			}
+		}
+		asked := in.Now()
+		got, bad, err := bp.BulkCandles(ctx, c, tf, from, InitialCandles)
+		for sym, e := range bad {
+			failures, lastErr = failures+1, e
+			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", e)
+		}
+		for sym, cs := range got {
+			if len(cs) == 0 {
+				continue
+			}
+			if serr := keep(store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}, cs, asked); serr != nil {
+				return failures, serr
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return failures, ctx.Err()
+			}
+			// What was read is stored; the rest of this chunk and the
+			// chunks after it wait for the next poll.
+			return failures, err
+		}
+	}
+	if failures > 0 {
+		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
+	} else if scheduled {
+		in.polled.Store(pollKey, began.Add(-2*tf.Duration()-time.Minute))
+	}
+	return failures, nil
 }
 
 // dropStreamedEdge takes out of a batch read over REST the candles that

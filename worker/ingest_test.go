@@ -226,10 +226,11 @@ func TestIngestAnnouncesOnlyWantedSeries(t *testing.T) {
 // a timeframe of a style the market is scored in.
 func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 	tr := &worker.ScoreTrigger{Region: "global"}
-	fx, ok := domain.AnalyticsSource("global", domain.Forex, nil)
-	if !ok {
+	fxs := domain.AnalyticsSources("global", domain.Forex, nil)
+	if len(fxs) == 0 {
 		t.Fatal("no forex source")
 	}
+	fx := fxs[0]
 	for _, c := range []struct {
 		m    domain.Market
 		ex   string

@@ -51,7 +51,9 @@ type Config struct {
 	OandaEnvironment string
 	AlpacaKeyID      string
 	AlpacaSecret     string
-	SyntheticSeed    int64
+	// AlpacaFeed is Alpaca's market-data feed: iex or sip.
+	AlpacaFeed    string
+	SyntheticSeed int64
 	// SyntheticAssets is the synthetic feed's count of crypto base assets.
 	SyntheticAssets int
 	TickerInterval  time.Duration
@@ -194,6 +196,11 @@ func (c *Config) options() []option {
 		{name: "MARKET_ALPACA_SECRET",
 			doc:   "Alpaca market-data secret (required by the `alpaca` feed)",
 			parse: text(&c.AlpacaSecret)},
+		{name: "MARKET_ALPACA_FEED", def: feeds.AlpacaIEX,
+			doc: "Alpaca market-data feed: `iex` (the free plan's: the IEX exchange alone, a few percent of US volume; 200 requests a minute) " +
+				"or `sip` (every US exchange, the consolidated tape; a paid plan, 10,000 requests a minute). The budget follows the plan the " +
+				"keys are on (`X-RateLimit-Limit`); the reports' `data_quality.source.data_feed` names the feed",
+			parse: alpacaFeed(&c.AlpacaFeed)},
 		{name: "MARKET_SYNTHETIC_SEED", def: "1",
 			doc:   "Seed of the synthetic feed (same seed, same market history)",
 			parse: integer(&c.SyntheticSeed)},
@@ -537,6 +544,16 @@ func feedNames(dst *[]string) func(string) error {
 	}
 }
 
+func alpacaFeed(dst *string) func(string) error {
+	return func(v string) error {
+		if v = strings.ToLower(v); v != feeds.AlpacaIEX && v != feeds.AlpacaSIP {
+			return errors.New("must be iex or sip")
+		}
+		*dst = v
+		return nil
+	}
+}
+
 func oandaEnvironment(dst *string) func(string) error {
 	return func(v string) error {
 		if v = strings.ToLower(v); v != feeds.OandaLive && v != feeds.OandaPractice {
@@ -698,7 +715,7 @@ func parseFeedURLs(v string) (map[string]string, error) {
 func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
-		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
+		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, AlpacaFeed: c.AlpacaFeed, BaseURLs: c.FeedURLs,
 		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget, Now: c.now()}
 }
 

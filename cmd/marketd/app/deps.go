@@ -104,6 +104,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
 	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
+	apiCfg.DataFeed = func(domain.Combination) string { return feeds.NameSynthetic }
 	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
 	apiCfg.Logger = logger
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
@@ -204,7 +205,7 @@ func analyticsWarmup(db *store.DB, region string, served domain.Served) func(ctx
 		}
 		var cold []string
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
+			if !domain.Scored(region, m, served) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {

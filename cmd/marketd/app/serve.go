@@ -148,7 +148,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 	}
 	r.onStop(streamDB.Close)
 	hub := newStreamHub(streamDB, func() *api.Server { return apiServer }, logger)
-	apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
+	apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), DataFeed: cfg.dataFeed, Logger: logger, Ready: readiness.Ready,
 		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
