@@ -76,8 +76,9 @@ type AlpacaConfig struct {
 	// Holidays and EarlyCloses add market closures and 13:00 closes to
 	// NYSE's rules; only each time's New York date counts.
 	Holidays, EarlyCloses []time.Time
-	// Tick, when set, drives the websocket pushes (one pass a receive)
-	// instead of a 100 ms ticker, so a test steps time through Config.Now.
+	// Tick, when set, drives the websocket pushes instead of a 100 ms
+	// ticker: each receive is one pass at the time received, so a test
+	// steps the pushes in time with the clock it gives Config.Now.
 	Tick <-chan time.Time
 }
 
