@@ -107,7 +107,23 @@ type dayModel struct {
 	mh, ml                                  int     // regular minutes (from the open) where the path is at the high and the low
 	volume                                  float64 // SIP shares
 	iexShare                                float64
+
+	anchors, logs [6]float64 // prevClose, open, high, low, close, post and their logs
+	memo          [2]struct {
+		k int
+		p float64
+	} // the last two boundaries: a scan asks for each one twice
 }
+
+// The indexes of dayModel.anchors and logs.
+const (
+	logPrev = iota
+	logOpen
+	logHigh
+	logLow
+	logClose
+	logPost
+)
 
 // model is e's day d, or false when e has no data that day.
 func (mk *stockMarket) model(e *equity, d day) (*dayModel, bool) {
@@ -133,6 +149,11 @@ func (mk *stockMarket) model(e *equity, d day) (*dayModel, bool) {
 	}
 	m.post = m.close * math.Exp(0.003*gauss(mix(m.h, 7)))
 	m.volume = e.volume0 * math.Exp(0.35*gauss(mix(m.h, 8)))
+	m.anchors = [6]float64{m.prevClose, m.open, m.high, m.low, m.close, m.post}
+	for i, p := range m.anchors {
+		m.logs[i] = math.Log(p)
+	}
+	m.memo[0].k, m.memo[1].k = -1, -1
 	return m, true
 }
 
@@ -159,47 +180,51 @@ func gauss(h uint64) float64 {
 // regular session (held inside the day's range), and from the close to
 // a post-market level after it.
 func (m *dayModel) boundary(k int) float64 {
+	slot := &m.memo[k&1]
+	if slot.k != k {
+		slot.k, slot.p = k, m.path(k)
+	}
+	return slot.p
+}
+
+func (m *dayModel) path(k int) float64 {
 	s := m.shape
 	const extSigma = 0.0004
 	switch {
 	case k <= s.r0:
-		return m.bridge(k, 0, m.prevClose, s.r0, m.open, extSigma)
+		return m.bridge(k, 0, logPrev, s.r0, logOpen, extSigma)
 	case k >= s.r1:
-		return m.bridge(k, s.r1, m.close, s.minutes, m.post, extSigma)
+		return m.bridge(k, s.r1, logClose, s.minutes, logPost, extSigma)
 	}
 	j, n := k-s.r0, s.r1-s.r0
-	type anchor struct {
-		at int
-		p  float64
-	}
-	first, second := anchor{m.mh, m.high}, anchor{m.ml, m.low}
+	type anchor struct{ at, price int }
+	first, second := anchor{m.mh, logHigh}, anchor{m.ml, logLow}
 	if second.at < first.at {
 		first, second = second, first
 	}
-	a, b := anchor{0, m.open}, first
+	a, b := anchor{0, logOpen}, first
 	switch {
 	case j >= second.at:
-		a, b = second, anchor{n, m.close}
+		a, b = second, anchor{n, logClose}
 	case j >= first.at:
 		a, b = first, second
 	}
 	sigma := m.rng * 0.6 / math.Sqrt(float64(n))
-	p := m.bridge(k, a.at+s.r0, a.p, b.at+s.r0, b.p, sigma)
-	return min(max(p, m.low), m.high)
+	return min(max(m.bridge(k, a.at+s.r0, a.price, b.at+s.r0, b.price, sigma), m.low), m.high)
 }
 
-// bridge interpolates log prices from (ka, pa) to (kb, pb) with noise
-// that vanishes at both ends.
-func (m *dayModel) bridge(k, ka int, pa float64, kb int, pb float64, sigma float64) float64 {
+// bridge interpolates the log price from anchor price pa at minute ka to
+// pb at kb (indexes of logs) with noise that vanishes at both ends; at
+// the anchors it is their prices exactly.
+func (m *dayModel) bridge(k, ka, pa, kb, pb int, sigma float64) float64 {
 	if k <= ka {
-		return pa
+		return m.anchors[pa]
 	}
 	if k >= kb {
-		return pb
+		return m.anchors[pb]
 	}
 	x := float64(k-ka) / float64(kb-ka)
-	lp := math.Log(pa)*(1-x) + math.Log(pb)*x
-	lp += sigma * math.Sqrt(float64((k-ka)*(kb-k))/float64(kb-ka)) * gauss(mix(m.h, uint64(k)*8+2))
+	lp := m.logs[pa]*(1-x) + m.logs[pb]*x + sigma*math.Sqrt(float64((k-ka)*(kb-k))/float64(kb-ka))*gauss(mix(m.h, uint64(k)*8+2))
 	return math.Exp(lp)
 }
 
