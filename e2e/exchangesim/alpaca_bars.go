@@ -238,6 +238,7 @@ type barsRequest struct {
 	feed       feedKind
 	noTrades   bool // otc, boats: documented feeds the simulator has no trades on
 	start, end time.Time
+	asOf       time.Time // the data's "now": 15 minutes ago for the free plan's SIP
 	limit      int
 	asc        bool
 	token      *pageToken
@@ -343,7 +344,7 @@ func (a *alpacaSim) barsRequest(q url.Values, symbols []string) (barsRequest, *a
 	if delayed {
 		latest = now.Add(-15 * time.Minute)
 	}
-	req.start, req.end = earliest(dayOf(now).midnight(), latest), latest
+	req.start, req.end, req.asOf = earliest(dayOf(now).midnight(), latest), latest, latest
 	for _, p := range []struct {
 		name string
 		dst  *time.Time
@@ -423,7 +424,7 @@ func (a *alpacaSim) page(req barsRequest) barPage {
 	if req.noTrades {
 		return p
 	}
-	now := a.now()
+	now := req.asOf // a day bar of the free plan's SIP must not hold the last 15 minutes either
 	i0 := 0
 	if req.token != nil {
 		i0 = slices.Index(req.symbols, req.token.symbol)

@@ -485,8 +485,8 @@ func TestAlpacaBarsErrors(t *testing.T) {
 		alpacaErr(t, alpacaGet(sim, "/v2/stocks/bars?"+query), want.status, want.msg)
 	}
 	late := decodeOK[barsPage](t, alpacaGet(sim, "/v2/stocks/bars?symbols=AAPL&timeframe=1Min&feed=sip&start=2026-11-24T14:30:00Z&limit=10000"))
-	if last := late.Bars["AAPL"][len(late.Bars["AAPL"])-1].T; last != "2026-11-24T14:55:00Z" {
-		t.Errorf("free SIP without end: newest bar %s at 15:10:30Z, want the last minute closed 15 minutes ago, 14:55", last)
+	if last := late.Bars["AAPL"][len(late.Bars["AAPL"])-1].T; last != "2026-11-24T14:54:00Z" {
+		t.Errorf("free SIP without end: newest bar %s at 15:10:30Z, want the last minute closed by 14:55:30, 14:54", last)
 	}
 	single := decodeOK[struct {
 		Bars   []bar
