@@ -17,6 +17,11 @@
 // same candle model as the REST klines, the closed state within 100 ms of
 // the close; !miniTicker@arr every second.
 //
+// The same listener serves Alpaca's stock APIs, also written from the
+// documentation (alpaca*.go): the Trading API's assets, calendar and
+// clock, Market Data v2 bars and snapshots, and the market-data
+// websocket on /v2/{feed}, with Alpaca's per-key rate limits and plans.
+//
 // Sim is an http.Handler: mount it in an httptest.Server, or run the
 // e2e/cmd/exchangesim binary. GET /sim/stats reports the peak weight per
 // window, the 429 and 418 counts, and the stream connections and messages
@@ -68,6 +73,9 @@ type Config struct {
 	// KlineEvery spaces the pushes of open klines (Binance: 2 s);
 	// TickerEvery those of !miniTicker@arr (1 s).
 	KlineEvery, TickerEvery time.Duration
+
+	// Alpaca sets the Alpaca part (alpaca.go); it follows Now too.
+	Alpaca AlpacaConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +130,7 @@ type Sim struct {
 	stop                        context.Context
 	cancel                      context.CancelFunc
 	pushOnce                    sync.Once // the push loop starts with the first stream connection
+	alpaca                      *alpacaSim
 }
 
 // New returns a simulator of cfg.
@@ -137,6 +146,7 @@ func New(cfg Config) *Sim {
 	s.spotStreams = newStreamHub(cfg.SpotStreams, cfg.SpotMessages, cfg, s.universe.spotBy, s.universe.spot)
 	s.futuresStreams = newStreamHub(cfg.FuturesStreams, cfg.FuturesMessages, cfg, s.universe.futuresBy, s.universe.futures)
 	s.hubs = []*streamHub{s.spotStreams, s.futuresStreams}
+	s.alpaca = newAlpacaSim(cfg.Alpaca, cfg.Seed, cfg.Now)
 	s.routes()
 	return s
 }
@@ -155,6 +165,7 @@ func (s *Sim) routes() {
 	s.rest("GET /futures/data/openInterestHist", futuresData, s.openInterestHist)
 	s.mux.HandleFunc("GET /stream", s.serveStream(s.spotStreams))
 	s.mux.HandleFunc("GET /market/stream", s.serveStream(s.futuresStreams))
+	s.alpaca.routes(s.mux)
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
@@ -195,6 +206,8 @@ type Stats struct {
 	// SpotStreams and FuturesStreams are the market streams' traffic.
 	SpotStreams    StreamStats `json:"spot_streams"`
 	FuturesStreams StreamStats `json:"futures_streams"`
+	// Alpaca is the Alpaca part's traffic.
+	Alpaca AlpacaStats `json:"alpaca"`
 }
 
 // FamilyStats count one family's traffic (every IP together).
@@ -210,7 +223,7 @@ type FamilyStats struct {
 // Stats returns the counters.
 func (s *Sim) Stats() Stats {
 	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats(),
-		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats()}
+		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats(), Alpaca: s.alpaca.stats()}
 }
 
 // family is a set of paths sharing one budget per IP.

@@ -8,7 +8,13 @@
 // MARKET_FEED_URLS: binance and binance-futures http://<addr>,
 // binance-stream and binance-futures-stream ws://<addr>.
 //
-//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h] [-clock-offset 14h25m]
+// The same address serves Alpaca's stock APIs: the Trading API
+// (/v2/assets, /v2/calendar, /v2/clock), market data v2 (/v2/stocks/...)
+// and the market-data websocket (ws://<addr>/v2/{iex,sip,delayed_sip,test}),
+// with the plan's limits per key (MARKET_FEED_URLS: alpaca and
+// alpaca-data http://<addr>, alpaca-stream ws://<addr>).
+//
+//	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h] [-clock-offset 14h25m] [-alpaca-assets 11500] [-alpaca-plan free] [-alpaca-data-limit 0] [-alpaca-keys id:secret]
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,10 +45,31 @@ func main() {
 	attempts := flag.Int("stream-attempts", 300, "stream connection attempts per IP in 5 minutes, per family")
 	maxAge := flag.Duration("stream-max-age", 24*time.Hour, "a stream connection is cut after this long")
 	offset := flag.Duration("clock-offset", 0, "added to the wall clock the simulated market follows (a scale benchmark's shifted clock; marketd's MARKET_BENCH_CLOCK_OFFSET)")
+	alpacaAssets := flag.Int("alpaca-assets", 11500, "Alpaca active us_equity assets")
+	alpacaInactive := flag.Int("alpaca-inactive", 600, "Alpaca inactive assets")
+	alpacaPlan := flag.String("alpaca-plan", "free", "Alpaca market-data plan: free (IEX, 200 data requests a minute, 30 stream symbols) or paid (SIP, 10,000, unlimited)")
+	alpacaDataLimit := flag.Int("alpaca-data-limit", 0, "Alpaca market-data requests per key and minute (0: the plan's)")
+	alpacaTradingLimit := flag.Int("alpaca-trading-limit", 200, "Alpaca Trading API requests per key and minute")
+	alpacaKeys := flag.String("alpaca-keys", "", "accepted Alpaca key pairs, id:secret,... (empty: any non-empty pair)")
 	flag.Parse()
 	cfg := exchangesim.Config{Seed: *seed, Spot: *spot, Perpetual: *perp, Window: *window,
 		SpotLimit: *spotLimit, FuturesLimit: *futLimit, FirstBan: *firstBan,
-		StreamAttempts: *attempts, StreamMaxAge: *maxAge}
+		StreamAttempts: *attempts, StreamMaxAge: *maxAge,
+		Alpaca: exchangesim.AlpacaConfig{Assets: *alpacaAssets, Inactive: *alpacaInactive, Plan: exchangesim.AlpacaPlan(*alpacaPlan),
+			DataLimit: *alpacaDataLimit, TradingLimit: *alpacaTradingLimit}}
+	if *alpacaPlan != string(exchangesim.AlpacaFree) && *alpacaPlan != string(exchangesim.AlpacaPaid) {
+		log.Fatalf("-alpaca-plan: %q is neither free nor paid", *alpacaPlan)
+	}
+	if *alpacaKeys != "" {
+		cfg.Alpaca.Keys = map[string]string{}
+		for _, pair := range strings.Split(*alpacaKeys, ",") {
+			id, secret, ok := strings.Cut(pair, ":")
+			if !ok || id == "" || secret == "" {
+				log.Fatalf("-alpaca-keys: %q is not id:secret", pair)
+			}
+			cfg.Alpaca.Keys[id] = secret
+		}
+	}
 	if *offset != 0 {
 		off := *offset
 		cfg.Now = func() time.Time { return time.Now().Add(off) }
@@ -66,6 +94,8 @@ func run(addr string, cfg exchangesim.Config) error {
 	sim := exchangesim.New(cfg)
 	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("exchangesim: serving Binance spot and USDⓈ-M on http://%s, streams on ws://%s (stats: /sim/stats)", ln.Addr(), ln.Addr())
+	log.Printf("exchangesim: serving Alpaca (%s plan) on http://%s: /v2/assets, /v2/calendar, /v2/clock, /v2/stocks/{bars,snapshots,bars/latest}; stream ws://%s/v2/{iex,sip,delayed_sip,test}",
+		cfg.Alpaca.Plan, ln.Addr(), ln.Addr())
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	go func() {
