@@ -192,7 +192,7 @@ type countingMetrics struct {
 }
 
 func (m *countingMetrics) StreamConnections(_ string, d int) { m.open.Add(int64(d)) }
-func (m *countingMetrics) StreamReconnect(string)             { m.reconnects.Add(1) }
+func (m *countingMetrics) StreamReconnect(string)            { m.reconnects.Add(1) }
 
 func runOandaPricing(t *testing.T, cfg OandaPricingConfig) (*OandaPricing, *fakePricing, *syncLog) {
 	t.Helper()
