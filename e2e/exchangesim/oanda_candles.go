@@ -102,14 +102,14 @@ func (g oandaGrid) addDays(t time.Time, n int) time.Time {
 
 // oandaCandleQuery is a parsed candles request.
 type oandaCandleQuery struct {
-	grid                 oandaGrid
-	bid, ask, mid        bool
-	count                int
-	from, to             time.Time
-	hasCount, hasFrom    bool
-	hasTo, includeFirst  bool
-	unixTimes            bool // Accept-Datetime-Format: UNIX
-	granularity          string
+	grid                oandaGrid
+	bid, ask, mid       bool
+	count               int
+	from, to            time.Time
+	hasCount, hasFrom   bool
+	hasTo, includeFirst bool
+	unixTimes           bool // Accept-Datetime-Format: UNIX
+	granularity         string
 }
 
 // parseOandaCandleQuery reads the documented parameters; a refusal is the
