@@ -55,29 +55,41 @@ func (o *oanda) OpenPriceStream(ctx context.Context, symbols []string) (io.ReadC
 		o.open.Add(-1)
 		return nil, fmt.Errorf("feeds: oanda: pricing stream: %d streams open, OANDA allows %d per IP", n-1, oandaMaxStreams)
 	}
+	// The request lives as long as its body: a streaming client has no
+	// time-out, so only the wait for the response headers is bounded here.
+	rctx, cancel := context.WithCancel(ctx)
+	done := func() { cancel(); o.open.Add(-1) }
 	path := "/v3/accounts/" + url.PathEscape(o.account) + "/pricing/stream"
 	u := o.streamURL + path + "?" + url.Values{"instruments": {strings.Join(symbols, ",")}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
 	if err != nil {
-		o.open.Add(-1)
+		done()
 		return nil, fmt.Errorf("feeds: oanda: pricing stream: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "marketscreener-feeds/1")
 	o.authorize(req.Header)
+	headers := time.AfterFunc(defaultAttemptTimeout, cancel)
 	resp, err := o.streamHTTP.Do(req)
+	if !headers.Stop() { // fired: the request was cancelled
+		if err == nil {
+			resp.Body.Close()
+		}
+		done()
+		return nil, fmt.Errorf("feeds: oanda: pricing stream: no response within %s", defaultAttemptTimeout)
+	}
 	if err != nil {
-		o.open.Add(-1)
+		done()
 		return nil, fmt.Errorf("feeds: oanda: pricing stream: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		o.open.Add(-1)
+		done()
 		return nil, &StatusError{Provider: NameOanda, Path: path, StatusCode: resp.StatusCode, Body: snippet(b),
 			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), o.now())}
 	}
-	return &countedBody{ReadCloser: resp.Body, done: func() { o.open.Add(-1) }}, nil
+	return &countedBody{ReadCloser: resp.Body, done: done}, nil
 }
 
 // countedBody runs done once when closed.
