@@ -280,9 +280,11 @@ func oandaGranularity(tf domain.Timeframe) (string, bool) {
 
 // Tickers implements Provider: the account's current prices of every pair
 // in one request (shared for oandaPricesFresh by the major and the minor
-// combination), each completed by its daily reference. On a weekend the
-// prices are Friday's last, not tradeable, and still served: the screener
-// keeps the last price.
+// combination), each completed by its daily reference. On a weekend (the
+// market closes from Friday to Sunday 17:00 New York: OANDA's hours of
+// operation, oanda.com/us-en/trading/hours-of-operation/) the prices are
+// Friday's last, not tradeable, and still served: the screener keeps the
+// last price, and nothing fails.
 func (o *oanda) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
 	syms, err := o.Symbols(ctx, c)
 	if err != nil {

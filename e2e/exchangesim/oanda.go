@@ -33,7 +33,8 @@ import (
 // (development guide, "Rate Limiting" and "Connection Limiting"): 120
 // requests a second per IP (429 beyond), 20 active streams per IP and 2 new
 // connections a second (both refused 429: the docs say only "rejected").
-// The market follows Config.Now, so -clock-offset shifts it too.
+// The market follows Config.Now, so -clock-offset shifts it too; the rates
+// are counted on the wall clock, as the requests arrive.
 
 // OandaConfig sets the simulated OANDA account. Zero values take the
 // defaults.
@@ -173,8 +174,12 @@ func (o *oandaSim) guard(account bool, next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if account {
-			// Observed answers (not in the endpoint's documented codes):
-			// 400 for an id that is not a v20 id, 403 for another user's.
+			// Observed answers, not in the endpoints' documented codes
+			// (oanda/v20-openapi lists 400, 401, 404, 405): 400 "Invalid
+			// value specified for 'accountID'" for an id that is not a v20
+			// id, as users report it for a v1 account number; 403 "The
+			// provided request was forbidden." for an account the token
+			// does not own (hootnot/oanda-api-v20#202).
 			switch id := r.PathValue("accountID"); {
 			case !v20AccountID.MatchString(id):
 				oandaError(w, http.StatusBadRequest, "Invalid value specified for 'accountID'")
