@@ -50,10 +50,12 @@ const (
 	alpacaFreeTickerEvery = time.Minute
 )
 
-// alpacaBudgetWindow is the window the Alpaca budgets are booked in: a
-// sixth of Alpaca's minute, so that a minute of Alpaca's counter, whatever
-// its phase against ours, spans at most seven of our windows and the
-// planned 80 % never adds up past its limit.
+// alpacaBudgetWindow is the window the Alpaca budgets are booked in, a
+// sixth of Alpaca's minute. Alpaca counts a key's requests in fixed
+// minutes that start at its first request, at any phase against ours: one
+// of its minutes spans up to seven of our windows. So each window holds a
+// seventh of the minute's limit (alpacaLimit), and the planned share of
+// seven windows stays within the planned share of Alpaca's minute.
 const alpacaBudgetWindow = 10 * time.Second
 
 // alpacaPerMinute is a plan's documented requests a minute: the trading
@@ -68,9 +70,9 @@ func alpacaPerMinute(host, feed string) int {
 }
 
 // alpacaLimit is the budget of an Alpaca host at perMinute requests a
-// minute, in alpacaBudgetWindow windows.
+// minute, in alpacaBudgetWindow windows: a seventh of the minute each.
 func alpacaLimit(perMinute int) hostbudget.Limit {
-	return hostbudget.Limit{Window: alpacaBudgetWindow, Max: max(perMinute*int(alpacaBudgetWindow/time.Second)/60, 1)}
+	return hostbudget.Limit{Window: alpacaBudgetWindow, Max: max(perMinute/7, 1)}
 }
 
 // alpacaExchangeOf maps the exchange field of Alpaca's assets onto the

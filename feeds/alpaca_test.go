@@ -347,7 +347,7 @@ func TestAlpacaRefusalWaitsForTheReset(t *testing.T) {
 	if waited < 24*time.Second {
 		t.Errorf("waited %v after the 429 (sleeps %v), want until X-RateLimit-Reset (25 s)", waited, tb.sleeps.all())
 	}
-	if got := a.data.hostLimit(); got.Max != 10000*int(alpacaBudgetWindow/time.Second)/60 || got.Name != HostAlpacaData {
+	if got := a.data.hostLimit(); got.Max != 10000/7 || got.Name != HostAlpacaData {
 		t.Errorf("host limit %+v, want the plan's 10,000 a minute", got)
 	}
 }

@@ -92,6 +92,9 @@ type Config struct {
 	Names []string
 	// OandaToken is the OANDA v20 personal access token (required for "oanda").
 	OandaToken string
+	// OandaAccountID is the v20 account whose instruments and prices the
+	// oanda feed serves ("101-004-1234567-001"; required for "oanda").
+	OandaAccountID string
 	// AlpacaKeyID and AlpacaSecret are the Alpaca market-data credentials
 	// (required for "alpaca").
 	AlpacaKeyID, AlpacaSecret string
@@ -148,7 +151,7 @@ func KnownNames() []string {
 // BudgetHosts names every provider host budget the real adapters book
 // requests in (the host label of the marketd_upstream_* series).
 func BudgetHosts() []string {
-	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, HostAlpaca, HostAlpacaData}
+	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, oandaConnectionsHost, HostAlpaca, HostAlpacaData}
 }
 
 // Registry holds the configured providers in priority order.
@@ -193,6 +196,9 @@ func newProvider(name string, cfg Config) (Provider, error) {
 	case NameOanda:
 		if cfg.OandaToken == "" {
 			return nil, fmt.Errorf("feeds: oanda: needs an API token (MARKET_OANDA_TOKEN)")
+		}
+		if cfg.OandaAccountID == "" {
+			return nil, fmt.Errorf("feeds: oanda: needs an account id (MARKET_OANDA_ACCOUNT_ID)")
 		}
 		return newOanda(cfg), nil
 	case NameAlpaca:

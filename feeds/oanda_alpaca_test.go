@@ -17,23 +17,41 @@ func setupOanda(t *testing.T) (*oanda, *testBundle) {
 	tb := setup(t)
 	tb.cfg.Now = func() time.Time { return time.Date(2025, 11, 21, 14, 30, 0, 0, time.UTC) }
 	hourly, daily := file(t, "oanda/candles_EUR_USD_H1.json"), file(t, "oanda/candles_EUR_USD_D.json")
-	tb.up.mux.HandleFunc("/v3/instruments/{instrument}/candles", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer test-oanda-token" {
-			body(http.StatusUnauthorized, `{"errorMessage":"Insufficient authorization to perform request."}`)(w, r)
-			return
-		}
+	tradingDays := file(t, "oanda/candles_EUR_USD_D_NY.json")
+	tb.up.mux.HandleFunc("/v3/accounts/{account}/instruments", oandaAuthorized(file(t, "oanda/instruments.json")))
+	tb.up.mux.HandleFunc("/v3/accounts/{account}/pricing", oandaAuthorized(file(t, "oanda/pricing.json")))
+	tb.up.mux.HandleFunc("/v3/instruments/{instrument}/candles", oandaAuthorized(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
 		switch {
 		case r.PathValue("instrument") == "USD_JPY":
 			body(http.StatusOK, `{"instrument":"USD_JPY","granularity":"H1","candles":[{"complete":true,"volume":10,"time":"2025-11-21T13:00:00.000000000Z","mid":{"o":"NaN","h":"156.1","l":"155.9","c":"156.0"}}]}`)(w, r)
-		case r.URL.Query().Get("granularity") == "D":
+		case q.Get("granularity") == "D" && q.Get("alignmentTimezone") == "America/New_York":
+			tradingDays(w, r)
+		case q.Get("granularity") == "D":
 			daily(w, r)
 		default:
 			hourly(w, r)
 		}
-	})
+	}))
 	return newOanda(tb.cfg), tb
 }
 
+// oandaAuthorized answers 401 with the v20 error body unless the request
+// carries the test token (development guide, "Authentication").
+func oandaAuthorized(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer test-oanda-token" {
+			body(http.StatusUnauthorized, `{"errorMessage":"Insufficient authorization to perform request."}`)(w, r)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// TestOandaTickers: the majors' rows are the pricing response's mids (the
+// closeout prices for a side without liquidity, as pricing-df allows)
+// against the last complete trading-day candle's close, with its tick
+// volume; a corrupt price and pairs without a price are dropped and logged.
 func TestOandaTickers(t *testing.T) {
 	t.Parallel()
 	o, tb := setupOanda(t)
@@ -41,20 +59,26 @@ func TestOandaTickers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 6 { // USD_JPY's response is corrupt: dropped
-		t.Fatalf("%d tickers: %+v", len(got), got)
+	want := []domain.Ticker{
+		{Symbol: "EUR_USD", Price: (1.15210 + 1.15224) / 2, ChangePct: ((1.15210+1.15224)/2/1.15241 - 1) * 100, Volume: 119870,
+			UpdatedAt: time.Date(2025, 11, 21, 14, 29, 58, 729643492, time.UTC)},
+		{Symbol: "GBP_USD", Price: (1.31010 + 1.31030) / 2, ChangePct: ((1.31010+1.31030)/2/1.15241 - 1) * 100, Volume: 119870,
+			UpdatedAt: time.Date(2025, 11, 21, 14, 29, 57, 621238671, time.UTC)},
 	}
-	want := domain.Ticker{Symbol: "EUR_USD", Price: 1.15217, ChangePct: (1.15217/1.15241 - 1) * 100, Volume: 39000,
-		UpdatedAt: time.Date(2025, 11, 21, 14, 30, 0, 0, time.UTC)}
-	if !tickerClose(got[0], want) {
-		t.Errorf("got %+v\nwant %+v", got[0], want)
+	if !slices.EqualFunc(got, want, tickerClose) {
+		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	if !strings.Contains(tb.logs.String(), "USD_JPY") || tb.logs.count("dropping bad ticker row") != 1 {
+	// USD_JPY's bid is "NaN"; AUD_USD, NZD_USD, USD_CAD and USD_CHF have no price.
+	if !strings.Contains(tb.logs.String(), "USD_JPY") || tb.logs.count("dropping bad ticker row") != 5 {
 		t.Errorf("logs:\n%s", tb.logs)
 	}
+	reqs := tb.up.requestsTo("/v3/accounts/101-004-1234567-001/pricing")
+	if len(reqs) != 1 || len(strings.Split(reqs[0].URL.Query().Get("instruments"), ",")) != 68 {
+		t.Fatalf("%d pricing requests, want one for the account's 68 pairs", len(reqs))
+	}
 	q := tb.up.requestsTo("/v3/instruments/EUR_USD/candles")[0].URL.Query()
-	if q.Get("granularity") != "H1" || q.Get("count") != "25" || q.Get("price") != "M" {
-		t.Errorf("query %v", q)
+	if q.Get("granularity") != "D" || q.Get("count") != "2" || q.Get("price") != "M" || q.Get("dailyAlignment") != "17" || q.Get("alignmentTimezone") != "America/New_York" {
+		t.Errorf("reference query %v", q)
 	}
 }
 
@@ -91,7 +115,7 @@ func TestOandaBadToken(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	tb.cfg.OandaToken = "wrong"
-	tb.up.mux.HandleFunc("/v3/instruments/{instrument}/candles", func(w http.ResponseWriter, r *http.Request) {
+	tb.up.mux.HandleFunc("/v3/", func(w http.ResponseWriter, r *http.Request) {
 		body(http.StatusUnauthorized, `{"errorMessage":"Insufficient authorization to perform request."}`)(w, r)
 	})
 	o := newOanda(tb.cfg)

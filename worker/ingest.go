@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sort"
@@ -75,6 +76,8 @@ type IngestStore interface {
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error
+	SyncListings(ctx context.Context, c domain.Combination, symbols []string, at time.Time) (listed, delisted int, err error)
+	FeedHealthOf(ctx context.Context, c domain.Combination, kind string) (store.FeedHealth, error)
 }
 
 // Ingester runs the ingest tasks.
@@ -107,6 +110,12 @@ type Ingester struct {
 	// polled is, by combination and timeframe, where the next bulk poll
 	// of every series may start at the latest (ingestBulk).
 	polled sync.Map
+	// listed is, by combination, the digest of the symbol list last
+	// recorded by syncListings.
+	listed sync.Map
+	// scored is, by combination, whether scoredLoaded holds, and under
+	// "first" when this process first asked.
+	scored sync.Map
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -166,6 +175,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 	observeRows(c, "tickers", len(tickers))
 	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
 	in.notify(ctx, readcache.Tickers(c))
+	in.syncListings(ctx, p, c)
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
 }
@@ -279,6 +289,13 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		return ours(err)
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
+		if scheduled && !want && !in.scoredLoaded(ctx, c) {
+			// A cold start of a whole stock market: the display-only
+			// series' history (eight timeframes of thousands of symbols:
+			// most of the budget for a quarter of an hour) waits for the
+			// scored series', which the reports need.
+			symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
+		}
 		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
 			batch[key], fetched[key] = cs, asked
 			if len(batch) >= bulkFlushEvery {
@@ -345,7 +362,7 @@ const bulkFlushEvery = 500
 
 // bulkChunk is how many symbols one BulkCandles call reads: a provider
 // batches them into requests; the chunk bounds what is held in memory.
-const bulkChunk = 2000
+const bulkChunk = 1000
 
 // ingestBulk reads the candles of symbols through a provider that reads
 // many in one request, and hands each series to store; it returns how many
@@ -410,6 +427,68 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		in.polled.Store(pollKey, began.Add(-2*tf.Duration()-time.Minute))
 	}
 	return failures, nil
+}
+
+// scoredFirstFor bounds how long display-only history waits for the
+// scored series' (scoredLoaded) after this process began ingesting: a
+// scored series that keeps failing must not keep the rest waiting.
+const scoredFirstFor = 15 * time.Minute
+
+// scoredLoaded reports whether the scored timeframes of c's exchange have
+// had a complete ingest (every symbol, no failure: the feed health's
+// success), or scoredFirstFor has passed since this process's first
+// ingest. Once true it stays true.
+func (in *Ingester) scoredLoaded(ctx context.Context, c domain.Combination) bool {
+	if v, ok := in.scored.Load(c); ok && v.(bool) {
+		return true
+	}
+	first, _ := in.scored.LoadOrStore("first", in.Now())
+	ready := in.Now().Sub(first.(time.Time)) >= scoredFirstFor
+	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
+	for _, tf := range domain.Timeframes {
+		if ready || in.Changes == nil || !in.Changes.WantsCandles(c.Market, c.Exchange, tf) {
+			continue
+		}
+		h, err := in.Store.FeedHealthOf(ctx, health, "candles:"+string(tf))
+		if err == nil && h.LastSuccessAt != nil {
+			ready = true
+		}
+	}
+	if ready {
+		in.scored.Store(c, true)
+	}
+	return ready
+}
+
+// syncListings records the combination's symbol list (store.SyncListings)
+// when it differs from the one this process recorded last: a feed's list
+// changes once a day at most, and a delisted asset then leaves the
+// analytics list. A failure is logged and retried at the next run.
+func (in *Ingester) syncListings(ctx context.Context, p feeds.Provider, c domain.Combination) {
+	symbols, err := p.Symbols(ctx, c)
+	if err != nil || len(symbols) == 0 {
+		return // the tickers were read: the list will be next time
+	}
+	h := fnv.New64a()
+	for _, s := range slices.Sorted(slices.Values(symbols)) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	digest := h.Sum64()
+	if last, ok := in.listed.Load(c); ok && last.(uint64) == digest {
+		return
+	}
+	listed, delisted, err := in.Store.SyncListings(ctx, c, symbols, in.Now())
+	if err != nil {
+		in.logger().Warn("recording the listed symbols failed; retried at the next tickers run", "combination", c.String(), "err", err)
+		return
+	}
+	in.listed.Store(c, digest)
+	if listed > 0 || delisted > 0 {
+		in.logger().Info("listed symbols changed", "combination", c.String(), "listed", listed, "delisted", delisted, "symbols", len(symbols))
+		in.notify(ctx, readcache.Analytics(c.Market))
+		in.notify(ctx, readcache.TopSetups())
+	}
 }
 
 // dropStreamedEdge takes out of a batch read over REST the candles that

@@ -23,10 +23,11 @@ import (
 // feeds/streams) as ingest stores what REST returns: candles upserted and
 // announced to the score trigger, screener rows replaced. It streams every
 // combination of the region whose configured feed is the exchange itself
-// (binance, okx) and has streams, and the candles of every combination
-// served by a feed computed in process (the synthetic one, read at every
-// minute close: streams.Local); the scheduler's REST ingest keeps running
-// beside it as the safety net and for everything else.
+// (binance, okx) and has streams, the screener rows of a feed pushing its
+// prices over streaming HTTP (oanda: streams.OandaPricing), and the candles
+// of every combination served by a feed computed in process (the synthetic
+// one, read at every minute close: streams.Local); the scheduler's REST
+// ingest keeps running beside it as the safety net and for everything else.
 //
 // One process of a deployment streams at a time (a lease in Redis): the
 // exchanges count connections per IP, and every worker process of a
@@ -112,15 +113,22 @@ const (
 	// inProcess: the candles of a feed computed in process, read at every
 	// close (streams.Local); a second exchange's fallback is not streamed.
 	inProcess
+	// priceStream: the screener rows of a feed whose prices are pushed
+	// over streaming HTTP (feeds.PriceStreamer: OANDA's pricing stream);
+	// its candles keep their REST schedule.
+	priceStream
 )
 
 func sourceOf(reg *feeds.Registry, c domain.Combination) sourceKind {
 	p, ok := reg.For(c)
+	_, pushesPrices := p.(feeds.PriceStreamer)
 	switch {
 	case !ok:
 		return notStreamed
 	case p.Name() == c.Exchange && streams.Supports(c):
 		return exchangeStreams
+	case p.Name() == c.Exchange && pushesPrices:
+		return priceStream
 	case feeds.InProcess(p) && c.HasCandles():
 		return inProcess
 	}
@@ -140,14 +148,14 @@ func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
 		}
 		p, _ := s.In.Feeds.For(c)
 		plan := streams.Plan{Combination: c}
-		if kind == exchangeStreams {
+		if kind == exchangeStreams || kind == priceStream {
 			all, err := p.Symbols(ctx, c)
 			if err != nil {
 				return nil, err
 			}
 			plan.Tickers, plan.Symbols = true, all
 		}
-		if c.HasCandles() {
+		if c.HasCandles() && kind != priceStream {
 			syms, err := s.In.candleSymbols(ctx, p, c)
 			if err != nil {
 				return nil, err
@@ -270,11 +278,14 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
 		return err
 	}
-	var remote, local []streams.Plan
+	var remote, local, priced []streams.Plan
 	for _, p := range plans {
-		if sourceOf(s.In.Feeds, p.Combination) == inProcess {
+		switch sourceOf(s.In.Feeds, p.Combination) {
+		case inProcess:
 			local = append(local, p)
-		} else {
+		case priceStream:
+			priced = append(priced, p)
+		default:
 			remote = append(remote, p)
 		}
 	}
@@ -284,10 +295,13 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
 	wg.Go(func() { s.markLive(ctx, src, plans, candles) })
-	s.logger().Info("streams: streaming", "combinations", len(remote), "in_process", len(local))
+	s.logger().Info("streams: streaming", "combinations", len(remote), "in_process", len(local), "price_streams", len(priced))
 	var remoteErr error
 	if len(local) > 0 {
 		wg.Go(func() { _ = src.local.Run(ctx, local) })
+	}
+	for _, run := range s.priceStreams(priced, tickers.add) {
+		wg.Go(func() { run(ctx) })
 	}
 	if len(remote) > 0 {
 		remoteErr = src.remote.Run(ctx, remote)

@@ -1,5 +1,6 @@
 // Package exchangesim is a local simulator of Binance's public market-data
-// API for tests and benchmarks, written from Binance's documentation (no
+// API (and of OANDA's v20 REST and pricing stream: oanda.go) for tests and
+// benchmarks, written from Binance's documentation (no
 // code or recorded traffic of Binance's): the paths feeds' Binance adapter
 // calls, their documented payload shapes, a deterministic universe of
 // spot pairs and USDT-M perpetuals, candles that follow the wall clock,
@@ -76,6 +77,8 @@ type Config struct {
 
 	// Alpaca sets the Alpaca part (alpaca.go); it follows Now too.
 	Alpaca AlpacaConfig
+	// Oanda sets the OANDA v20 account served on the same listener (oanda.go).
+	Oanda OandaConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -131,6 +134,7 @@ type Sim struct {
 	cancel                      context.CancelFunc
 	pushOnce                    sync.Once // the push loop starts with the first stream connection
 	alpaca                      *alpacaSim
+	oanda                       *oandaSim
 }
 
 // New returns a simulator of cfg.
@@ -143,6 +147,7 @@ func New(cfg Config) *Sim {
 		futuresData: newLimiter(5*cfg.Window, cfg.FuturesDataLimit, cfg),
 	}
 	s.stop, s.cancel = context.WithCancel(context.Background())
+	s.oanda = newOandaSim(cfg, s.stop.Done())
 	s.spotStreams = newStreamHub(cfg.SpotStreams, cfg.SpotMessages, cfg, s.universe.spotBy, s.universe.spot)
 	s.futuresStreams = newStreamHub(cfg.FuturesStreams, cfg.FuturesMessages, cfg, s.universe.futuresBy, s.universe.futures)
 	s.hubs = []*streamHub{s.spotStreams, s.futuresStreams}
@@ -166,6 +171,7 @@ func (s *Sim) routes() {
 	s.mux.HandleFunc("GET /stream", s.serveStream(s.spotStreams))
 	s.mux.HandleFunc("GET /market/stream", s.serveStream(s.futuresStreams))
 	s.alpaca.routes(s.mux)
+	s.oanda.routes(s.mux)
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
@@ -208,6 +214,8 @@ type Stats struct {
 	FuturesStreams StreamStats `json:"futures_streams"`
 	// Alpaca is the Alpaca part's traffic.
 	Alpaca AlpacaStats `json:"alpaca"`
+	// Oanda is the OANDA v20 traffic.
+	Oanda OandaStats `json:"oanda"`
 }
 
 // FamilyStats count one family's traffic (every IP together).
@@ -223,7 +231,8 @@ type FamilyStats struct {
 // Stats returns the counters.
 func (s *Sim) Stats() Stats {
 	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats(),
-		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats(), Alpaca: s.alpaca.stats()}
+		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats(), Alpaca: s.alpaca.stats(),
+		Oanda: s.oanda.Stats()}
 }
 
 // family is a set of paths sharing one budget per IP.

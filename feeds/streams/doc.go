@@ -40,6 +40,8 @@
 // no timeframe is derived from another here.
 //
 // Local delivers the candles of a feed computed in process (the synthetic
-// one) the same way, read at every minute close: both are a Source, so the
-// consumer stores them through one path.
+// one) the same way, read at every minute close, and OandaPricing the
+// screener rows of OANDA's pricing stream, a streaming HTTP response (not
+// a websocket: oanda.go has its documented limits): all are a Source, so
+// the consumer stores them through one path.
 package streams

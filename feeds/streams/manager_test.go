@@ -420,6 +420,7 @@ func TestEndpointNamesAreMetricsLabels(t *testing.T) {
 			}
 		}
 	}
+	seen[oandaEndpoint] = true // OandaPricing's own connection
 	if len(seen) != len(obs.StreamEndpoints) {
 		t.Errorf("endpoints used %v, obs exports %v", seen, obs.StreamEndpoints)
 	}

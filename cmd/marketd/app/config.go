@@ -48,6 +48,7 @@ type Config struct {
 	// FeedURLs overrides upstream hosts by host name (MARKET_FEED_URLS).
 	FeedURLs         map[string]string
 	OandaToken       string
+	OandaAccountID   string
 	OandaEnvironment string
 	AlpacaKeyID      string
 	AlpacaSecret     string
@@ -186,9 +187,13 @@ func (c *Config) options() []option {
 		{name: "MARKET_OANDA_TOKEN",
 			doc:   "OANDA v20 token (required by the `oanda` feed)",
 			parse: text(&c.OandaToken)},
+		{name: "MARKET_OANDA_ACCOUNT_ID",
+			doc: "OANDA v20 account id, `{siteID}-{divisionID}-{userID}-{accountNumber}` (e.g. `101-004-1234567-001`; required by the `oanda` feed): " +
+				"its `CURRENCY` instruments are the forex pairs served, its prices the screener's",
+			parse: optional(oandaAccountID(&c.OandaAccountID))},
 		{name: "MARKET_OANDA_ENVIRONMENT", def: feeds.OandaLive,
-			doc: "`live` (`api-fxtrade.oanda.com`) or `practice` (`api-fxpractice.oanda.com`): the kind of OANDA account of the token; " +
-				"an `oanda=` entry of `MARKET_FEED_URLS` wins",
+			doc: "`live` (`api-fxtrade.oanda.com`, `stream-fxtrade.oanda.com`) or `practice` (`api-fxpractice.oanda.com`, `stream-fxpractice.oanda.com`): " +
+				"the kind of OANDA account of the token; `oanda=` and `oanda-stream=` entries of `MARKET_FEED_URLS` win",
 			parse: oandaEnvironment(&c.OandaEnvironment)},
 		{name: "MARKET_ALPACA_KEY_ID",
 			doc:   "Alpaca market-data key id (required by the `alpaca` feed)",
@@ -349,6 +354,8 @@ func (c Config) Validate() error {
 		return errors.New("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "":
 		return errors.New("MARKET_OANDA_TOKEN: required by the oanda feed")
+	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaAccountID == "":
+		return errors.New("MARKET_OANDA_ACCOUNT_ID: required by the oanda feed (the v20 account whose currency pairs and prices are served)")
 	case slices.Contains(c.Feeds, feeds.NameAlpaca) && (c.AlpacaKeyID == "" || c.AlpacaSecret == ""):
 		return errors.New("MARKET_ALPACA_KEY_ID: the alpaca feed needs MARKET_ALPACA_KEY_ID and MARKET_ALPACA_SECRET")
 	}
@@ -564,6 +571,25 @@ func oandaEnvironment(dst *string) func(string) error {
 	}
 }
 
+// oandaAccountID parses a v20 account id: four "-"-delimited groups of
+// digits, "{siteID}-{divisionID}-{userID}-{accountNumber}" (oanda/v20-openapi,
+// AccountID). OANDA answers 400 "Invalid value specified for 'accountID'"
+// to anything else; saying so at start names the variable.
+func oandaAccountID(dst *string) func(string) error {
+	return func(v string) error {
+		parts := strings.Split(v, "-")
+		ok := len(parts) == 4
+		for _, p := range parts {
+			ok = ok && p != "" && strings.Trim(p, "0123456789") == ""
+		}
+		if !ok {
+			return errors.New("must be a v20 account id, {siteID}-{divisionID}-{userID}-{accountNumber} (e.g. 101-004-1234567-001)")
+		}
+		*dst = v
+		return nil
+	}
+}
+
 func fileContents(dst *[]byte) func(string) error {
 	return func(v string) error {
 		b, err := os.ReadFile(v)
@@ -714,7 +740,7 @@ func parseFeedURLs(v string) (map[string]string, error) {
 // process of the deployment (they share its IP).
 func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
-	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
+	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaAccountID: c.OandaAccountID, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, AlpacaFeed: c.AlpacaFeed, BaseURLs: c.FeedURLs,
 		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget, Now: c.now()}
 }

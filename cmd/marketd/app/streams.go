@@ -12,10 +12,11 @@ import (
 	"github.com/marketscreener/market/worker"
 )
 
-// streamJob is the worker job that streams the exchanges' websockets, and
-// the candles of the synthetic feed read at every minute close, into ingest
-// (worker.StreamIngest), or nil when no combination of the region is
-// streamed (feeds without streams, or a second exchange's fallback).
+// streamJob is the worker job that streams the exchanges' websockets,
+// OANDA's pricing stream, and the candles of the synthetic feed read at
+// every minute close, into ingest (worker.StreamIngest), or nil when no
+// combination of the region is streamed (feeds without streams, or a
+// second exchange's fallback).
 // baseURLs overrides the stream hosts by name (streams.Name*: the names
 // MARKET_FEED_URLS uses); nil keeps the documented defaults.
 func streamJob(cfg Config, reg *feeds.Registry, in *worker.Ingester, rdb redis.UniversalClient, baseURLs map[string]string, logger *slog.Logger) func(context.Context) error {
