@@ -283,7 +283,11 @@ func startScheduler(ctx context.Context, r *roleRun) error {
 	if cfg.StatsInterval > 0 {
 		entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
 	}
-	entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+	if len(cfg.SecretKey) > 0 {
+		// Without the key no worker registers the dispatcher: its ticks
+		// would only fail, retry and be archived.
+		entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+	}
 	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
 	entries = append(entries, scheduler.AnalyticsRetentionEntries(analyticsRetentionInterval)...)
