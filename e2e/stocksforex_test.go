@@ -174,7 +174,7 @@ func simEquities(t *testing.T, sim http.Handler) (map[string]int, string, []stri
 // back over nights and weekends (feeds/alpaca.go), the SIP feed.
 func simScorable(t *testing.T, sim http.Handler, symbols []string) int {
 	t.Helper()
-	from := time.Now().Add(-300 * 4 * time.Hour * 3 / 2 * 7 / 5).AddDate(0, 0, -4)
+	from := time.Now().Add(-300*4*time.Hour*3/2*7/5).AddDate(0, 0, -4)
 	n := 0
 	for i := 0; i < len(symbols); i += 50 {
 		batch := symbols[i:min(i+50, len(symbols))]
