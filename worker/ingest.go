@@ -289,6 +289,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		return ours(err)
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
+		pending := 0 // candles in batch
 		if scheduled && !want && !in.scoredLoaded(ctx, c) {
 			// A cold start of a whole stock market: the display-only
 			// series' history (eight timeframes of thousands of symbols:
@@ -298,7 +299,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
 			batch[key], fetched[key] = cs, asked
-			if len(batch) >= bulkFlushEvery {
+			if pending += len(cs); len(batch) >= bulkFlushEvery || pending >= bulkFlushCandles {
+				pending = 0
 				return flush()
 			}
 			return nil
@@ -355,10 +357,14 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	return stored, nil
 }
 
-// bulkFlushEvery is how many series a transaction of a bulk read stores:
-// a bulk read brings thousands of series at once, most with a candle or
-// two.
-const bulkFlushEvery = 500
+// bulkFlushEvery and bulkFlushCandles bound what a transaction of a bulk
+// read stores: a poll brings thousands of series with a candle or two
+// each, a history load hundreds of candles a series, and the statement's
+// encoded arguments are held in memory until it is sent.
+const (
+	bulkFlushEvery   = 500
+	bulkFlushCandles = 20000
+)
 
 // bulkChunk is how many symbols one BulkCandles call reads: a provider
 // batches them into requests; the chunk bounds what is held in memory.
