@@ -22,6 +22,7 @@ const (
 	HostOanda                = "oanda"                  // v20 REST
 	HostAlpaca               = "alpaca"                 // trading API (paper or live)
 	HostAlpacaData           = "alpaca-data"            // market data v2
+	HostAlpacaStream         = "alpaca-stream"          // market-data websocket (stocks)
 )
 
 // OANDA's REST hosts: practice (demo) accounts have their own host and
@@ -56,6 +57,7 @@ var hosts = []host{
 	{HostOanda, oandaLiveURL, "OANDA v20 REST (`" + oandaPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
 	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe, read daily)"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
+	{HostAlpacaStream, "wss://stream.data.alpaca.markets", "Alpaca market-data websocket: `/v2/iex` or `/v2/sip` by `MARKET_ALPACA_FEED`, stock minute and daily bars"},
 }
 
 // HostNames lists every name Config.BaseURLs accepts.

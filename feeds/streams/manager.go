@@ -88,6 +88,13 @@ type Config struct {
 	OnTickers func(domain.Combination, []domain.Ticker)
 	// Repair fetches a gap over REST after a reconnect; nil skips repairs.
 	Repair func(ctx context.Context, g Gap) error
+	// RepairBatch, when set, is called instead of Repair with the gaps of
+	// many series of one combination and timeframe at once: Alpaca's
+	// connection carries every stock series, and its REST reads many
+	// symbols a request.
+	RepairBatch func(ctx context.Context, gaps []Gap) error
+	// Alpaca is the account and feed of Alpaca's stream (NewAlpaca).
+	Alpaca AlpacaConfig
 	// Metrics, nil for none.
 	Metrics Metrics
 	// Logger; nil discards.
