@@ -41,6 +41,10 @@ type Plan struct {
 	// Symbols are the canonical symbols whose tickers are delivered; rows of
 	// other instruments are dropped.
 	Symbols []string
+	// Partial says Series leave out some of the combination's symbols (a
+	// plan's symbol limit): the stream only shortens the latency of the
+	// series it carries, and REST keeps polling every series.
+	Partial bool
 }
 
 // CandleUpdate is one pushed state of a candle: the open one as it changes,
