@@ -353,7 +353,11 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		wg.Go(func() { _ = src.local.Run(ctx, local) })
 	}
 	if len(alpaca) > 0 {
-		wg.Go(func() { alpacaErr = src.alpaca.Run(ctx, alpaca) })
+		wg.Go(func() {
+			if alpacaErr = src.alpaca.Run(ctx, alpaca); alpacaErr != nil {
+				s.logger().Error("streams: not streaming from alpaca", "err", alpacaErr)
+			}
+		})
 	}
 	if len(remote) > 0 {
 		remoteErr = src.remote.Run(ctx, remote)
