@@ -173,7 +173,7 @@ func (r *alpacaRun) loop(ctx context.Context) {
 		}
 		switch end.outcome {
 		case alpacaStopped:
-			log.Error("streams: alpaca refused the subscription; streaming stopped, REST keeps every series: "+alpacaStopReason(end.code, cfg.Alpaca),
+			log.Error("streams: alpaca refused the subscription; streaming stopped, REST keeps every series: "+alpacaStopReason(end.code, cfg.Alpaca, len(r.sub.combOf)),
 				"code", end.code, "msg", end.msg, "symbols", len(r.sub.combOf), "symbol_limit", cfg.Alpaca.SymbolLimit())
 			<-ctx.Done()
 			return
@@ -204,10 +204,10 @@ func (r *alpacaRun) loop(ctx context.Context) {
 }
 
 // alpacaStopReason names the limit behind a stopping error.
-func alpacaStopReason(code int, a AlpacaConfig) string {
+func alpacaStopReason(code int, a AlpacaConfig, symbols int) string {
 	switch code {
 	case 405:
-		return fmt.Sprintf("symbol limit exceeded (405): the plan streams fewer symbols than the %d subscribed", a.SymbolLimit())
+		return fmt.Sprintf("symbol limit exceeded (405): the keys' plan streams fewer symbols than the %d subscribed", symbols)
 	case 409:
 		return fmt.Sprintf("insufficient subscription (409): the keys' plan has no %s feed (sip needs a paid plan)", a.feed())
 	}
@@ -282,11 +282,11 @@ type alpacaConn struct {
 	subscribed bool
 }
 
-// next reads one frame within timeout (none if 0) and decodes it.
-func (c *alpacaConn) next(ctx context.Context, timeout time.Duration) ([]alpacaMsg, error) {
-	if timeout > 0 {
+// next reads one frame before deadline (none if zero) and decodes it.
+func (c *alpacaConn) next(ctx context.Context, deadline time.Time) ([]alpacaMsg, error) {
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	_, data, err := c.ws.Read(ctx)
@@ -317,7 +317,7 @@ func (c *alpacaConn) handshake(ctx context.Context) (sessionEnd, bool) {
 func (c *alpacaConn) await(ctx context.Context, msg string) (sessionEnd, bool) {
 	deadline := time.Now().Add(alpacaHandshake)
 	for {
-		msgs, err := c.next(ctx, time.Until(deadline))
+		msgs, err := c.next(ctx, deadline)
 		if err != nil {
 			return sessionEnd{err: fmt.Errorf("streams: alpaca: waiting for %q: %w", msg, err)}, false
 		}
@@ -337,11 +337,10 @@ func (c *alpacaConn) await(ctx context.Context, msg string) (sessionEnd, bool) {
 func (c *alpacaConn) deliver(ctx context.Context, reconnect bool) sessionEnd {
 	deadline := time.Now().Add(alpacaAckWait)
 	for {
-		timeout := time.Duration(0)
-		if !c.subscribed {
-			timeout = max(time.Until(deadline), time.Nanosecond)
+		if c.subscribed {
+			deadline = time.Time{}
 		}
-		msgs, err := c.next(ctx, timeout)
+		msgs, err := c.next(ctx, deadline)
 		if err != nil {
 			what := "read"
 			if !c.subscribed {
@@ -375,8 +374,12 @@ func (c *alpacaConn) confirmed(m alpacaMsg, reconnect bool) {
 	// planned symbol missing from it is not streamed.
 	missing := 0
 	for ch, want := range map[string][]string{"bars": r.sub.bars, "updatedBars": r.sub.bars, "dailyBars": r.sub.daily} {
+		got := make(map[string]bool, len(m.subscribed[ch]))
+		for _, s := range m.subscribed[ch] {
+			got[s] = true
+		}
 		for _, s := range want {
-			if !slices.Contains(m.subscribed[ch], s) && !slices.Contains(m.subscribed[ch], "*") {
+			if !got[s] && !got["*"] {
 				missing++
 			}
 		}

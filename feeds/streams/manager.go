@@ -92,10 +92,10 @@ type Config struct {
 	OnTickers func(domain.Combination, []domain.Ticker)
 	// Repair fetches a gap over REST after a reconnect; nil skips repairs.
 	Repair func(ctx context.Context, g Gap) error
-	// RepairBatch, when set, is called instead of Repair with the gaps of
-	// many series of one combination and timeframe at once: Alpaca's
-	// connection carries every stock series, and its REST reads many
-	// symbols a request.
+	// RepairBatch is how an Alpaca source repairs: the gaps of many series
+	// of one combination and timeframe in one call (its connection carries
+	// every stock series, and Alpaca's REST reads many symbols a request);
+	// nil has it call Repair for each gap. The Manager uses Repair.
 	RepairBatch func(ctx context.Context, gaps []Gap) error
 	// Alpaca is the account and feed of Alpaca's stream (NewAlpaca).
 	Alpaca AlpacaConfig
