@@ -40,8 +40,8 @@ func TestStocksAndForexDeploymentAgainstTheSimulators(t *testing.T) {
 		"MARKET_FEEDS":         "alpaca,oanda",
 		"MARKET_ALPACA_KEY_ID": "e2e-key", "MARKET_ALPACA_SECRET": "e2e-secret", "MARKET_ALPACA_FEED": "sip",
 		"MARKET_OANDA_TOKEN": "sim-oanda-token", "MARKET_OANDA_ACCOUNT_ID": "101-004-1234567-001",
-		"MARKET_FEED_URLS": fmt.Sprintf("alpaca=%s,alpaca-data=%s,oanda=%s,oanda-stream=%s",
-			srv.URL, srv.URL, srv.URL, srv.URL),
+		"MARKET_FEED_URLS": fmt.Sprintf("alpaca=%s,alpaca-data=%s,alpaca-stream=%s,oanda=%s,oanda-stream=%s",
+			srv.URL, srv.URL, "ws"+strings.TrimPrefix(srv.URL, "http"), srv.URL, srv.URL),
 		"MARKET_TICKER_INTERVAL": "10s",
 		"MARKET_CANDLE_INTERVAL": "1m",
 	})
@@ -124,6 +124,12 @@ func TestStocksAndForexDeploymentAgainstTheSimulators(t *testing.T) {
 		}
 	}
 
+	poll(t, 30*time.Second, func() string {
+		if a := sim.Stats().Alpaca.Stream; a.Authenticated == 0 || a.Open != 1 {
+			return fmt.Sprintf("alpaca stream: %+v, want one authenticated connection", a)
+		}
+		return ""
+	})
 	st := sim.Stats()
 	if st.Oanda.Streams.Open != 1 || st.Oanda.Streams.Heartbeats+st.Oanda.Streams.Prices == 0 {
 		t.Errorf("oanda pricing stream: %+v, want one connection delivering", st.Oanda.Streams)

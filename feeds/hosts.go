@@ -23,6 +23,7 @@ const (
 	HostOandaStream          = "oanda-stream"           // v20 pricing stream (streaming HTTP, not a websocket)
 	HostAlpaca               = "alpaca"                 // trading API (paper or live)
 	HostAlpacaData           = "alpaca-data"            // market data v2
+	HostAlpacaStream         = "alpaca-stream"          // market-data websocket (stocks)
 )
 
 // OANDA's REST and streaming hosts: practice (demo) accounts have their
@@ -61,6 +62,7 @@ var hosts = []host{
 	{HostOandaStream, oandaStreamLiveURL, "OANDA v20 pricing stream, chunked HTTP: `https://` or `http://` (`" + oandaStreamPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
 	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe, read daily)"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
+	{HostAlpacaStream, "wss://stream.data.alpaca.markets", "Alpaca market-data websocket: `/v2/iex` or `/v2/sip` by `MARKET_ALPACA_FEED`, stock minute and daily bars"},
 }
 
 // HostNames lists every name Config.BaseURLs accepts.
