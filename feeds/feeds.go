@@ -183,7 +183,7 @@ func newProvider(name string, cfg Config) (Provider, error) {
 		if cfg.AlpacaKeyID == "" || cfg.AlpacaSecret == "" {
 			return nil, fmt.Errorf("feeds: alpaca: needs a key id and secret (MARKET_ALPACA_KEY_ID, MARKET_ALPACA_SECRET)")
 		}
-		return newAlpaca(cfg), nil
+		return withAlpacaCalendar(newAlpaca(cfg), cfg), nil
 	}
 	return nil, fmt.Errorf("feeds: unknown feed %q (known: %s)", name, strings.Join(KnownNames(), ", "))
 }

@@ -54,7 +54,7 @@ var hosts = []host{
 	{HostCoinbase, "https://api.exchange.coinbase.com", "Coinbase Exchange REST: products and candles"},
 	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade public REST: every ticker in one request"},
 	{HostOanda, oandaLiveURL, "OANDA v20 REST (`" + oandaPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
-	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`); accepted, the feed reads market data only"},
+	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the stock market calendar (`/v2/calendar`), once a day"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
 }
 
