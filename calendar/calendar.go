@@ -53,6 +53,9 @@ type Book struct {
 	mu      sync.RWMutex
 	loaded  map[domain.Market]*domain.SessionCalendar
 	summary map[domain.Market]string // for the log: what was loaded last
+	// unknown is the calendar of a market with nothing loaded, made once:
+	// the api asks on every request.
+	unknown *domain.SessionCalendar
 }
 
 // New returns a Book; Run (or Load) reads the sessions.
@@ -66,7 +69,8 @@ func New(cfg Config) *Book {
 	if cfg.Reload <= 0 {
 		cfg.Reload = DefaultReload
 	}
-	return &Book{cfg: cfg, loaded: map[domain.Market]*domain.SessionCalendar{}, summary: map[domain.Market]string{}}
+	return &Book{cfg: cfg, loaded: map[domain.Market]*domain.SessionCalendar{}, summary: map[domain.Market]string{},
+		unknown: &domain.SessionCalendar{}}
 }
 
 // Calendar implements domain.MarketHours.
@@ -79,7 +83,7 @@ func (b *Book) Calendar(m domain.Market) domain.Calendar {
 	if c := b.loaded[m]; c != nil {
 		return c
 	}
-	return &domain.SessionCalendar{}
+	return b.unknown
 }
 
 // Load reads the stored sessions of every market that has no rule

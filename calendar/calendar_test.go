@@ -86,3 +86,28 @@ type switchable struct{ r *calendar.ScheduleReader }
 func (s switchable) Schedule(ctx context.Context, m domain.Market, first, last time.Time) (domain.Schedule, bool, error) {
 	return (*s.r).Schedule(ctx, m, first, last)
 }
+
+// TestBookAskedWithoutAllocating: the api asks the calendar on every
+// screener and candle request.
+func TestBookAskedWithoutAllocating(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	sat := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	b := calendar.New(calendar.Config{Store: db, Now: func() time.Time { return sat }})
+	for _, loaded := range []bool{false, true} {
+		if loaded {
+			s, _ := feeds.NewSynthetic(1, nil).Schedule(ctx, domain.Stocks, sat.AddDate(0, 0, -5), sat.AddDate(0, 0, 5))
+			if err := db.SaveSchedule(ctx, s, "synthetic", sat); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range domain.Markets {
+			if n := testing.AllocsPerRun(100, func() { _ = b.Calendar(m).At(sat) }); n != 0 {
+				t.Errorf("%s (sessions loaded: %v): %.0f allocations a question", m, loaded, n)
+			}
+		}
+	}
+}
