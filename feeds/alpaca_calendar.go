@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/hostbudget"
 )
 
 // alpacaCalendarFeed is the alpaca feed with the stock sessions of the
@@ -17,21 +18,25 @@ import (
 // announced at short notice (a national day of mourning) and early closes.
 type alpacaCalendarFeed struct {
 	*alpaca
-	trading *apiClient
+	calendarAPI *apiClient
 }
 
-// withAlpacaCalendar adds the trading host's calendar to the alpaca feed.
-// The request is booked in the alpaca host budget: one a day, beside the
-// market data's 200 a minute.
+// alpacaTradingLimit is the trading API's documented budget: 200 requests
+// a minute per account (docs.alpaca.markets, "Rate limit"); the calendar
+// spends one a day of it.
+var alpacaTradingLimit = hostbudget.Limit{Window: time.Minute, Max: 200}
+
+// withAlpacaCalendar adds the trading host's calendar to the alpaca feed,
+// with the same key headers as its market data.
 func withAlpacaCalendar(a *alpaca, cfg Config) *alpacaCalendarFeed {
-	trading := newAPIClient(NameAlpaca, NameAlpaca, cfg.BaseURL(HostAlpaca), alpacaLimit, cfg)
+	c := newAPIClient(NameAlpaca, HostAlpaca, cfg.BaseURL(HostAlpaca), alpacaTradingLimit, cfg)
 	keyID, secret := cfg.AlpacaKeyID, cfg.AlpacaSecret
-	trading.authorize = func(h http.Header) {
+	c.authorize = func(h http.Header) {
 		h.Set("APCA-API-KEY-ID", keyID)
 		h.Set("APCA-API-SECRET-KEY", secret)
 	}
-	trading.pauseUntil = alpacaRatePause
-	return &alpacaCalendarFeed{alpaca: a, trading: trading}
+	c.pauseUntil = alpacaRatePause
+	return &alpacaCalendarFeed{alpaca: a, calendarAPI: c}
 }
 
 // alpacaCalendarDay is one entry of GET /v2/calendar: "date" in
@@ -58,7 +63,7 @@ func (a *alpacaCalendarFeed) Schedule(ctx context.Context, m domain.Market, firs
 		return domain.Schedule{}, fmt.Errorf("feeds: alpaca: sessions of %s: %w", m, ErrUnsupported)
 	}
 	q := url.Values{"start": {first.Format(time.DateOnly)}, "end": {last.Format(time.DateOnly)}}
-	body, err := a.trading.get(ctx, "/v2/calendar", q)
+	body, err := a.calendarAPI.get(ctx, "/v2/calendar", q)
 	if err != nil {
 		return domain.Schedule{}, err
 	}

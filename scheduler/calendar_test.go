@@ -98,17 +98,31 @@ func TestClosedMarketIsNotPolledButCaughtUpOnce(t *testing.T) {
 	if len(atClose[domain.Stocks]) != 0 || len(atClose[domain.Forex]) == 0 || len(atClose[domain.Crypto]) == 0 {
 		t.Fatalf("at the stocks' close: %v, want no stocks polled", atClose)
 	}
+	// The catch-up is every stocks series of an open tick (tickers of each
+	// combination, candles of each exchange and timeframe, fundamentals),
+	// once, under the close's id.
+	want := map[string]bool{}
+	for _, e := range entries {
+		tk := e.Tick(at("2026-11-27T17:59:30Z"))
+		for _, p := range s.Plan(e, tk) {
+			if p.Market == domain.Stocks {
+				want[strings.TrimSuffix(p.ID, ":"+tk.Format("20060102T150405"))+":close:20261127T180000"] = true
+			}
+		}
+	}
 	catchUp := tick("2026-11-27T18:10:00Z")
 	stocks := catchUp[domain.Stocks]
-	// Tickers of two combinations, candles of two exchanges in eight
-	// timeframes, the fundamentals.
-	if len(stocks) != 2+2*len(domain.Timeframes)+1 || !all(stocks, ":close:20261127T180000") {
-		t.Fatalf("the catch-up after the close: %v", stocks)
+	if len(stocks) != len(want) || len(want) < 4 {
+		t.Fatalf("the catch-up after the close: %v, want %d tasks", stocks, len(want))
 	}
-	for _, id := range []string{"ingest:tickers:stocks:nasdaq:stock:close:20261127T180000", "ingest:candles:stocks:nyse:stock:1d:close:20261127T180000",
-		"ingest:fundamentals:stocks:close:20261127T180000"} {
-		if !slices.Contains(stocks, id) {
-			t.Errorf("no catch-up %s in %v", id, stocks)
+	for _, id := range stocks {
+		if !want[id] {
+			t.Errorf("catch-up %s is not a stocks series of an open tick", id)
+		}
+	}
+	for _, prefix := range []string{"ingest:tickers:stocks:nasdaq:stock:", "ingest:candles:stocks:nyse:stock:1d:", "ingest:fundamentals:stocks:"} {
+		if !slices.ContainsFunc(stocks, func(id string) bool { return strings.HasPrefix(id, prefix) }) {
+			t.Errorf("no catch-up of %s* in %v", prefix, stocks)
 		}
 	}
 	info, err := insp.GetTaskInfo(worker.QueueLive, "ingest:tickers:stocks:nasdaq:stock:close:20261127T180000")

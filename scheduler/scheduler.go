@@ -134,11 +134,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // were new (the others were already enqueued by another replica).
 func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) int {
 	fresh := 0
-	// A tick not started within its interval is superseded by the next:
-	// the worker skips it (worker.HeaderNotAfter). This is a start-by
-	// time, not asynq's Deadline, which would also cut short a task that
-	// started on time but late in its tick, so that under load none ever
-	// finished.
 	for _, p := range s.Plan(e, tick) {
 		opts := []asynq.Option{
 			asynq.TaskID(p.ID),

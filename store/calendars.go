@@ -13,7 +13,7 @@ import (
 // SaveSchedule stores a feed's sessions of a market over the schedule's
 // trading days, replacing what those days held (a session the feed no
 // longer lists, such as a closure announced since, goes), and widens the
-// market's covered range to take the schedule in (migration 00021). One
+// market's covered range to take the schedule in (migration 00022). One
 // transaction: a reader sees the old calendar or the new one. Two workers
 // refreshing at once store the same rows.
 func (db *DB) SaveSchedule(ctx context.Context, s domain.Schedule, source string, at time.Time) error {

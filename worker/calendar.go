@@ -86,14 +86,11 @@ func (j *CalendarJob) Refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// provider is the served combination of m (its analytics source first)
-// whose feed publishes sessions, and that feed.
+// provider is the first served combination of m in the catalogue whose
+// feed publishes sessions, and that feed: the market's exchanges share
+// one calendar (the US stock exchanges keep the same days and hours).
 func (j *CalendarJob) provider(m domain.Market) (domain.Combination, feeds.CalendarProvider, bool) {
-	combos := domain.Catalogue(j.Region)
-	if src, ok := domain.AnalyticsSource(j.Region, m, j.Served); ok {
-		combos = append([]domain.Combination{src}, combos...)
-	}
-	for _, c := range combos {
+	for _, c := range domain.Catalogue(j.Region) {
 		if c.Market != m || !j.Served.Has(c) {
 			continue
 		}
