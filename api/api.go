@@ -98,6 +98,11 @@ type Config struct {
 	// Refresh is the worker's schedule, for the Cache-Control max-age of
 	// data (zero fields: the defaults).
 	Refresh RefreshIntervals
+	// Hours are the markets' calendars (calendar.Book, read from
+	// Postgres): a closed market's data is served without a 502 and the
+	// answers say the market is closed. Nil: every market trades around
+	// the clock.
+	Hours domain.MarketHours
 }
 
 // Server is the public API.
@@ -120,8 +125,10 @@ type Server struct {
 	// realClock: cfg.Now is time.Now (not a test's clock), so a request's
 	// arrival time serves as its clock reading everywhere (Server.now).
 	realClock bool
-	// cacheControls formats the data responses' Cache-Control values.
+	// cacheControls formats the data responses' Cache-Control values,
+	// marketHeaders their X-Market-* values.
 	cacheControls cacheControls
+	marketHeaders marketHeaderCache
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 	// replays holds a token per replay page running (Config.StreamReplays).
@@ -194,6 +201,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerAnalytics()
 	s.registerMethodology()
 	s.registerBatch()
+	s.documentMarketHeaders()
 	s.registerWebhooks()
 	s.documentWebhookPayloads()
 	s.registerStream()

@@ -60,7 +60,7 @@ var hosts = []host{
 	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade public REST: every ticker in one request"},
 	{HostOanda, oandaLiveURL, "OANDA v20 REST (`" + oandaPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
 	{HostOandaStream, oandaStreamLiveURL, "OANDA v20 pricing stream, chunked HTTP: `https://` or `http://` (`" + oandaStreamPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
-	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe, read daily)"},
+	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe) and the stock market calendar (`/v2/calendar`), each read once a day"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
 	{HostAlpacaStream, "wss://stream.data.alpaca.markets", "Alpaca market-data websocket: `/v2/iex` or `/v2/sip` by `MARKET_ALPACA_FEED`, stock minute and daily bars"},
 }
