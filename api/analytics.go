@@ -320,11 +320,11 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 		if err != nil {
 			return agedBody{}, err
 		}
-		if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && len(recs) == 0 {
+		if domain.Scored(s.cfg.Region, m, s.cfg.Served) && len(recs) == 0 {
 			return agedBody{}, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics (style %s) are warming up: no asset scored yet since the start; "+
 				"scoring starts as soon as its candles are stored (seconds); retry shortly", m, st)
 		}
-		return encodeAnalyticsList(recs, st, instrument, newestUpdate(recs), nil)
+		return encodeAnalyticsList(recs, st, instrument, s.cfg.DataFeed, s.calendar(m), s.now(ctx), newestUpdate(recs), nil)
 	})
 	if err != nil {
 		return nil, s.problem(ctx, err)
@@ -340,7 +340,7 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 	// Not cached: the tag covers this body and the unknown symbols. The
 	// modification time is the whole list's, which only grows.
 	var unknown string
-	b, err := encodeAnalyticsList(recs, st, instrument, body.Modified, func(sym string) bool {
+	b, err := encodeAnalyticsList(recs, st, instrument, s.cfg.DataFeed, s.calendar(m), s.now(ctx), body.Modified, func(sym string) bool {
 		if wanted.has(sym) {
 			found.see(sym)
 			return true
@@ -356,9 +356,9 @@ func (s *Server) getAnalyticsList(ctx context.Context, in *analyticsListInput) (
 }
 
 // encodeAnalyticsList encodes the records that keep accepts (every one
-// when nil); the entity tag covers the body and what tagAlso returns
-// (after the encoding) when given.
-func encodeAnalyticsList(recs []store.AnalyticsRecord, st analytics.Style, instrument string, modified time.Time,
+// when nil), their market following cal, at now; the entity tag covers
+// the body and what tagAlso returns (after the encoding) when given.
+func encodeAnalyticsList(recs []store.AnalyticsRecord, st analytics.Style, instrument string, dataFeed func(domain.Combination) string, cal domain.Calendar, now time.Time, modified time.Time,
 	keep func(symbol string) bool, tagAlso ...func() []byte) (agedBody, error) {
 	out := make([]AnalyticsListItem, 0, len(recs))
 	from := make([]time.Time, 0, len(recs))
@@ -366,7 +366,7 @@ func encodeAnalyticsList(recs []store.AnalyticsRecord, st analytics.Style, instr
 		if keep != nil && !keep(r.Symbol) {
 			continue
 		}
-		q, at := dataQuality(r, st, instrument)
+		q, at := dataQuality(r, st, instrument, dataFeed, cal, now)
 		out = append(out, AnalyticsListItem{Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore, Price: r.Price,
 			ChangePct: r.ChangePct, Sparkline: r.Sparkline, UpdatedAt: r.UpdatedAt, DataQuality: q})
 		from = append(from, at)
@@ -413,7 +413,7 @@ func (s *Server) getTopSetups(ctx context.Context, in *topSetupsInput) (*dataOut
 		from := make([]time.Time, len(recs))
 		for i, r := range recs {
 			var q DataQuality
-			q, from[i] = dataQuality(r, analytics.DefaultStyle, s.sourceInstrument(r.Market))
+			q, from[i] = dataQuality(r, analytics.DefaultStyle, s.sourceInstrument(r.Market), s.cfg.DataFeed, s.calendar(r.Market), s.now(ctx))
 			out[i] = TopSetup{Market: r.Market, Symbol: r.Symbol, Verdict: r.Verdict, OverallScore: r.OverallScore,
 				Price: r.Price, ChangePct: r.ChangePct, UpdatedAt: r.UpdatedAt, DataQuality: q}
 		}
@@ -550,7 +550,7 @@ func (s *Server) encodeReport(ctx context.Context, m domain.Market, st analytics
 
 // renderReport is the body of rec in lang with the statistics of ms.
 func (s *Server) renderReport(m domain.Market, st analytics.Style, sym string, lang analytics.Lang, rec store.AnalyticsRecord, ms store.MarketStats) (agedBody, error) {
-	q, from := dataQuality(rec, st, s.sourceInstrument(m))
+	q, from := dataQuality(rec, st, s.sourceInstrument(m), s.cfg.DataFeed, s.calendar(m), s.cfg.Now())
 	rep := rec.Result.Localize(lang)
 	body := AnalyticsReport{Market: m, Symbol: sym, Style: st, Exchange: rec.Exchange,
 		OverallScore: rep.OverallScore, TechnicalScore: rep.TechnicalScore, FundamentalScore: rep.FundamentalScore,
@@ -703,7 +703,7 @@ func (s *Server) requireStats(ctx context.Context, m domain.Market) (store.Marke
 	if err != nil {
 		return st, s.problem(ctx, err)
 	}
-	if _, ok := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served); ok && st.ComputedAt.IsZero() {
+	if domain.Scored(s.cfg.Region, m, s.cfg.Served) && st.ComputedAt.IsZero() {
 		return st, s.problem(ctx, domain.Errorf(domain.EUNAVAILABLE, "the %s statistics have not been computed yet; retry shortly", m))
 	}
 	return st, nil

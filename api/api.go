@@ -44,10 +44,14 @@ type Config struct {
 	// Served is what the deployment's feeds serve (nil: every combination
 	// of the region's catalogue). A combination it does not serve is a
 	// 404, and it picks each market's analytics source.
-	Served  domain.Served
-	Version string
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Served domain.Served
+	// DataFeed names the market-data feed serving a combination, for the
+	// reports' data_quality.source.data_feed ("binance", "alpaca/iex");
+	// nil or "" leaves it out.
+	DataFeed func(domain.Combination) string
+	Version  string
+	Logger   *slog.Logger
+	Now      func() time.Time
 	// Ready reports whether public requests may be served (see Readiness).
 	Ready func() bool
 	// SecretBox seals webhook secrets (MARKET_SECRET_KEY); nil refuses
@@ -94,6 +98,11 @@ type Config struct {
 	// Refresh is the worker's schedule, for the Cache-Control max-age of
 	// data (zero fields: the defaults).
 	Refresh RefreshIntervals
+	// Hours are the markets' calendars (calendar.Book, read from
+	// Postgres): a closed market's data is served without a 502 and the
+	// answers say the market is closed. Nil: every market trades around
+	// the clock.
+	Hours domain.MarketHours
 }
 
 // Server is the public API.
@@ -116,8 +125,10 @@ type Server struct {
 	// realClock: cfg.Now is time.Now (not a test's clock), so a request's
 	// arrival time serves as its clock reading everywhere (Server.now).
 	realClock bool
-	// cacheControls formats the data responses' Cache-Control values.
+	// cacheControls formats the data responses' Cache-Control values,
+	// marketHeaders their X-Market-* values.
 	cacheControls cacheControls
+	marketHeaders marketHeaderCache
 	// webhookClient sends test pings.
 	webhookClient *http.Client
 	// replays holds a token per replay page running (Config.StreamReplays).
@@ -190,6 +201,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerAnalytics()
 	s.registerMethodology()
 	s.registerBatch()
+	s.documentMarketHeaders()
 	s.registerWebhooks()
 	s.documentWebhookPayloads()
 	s.registerStream()

@@ -136,7 +136,7 @@ func TestDataQualityFields(t *testing.T) {
 	rep := getReport(t, f, "/analytics/crypto/BTC_USDT")
 	closes := closedCandle.Add(4 * time.Hour)
 	want := api.DataQuality{AsOf: closes, CandleClosed: true, DataAgeSeconds: int64(f.now.Sub(closes) / time.Second), CandlesUsed: 300,
-		Source: api.DataSource{Feed: "crypto/binance/spot", Exchange: "binance", Timeframe: "4h"}}
+		Source: api.DataSource{Feed: "crypto/binance/spot", Exchange: "binance", Timeframe: "4h"}, MarketHours: api.MarketHours{MarketOpen: true}}
 	if rep.DataQuality != want {
 		t.Fatalf("closed candle: %+v; want %+v", rep.DataQuality, want)
 	}

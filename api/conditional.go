@@ -47,7 +47,11 @@ type dataOutput struct {
 	// Unknown lists the requested symbols that are not in the answer
 	// (screener and analytics list with symbols=).
 	Unknown string `header:"X-Unknown-Symbols" doc:"With symbols=: the requested symbols that are not in this market (screener: not instruments of the combination; list: not scored), comma-separated; absent when every one was found" example:"FOO_USDT,BAR_USDT"`
-	Body    []byte
+	// The market's hours (markethours.go), on the screener and the candles.
+	MarketOpen   string `header:"X-Market-Open" doc:"Whether the market trades now: true or false (crypto: always true). While it is false the data is the last session's (stocks: the New York session; forex: Sunday to Friday 17:00 New York time), served without a 502 whatever its age" example:"false"`
+	SessionClose string `header:"X-Market-Session-Close" doc:"Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); absent for crypto and when the market's calendar is not known" example:"2026-11-27T18:00:00Z"`
+	NextOpen     string `header:"X-Market-Next-Open" doc:"While the market is closed, when it opens next (RFC 3339 UTC); absent while it trades" example:"2026-11-30T14:30:00Z"`
+	Body         []byte
 }
 
 // notModifiedResponse documents the 304 of a data GET.

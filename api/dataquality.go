@@ -20,26 +20,31 @@ type DataSource struct {
 	Feed      string           `json:"feed" doc:"The combination whose exchange candles were scored: market/exchange/instrument" example:"crypto/binance/spot"`
 	Exchange  string           `json:"exchange" example:"binance"`
 	Timeframe domain.Timeframe `json:"timeframe" doc:"The candles' timeframe (the style's)" example:"4h"`
+	DataFeed  string           `json:"data_feed,omitempty" doc:"The market-data feed the candles came from: the provider, and for stocks its feed (alpaca/iex: the IEX exchange alone, a few percent of US volume, so volumes are IEX's; alpaca/sip: every US exchange). Omitted when not known" example:"binance"`
 }
 
 // DataQuality is how fresh and how complete the data behind a score is;
 // every report and analytics list item carries it, so a stale series is
 // visible in the answer itself.
 type DataQuality struct {
-	AsOf         time.Time `json:"as_of" doc:"Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open" example:"2026-11-22T12:00:00Z"`
+	AsOf         time.Time `json:"as_of" doc:"Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open" example:"2026-11-22T12:00:00Z"`
 	CandleClosed bool      `json:"candle_closed" doc:"Whether that candle had closed when the asset was scored; false: the score read a still-open candle" example:"true"`
 	// DataAgeSeconds is written into the cached body at each answer (see agedBody).
 	DataAgeSeconds int64      `json:"data_age_seconds" minimum:"0" doc:"Whole seconds from the newest data the score used (the candle's close, or the scoring time when the candle was open) to this answer. It is computed at each answer and does not change the entity tag" example:"95"`
 	CandlesUsed    int        `json:"candles_used" minimum:"0" doc:"Candles of the timeframe the score read (at most 500); 0 when not recorded" example:"500"`
 	Source         DataSource `json:"source"`
+	// The market's hours at the answer's build (a cached body follows an
+	// open or a close within the cache's TTL, 10 s).
+	MarketHours
 }
 
-// dataQuality describes what rec was scored from; instrument stands in
-// for the record's when it has none (stored before it was recorded). It
-// returns the instant data_age_seconds counts from.
-func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument string) (DataQuality, time.Time) {
+// dataQuality describes what rec was scored from (and by dataFeed, the
+// feed it came from), its market following cal, at now; instrument stands in for the record's when it has none
+// (stored before it was recorded). It returns the instant
+// data_age_seconds counts from.
+func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument string, dataFeed func(domain.Combination) string, cal domain.Calendar, now time.Time) (DataQuality, time.Time) {
 	tf := st.Timeframe()
-	closes := rec.CandleTime.Add(tf.Duration())
+	closes := candleEnd(rec.CandleTime, tf, cal)
 	closed := !rec.UpdatedAt.Before(closes)
 	from := closes
 	if !closed {
@@ -49,15 +54,34 @@ func dataQuality(rec store.AnalyticsRecord, st analytics.Style, instrument strin
 		instrument = rec.Instrument
 	}
 	feed := string(rec.Market) + "/" + rec.Exchange + "/" + instrument
-	return DataQuality{AsOf: closes, CandleClosed: closed, CandlesUsed: rec.CandlesUsed,
-		Source: DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: tf}}, from
+	src := DataSource{Feed: feed, Exchange: rec.Exchange, Timeframe: tf}
+	if dataFeed != nil {
+		src.DataFeed = dataFeed(domain.Combination{Market: rec.Market, Exchange: rec.Exchange, Instrument: instrument})
+	}
+	return DataQuality{AsOf: closes, CandleClosed: closed, CandlesUsed: rec.CandlesUsed, Source: src, MarketHours: marketHours(cal.At(now))}, from
 }
 
-// sourceInstrument is the instrument of a market's analytics source (""
-// when the market has none here).
+// candleEnd is when the candle of tf opening at open stopped trading: its
+// close, or the close of the session that ended within it (the last 4h
+// candle of a stock's day, a forex week's last candle). A score on that
+// candle after the session's close read its final state: the candle is
+// closed, and its age counts from the session's close.
+func candleEnd(open time.Time, tf domain.Timeframe, cal domain.Calendar) time.Time {
+	end := open.Add(tf.Duration())
+	if st := cal.At(end.Add(-1)); !st.Open && st.Session.Close.After(open) && st.Session.Close.Before(end) {
+		return st.Session.Close
+	}
+	return end
+}
+
+// sourceInstrument is the instrument of a market's first analytics source
+// ("" when the market has none here), for the records saved before a
+// record kept its own.
 func (s *Server) sourceInstrument(m domain.Market) string {
-	src, _ := domain.AnalyticsSource(s.cfg.Region, m, s.cfg.Served)
-	return src.Instrument
+	if srcs := domain.AnalyticsSources(s.cfg.Region, m, s.cfg.Served); len(srcs) > 0 {
+		return srcs[0].Instrument
+	}
+	return ""
 }
 
 // agedBody is a cached body whose data_age_seconds values depend on the

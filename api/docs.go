@@ -48,7 +48,7 @@ Every error is an RFC 9457 problem (` + "`application/problem+json`" + `) with `
 | 403 <a id="errors-forbidden"></a> | The client is suspended or its contract has expired; or the market is not in the client's tier. |
 | 404 <a id="errors-not-found"></a> | No such combination, symbol or computed analytics; the detail lists what is available. |
 | 429 <a id="errors-too-many-requests"></a> | Rate limit (` + "`Too Many Requests, retry later`" + `) or monthly quota (` + "`Monthly quota exceeded; upgrade the tier or wait for the next month`" + `). ` + "`Retry-After`" + ` gives whole seconds. |
-| 502 <a id="errors-upstream"></a> | The upstream feed of this data is failing and the stored data is stale; retry later. |
+| 502 <a id="errors-upstream"></a> | The upstream feed of this data is failing and the stored data is stale while its market trades; retry later. A closed market (stocks outside the New York session, forex at the weekend) is never a 502: its last session's data is served, and ` + "`X-Market-Open: false`" + ` or ` + "`market_open: false`" + ` says so. |
 | 503 <a id="errors-unavailable"></a> | The service is starting or its database is unreachable; ` + "`Retry-After`" + ` is set. |
 
 ## Checks, in order

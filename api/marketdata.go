@@ -26,7 +26,9 @@ type MarketData interface {
 }
 
 // Staleness bounds: past them, data of a failing feed is refused with 502
-// instead of served as if it were live.
+// instead of served as if it were live, while its market trades (a closed
+// market's data is its last session's, whatever its age: markethours.go).
+// They count from the session's open when the data is older.
 const (
 	tickerStaleAfter = 5 * time.Minute
 	maxCandleLimit   = MaxCandleLimit
@@ -117,7 +119,8 @@ func (s *Server) registerMarketData() {
 		Summary:     "Live screener: price, change and volume of every instrument of a combination",
 		Description: "One row per instrument of the market/exchange/instrument combination, ordered by symbol. " +
 			"Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. " +
-			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.",
+			"When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. " +
+			"While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.",
 		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]ScreenerRecord{}, "One row per instrument, ordered by symbol"),
@@ -127,7 +130,9 @@ func (s *Server) registerMarketData() {
 		OperationID: "get-ohlcv",
 		Summary:     "OHLCV candles of a symbol",
 		Description: "The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. " +
-			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.",
+			"Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. " +
+			"Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. " +
+			"While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.",
 		Tags:      []string{tagMarketData},
 		Errors:    errorResponses(http.StatusNotFound, http.StatusBadGateway),
 		Responses: s.dataResponses([]Candle{}, "Candles, oldest first"),
@@ -189,11 +194,12 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	if snap.failing && (len(snap.rows) == 0 || s.cfg.Now().Sub(snap.newest) > tickerStaleAfter) {
+	st := s.marketState(ctx, m)
+	if snap.failing && (len(snap.rows) == 0 || st.Open && s.now(ctx).Sub(staleFrom(snap.newest, st)) > tickerStaleAfter) {
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored data is stale; retry later", combo))
 	}
 	if !in.VolumeMin.IsSet && !in.VolumeMax.IsSet && !in.ChangeMin.IsSet && !in.ChangeMax.IsSet && wanted == nil {
-		return s.respond(ctx, &in.ConditionalParams, snap.body, freshTickers), nil
+		return s.withMarketHeaders(s.respond(ctx, &in.ConditionalParams, snap.body, freshTickers), m, st), nil
 	}
 	filter := store.TickerFilter{VolumeMin: in.VolumeMin.Ptr(), VolumeMax: in.VolumeMax.Ptr(),
 		ChangeMin: in.ChangeMin.Ptr(), ChangeMax: in.ChangeMax.Ptr()}
@@ -217,7 +223,7 @@ func (s *Server) getScreener(ctx context.Context, in *screenerInput) (*dataOutpu
 	unknown := found.unknown()
 	out := s.respond(ctx, &in.ConditionalParams, readcache.NewBodyTagged(body, snap.newest, body, []byte(unknown)), freshTickers)
 	out.Unknown = unknown
-	return out, nil
+	return s.withMarketHeaders(out, m, st), nil
 }
 
 const jsonContentType = "application/json"
@@ -348,7 +354,8 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 		return nil, s.problem(ctx, s.unknownSymbol(ctx, m, in.Exchange, symbol, tf))
 	}
 	newest := series.candles[len(series.candles)-1]
-	if series.failing && s.cfg.Now().Sub(newest.Time) > 2*tf.Duration()+tickerStaleAfter {
+	st := s.marketState(ctx, m)
+	if series.failing && st.Open && s.now(ctx).Sub(staleFrom(newest.Time, st)) > 2*tf.Duration()+tickerStaleAfter {
 		return nil, huma.Error502BadGateway(fmt.Sprintf("the upstream feed of %s is failing and the stored candles are stale; retry later", combo))
 	}
 	// The encoded body is cached per limit beside the series, and dropped with it.
@@ -371,7 +378,7 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
-	return s.respond(ctx, &in.ConditionalParams, body, freshCandles), nil
+	return s.withMarketHeaders(s.respond(ctx, &in.ConditionalParams, body, freshCandles), m, st), nil
 }
 
 func (s *Server) unknownSymbol(ctx context.Context, m domain.Market, exchange, symbol string, tf domain.Timeframe) error {

@@ -60,7 +60,7 @@ type requestInfo struct {
 	rec         statusRecorder
 	idHeader    [1]string
 	gateHeaders [3]string
-	dataHeaders [5]string // a hot route's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols, Content-Length
+	dataHeaders [8]string // a hot route's ETag, Last-Modified, Cache-Control, X-Unknown-Symbols, Content-Length, X-Market-*
 	// budget is the request's context with its deadline, when it has one.
 	budget budgetCtx
 }

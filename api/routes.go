@@ -256,7 +256,7 @@ var (
 func encodeData(w http.ResponseWriter, d *dataOutput, ri *requestInfo) {
 	h := w.Header()
 	vals := &ri.dataHeaders
-	*vals = [5]string{d.ETag, d.LastModified, d.CacheControl, d.Unknown, d.ContentLength}
+	*vals = [8]string{d.ETag, d.LastModified, d.CacheControl, d.Unknown, d.ContentLength, d.MarketOpen, d.SessionClose, d.NextOpen}
 	v := vals[:]
 	if d.ContentType != "" {
 		h["Content-Type"] = jsonContentTypeValue
@@ -275,6 +275,15 @@ func encodeData(w http.ResponseWriter, d *dataOutput, ri *requestInfo) {
 	}
 	if d.ContentLength != "" {
 		h["Content-Length"] = v[4:5:5]
+	}
+	if d.MarketOpen != "" {
+		h[headerMarketOpen] = v[5:6:6]
+	}
+	if d.SessionClose != "" {
+		h[headerSessionClose] = v[6:7:7]
+	}
+	if d.NextOpen != "" {
+		h[headerNextOpen] = v[7:8:8]
 	}
 	w.WriteHeader(d.Status)
 	_, _ = w.Write(d.Body)

@@ -1505,7 +1505,7 @@ func (e GetScreenerParamsMarketType) Valid() bool {
 
 // AnalyticsListItem defines model for AnalyticsListItem.
 type AnalyticsListItem struct {
-	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
 	//
 	// Example: 2026-11-22T12:00:00Z
 	AsOf time.Time `json:"as_of"`
@@ -1530,6 +1530,16 @@ type AnalyticsListItem struct {
 	// Example: 95
 	DataAgeSeconds int64 `json:"data_age_seconds"`
 
+	// MarketOpen Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+	//
+	// Example: false
+	MarketOpen bool `json:"market_open"`
+
+	// NextOpen While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+	//
+	// Example: 2026-11-30T14:30:00Z
+	NextOpen *time.Time `json:"next_open"`
+
 	// OverallScore Overall score, -100..100
 	//
 	// Example: 42
@@ -1538,8 +1548,13 @@ type AnalyticsListItem struct {
 	// Price Last price
 	//
 	// Example: 97250.5
-	Price  float64    `json:"price"`
-	Source DataSource `json:"source"`
+	Price float64 `json:"price"`
+
+	// SessionClose Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+	//
+	// Example: 2026-11-27T18:00:00Z
+	SessionClose *time.Time `json:"session_close"`
+	Source       DataSource `json:"source"`
 
 	// Sparkline Price mini-chart: the last 30 closes of the style's timeframe, oldest first
 	//
@@ -1569,7 +1584,7 @@ type AnalyticsListItemVerdict string
 
 // AnalyticsReport defines model for AnalyticsReport.
 type AnalyticsReport struct {
-	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
 	//
 	// Example: 2026-11-22T12:00:00Z
 	AsOf time.Time `json:"as_of"`
@@ -1607,10 +1622,20 @@ type AnalyticsReport struct {
 	// Market Example: crypto
 	Market AnalyticsReportMarket `json:"market"`
 
+	// MarketOpen Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+	//
+	// Example: false
+	MarketOpen bool `json:"market_open"`
+
 	// ModelVersion Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/
 	//
 	// Example: v1
 	ModelVersion string `json:"model_version"`
+
+	// NextOpen While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+	//
+	// Example: 2026-11-30T14:30:00Z
+	NextOpen *time.Time `json:"next_open"`
 
 	// OverallScore Example: 42
 	OverallScore int64 `json:"overall_score"`
@@ -1618,7 +1643,12 @@ type AnalyticsReport struct {
 	// Price Example: 97250.5
 	Price    float64        `json:"price"`
 	Scenario ReportScenario `json:"scenario"`
-	Source   DataSource     `json:"source"`
+
+	// SessionClose Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+	//
+	// Example: 2026-11-27T18:00:00Z
+	SessionClose *time.Time `json:"session_close"`
+	Source       DataSource `json:"source"`
 
 	// Style Trading style the technical score was computed for
 	//
@@ -1753,6 +1783,11 @@ type CreateWebhookInputBodyMarket string
 
 // DataSource defines model for DataSource.
 type DataSource struct {
+	// DataFeed The market-data feed the candles came from: the provider, and for stocks its feed (alpaca/iex: the IEX exchange alone, a few percent of US volume, so volumes are IEX's; alpaca/sip: every US exchange). Omitted when not known
+	//
+	// Example: binance
+	DataFeed *string `json:"data_feed,omitempty"`
+
 	// Exchange Example: binance
 	Exchange string `json:"exchange"`
 
@@ -2518,7 +2553,7 @@ type TestResultErrorCategory string
 
 // TopSetup defines model for TopSetup.
 type TopSetup struct {
-	// AsOf Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+	// AsOf Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
 	//
 	// Example: 2026-11-22T12:00:00Z
 	AsOf time.Time `json:"as_of"`
@@ -2544,12 +2579,27 @@ type TopSetup struct {
 	// Market Example: crypto
 	Market TopSetupMarket `json:"market"`
 
+	// MarketOpen Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+	//
+	// Example: false
+	MarketOpen bool `json:"market_open"`
+
+	// NextOpen While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+	//
+	// Example: 2026-11-30T14:30:00Z
+	NextOpen *time.Time `json:"next_open"`
+
 	// OverallScore Example: -71
 	OverallScore int64 `json:"overall_score"`
 
 	// Price Example: 182.4
-	Price  float64    `json:"price"`
-	Source DataSource `json:"source"`
+	Price float64 `json:"price"`
+
+	// SessionClose Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+	//
+	// Example: 2026-11-27T18:00:00Z
+	SessionClose *time.Time `json:"session_close"`
+	Source       DataSource `json:"source"`
 
 	// Symbol Example: SOL_USDT
 	Symbol string `json:"symbol"`
@@ -3198,7 +3248,7 @@ type ClientInterface interface {
 
 	// GetOhlcv OHLCV candles of a symbol
 	//
-	// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.
+	// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.
 	//
 	// Corresponds with GET /ohlcv/{market_type}/{exchange}/{symbol}/{timeframe} (the `GetOhlcv` operationId).
 	GetOhlcv(ctx context.Context, marketType GetOhlcvParamsMarketType, exchange string, symbol string, timeframe GetOhlcvParamsTimeframe, params *GetOhlcvParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3223,7 +3273,7 @@ type ClientInterface interface {
 
 	// GetScreener Live screener: price, change and volume of every instrument of a combination
 	//
-	// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.
+	// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.
 	//
 	// Corresponds with GET /screener/{market_type}/{exchange}/{instrument} (the `GetScreener` operationId).
 	GetScreener(ctx context.Context, marketType GetScreenerParamsMarketType, exchange string, instrument string, params *GetScreenerParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3452,7 +3502,7 @@ func (c *Client) GetAnalyticsHistory(ctx context.Context, market GetAnalyticsHis
 
 // GetOhlcv OHLCV candles of a symbol
 //
-// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.
+// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.
 //
 // Corresponds with GET /ohlcv/{market_type}/{exchange}/{symbol}/{timeframe} (the `GetOhlcv` operationId).
 func (c *Client) GetOhlcv(ctx context.Context, marketType GetOhlcvParamsMarketType, exchange string, symbol string, timeframe GetOhlcvParamsTimeframe, params *GetOhlcvParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3507,7 +3557,7 @@ func (c *Client) PostSandboxVerdictChange(ctx context.Context, body PostSandboxV
 
 // GetScreener Live screener: price, change and volume of every instrument of a combination
 //
-// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.
+// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.
 //
 // Corresponds with GET /screener/{market_type}/{exchange}/{instrument} (the `GetScreener` operationId).
 func (c *Client) GetScreener(ctx context.Context, marketType GetScreenerParamsMarketType, exchange string, instrument string, params *GetScreenerParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5328,7 +5378,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetOhlcvWithResponse OHLCV candles of a symbol
 	//
-	// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.
+	// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5355,7 +5405,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetScreenerWithResponse Live screener: price, change and volume of every instrument of a combination
 	//
-	// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.
+	// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6300,11 +6350,14 @@ func (r GetAnalyticsHistoryResponse) ContentType() string {
 
 // GetOhlcvResponse200Headers the declared response headers of an HTTP 200 response for GetOhlcv
 type GetOhlcvResponse200Headers struct {
-	CacheControl  *string
-	ContentLength *string
-	ContentType   *string
-	ETag          *string
-	LastModified  *string
+	CacheControl        *string
+	ContentLength       *string
+	ContentType         *string
+	ETag                *string
+	LastModified        *string
+	XMarketNextOpen     *string
+	XMarketOpen         *string
+	XMarketSessionClose *string
 }
 
 // GetOhlcvResponse304Headers the declared response headers of an HTTP 304 response for GetOhlcv
@@ -6499,12 +6552,15 @@ func (r PostSandboxVerdictChangeResponse) ContentType() string {
 
 // GetScreenerResponse200Headers the declared response headers of an HTTP 200 response for GetScreener
 type GetScreenerResponse200Headers struct {
-	CacheControl    *string
-	ContentLength   *string
-	ContentType     *string
-	ETag            *string
-	LastModified    *string
-	XUnknownSymbols *string
+	CacheControl        *string
+	ContentLength       *string
+	ContentType         *string
+	ETag                *string
+	LastModified        *string
+	XMarketNextOpen     *string
+	XMarketOpen         *string
+	XMarketSessionClose *string
+	XUnknownSymbols     *string
 }
 
 // GetScreenerResponse304Headers the declared response headers of an HTTP 304 response for GetScreener
@@ -7665,7 +7721,7 @@ func (c *ClientWithResponses) GetAnalyticsHistoryWithResponse(ctx context.Contex
 
 // GetOhlcvWithResponse OHLCV candles of a symbol
 //
-// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.
+// The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7710,7 +7766,7 @@ func (c *ClientWithResponses) PostSandboxVerdictChangeWithResponse(ctx context.C
 
 // GetScreenerWithResponse Live screener: price, change and volume of every instrument of a combination
 //
-// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.
+// One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9072,6 +9128,27 @@ func ParseGetOhlcvResponse(rsp *http.Response) (*GetOhlcvResponse, error) {
 			}
 			headers.LastModified = &value
 		}
+		if values := rsp.Header.Values("X-Market-Next-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Next-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketNextOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Session-Close"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Session-Close", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketSessionClose = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 304:
 		var headers GetOhlcvResponse304Headers
@@ -9282,6 +9359,27 @@ func ParseGetScreenerResponse(rsp *http.Response) (*GetScreenerResponse, error) 
 				return nil, err
 			}
 			headers.LastModified = &value
+		}
+		if values := rsp.Header.Values("X-Market-Next-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Next-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketNextOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Session-Close"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Session-Close", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketSessionClose = &value
 		}
 		if values := rsp.Header.Values("X-Unknown-Symbols"); len(values) > 0 {
 			var value string

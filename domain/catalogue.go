@@ -25,24 +25,27 @@ const DefaultRegion = "global"
 
 // catalogue is the one place saying which combinations exist where. Binance
 // does not serve the US, so the US region uses Coinbase for crypto spot;
-// every region has a crypto spot exchange.
+// every region has a crypto spot exchange. Stocks are the US national
+// exchanges that list equities and ETFs: Nasdaq, NYSE, NYSE Arca (most
+// ETFs), NYSE American ("amex") and Cboe BZX ("bats"); OTC securities are
+// not exchange-listed and are not served.
 var catalogue = map[string][]Combination{
 	"global": {
 		{Crypto, "binance", "spot"}, {Crypto, "binance", "perpetual"}, {Crypto, "binance", "futures"},
 		{Crypto, "okx", "spot"}, {Crypto, "okx", "perpetual"},
 		{Forex, "oanda", "major"}, {Forex, "oanda", "minor"},
-		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"},
+		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"}, {Stocks, "arca", "stock"}, {Stocks, "amex", "stock"}, {Stocks, "bats", "stock"},
 	},
 	"eu": {
 		{Crypto, "binance", "spot"}, {Crypto, "binance", "perpetual"},
 		{Crypto, "okx", "spot"},
 		{Forex, "oanda", "major"}, {Forex, "oanda", "minor"},
-		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"},
+		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"}, {Stocks, "arca", "stock"}, {Stocks, "amex", "stock"}, {Stocks, "bats", "stock"},
 	},
 	"us": {
 		{Crypto, "coinbase", "spot"},
 		{Forex, "oanda", "major"}, {Forex, "oanda", "minor"},
-		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"},
+		{Stocks, "nasdaq", "stock"}, {Stocks, "nyse", "stock"}, {Stocks, "arca", "stock"}, {Stocks, "amex", "stock"}, {Stocks, "bats", "stock"},
 	},
 }
 

@@ -35,6 +35,19 @@ type Provider interface {
 	Symbols(ctx context.Context, c domain.Combination) ([]string, error)
 }
 
+// BulkCandleProvider is implemented by providers that read the candles of
+// many symbols in one request (Alpaca's multi-symbol bars), where asking
+// one symbol at a time would not fit the request budget. It is optional:
+// check with a type assertion.
+type BulkCandleProvider interface {
+	// BulkCandles returns candles of one timeframe for the symbols of
+	// from, each from its own start (included) up to now, oldest first;
+	// a zero start asks for the newest limit candles. A symbol whose
+	// candles fail validation is in failed, not in got; err means the
+	// read as a whole failed (got holds what was read before).
+	BulkCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, from map[string]time.Time, limit int) (got map[string][]domain.Candle, failed map[string]error, err error)
+}
+
 // FundamentalsProvider is implemented by providers that also supply the raw
 // inputs of the fundamental score. It is optional: check with a type
 // assertion.
@@ -79,9 +92,15 @@ type Config struct {
 	Names []string
 	// OandaToken is the OANDA v20 personal access token (required for "oanda").
 	OandaToken string
+	// OandaAccountID is the v20 account whose instruments and prices the
+	// oanda feed serves ("101-004-1234567-001"; required for "oanda").
+	OandaAccountID string
 	// AlpacaKeyID and AlpacaSecret are the Alpaca market-data credentials
 	// (required for "alpaca").
 	AlpacaKeyID, AlpacaSecret string
+	// AlpacaFeed is Alpaca's market-data feed: AlpacaIEX (the free plan's,
+	// the default) or AlpacaSIP (every US exchange; a paid plan).
+	AlpacaFeed string
 	// OandaEnvironment is "live" (default) or "practice": which OANDA
 	// host the oanda feed uses unless BaseURLs overrides it.
 	OandaEnvironment string
@@ -132,7 +151,7 @@ func KnownNames() []string {
 // BudgetHosts names every provider host budget the real adapters book
 // requests in (the host label of the marketd_upstream_* series).
 func BudgetHosts() []string {
-	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, NameAlpaca}
+	return []string{NameBinance, binanceFuturesHost, binanceFuturesDataHost, NameOKX, NameCoinbase, NameOanda, oandaConnectionsHost, HostAlpaca, HostAlpacaData}
 }
 
 // Registry holds the configured providers in priority order.
@@ -177,6 +196,9 @@ func newProvider(name string, cfg Config) (Provider, error) {
 	case NameOanda:
 		if cfg.OandaToken == "" {
 			return nil, fmt.Errorf("feeds: oanda: needs an API token (MARKET_OANDA_TOKEN)")
+		}
+		if cfg.OandaAccountID == "" {
+			return nil, fmt.Errorf("feeds: oanda: needs an account id (MARKET_OANDA_ACCOUNT_ID)")
 		}
 		return newOanda(cfg), nil
 	case NameAlpaca:

@@ -166,7 +166,7 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{
 		up: up, sleeps: s, logs: logs,
 		cfg: Config{
-			OandaToken:  "test-oanda-token",
+			OandaToken: "test-oanda-token", OandaAccountID: "101-004-1234567-001",
 			AlpacaKeyID: "test-key-id", AlpacaSecret: "test-secret",
 			BaseURLs:   urls,
 			HTTPClient: up.Client(),

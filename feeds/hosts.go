@@ -20,15 +20,20 @@ const (
 	HostCoinbase             = "coinbase"               // Exchange REST (products, candles)
 	HostCoinbaseAdvanced     = "coinbase-advanced"      // Advanced Trade REST (bulk tickers)
 	HostOanda                = "oanda"                  // v20 REST
+	HostOandaStream          = "oanda-stream"           // v20 pricing stream (streaming HTTP, not a websocket)
 	HostAlpaca               = "alpaca"                 // trading API (paper or live)
 	HostAlpacaData           = "alpaca-data"            // market data v2
+	HostAlpacaStream         = "alpaca-stream"          // market-data websocket (stocks)
 )
 
-// OANDA's REST hosts: practice (demo) accounts have their own host and
-// tokens do not work across them.
+// OANDA's REST and streaming hosts: practice (demo) accounts have their
+// own hosts and tokens do not work across them (v20 development guide,
+// "API URLs": https://developer.oanda.com/rest-live-v20/development-guide/).
 const (
-	oandaLiveURL     = "https://api-fxtrade.oanda.com"
-	oandaPracticeURL = "https://api-fxpractice.oanda.com"
+	oandaLiveURL           = "https://api-fxtrade.oanda.com"
+	oandaPracticeURL       = "https://api-fxpractice.oanda.com"
+	oandaStreamLiveURL     = "https://stream-fxtrade.oanda.com"
+	oandaStreamPracticeURL = "https://stream-fxpractice.oanda.com"
 )
 
 // OANDA environments accepted in Config.OandaEnvironment.
@@ -54,8 +59,10 @@ var hosts = []host{
 	{HostCoinbase, "https://api.exchange.coinbase.com", "Coinbase Exchange REST: products and candles"},
 	{HostCoinbaseAdvanced, "https://api.coinbase.com", "Coinbase Advanced Trade public REST: every ticker in one request"},
 	{HostOanda, oandaLiveURL, "OANDA v20 REST (`" + oandaPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
-	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`); accepted, the feed reads market data only"},
+	{HostOandaStream, oandaStreamLiveURL, "OANDA v20 pricing stream, chunked HTTP: `https://` or `http://` (`" + oandaStreamPracticeURL + "` with `MARKET_OANDA_ENVIRONMENT=practice`)"},
+	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe) and the stock market calendar (`/v2/calendar`), each read once a day"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
+	{HostAlpacaStream, "wss://stream.data.alpaca.markets", "Alpaca market-data websocket: `/v2/iex` or `/v2/sip` by `MARKET_ALPACA_FEED`, stock minute and daily bars"},
 }
 
 // HostNames lists every name Config.BaseURLs accepts.
@@ -83,12 +90,15 @@ func HostDocs() []HostDoc {
 	return out
 }
 
-func isStreamHost(name string) bool { return strings.HasSuffix(name, "-stream") }
+// websocket reports whether h is a websocket host: its default is wss://.
+// OANDA's pricing stream is a "-stream" host too, but a streaming HTTP
+// response, so it takes http(s) like the REST hosts.
+func (h host) websocket() bool { return strings.HasPrefix(h.defaultURL, "wss://") }
 
 // ValidateBaseURL checks an override of host name: a known name and an
-// absolute URL of the host's kind, http(s) for REST and ws(s) for
-// streams (the plain schemes for local replays), without query or
-// fragment. A path is kept (a mirror under a prefix).
+// absolute URL of the host's kind, ws(s) for websocket streams and
+// http(s) for the others (the plain schemes for local replays), without
+// query or fragment. A path is kept (a mirror under a prefix).
 func ValidateBaseURL(name, raw string) error {
 	i := slices.IndexFunc(hosts, func(h host) bool { return h.name == name })
 	if i < 0 {
@@ -99,7 +109,7 @@ func ValidateBaseURL(name, raw string) error {
 		return fmt.Errorf("%s: %q is not a URL", name, raw)
 	}
 	schemes := []string{"https", "http"}
-	if isStreamHost(name) {
+	if hosts[i].websocket() {
 		schemes = []string{"wss", "ws"}
 	}
 	if !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
@@ -109,14 +119,19 @@ func ValidateBaseURL(name, raw string) error {
 }
 
 // BaseURL is the URL of host name: the override in BaseURLs, else the
-// default (for oanda, the practice host when OandaEnvironment says so),
-// without a trailing slash.
+// default (for oanda and oanda-stream, the practice hosts when
+// OandaEnvironment says so), without a trailing slash.
 func (cfg Config) BaseURL(name string) string {
 	if u := cfg.BaseURLs[name]; u != "" {
 		return strings.TrimRight(u, "/")
 	}
-	if name == HostOanda && cfg.OandaEnvironment == OandaPractice {
-		return oandaPracticeURL
+	if cfg.OandaEnvironment == OandaPractice {
+		switch name {
+		case HostOanda:
+			return oandaPracticeURL
+		case HostOandaStream:
+			return oandaStreamPracticeURL
+		}
 	}
 	for _, h := range hosts {
 		if h.name == name {

@@ -73,6 +73,14 @@ type apiClient struct {
 	// before which no further request of this client should start (zero:
 	// no pause).
 	pauseUntil func(h http.Header, now time.Time) time.Time
+	// refusedFor reads how long a 429 holds every caller when the provider
+	// says so in headers of its own rather than Retry-After (nil or 0:
+	// Retry-After, else a second).
+	refusedFor func(h http.Header, now time.Time) time.Duration
+	// planLimit reads the account's own budget from a response, for
+	// providers whose limit depends on the customer's plan (nil or false:
+	// the documented one stays).
+	planLimit func(h http.Header) (hostbudget.Limit, bool)
 
 	// budget is the host's request budget shared by every client and
 	// process of the deployment; limit is the host's (a zero Max: bans
@@ -90,6 +98,14 @@ type apiClient struct {
 
 	mu        sync.Mutex
 	notBefore time.Time // set by rate-limit headers and pacing
+}
+
+// hostLimit is the host's budget: the documented one, or the plan's once
+// a response has told it (planLimit).
+func (c *apiClient) hostLimit() hostbudget.Limit {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limit
 }
 
 // newAPIClient returns the client of one provider host: host names its
@@ -212,6 +228,9 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 		// Before anything else: every other caller must stop now.
 		now := c.now()
 		wait = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		if wait <= 0 && c.refusedFor != nil {
+			wait = c.refusedFor(resp.Header, now)
+		}
 		c.refused(ctx, path, resp.StatusCode, now, wait)
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
@@ -237,9 +256,20 @@ func (c *apiClient) attempt(ctx context.Context, path, u string) (body []byte, w
 // differ, the correction then lands in the later one, where it can only
 // make the budget more careful.
 func (c *apiClient) readLimits(ctx context.Context, path string, h http.Header) {
+	if c.planLimit != nil {
+		if l, ok := c.planLimit(h); ok {
+			c.mu.Lock()
+			if l.Max != c.limit.Max || l.Window != c.limit.Window {
+				l.Name = c.limit.Name
+				c.log.Info("feeds: the account's request budget, as the provider tells it", "host", l.Name, "max", l.Max, "window", l.Window)
+				c.limit = l
+			}
+			c.mu.Unlock()
+		}
+	}
 	if c.usedWeight != nil {
 		if used := c.usedWeight(h); used >= 0 {
-			c.budget.Observe(ctx, c.limit, c.now(), used)
+			c.budget.Observe(ctx, c.hostLimit(), c.now(), used)
 		}
 	}
 	if c.pauseUntil != nil {
@@ -256,10 +286,11 @@ func (c *apiClient) readLimits(ctx context.Context, path string, h http.Header) 
 // ignored a 429 and its IP is banned: an operator must hear of it.
 func (c *apiClient) refused(ctx context.Context, path string, status int, now time.Time, wait time.Duration) {
 	until := now.Add(max(wait, time.Second))
-	c.budget.Ban(ctx, c.limit, now, until, status)
+	limit := c.hostLimit()
+	c.budget.Ban(ctx, limit, now, until, status)
 	if status == http.StatusTeapot {
 		c.log.Error("feeds: upstream BANNED this deployment's IP (418): every request to the host stops until the ban ends; something sent requests inside a 429's Retry-After",
-			"host", c.limit.Name, "path", path, "until", until.UTC().Format(time.RFC3339))
+			"host", limit.Name, "path", path, "until", until.UTC().Format(time.RFC3339))
 	}
 }
 
@@ -292,8 +323,9 @@ func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) error
 		}
 	}
 	reached := now // the time this goroutine has waited until
+	limit := c.hostLimit()
 	for {
-		start, ok := c.budget.Reserve(ctx, c.limit, weight, at, horizon)
+		start, ok := c.budget.Reserve(ctx, limit, weight, at, horizon)
 		if !ok || start.After(horizon) {
 			return fmt.Errorf("feeds: %s: GET %s: rate limited until %s", c.name, path, start.UTC().Format(time.RFC3339))
 		}
@@ -306,7 +338,7 @@ func (c *apiClient) waitTurn(ctx context.Context, path string, weight int) error
 		reached = start
 		// A ban that began while this caller slept holds it too: its
 		// booking is given up (an over-count, never an under-count).
-		ban := c.budget.BannedUntil(ctx, c.limit)
+		ban := c.budget.BannedUntil(ctx, limit)
 		if !ban.After(start) {
 			return nil
 		}

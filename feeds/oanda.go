@@ -9,45 +9,131 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/hostbudget"
 )
 
+// OANDA v20's documented limits and the adapter's refresh periods.
+//
+// Rate limiting (development guide, "Rate Limiting" and "Connection
+// Limiting", https://developer.oanda.com/rest-live-v20/development-guide/):
+// 120 REST requests per second per IP, excess answered 429; 20 active
+// streams per IP; no more than 2 new connections per second, excess
+// rejected. The best-practices page
+// (https://developer.oanda.com/rest-live-v20/best-practices/) recommends
+// at most 100 requests a second on one persistent connection: the
+// budget's headroom (80 % of 120) keeps under that too.
 const (
-	oandaMaxCount    = 5000
+	oandaMaxCount    = 5000 // candles per request (instrument-ep: count maximum=5000)
 	oandaConcurrency = 4
+	oandaMaxStreams  = 20
+	// oandaConnectionsHost names the budget of new connections (REST and
+	// stream alike): the limit is the client's, whatever the host.
+	oandaConnectionsHost = "oanda-connections"
+
+	// The account's instruments change when OANDA lists or delists a
+	// pair: daily is enough. A failed refresh keeps the last list and is
+	// tried again after oandaInstrumentsRetry.
+	oandaInstrumentsEvery = 24 * time.Hour
+	oandaInstrumentsRetry = 5 * time.Minute
+	// oandaPricesFresh is how long one pricing response of every pair
+	// serves Tickers: the major and the minor task of one tick share it.
+	oandaPricesFresh = 2 * time.Second
 )
 
-// oanda serves forex/oanda/major and minor from the OANDA v20 REST API.
-// The instruments are the 28 pairs of the synthetic universe (7 majors, 21
-// crosses). Tickers come from the last 25 hourly mid candles of each pair
-// (pricing needs an account id, and has no 24 h change); their volume is
-// OANDA's tick volume, as forex has no central traded volume.
+var (
+	oandaLimit            = hostbudget.Limit{Window: time.Second, Max: 120}
+	oandaConnectionsLimit = hostbudget.Limit{Window: time.Second, Max: 2}
+)
+
+// oandaMajors are the seven pairs of the US dollar against the euro, the
+// pound, the yen, the Swiss franc and the Australian, Canadian and New
+// Zealand dollars: forex/oanda/major. Every other CURRENCY pair of the
+// account, crosses and exotics alike, is forex/oanda/minor.
+var oandaMajors = []string{"AUD_USD", "EUR_USD", "GBP_USD", "NZD_USD", "USD_CAD", "USD_CHF", "USD_JPY"}
+
+// oanda serves forex/oanda/major and minor from the OANDA v20 REST API:
+// the CURRENCY instruments of the account (CFDs and metals are left out),
+// screener rows from the account's current prices completed by each
+// pair's daily reference (oandaReferences), and mid candles. Forex has no
+// central traded volume: volumes are OANDA's tick volume, the number of
+// prices it made.
 type oanda struct {
-	log    *slog.Logger
-	now    func() time.Time
-	api    *apiClient
-	majors []string
-	minors []string
+	log     *slog.Logger
+	now     func() time.Time
+	api     *apiClient
+	account string
+	token   string
+
+	// stream reaches the pricing stream (OpenPriceStream): its base URL
+	// and a client without a time-out, on the REST client's transport (one
+	// dial pacer for both); open counts the streams in flight.
+	streamURL  string
+	streamHTTP *http.Client
+	open       atomic.Int32
+
+	refs *oandaReferences
+
+	listMu sync.Mutex // held while the list is fetched: one download at a time
+	mu     sync.Mutex
+	list   oandaList
+
+	pricesMu sync.Mutex // held while prices are fetched
+	prices   oandaPrices
+}
+
+// oandaList is the account's currency pairs, split into majors and minors.
+type oandaList struct {
+	majors, minors, all []string
+	fetched             time.Time
+	retryAt             time.Time // after a failed refresh
+}
+
+// oandaPrices is one pricing response of every pair, by symbol, with the
+// bad rows it dropped (logged when parsed).
+type oandaPrices struct {
+	bySymbol map[string]oandaQuote
+	bad      map[string]bool
+	fetched  time.Time
+}
+
+// oandaQuote is one pair's current price: the mid of the best bid and ask.
+type oandaQuote struct {
+	price     float64
+	time      time.Time
+	tradeable bool
 }
 
 func newOanda(cfg Config) *oanda {
+	pacer := &dialPacer{budget: cfg.Budget, limit: cfg.limit(oandaConnectionsHost, oandaConnectionsLimit), now: cfg.Now, sleep: cfg.Sleep}
+	if pacer.budget == nil {
+		pacer.budget = hostbudget.New(hostbudget.Options{Logger: cfg.Logger})
+	}
+	restHTTP, streamHTTP := pacer.clients(cfg.HTTPClient)
+	cfg.HTTPClient = restHTTP
 	o := &oanda{
-		log:    cfg.Logger.With("feed", NameOanda),
-		now:    cfg.Now,
-		api:    newAPIClient(NameOanda, NameOanda, cfg.BaseURL(HostOanda), hostbudget.Limit{}, cfg),
-		majors: strings.Fields(syntheticForexMajors),
-		minors: strings.Fields(syntheticForexMinors),
+		log:        cfg.Logger.With("feed", NameOanda),
+		now:        cfg.Now,
+		api:        newAPIClient(NameOanda, NameOanda, cfg.BaseURL(HostOanda), oandaLimit, cfg),
+		account:    cfg.OandaAccountID,
+		token:      cfg.OandaToken,
+		streamURL:  cfg.BaseURL(HostOandaStream),
+		streamHTTP: streamHTTP,
 	}
-	token := cfg.OandaToken
-	o.api.authorize = func(h http.Header) {
-		h.Set("Authorization", "Bearer "+token)
-		h.Set("Accept-Datetime-Format", "RFC3339")
-	}
-	o.api.minInterval = 10 * time.Millisecond // OANDA allows 120 requests per second
+	o.api.authorize = o.authorize
+	o.refs = newOandaReferences(o)
 	return o
+}
+
+// authorize adds the bearer token and asks for RFC 3339 times (the v20
+// default, said explicitly: the UNIX format would break every parser).
+func (o *oanda) authorize(h http.Header) {
+	h.Set("Authorization", "Bearer "+o.token)
+	h.Set("Accept-Datetime-Format", "RFC3339")
 }
 
 // Name implements Provider.
@@ -56,15 +142,131 @@ func (o *oanda) Name() string { return NameOanda }
 // Supports implements Provider.
 func (o *oanda) Supports(c domain.Combination) bool { return oandaServes(c) }
 
-// Symbols implements Provider.
-func (o *oanda) Symbols(_ context.Context, c domain.Combination) ([]string, error) {
+// Symbols implements Provider: the account's currency pairs of the
+// combination, sorted.
+func (o *oanda) Symbols(ctx context.Context, c domain.Combination) ([]string, error) {
 	if !o.Supports(c) {
 		return nil, unsupported(NameOanda, c)
 	}
-	if c.Instrument == "major" {
-		return slices.Clone(o.majors), nil
+	l, err := o.instruments(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return slices.Clone(o.minors), nil
+	if c.Instrument == "major" {
+		return slices.Clone(l.majors), nil
+	}
+	return slices.Clone(l.minors), nil
+}
+
+// instruments returns the account's currency pairs, listed again once a
+// day. A failed refresh keeps the last list (logged, tried again after
+// oandaInstrumentsRetry); with no list yet, the failure is the caller's.
+func (o *oanda) instruments(ctx context.Context) (oandaList, error) {
+	if l, ok := o.cachedList(); ok {
+		return l, nil
+	}
+	o.listMu.Lock()
+	defer o.listMu.Unlock()
+	if l, ok := o.cachedList(); ok { // another caller fetched it meanwhile
+		return l, nil
+	}
+	now := o.now()
+	body, err := o.api.get(ctx, "/v3/accounts/"+url.PathEscape(o.account)+"/instruments", nil)
+	var all []string
+	if err == nil {
+		all, err = parseOandaInstruments(body)
+		if err != nil {
+			err = fmt.Errorf("feeds: oanda: account instruments: %w", err)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		if o.list.all == nil {
+			return oandaList{}, err
+		}
+		o.list.retryAt = now.Add(oandaInstrumentsRetry)
+		o.log.Warn("feeds: oanda: refreshing the account's instruments failed, keeping the last list",
+			"pairs", len(o.list.all), "listed_at", o.list.fetched.UTC().Format(time.RFC3339), "retry_in", oandaInstrumentsRetry.String(), "err", err)
+		return o.list, nil
+	}
+	o.list = splitOandaPairs(all, now)
+	return o.list, nil
+}
+
+// cachedList is the list while it is fresh, or while a failed refresh
+// waits for its retry.
+func (o *oanda) cachedList() (oandaList, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	l := o.list
+	return l, l.all != nil && (now.Sub(l.fetched) < oandaInstrumentsEvery || now.Before(l.retryAt))
+}
+
+// splitOandaPairs splits sorted pairs into majors (oandaMajors) and minors.
+func splitOandaPairs(all []string, now time.Time) oandaList {
+	l := oandaList{all: all, fetched: now}
+	for _, s := range all {
+		if slices.Contains(oandaMajors, s) {
+			l.majors = append(l.majors, s)
+		} else {
+			l.minors = append(l.minors, s)
+		}
+	}
+	return l
+}
+
+// oandaInstrument is the part of a v20 Instrument read here
+// (developer.oanda.com/rest-live-v20/primitives-df/, "Instrument"; type
+// is one of CURRENCY, CFD and METAL).
+type oandaInstrument struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// parseOandaInstruments reads GET /v3/accounts/{accountID}/instruments and
+// returns the CURRENCY pairs, sorted. A name that is not a BASE_QUOTE pair
+// is skipped; a response without any pair is an error (an account always
+// has some: it would mean a changed or broken response).
+func parseOandaInstruments(body []byte) ([]string, error) {
+	var r struct {
+		Instruments []oandaInstrument `json:"instruments"`
+	}
+	if err := decodeJSON(body, &r); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, in := range r.Instruments {
+		if in.Type != "CURRENCY" {
+			continue
+		}
+		base, quote, ok := strings.Cut(in.Name, "_")
+		if !ok || !isCurrencyCode(base) || !isCurrencyCode(quote) {
+			continue
+		}
+		if !slices.Contains(out, in.Name) {
+			out = append(out, in.Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no CURRENCY instrument among %d: %w", len(r.Instruments), errBadField)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// isCurrencyCode: three upper-case letters (ISO 4217, as OANDA names them).
+func isCurrencyCode(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // oandaGranularity maps a timeframe to OANDA's granularity.
@@ -76,57 +278,139 @@ func oandaGranularity(tf domain.Timeframe) (string, bool) {
 	return g, ok
 }
 
-// Tickers implements Provider.
+// Tickers implements Provider: the account's current prices of every pair
+// in one request (shared for oandaPricesFresh by the major and the minor
+// combination), each completed by its daily reference. On a weekend (the
+// market closes from Friday to Sunday 17:00 New York: OANDA's hours of
+// operation, oanda.com/us-en/trading/hours-of-operation/) the prices are
+// Friday's last, not tradeable, and still served: the screener keeps the
+// last price, and nothing fails.
 func (o *oanda) Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error) {
 	syms, err := o.Symbols(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	now := o.now().UTC()
-	return tickersEach(syms, oandaConcurrency, func(sym string) (*domain.Ticker, error) {
-		body, err := o.get(ctx, sym, "H1", url.Values{"count": {"25"}})
-		if err != nil {
-			return nil, err
+	prices, err := o.currentPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	quotes := make([]Quote, 0, len(syms))
+	for _, s := range syms {
+		q, ok := prices.bySymbol[s]
+		if !ok && !prices.bad[s] {
+			o.log.Warn("feeds: dropping bad ticker row", "symbol", s, "err", "no price in the pricing response")
 		}
-		cs, err := parseOandaCandles(body)
-		var t domain.Ticker
-		if err == nil {
-			t, err = oandaTicker(sym, cs, now)
+		if !ok {
+			continue
 		}
-		if err != nil {
-			o.log.Warn("feeds: dropping bad ticker row", "symbol", sym, "err", err)
-			return nil, nil
-		}
-		return &t, nil
-	})
+		quotes = append(quotes, Quote{Symbol: s, Price: q.price, Time: q.time})
+	}
+	return o.QuoteTickers(ctx, c, quotes)
 }
 
-// oandaTicker derives a ticker from hourly candles, oldest first: the last
-// close, the change against the close 24 candles earlier, the summed tick
-// volume of the last 24 candles. A bad response drops the row, as a bad
-// ticker row of other feeds does.
-func oandaTicker(sym string, cs []domain.Candle, now time.Time) (domain.Ticker, error) {
-	if len(cs) < 2 {
-		return domain.Ticker{}, fmt.Errorf("%d hourly candles, need 2: %w", len(cs), errBadField)
+// currentPrices returns the pricing response of every pair of the account
+// (GET /v3/accounts/{accountID}/pricing), fetched at most once per
+// oandaPricesFresh.
+func (o *oanda) currentPrices(ctx context.Context) (oandaPrices, error) {
+	o.pricesMu.Lock()
+	defer o.pricesMu.Unlock()
+	if o.prices.bySymbol != nil && o.now().Sub(o.prices.fetched) < oandaPricesFresh {
+		return o.prices, nil
 	}
-	last := cs[len(cs)-1]
-	first := cs[max(0, len(cs)-25)]
-	var volume float64
-	for _, c := range cs[max(1, len(cs)-24):] {
-		volume += c.Volume
+	l, err := o.instruments(ctx)
+	if err != nil {
+		return oandaPrices{}, err
 	}
-	t := domain.Ticker{
-		Symbol:    sym,
-		Price:     last.Close,
-		ChangePct: (last.Close/first.Close - 1) * 100,
-		Volume:    volume,
-		UpdatedAt: minTime(last.Time.Add(time.Hour), now),
+	q := url.Values{"instruments": {strings.Join(l.all, ",")}}
+	body, err := o.api.get(ctx, "/v3/accounts/"+url.PathEscape(o.account)+"/pricing", q)
+	if err != nil {
+		return oandaPrices{}, err
 	}
-	return t, t.Validate()
+	prices, err := parseOandaPricing(body, o.log)
+	if err != nil {
+		return oandaPrices{}, fmt.Errorf("feeds: oanda: pricing: %w", err)
+	}
+	prices.fetched = o.now()
+	o.prices = prices
+	return prices, nil
 }
 
-// Candles implements Provider. Daily candles are aligned on UTC midnight
-// and weekly ones on Monday, as domain timeframes are.
+// oandaClientPrice is the part of a v20 ClientPrice read here
+// (developer.oanda.com/rest-live-v20/pricing-df/): the best bid and ask
+// are the first buckets; the closeout prices stand in when a side has no
+// liquidity (the docs allow an empty list).
+type oandaClientPrice struct {
+	Instrument string `json:"instrument"`
+	Time       string `json:"time"`
+	Tradeable  *bool  `json:"tradeable"`
+	Status     string `json:"status"` // deprecated; older accounts send it alone
+	Bids       []struct {
+		Price string `json:"price"`
+	} `json:"bids"`
+	Asks []struct {
+		Price string `json:"price"`
+	} `json:"asks"`
+	CloseoutBid string `json:"closeoutBid"`
+	CloseoutAsk string `json:"closeoutAsk"`
+}
+
+// quote is the price's mid of the best bid and ask: the midpoint, as the
+// mid candles (price=M) are built, so the screener price and the last
+// candle's close agree.
+func (p oandaClientPrice) quote() (oandaQuote, error) {
+	t, err := time.Parse(time.RFC3339Nano, p.Time)
+	if err != nil {
+		return oandaQuote{}, fmt.Errorf("time %q: %w", p.Time, errBadField)
+	}
+	bid, ask := p.CloseoutBid, p.CloseoutAsk
+	if len(p.Bids) > 0 {
+		bid = p.Bids[0].Price
+	}
+	if len(p.Asks) > 0 {
+		ask = p.Asks[0].Price
+	}
+	var b, a float64
+	if err := parseDecimalFields(decimalField{"bid", &bid, &b}, decimalField{"ask", &ask, &a}); err != nil {
+		return oandaQuote{}, err
+	}
+	if b <= 0 || a <= 0 {
+		return oandaQuote{}, fmt.Errorf("bid %v, ask %v: %w", b, a, errBadField)
+	}
+	tradeable := p.Status == "tradeable"
+	if p.Tradeable != nil {
+		tradeable = *p.Tradeable
+	}
+	return oandaQuote{price: (b + a) / 2, time: t.UTC(), tradeable: tradeable}, nil
+}
+
+// parseOandaPricing reads a pricing response; a bad row is logged and
+// dropped alone.
+func parseOandaPricing(body []byte, log *slog.Logger) (oandaPrices, error) {
+	var r struct {
+		Prices []oandaClientPrice `json:"prices"`
+	}
+	if err := decodeJSON(body, &r); err != nil {
+		return oandaPrices{}, err
+	}
+	out := oandaPrices{bySymbol: make(map[string]oandaQuote, len(r.Prices)), bad: map[string]bool{}}
+	for _, p := range r.Prices {
+		q, err := p.quote()
+		if err != nil {
+			log.Warn("feeds: dropping bad ticker row", "symbol", p.Instrument, "err", err)
+			out.bad[p.Instrument] = true
+			continue
+		}
+		out.bySymbol[p.Instrument] = q
+	}
+	return out, nil
+}
+
+// Candles implements Provider. Candles are aligned as the domain's
+// timeframes are: daily ones on UTC midnight (dailyAlignment=0,
+// alignmentTimezone=UTC) and weekly ones on Monday, not on OANDA's
+// default 17:00 New York trading day. So a week has a short Sunday candle
+// (from the 17:00 New York open, 21:00 or 22:00 UTC, to midnight), a
+// Friday candle ending at the close, and no Saturday candle.
 func (o *oanda) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
 	if err := listedSymbol(ctx, o, c, symbol); err != nil {
 		return nil, err
@@ -143,27 +427,26 @@ func (o *oanda) Candles(ctx context.Context, c domain.Combination, symbol string
 	if !since.IsZero() {
 		q.Set("from", since.UTC().Format(time.RFC3339))
 	}
+	q.Set("dailyAlignment", "0")
+	q.Set("alignmentTimezone", "UTC")
+	q.Set("weeklyAlignment", "Monday")
 	cs, err := o.fetch(ctx, symbol, g, q)
 	if err != nil {
 		return nil, err
 	}
-	return clipCandles(cs, since, limit), nil
+	out := make([]domain.Candle, len(cs))
+	for i, k := range cs {
+		out[i] = k.Candle
+	}
+	return clipCandles(out, since, limit), nil
 }
 
-// get fetches mid candles of one instrument, aligned on UTC days and
-// Monday weeks.
-func (o *oanda) get(ctx context.Context, instrument, granularity string, q url.Values) ([]byte, error) {
+// fetch gets and parses mid candles of one instrument with the alignment
+// q asks for.
+func (o *oanda) fetch(ctx context.Context, instrument, granularity string, q url.Values) ([]oandaCandle, error) {
 	q.Set("granularity", granularity)
 	q.Set("price", "M")
-	q.Set("dailyAlignment", "0")
-	q.Set("alignmentTimezone", "UTC")
-	q.Set("weeklyAlignment", "Monday")
-	return o.api.get(ctx, "/v3/instruments/"+url.PathEscape(instrument)+"/candles", q)
-}
-
-// fetch gets and parses mid candles of one instrument.
-func (o *oanda) fetch(ctx context.Context, instrument, granularity string, q url.Values) ([]domain.Candle, error) {
-	body, err := o.get(ctx, instrument, granularity, q)
+	body, err := o.api.get(ctx, "/v3/instruments/"+url.PathEscape(instrument)+"/candles", q)
 	if err != nil {
 		return nil, err
 	}
@@ -188,13 +471,21 @@ type oandaOHLC struct {
 	O, H, L, C string
 }
 
+// oandaCandle is a mid candle and whether OANDA calls it complete (its end
+// is not in the future).
+type oandaCandle struct {
+	domain.Candle
+	complete bool
+}
+
 // parseOandaCandles parses a v20 candles response (price=M), oldest first.
-func parseOandaCandles(body []byte) ([]domain.Candle, error) {
+func parseOandaCandles(body []byte) ([]oandaCandle, error) {
 	var r oandaCandles
 	if err := decodeJSON(body, &r); err != nil {
 		return nil, err
 	}
-	out := make([]domain.Candle, 0, len(r.Candles))
+	out := make([]oandaCandle, 0, len(r.Candles))
+	plain := make([]domain.Candle, 0, len(r.Candles))
 	for i, c := range r.Candles {
 		ts, err := time.Parse(time.RFC3339Nano, c.Time)
 		if err != nil {
@@ -212,17 +503,11 @@ func parseOandaCandles(body []byte) ([]domain.Candle, error) {
 				return nil, fmt.Errorf("candle %d: %w", i, err)
 			}
 		}
-		out = append(out, k)
+		out = append(out, oandaCandle{Candle: k, complete: c.Complete})
+		plain = append(plain, k)
 	}
-	if err := domain.ValidateCandles(out); err != nil {
+	if err := domain.ValidateCandles(plain); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

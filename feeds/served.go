@@ -38,6 +38,25 @@ func ServedBy(names []string, c domain.Combination) (string, bool) {
 	return "", false
 }
 
+// DataFeed names the market-data feed of names (in priority order) that
+// serves c, as the reports' data quality shows it: the feed's name, and
+// for alpaca the market-data feed of the plan (alpacaFeed: "iex" or
+// "sip"), since IEX carries a few percent of US volume. "" when none
+// serves c.
+func DataFeed(names []string, alpacaFeed string, c domain.Combination) string {
+	name, ok := ServedBy(names, c)
+	switch {
+	case !ok:
+		return ""
+	case name == NameAlpaca:
+		if alpacaFeed == "" {
+			alpacaFeed = AlpacaIEX
+		}
+		return name + "/" + alpacaFeed
+	}
+	return name
+}
+
 // Served splits a region's catalogue into the combinations the feeds
 // names serve and the others, each in catalogue order.
 func Served(names []string, region string) (served, unserved []domain.Combination) {
@@ -79,8 +98,15 @@ func oandaServes(c domain.Combination) bool {
 	return c.Market == domain.Forex && c.Exchange == NameOanda && (c.Instrument == "major" || c.Instrument == "minor")
 }
 
-// alpacaServes: Alpaca's stocks by listing exchange (alpacaExchanges).
+// alpacaServes: Alpaca's stocks by listing exchange (alpacaExchangeOf).
 func alpacaServes(c domain.Combination) bool {
-	_, ok := alpacaExchanges[c.Exchange]
-	return c.Market == domain.Stocks && c.Instrument == "stock" && ok
+	if c.Market != domain.Stocks || c.Instrument != "stock" {
+		return false
+	}
+	for _, ex := range alpacaExchangeOf {
+		if ex == c.Exchange {
+			return true
+		}
+	}
+	return false
 }

@@ -42,7 +42,7 @@ func TestServedSplitsTheCatalogue(t *testing.T) {
 	if want := []domain.Combination{binanceSpot, binancePerp, binanceFutures}; !slices.Equal(served, want) {
 		t.Errorf("served %v, want %v", served, want)
 	}
-	if want := []domain.Combination{okxSpot, okxPerp, oandaMajor, oandaMinor, nasdaq, nyse}; !slices.Equal(unserved, want) {
+	if want := []domain.Combination{okxSpot, okxPerp, oandaMajor, oandaMinor, nasdaq, nyse, arca, amex, bats}; !slices.Equal(unserved, want) {
 		t.Errorf("unserved %v, want %v", unserved, want)
 	}
 	if served, unserved := Served([]string{NameSynthetic}, "us"); len(unserved) != 0 || len(served) != len(domain.Catalogue("us")) {

@@ -15,8 +15,11 @@ import (
 // the same values; the current candle and the tickers follow the clock down
 // to the second, so prices move between ingests a few seconds apart.
 // Per-symbol trending and ranging regimes of 3–20 days make technical
-// verdicts change over time. Markets trade around the clock (no sessions),
-// but volume follows each market's intraday and weekly seasonality.
+// verdicts change over time. Crypto trades around the clock; stocks trade
+// in the NYSE's sessions and currencies in the forex week
+// (synthetic_calendar.go): outside them there are no candles and the
+// screener rows stand at the last close. Volume follows each market's
+// intraday and weekly seasonality.
 type Synthetic struct {
 	seed      uint64
 	now       func() time.Time
@@ -130,7 +133,7 @@ func (s *Synthetic) cryptoPaths(n int) []pathAsset {
 
 func (s *Synthetic) stockPaths() map[string][]pathAsset {
 	out := map[string][]pathAsset{}
-	for exchange, table := range map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE} {
+	for exchange, table := range syntheticStockTables {
 		for _, a := range parseAssets(table) {
 			h := mix64(s.seed ^ hashString("stocks", a.name))
 			sigma, beta := 0.01+0.012*unit(h), 0.6+0.9*unit(mix64(h))
@@ -228,9 +231,6 @@ func (s *Synthetic) forexUniverse(c domain.Combination, ccy map[string]pathAsset
 func (s *Synthetic) stockUniverse(c domain.Combination, byExchange map[string][]pathAsset) *universe {
 	u := &universe{bySymbol: map[string]*instrument{}}
 	assets := byExchange[c.Exchange]
-	if assets == nil { // a stock exchange not in the tables: serve both lists
-		assets = append(append([]pathAsset{}, byExchange["nasdaq"]...), byExchange["nyse"]...)
-	}
 	for _, a := range assets {
 		in := &instrument{
 			symbol: a.name, market: domain.Stocks, logBase: math.Log(a.price),
@@ -274,7 +274,11 @@ func (s *Synthetic) Symbols(_ context.Context, c domain.Combination) ([]string, 
 }
 
 // Tickers implements Provider: price now, change over 24 h, and the volume
-// of the last 24 hourly candles in quote currency (ticks for forex).
+// of the last 24 hourly candles in quote currency (ticks for forex). A
+// market that trades in sessions is quoted as of its last traded instant:
+// while it is closed its rows stand at the last close, stamped with it;
+// a stock's change is against the previous session's close, as the US
+// exchanges quote it.
 func (s *Synthetic) Tickers(_ context.Context, c domain.Combination) ([]domain.Ticker, error) {
 	u, ok := s.universes[c]
 	if !ok {
@@ -290,10 +294,20 @@ func (s *Synthetic) Tickers(_ context.Context, c domain.Combination) ([]domain.T
 
 func (s *Synthetic) ticker(in *instrument, now time.Time) domain.Ticker {
 	e := in.evaluator(s.factors[in.market])
+	prevAt := now.Add(-24 * time.Hour)
+	if src := sessionsOf(in.market); src != nil {
+		ss, open := marketState(src, now)
+		if !open {
+			now = ss.Close
+		}
+		if in.market == domain.Stocks {
+			prevAt = src.before(ss.Open).Close
+		}
+	}
 	nowNs := now.UnixNano()
 	hour := int64(time.Hour)
 	last := domain.TF1h.Truncate(now).UnixNano()
-	prev := in.round(math.Exp(e.logPrice(nowNs-int64(24*time.Hour), 0)))
+	prev := in.round(math.Exp(e.logPrice(prevAt.UnixNano(), 0)))
 	var volume float64
 	lp := e.logPrice(last-23*hour, 0)
 	for t0 := last - 23*hour; t0 <= last; t0 += hour {
@@ -337,6 +351,13 @@ func (s *Synthetic) Candles(_ context.Context, c domain.Combination, symbol stri
 		if first.Before(since) {
 			first = first.Add(dur)
 		}
+	}
+	if src := sessionsOf(in.market); src != nil {
+		ws := windowsBefore(src, tf, now, limit)
+		if !since.IsZero() {
+			ws = windowsFrom(src, tf, first, now, limit)
+		}
+		return s.windowSeries(in, tf, ws, now), nil
 	}
 	if first.After(last) {
 		return []domain.Candle{}, nil
@@ -476,7 +497,8 @@ func (in *instrument) toUnits(quoteVol, price float64) float64 {
 // seasonality is the relative trading intensity at t (mean ≈ 1 over a week
 // day): crypto peaks with the US/EU overlap and slows at weekends; forex
 // peaks with London/New York and all but stops at weekends; stocks trade in
-// the US session (13:30–20:00 UTC) with a U-shaped open and close.
+// the New York session (09:30–16:00 local time, whatever its UTC offset)
+// with a U-shaped open and close.
 func seasonality(m domain.Market, t int64) float64 {
 	secs, _ := lattice(t, int64(time.Second))
 	day, frac := lattice(secs, 86400)
@@ -496,10 +518,12 @@ func seasonality(m domain.Market, t int64) float64 {
 		}
 		return 1 + 0.6*math.Cos(2*math.Pi*(hour-13)/24)
 	}
-	if weekend || hour < 13.5 || hour >= 20 {
+	local := time.Unix(0, t).In(domain.NewYork())
+	hour = float64(local.Hour()) + float64(local.Minute())/60 + float64(local.Second())/3600
+	if wd := local.Weekday(); wd == time.Saturday || wd == time.Sunday || hour < 9.5 || hour >= 16 {
 		return 0.03
 	}
-	x := (hour-13.5)/6.5*2 - 1 // -1 at the open, +1 at the close
+	x := (hour-9.5)/6.5*2 - 1 // -1 at the open, +1 at the close
 	return 3.2 * (0.8 + 1.2*x*x)
 }
 

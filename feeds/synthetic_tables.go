@@ -63,6 +63,28 @@ DUK 120 Utilities, SO 92 Utilities, MMM 155 Industrials, UBER 90 Technology,
 SHOP 150 Technology, BRK.B 490 Financials, TSM 290 Technology, BABA 160 Consumer,
 NOW 900 Technology, ACN 250 Technology, TMO 520 Health`
 
+// syntheticArca, syntheticAmex and syntheticBats list the funds and
+// stocks of the other exchanges the catalogue serves: NYSE Arca lists most
+// ETFs, NYSE American ("amex") small caps, Cboe BZX ("bats") funds and its
+// operator's own stock.
+const syntheticArca = `
+SPY 600 Fund, IWM 230 Fund, GLD 250 Fund, SLV 28 Fund, XLF 50 Fund, XLE 90 Fund,
+XLK 230 Fund, XLV 145 Fund, DIA 440 Fund, EEM 45 Fund, EFA 80 Fund, VTI 290 Fund,
+VOO 550 Fund, HYG 80 Fund, LQD 110 Fund, ARKK 55 Fund, KRE 60 Fund, XBI 90 Fund,
+GDX 40 Fund, USO 75 Fund`
+
+const syntheticAmex = `
+IMO 70 Energy, LEU 80 Energy, UEC 7 Energy, MAG 15 Materials, EQX 7 Materials,
+NGD 4 Materials, SVM 4 Materials, BTG 3 Materials`
+
+const syntheticBats = `
+CBOE 210 Financials, VXX 50 Fund, SVXY 45 Fund, VIXY 40 Fund, UVXY 25 Fund, BUFR 30 Fund`
+
+// syntheticStockTables are the stock tables by catalogue exchange: a
+// symbol is listed on one exchange, as on the US market.
+var syntheticStockTables = map[string]string{"nasdaq": syntheticNasdaq, "nyse": syntheticNYSE,
+	"arca": syntheticArca, "amex": syntheticAmex, "bats": syntheticBats}
+
 // syntheticCurrencies lists currencies with their value in USD and their
 // policy-rate and inflation levels (percent), for the forex universe.
 const syntheticCurrencies = `

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 var (
 	streamConnections = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "marketd_stream_connections", Help: "Open exchange websocket connections by endpoint (binance-spot, binance-futures, okx-public, okx-business); two per shard while one replaces the other.",
+		Name: "marketd_stream_connections", Help: "Open exchange stream connections by endpoint (websockets binance-spot, binance-futures, okx-public, okx-business, alpaca; OANDA's streaming HTTP oanda-pricing); two per shard while one replaces the other.",
 	}, []string{"endpoint"})
 	streamReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketd_stream_reconnects_total", Help: "Exchange websocket connections re-established after a drop (planned replacements before the 24 h cut are not counted), by endpoint.",
@@ -18,7 +18,7 @@ var (
 var streamCollectors = []prometheus.Collector{streamConnections, streamReconnects, streamGapRepairs}
 
 // Streams records the exchange websockets' events; it is the Metrics of
-// feeds/streams.Manager.
+// feeds/streams.Manager and feeds/streams.Alpaca.
 type Streams struct{}
 
 // StreamConnections adds delta to the open connections of an endpoint.
@@ -39,7 +39,7 @@ func (Streams) GapRepair(endpoint string, err error) {
 }
 
 // StreamEndpoints lists every endpoint label of the stream series.
-var StreamEndpoints = []string{"binance-spot", "binance-futures", "okx-public", "okx-business"}
+var StreamEndpoints = []string{"binance-spot", "binance-futures", "okx-public", "okx-business", "oanda-pricing", "alpaca"}
 
 func init() {
 	// Every endpoint is exported from the start (at 0), so an alert on

@@ -95,6 +95,12 @@ func TestAlertRules(t *testing.T) {
 			t.Fatalf("promtool check rules: %v\n%s", err, out)
 		}
 		t.Logf("promtool: %s", strings.TrimSpace(string(out)))
+		// The rules' unit tests: a closed market's feeds raise no
+		// MarketdFeedStale.
+		out, err = exec.Command(path, "test", "rules", "testdata/feedstale_test.yml").CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool test rules: %v\n%s", err, out)
+		}
 	} else {
 		t.Log("promtool not installed (Debian: apt-get install prometheus): checked the structure and names only")
 	}

@@ -19,7 +19,7 @@
 //   - stream: the slots of each client's event streams, StreamSlots.
 //   - hostbudget: the shared request budgets of the providers, HostBudget.
 //   - worker: the websocket lease and live marks of the stream ingest
-//     (StreamLease, StreamLive) and the pipeline's pending sets,
+//     (StreamLease, StreamLive, StreamSeries) and the pipeline's pending sets,
 //     generations and claims (ScorePending, ScoreGeneration, PipelineClaim).
 //   - invalidation: the bus's channels, Invalidations (the service's read
 //     caches and keys) and SandboxInvalidations (the sandbox servers' read
@@ -50,6 +50,7 @@ const (
 	hostBudgetHead     = "marketd:budget:"
 	streamLeaseKey     = "streams:lease"
 	streamLiveHead     = "streams:live:"
+	streamSeriesHead   = "streams:series:"
 	scorePendingHead   = "pipeline:score:pending:"
 	scoreGenHead       = "pipeline:score:gen:"
 	pipelineClaimHead  = "pipeline:claim:"
@@ -88,6 +89,13 @@ func (s Space) StreamLease() string { return string(s) + streamLeaseKey }
 // StreamLive marks the candles of a market's exchange as streamed live.
 func (s Space) StreamLive(market, exchange string) string {
 	return string(s) + streamLiveHead + market + ":" + exchange
+}
+
+// StreamSeries is the set of the symbols of a market's exchange and
+// timeframe whose closed candles a websocket delivers ("*" for every
+// symbol), where the exchange is not streamed live as a whole.
+func (s Space) StreamSeries(market, exchange, timeframe string) string {
+	return string(s) + streamSeriesHead + market + ":" + exchange + ":" + timeframe
 }
 
 // ScorePending is the set of symbols of a market and style waiting for

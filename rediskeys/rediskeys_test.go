@@ -23,6 +23,7 @@ func families() []family {
 		{"host budget", false, "marketd:budget:", func(s rediskeys.Space) string { return s.HostBudget("binance") }},
 		{"stream lease", false, "streams:lease", func(s rediskeys.Space) string { return s.StreamLease() }},
 		{"stream live mark", false, "streams:live:", func(s rediskeys.Space) string { return s.StreamLive("crypto", "binance") }},
+		{"streamed series", false, "streams:series:", func(s rediskeys.Space) string { return s.StreamSeries("stocks", "nasdaq", "1m") }},
 		{"score pending set", false, "pipeline:score:pending:", func(s rediskeys.Space) string { return s.ScorePending("crypto", "swing") }},
 		{"score generation", false, "pipeline:score:gen:", func(s rediskeys.Space) string { return s.ScoreGeneration("crypto", "swing") }},
 		{"pipeline claim", false, "pipeline:claim:", func(s rediskeys.Space) string { return s.PipelineClaim("webhooks:wake:1") }},

@@ -3,6 +3,14 @@
 // "ingest:tickers:crypto:binance:spot:20261122T101500"), so several
 // scheduler replicas enqueue each tick once: the second enqueue of an id
 // is refused by asynq as a conflict.
+//
+// A job of a market that closes (Job.Market: stocks, forex) follows its
+// calendar: it is enqueued on the ticks when the market trades, and once
+// after each close, the catch-up that stores the session's final candles
+// and screener rows, under an id of the close
+// ("ingest:tickers:stocks:nasdaq:stock:close:20261127T180000") that asynq
+// keeps until the next open, so no later tick of the closure enqueues it
+// again.
 package scheduler
 
 import (
@@ -44,7 +52,20 @@ type Job struct {
 	Queue string
 	// Timeout bounds one run of the task.
 	Timeout time.Duration
+	// Market is the market whose sessions the job follows (its data does
+	// not move while the market is closed); empty for a job of every tick.
+	Market domain.Market
 }
+
+// CatchUpDelay is how long after a close a market's catch-up waits: the
+// provider's last bars and closing prints settle in the seconds after the
+// close, and a read at the bell could miss them.
+const CatchUpDelay = 2 * time.Minute
+
+// maxCatchUpRetention bounds how long asynq keeps a finished catch-up
+// when the next open is not known: longer than any closure (a holiday
+// weekend is under four days).
+const maxCatchUpRetention = 8 * 24 * time.Hour
 
 // Config configures a Scheduler.
 type Config struct {
@@ -52,6 +73,10 @@ type Config struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Entries  []Entry
+	// Hours are the markets' calendars (calendar.Book): a job of a market
+	// is enqueued while it trades and once after each close. Nil: every
+	// market trades around the clock.
+	Hours domain.MarketHours
 }
 
 // Scheduler enqueues the entries' jobs on their ticks.
@@ -109,6 +134,42 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // were new (the others were already enqueued by another replica).
 func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) int {
 	fresh := 0
+	for _, p := range s.Plan(e, tick) {
+		opts := []asynq.Option{
+			asynq.TaskID(p.ID),
+			asynq.Queue(p.Queue),
+			asynq.MaxRetry(2),
+			asynq.Retention(p.Retention),
+		}
+		if p.Timeout > 0 {
+			opts = append(opts, asynq.Timeout(p.Timeout))
+		}
+		task := asynq.NewTaskWithHeaders(p.Task.Type(), p.Task.Payload(), p.Headers)
+		_, err := s.client.EnqueueContext(ctx, task, opts...)
+		switch {
+		case err == nil:
+			fresh++
+		case errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask):
+		default:
+			s.cfg.Logger.Warn("enqueue failed", "task_id", p.ID, "err", err)
+		}
+	}
+	return fresh
+}
+
+// Planned is one job as a tick enqueues it.
+type Planned struct {
+	Job
+	Headers map[string]string
+	// Retention is how long asynq keeps the finished task's id, so that
+	// a replica running late cannot enqueue the same work again.
+	Retention time.Duration
+}
+
+// Plan is what a tick of e enqueues: the entry's jobs with their
+// headers, and for a market that is closed at the tick, nothing or its
+// catch-up (catchUp).
+func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 	// A tick not started within its interval is superseded by the next:
 	// the worker skips it (worker.HeaderNotAfter). This is a start-by
 	// time, not asynq's Deadline, which would also cut short a task that
@@ -116,33 +177,46 @@ func (s *Scheduler) EnqueueTick(ctx context.Context, e Entry, tick time.Time) in
 	// finished.
 	notAfter := tick.Add(e.Interval).UTC().Format(time.RFC3339Nano)
 	stamp := tickStamp(tick)
-	for _, j := range e.Tasks(tick) {
-		opts := []asynq.Option{
-			asynq.TaskID(j.ID),
-			asynq.Queue(j.Queue),
-			asynq.MaxRetry(2),
-			// Keep the finished task's id a while, so a replica that runs
-			// late cannot enqueue the same tick again.
-			asynq.Retention(2 * e.Interval),
-		}
-		if j.Timeout > 0 {
-			opts = append(opts, asynq.Timeout(j.Timeout))
+	jobs := e.Tasks(tick)
+	out := make([]Planned, 0, len(jobs))
+	for _, j := range jobs {
+		series, periodic := strings.CutSuffix(j.ID, ":"+stamp)
+		if j.Market != "" {
+			st := domain.StateAt(s.cfg.Hours, j.Market, tick)
+			if !st.Open {
+				if c, ok := catchUp(j, series, st, tick, e.Interval); ok && periodic {
+					out = append(out, c)
+				}
+				continue
+			}
 		}
 		headers := map[string]string{worker.HeaderNotAfter: notAfter}
-		if series, ok := strings.CutSuffix(j.ID, ":"+stamp); ok {
+		if periodic {
 			headers[worker.HeaderSeries] = series
 		}
-		task := asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), headers)
-		_, err := s.client.EnqueueContext(ctx, task, opts...)
-		switch {
-		case err == nil:
-			fresh++
-		case errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask):
-		default:
-			s.cfg.Logger.Warn("enqueue failed", "task_id", j.ID, "err", err)
-		}
+		out = append(out, Planned{Job: j, Headers: headers, Retention: 2 * e.Interval})
 	}
-	return fresh
+	return out
+}
+
+// catchUp is the catch-up of job j (of series series) at a tick when its
+// market is closed (st): the first tick CatchUpDelay after the session's
+// close and every later one of the closure plan it under the same id,
+// the series and the close, so asynq takes it once. It runs however late
+// it starts (no start-by header: it is the last read of the session, no
+// later tick does it again) and its id is kept until the next open. ok is
+// false before the delay, and when no session has closed yet.
+func catchUp(j Job, series string, st domain.MarketState, tick time.Time, interval time.Duration) (Planned, bool) {
+	closed := st.Session.Close
+	if closed.IsZero() || tick.Before(closed.Add(CatchUpDelay)) {
+		return Planned{}, false
+	}
+	keep := maxCatchUpRetention
+	if !st.NextOpen.IsZero() {
+		keep = min(st.NextOpen.Sub(tick)+interval, maxCatchUpRetention)
+	}
+	j.ID = series + ":close:" + tickStamp(closed)
+	return Planned{Job: j, Headers: map[string]string{}, Retention: keep}, true
 }
 
 // tickStamp ends a periodic job's task id: the tick, so each tick of a
@@ -169,6 +243,7 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:tickers:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tickStamp(tick)),
 					Task: worker.NewIngestTickersTask(c, tick), Queue: worker.QueueLive, Timeout: tickerEvery * 3,
+					Market: c.Market,
 				})
 			}
 			return jobs
@@ -180,6 +255,7 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
 					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
+					Market: c.Market,
 				})
 			}
 			return jobs
@@ -253,12 +329,15 @@ var candleTimeframes = func() []domain.Timeframe {
 // ScoreEntries are the analytics entries for a region: every market whose
 // candle source is served is scored every scoreEvery, crypto in every
 // trading style, the other markets in the default one (style changes
-// crypto only).
+// crypto only). They tick whatever the markets' hours: a closed market's
+// run finds every asset's last candle unchanged and skips it (the
+// catch-up's candles were scored when they were stored), and a market
+// that is not scored for a weekend would raise MarketdScoringStalled.
 func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration) []Entry {
 	return []Entry{{Name: "score", Interval: scoreEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
+			if !domain.Scored(region, m, served) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {
@@ -278,7 +357,7 @@ func StatsEntries(region string, served domain.Served, statsEvery time.Duration)
 	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); ok {
+			if domain.Scored(region, m, served) {
 				jobs = append(jobs, Job{ID: fmt.Sprintf("stats:%s:%s", m, tickStamp(tick)),
 					Task: worker.NewStatsTask(m, tick), Queue: worker.QueueDefault, Timeout: 15 * time.Minute})
 			}
@@ -298,14 +377,16 @@ func WebhookEntries(every time.Duration) []Entry {
 
 // FundamentalsEntries refresh the fundamental inputs of every market's
 // served analytics source every `every`, FundamentalsOffset(every) past
-// its boundaries.
+// its boundaries; a closed market's once after its close (its inputs do
+// not move while it is shut, and the scorer uses them for a week).
 func FundamentalsEntries(region string, served domain.Served, every time.Duration) []Entry {
 	return []Entry{{Name: "ingest:fundamentals", Interval: every, Offset: FundamentalsOffset(every), Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
-			if src, ok := domain.AnalyticsSource(region, m, served); ok {
-				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s", m, tickStamp(tick)),
-					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute})
+			for _, src := range domain.AnalyticsSources(region, m, served) {
+				jobs = append(jobs, Job{ID: fmt.Sprintf("ingest:fundamentals:%s:%s:%s:%s", m, src.Exchange, src.Instrument, tickStamp(tick)),
+					Task: worker.NewIngestFundamentalsTask(src, tick), Queue: worker.QueueIngest, Timeout: 10 * time.Minute,
+					Market: m})
 			}
 		}
 		return jobs
@@ -355,5 +436,25 @@ func RetentionEntries(every time.Duration) []Entry {
 	return []Entry{{Name: "candles:retention", Interval: every, Tasks: func(tick time.Time) []Job {
 		return []Job{{ID: "candles:retention:" + tickStamp(tick),
 			Task: worker.NewCandleRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
+	}}}
+}
+
+// CalendarInterval is how often the sessions of the markets that trade in
+// sessions are read from their feeds: they change a few times a year, and
+// are announced ahead.
+const CalendarInterval = 24 * time.Hour
+
+// CalendarOffset puts the daily refresh at 06:00 UTC: the US night
+// (01:00 or 02:00 in New York), between a close and the next open.
+const CalendarOffset = 6 * time.Hour
+
+// CalendarEntries refresh the markets' sessions (worker.CalendarJob)
+// daily. A scheduler starting enqueues the day's refresh at once, and a
+// worker refreshes at its own start too, so a new deployment knows its
+// sessions within seconds.
+func CalendarEntries() []Entry {
+	return []Entry{{Name: "calendar:refresh", Interval: CalendarInterval, Offset: CalendarOffset, Tasks: func(tick time.Time) []Job {
+		return []Job{{ID: "calendar:refresh:" + tickStamp(tick),
+			Task: worker.NewCalendarRefreshTask(tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute}}
 	}}}
 }

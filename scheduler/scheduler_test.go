@@ -135,6 +135,7 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 	}
 	want := []string{
 		"crypto:binance:spot:4h", "forex:oanda:major:4h", "forex:oanda:minor:4h", "stocks:nasdaq:stock:4h",
+		"stocks:nyse:stock:4h", "stocks:arca:stock:4h", "stocks:amex:stock:4h", "stocks:bats:stock:4h",
 		"crypto:binance:spot:15m", "crypto:binance:spot:1h", "crypto:binance:spot:1d",
 		// the display-only series follow, in an order rotated per tick (TestTickerOrderRotates)
 	}
@@ -219,7 +220,7 @@ func TestServedSourceIsScheduledFirst(t *testing.T) {
 	if got := ids["ingest:candles"]; len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 		t.Errorf("candle tasks start %v, want okx spot's scored series first %v", got[:min(len(got), len(want))], want)
 	}
-	if got := ids["ingest:fundamentals"]; !slices.Equal(got, []string{"ingest:fundamentals:crypto"}) {
+	if got := ids["ingest:fundamentals"]; !slices.Equal(got, []string{"ingest:fundamentals:crypto:okx:spot"}) {
 		t.Errorf("fundamentals tasks %v, want crypto's", got)
 	}
 	if len(ids["score"]) != len(analytics.ScoredStyles(domain.Crypto)) || !slices.Equal(ids["stats"], []string{"stats:crypto"}) {

@@ -95,10 +95,11 @@ func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, er
 }
 
 // AnalyticsList returns the latest analytics of every scored asset of a
-// market in a style, ordered by symbol, without the full results.
+// market in a style that is still listed (SyncListings), ordered by
+// symbol, without the full results.
 func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]AnalyticsRecord, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
-		WHERE market = $1 AND style = $2 ORDER BY symbol`, string(m), string(style))
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports t
+		WHERE market = $1 AND style = $2 AND `+listedOnly+` ORDER BY symbol`, string(m), string(style))
 	if err != nil {
 		return nil, translate(err, "analytics")
 	}
@@ -121,16 +122,16 @@ func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol strin
 	return r, nil
 }
 
-// TopSetups returns the assets of the given markets with the strongest
-// scores (largest |overall_score| first, then symbol), optionally only one
-// verdict.
+// TopSetups returns the listed assets of the given markets with the
+// strongest scores (largest |overall_score| first, then symbol),
+// optionally only one verdict.
 func (db *DB) TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]AnalyticsRecord, error) {
 	ms := make([]string, len(markets))
 	for i, m := range markets {
 		ms[i] = string(m)
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports
-		WHERE style = $1 AND market = ANY($2) AND ($3 = '' OR verdict = $3)
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+` FROM analytics_reports t
+		WHERE style = $1 AND market = ANY($2) AND ($3 = '' OR verdict = $3) AND `+listedOnly+`
 		ORDER BY abs(overall_score) DESC, market, symbol LIMIT $4`, string(style), ms, string(verdict), limit)
 	if err != nil {
 		return nil, translate(err, "analytics")

@@ -12,7 +12,7 @@ import (
 )
 
 // CandleCache keeps, in a scoring worker, the newest candles of the series
-// it read (CachedCandlesOf), with the series' version (migration 00021) at
+// it read (CachedCandlesOf), with the series' version (migration 00023) at
 // the read. A later read of the series asks Postgres, in one statement,
 // for the version and only the candles from the kept newest one on: at a
 // close that is the candle that closed and the one that opened, not 500.
@@ -100,7 +100,7 @@ func (c *CandleCache) drop(k CandleKey) {
 }
 
 // versionedTimeframes are the timeframes whose series have versions: the
-// timeframes of the scored styles (migration 00021 lists the same ones;
+// timeframes of the scored styles (migration 00023 lists the same ones;
 // a test checks that every scored timeframe is here).
 var versionedTimeframes = []domain.Timeframe{domain.TF15m, domain.TF1h, domain.TF4h, domain.TF1d}
 

@@ -267,12 +267,12 @@ func TestCandleCacheBounds(t *testing.T) {
 }
 
 // Every timeframe a style is scored in has series versions (migration
-// 00021's list): without them the scorer would read every series in full.
+// 00023's list): without them the scorer would read every series in full.
 func TestScoredTimeframesAreVersioned(t *testing.T) {
 	t.Parallel()
 	for _, st := range analytics.Styles {
 		if !store.CandleVersioned(st.Timeframe()) {
-			t.Errorf("style %s scores %s candles, which have no series versions: add the timeframe to migration 00021's list in a new migration and to versionedTimeframes",
+			t.Errorf("style %s scores %s candles, which have no series versions: add the timeframe to migration 00023's list in a new migration and to versionedTimeframes",
 				st, st.Timeframe())
 		}
 	}

@@ -172,7 +172,7 @@ func BenchmarkUpsertCandles1000(b *testing.B) {
 // (15m) at a close, one statement each as the sink writes them: the closed
 // candle's final values, then the new open candle, then the open candle
 // moving. On a scored timeframe each write also keeps the series'
-// versions (migration 00021's triggers), which this measures per series.
+// versions (migration 00023's triggers), which this measures per series.
 func BenchmarkUpsertCloseWrites(b *testing.B) {
 	db := storetest.New(b)
 	ctx := context.Background()

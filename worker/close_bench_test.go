@@ -53,10 +53,11 @@ func BenchmarkCloseRescoring(b *testing.B) {
 	if os.Getenv("BENCH_CLOSE_MARKET") == "stocks" {
 		m = domain.Stocks
 	}
-	src, ok := domain.AnalyticsSource("global", m, nil)
-	if !ok {
+	srcs := domain.AnalyticsSources("global", m, nil)
+	if len(srcs) == 0 {
 		b.Fatalf("no analytics source for %s", m)
 	}
+	src := srcs[0]
 	styles := analytics.ScoredStyles(m)
 	db := storetest.New(b)
 	ctx := context.Background()

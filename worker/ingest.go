@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -74,6 +76,8 @@ type IngestStore interface {
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error
+	SyncListings(ctx context.Context, c domain.Combination, symbols []string, at time.Time) (listed, delisted int, err error)
+	FeedHealthOf(ctx context.Context, c domain.Combination, kind string) (store.FeedHealth, error)
 }
 
 // Ingester runs the ingest tasks.
@@ -93,15 +97,50 @@ type Ingester struct {
 	// new fundamentals), so the affected assets are scored at once; nil
 	// leaves scoring to the scheduler's tick.
 	Changes ChangeSink
-	// Streamed reports whether a websocket keeps the candles of an
-	// exchange's combination current (StreamIngest's live mark); the
-	// scheduled ingest then only loads series with nothing stored yet. nil
-	// means never.
-	Streamed func(ctx context.Context, c domain.Combination) bool
+	// Streamed reports which series of a combination's timeframe a
+	// websocket delivers (StreamIngest's live marks, StreamedCandles): REST
+	// never stores their forming candle (dropStreamedEdge), and while
+	// every series is delivered the scheduled ingest only loads series with
+	// nothing stored yet. nil means none.
+	Streamed func(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries
 	// Retention is how long candles of each timeframe are kept (the
 	// RetentionJob's): backfill never loads what it would delete. nil
 	// keeps everything.
 	Retention map[domain.Timeframe]time.Duration
+
+	// polled is, by combination and timeframe, where the next bulk poll
+	// of every series may start at the latest (ingestBulk).
+	polled sync.Map
+	// listed is, by combination, the digest of the symbol list last
+	// recorded by syncListings.
+	listed sync.Map
+	// scored is, by combination, whether scoredLoaded holds, and under
+	// "first" when this process first asked.
+	scored sync.Map
+}
+
+// StreamedSeries is what a websocket delivers of one timeframe of a
+// combination.
+type StreamedSeries struct {
+	// All: every series (the combination's timeframe is streamed live).
+	All bool
+	// Symbols are the series delivered when not all are (a plan's symbol
+	// limit): REST keeps polling every series, these included.
+	Symbols map[string]bool
+}
+
+// Has reports whether the series of symbol is delivered.
+func (s StreamedSeries) Has(symbol string) bool { return s.All || s.Symbols[symbol] }
+
+// Any reports whether any series is delivered.
+func (s StreamedSeries) Any() bool { return s.All || len(s.Symbols) > 0 }
+
+// streamed is Streamed's answer, none without the hook.
+func (in *Ingester) streamed(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries {
+	if in.Streamed == nil {
+		return StreamedSeries{}
+	}
+	return in.Streamed(ctx, c, tf)
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -161,6 +200,7 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 	observeRows(c, "tickers", len(tickers))
 	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
 	in.notify(ctx, readcache.Tickers(c))
+	in.syncListings(ctx, p, c)
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
 }
@@ -229,7 +269,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			return 0, ours(err)
 		}
 	}
-	if scheduled && in.Streamed != nil && in.Streamed(ctx, c) {
+	streamed := in.streamed(ctx, c, tf)
+	if scheduled && streamed.All {
 		// What is left is the initial history of new series: bulk work,
 		// like the streams' catch-up it runs beside.
 		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
@@ -256,8 +297,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		if len(batch) == 0 {
 			return nil
 		}
-		if in.Streamed != nil && in.Streamed(ctx, c) {
-			dropStreamedEdge(batch, fetched, tf)
+		if s := in.streamed(ctx, c, tf); s.Any() {
+			dropStreamedEdge(batch, fetched, tf, s)
 		}
 		clear(fetched)
 		for _, cs := range batch {
@@ -273,12 +314,40 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		changed = append(changed, keys...)
 		return ours(err)
 	}
+	if bp, ok := p.(feeds.BulkCandleProvider); ok {
+		pending := 0 // candles in batch
+		if scheduled && !want && in.Changes != nil && !in.scoredLoaded(ctx, c) {
+			// A cold start of a whole stock market: the display-only
+			// series' history (eight timeframes of thousands of symbols:
+			// most of the budget for a quarter of an hour) waits for the
+			// scored series', which the reports need.
+			symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
+		}
+		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, streamed, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
+			batch[key], fetched[key] = cs, asked
+			if pending += len(cs); len(batch) >= bulkFlushEvery || pending >= bulkFlushCandles {
+				pending = 0
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return stored, err
+		}
+		if err := flush(); err != nil {
+			return stored, err
+		}
+		if n > 0 {
+			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
+		}
+		return stored, nil
+	}
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
 		if last, ok := latest[sym]; ok {
 			// A series stalled for longer than its retention resumes at the
 			// cut-off: older candles would only be deleted again.
-			since = retainedSince(in.Retention, tf, now, last)
+			since = rereadStreamed(streamed, sym, tf, retainedSince(in.Retention, tf, now, last))
 			limit = min(int(now.Sub(since)/tf.Duration())+2, 1000)
 		}
 		asked := in.Now()
@@ -314,17 +383,163 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	return stored, nil
 }
 
+// bulkFlushEvery and bulkFlushCandles bound what a transaction of a bulk
+// read stores: a poll brings thousands of series with a candle or two
+// each, a history load hundreds of candles a series, and the statement's
+// encoded arguments are held in memory until it is sent.
+const (
+	bulkFlushEvery   = 500
+	bulkFlushCandles = 20000
+)
+
+// bulkChunk is how many symbols one BulkCandles call reads: a provider
+// batches them into requests; the chunk bounds what is held in memory.
+const bulkChunk = 1000
+
+// ingestBulk reads the candles of symbols through a provider that reads
+// many in one request, and hands each series to store; it returns how many
+// symbols failed (logged), or an error that ends the task.
+//
+// Each series starts where ingestCandles would start it (its newest stored
+// candle, within the retention), but never before this process's last
+// complete poll of the same series (less two candles and a minute, for
+// late corrections): a series with nothing new since then (a stock that
+// did not trade) would otherwise make every poll start at its last candle,
+// hours or days back, and a request start there. Without a poll yet (a
+// new process), each series starts at its own newest candle.
+func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
+	latest map[string]time.Time, streamed StreamedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
+	pollKey := c.String() + "/" + string(tf)
+	floor := time.Time{}
+	if v, ok := in.polled.Load(pollKey); ok {
+		floor = v.(time.Time)
+	}
+	began := in.Now()
+	failures := 0
+	var lastErr error
+	for chunk := range slices.Chunk(symbols, bulkChunk) {
+		from := make(map[string]time.Time, len(chunk))
+		for _, sym := range chunk {
+			if last, ok := latest[sym]; ok {
+				since := retainedSince(in.Retention, tf, now, last)
+				if since.Before(floor) {
+					since = floor
+				}
+				from[sym] = rereadStreamed(streamed, sym, tf, since)
+			} else {
+				from[sym] = time.Time{}
+			}
+		}
+		asked := in.Now()
+		got, bad, err := bp.BulkCandles(ctx, c, tf, from, InitialCandles)
+		for sym, e := range bad {
+			failures, lastErr = failures+1, e
+			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", e)
+		}
+		for sym, cs := range got {
+			if len(cs) == 0 {
+				continue
+			}
+			if serr := keep(store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}, cs, asked); serr != nil {
+				return failures, serr
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return failures, ctx.Err()
+			}
+			// What was read is stored; the rest of this chunk and the
+			// chunks after it wait for the next poll.
+			return failures, err
+		}
+	}
+	if failures > 0 {
+		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
+	} else if scheduled {
+		in.polled.Store(pollKey, began.Add(-2*tf.Duration()-time.Minute))
+	}
+	return failures, nil
+}
+
+// scoredFirstFor bounds how long display-only history waits for the
+// scored series' (scoredLoaded) after this process began ingesting: a
+// scored series that keeps failing must not keep the rest waiting.
+const scoredFirstFor = 15 * time.Minute
+
+// scoredLoaded reports whether the scored timeframes of c's exchange have
+// had a complete ingest (every symbol, no failure: the feed health's
+// success), or scoredFirstFor has passed since this process's first
+// ingest. Once true it stays true.
+func (in *Ingester) scoredLoaded(ctx context.Context, c domain.Combination) bool {
+	if v, ok := in.scored.Load(c); ok && v.(bool) {
+		return true
+	}
+	first, _ := in.scored.LoadOrStore("first", in.Now())
+	ready := in.Now().Sub(first.(time.Time)) >= scoredFirstFor
+	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
+	for _, tf := range domain.Timeframes {
+		if ready || in.Changes == nil || !in.Changes.WantsCandles(c.Market, c.Exchange, tf) {
+			continue
+		}
+		h, err := in.Store.FeedHealthOf(ctx, health, "candles:"+string(tf))
+		if err == nil && h.LastSuccessAt != nil {
+			ready = true
+		}
+	}
+	if ready {
+		in.scored.Store(c, true)
+	}
+	return ready
+}
+
+// syncListings records the combination's symbol list (store.SyncListings)
+// when it differs from the one this process recorded last: a feed's list
+// changes once a day at most, and a delisted asset then leaves the
+// analytics list. A failure is logged and retried at the next run.
+func (in *Ingester) syncListings(ctx context.Context, p feeds.Provider, c domain.Combination) {
+	symbols, err := p.Symbols(ctx, c)
+	if err != nil || len(symbols) == 0 {
+		return // the tickers were read: the list will be next time
+	}
+	h := fnv.New64a()
+	for _, s := range slices.Sorted(slices.Values(symbols)) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	digest := h.Sum64()
+	if last, ok := in.listed.Load(c); ok && last.(uint64) == digest {
+		return
+	}
+	listed, delisted, err := in.Store.SyncListings(ctx, c, symbols, in.Now())
+	if err != nil {
+		in.logger().Warn("recording the listed symbols failed; retried at the next tickers run", "combination", c.String(), "err", err)
+		return
+	}
+	in.listed.Store(c, digest)
+	if listed > 0 || delisted > 0 {
+		in.logger().Info("listed symbols changed", "combination", c.String(), "listed", listed, "delisted", delisted, "symbols", len(symbols))
+		in.notify(ctx, readcache.Analytics(c.Market))
+		in.notify(ctx, readcache.TopSetups())
+	}
+}
+
 // dropStreamedEdge takes out of a batch read over REST the candles that
-// may still have been open when their series was asked for, once the
-// combination streams: the stream owns the candle being formed. A batch
+// may still have been open when their series was asked for, of the series
+// a stream delivers: the stream owns the candle being formed. A batch
 // holds series read over seconds (minutes under a tight request budget);
 // a candle read open before a minute close and written after it would
 // replace the closed state the stream had stored in between, and nothing
-// would repair it while the stream is live. The time of asking, not of
-// the answer, is what is compared: the exchange may have answered before
-// a close the answer arrived after.
-func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[store.CandleKey]time.Time, tf domain.Timeframe) {
+// would repair it while the stream is live (and REST, when it keeps
+// polling a streamed series, resumes from the newest stored candle, which
+// the stream has moved past it). The time of asking, not of the answer,
+// is what is compared: the exchange may have answered before a close the
+// answer arrived after. The series the stream does not deliver keep their
+// forming candle from REST.
+func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[store.CandleKey]time.Time, tf domain.Timeframe, streamed StreamedSeries) {
 	for key, cs := range batch {
+		if !streamed.Has(key.Symbol) {
+			continue
+		}
 		at := fetched[key]
 		n := len(cs)
 		for n > 0 && cs[n-1].Time.Add(tf.Duration()).After(at) {
@@ -336,6 +551,25 @@ func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[sto
 			batch[key] = cs[:n]
 		}
 	}
+}
+
+// streamedRereads is how many closed candles before the newest stored one
+// REST reads again of a series a stream delivers while REST keeps polling
+// it (a plan's symbol limit): the stream, not REST, moved that series'
+// newest candle, so a REST read of an older candle written after the
+// stream's (its correction, Alpaca's updated bar 30 s after the bar) would
+// otherwise never be read again. A read is written at most a minute or so
+// after it was made (a request waits for the budget's next window, or its
+// task fails), so three candles of the shortest timeframe cover it.
+const streamedRereads = 3
+
+// rereadStreamed is where REST resumes a series from since: streamedRereads
+// candles earlier for a series the stream delivers while REST polls it.
+func rereadStreamed(streamed StreamedSeries, symbol string, tf domain.Timeframe, since time.Time) time.Time {
+	if streamed.All || !streamed.Symbols[symbol] {
+		return since
+	}
+	return since.Add(-streamedRereads * tf.Duration())
 }
 
 // candleSymbols lists the symbols of a combination, capped to the highest

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -226,10 +227,11 @@ func TestIngestAnnouncesOnlyWantedSeries(t *testing.T) {
 // a timeframe of a style the market is scored in.
 func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 	tr := &worker.ScoreTrigger{Region: "global"}
-	fx, ok := domain.AnalyticsSource("global", domain.Forex, nil)
-	if !ok {
+	fxs := domain.AnalyticsSources("global", domain.Forex, nil)
+	if len(fxs) == 0 {
 		t.Fatal("no forex source")
 	}
+	fx := fxs[0]
 	for _, c := range []struct {
 		m    domain.Market
 		ex   string
@@ -249,19 +251,37 @@ func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 	}
 }
 
-// TestRESTLeavesTheStreamedEdgeAlone: once a combination streams, a REST
-// read never stores the candle that was still forming when it was asked
-// for. A read made before a minute close and written after it would
-// otherwise replace the closed candle the stream stored in between with
-// its last open state, and nothing repairs it while the stream is live.
-// The same read stores it when the combination does not stream.
+// TestRESTLeavesTheStreamedEdgeAlone: a REST read never stores the candle
+// that was still forming when it was asked for, of a series a stream
+// delivers: of every series once the combination is live, and of the
+// series a partial plan carries (Alpaca's free plan) while REST keeps
+// polling them all. A read made before a minute close and written after it
+// would otherwise replace the closed candle the stream stored in between
+// with its last open state; nothing would repair it while the stream is
+// live, and a REST poll of a streamed series resumes past it, from the
+// newest candle the stream stored. The same read stores it when the series
+// is not streamed.
 func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, streamed := range []bool{true, false} {
+	for _, tc := range []struct {
+		name     string
+		streamed worker.StreamedSeries
+		kept     bool
+	}{
+		{"combination live", worker.StreamedSeries{All: true}, true},
+		{"the series streamed, not every one", worker.StreamedSeries{Symbols: map[string]bool{"BTC_USDT": true}}, true},
+		{"another series streamed", worker.StreamedSeries{Symbols: map[string]bool{"ETH_USDT": true}}, false},
+		{"not streamed", worker.StreamedSeries{}, false},
+	} {
 		clk := &clock{t: time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)}
 		in, db := newIngester(t, clk)
-		in.Streamed = func(context.Context, domain.Combination) bool { return streamed }
+		in.Streamed = func(_ context.Context, c domain.Combination, tf domain.Timeframe) worker.StreamedSeries {
+			if c != spot || tf != domain.TF1m {
+				t.Errorf("Streamed(%s, %s), want binance spot 1m", c, tf)
+			}
+			return tc.streamed
+		}
 		key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
 		forming := clk.t.Truncate(time.Minute)
 		pushed := domain.Candle{Time: forming, Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 99999} // the stream's closed state
@@ -272,16 +292,61 @@ func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// REST resumes at the newest stored candle: the one forming.
-		cs, err := db.Candles(ctx, key, 2)
+		// REST resumes at the newest stored candle, the one forming (a
+		// few before it for a series streamed while REST polls it).
+		cs, err := db.Candles(ctx, key, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cs) != 1 || !cs[0].Time.Equal(forming) {
-			t.Fatalf("streamed=%v: stored %+v, want the candle of %s alone", streamed, cs, forming)
+		if len(cs) == 0 || !cs[len(cs)-1].Time.Equal(forming) {
+			t.Fatalf("%s: stored %+v, want the candle of %s last", tc.name, cs, forming)
 		}
-		if kept := cs[0] == pushed; kept != streamed {
-			t.Errorf("streamed=%v: the forming candle is %+v after a REST read (%d stored), pushed %+v", streamed, cs[0], n, pushed)
+		if kept := cs[len(cs)-1] == pushed; kept != tc.kept {
+			t.Errorf("%s: the forming candle is %+v after a REST read (%d stored), pushed %+v; want it kept: %v", tc.name, cs[len(cs)-1], n, pushed, tc.kept)
+		}
+	}
+}
+
+// TestRESTRereadsSeriesStreamedWhileItPolls: of a series a partial plan
+// streams while REST keeps polling it, REST reads the last few closed
+// candles again, not only from the newest stored one: the stream moved
+// that series' newest candle, so an older candle REST wrote after the
+// stream's (a read made before a correction, Alpaca's updated bar,
+// written after it) is read and stored again by the next poll. A series
+// not streamed resumes at its newest candle, as always.
+func TestRESTRereadsSeriesStreamedWhileItPolls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Streamed = func(context.Context, domain.Combination, domain.Timeframe) worker.StreamedSeries {
+		return worker.StreamedSeries{Symbols: map[string]bool{"BTC_USDT": true}}
+	}
+	minute := clk.t.Truncate(time.Minute)
+	stale := domain.Candle{Time: minute.Add(-2 * time.Minute), Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 1} // a late REST write
+	for _, sym := range []string{"BTC_USDT", "ETH_USDT"} {
+		key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF1m}
+		pushed := domain.Candle{Time: minute.Add(-time.Minute), Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 2} // the stream's newest
+		if err := db.UpsertCandles(ctx, key, []domain.Candle{stale, pushed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.IngestCandles(ctx, spot, domain.TF1m, []string{"BTC_USDT", "ETH_USDT"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := in.Feeds.For(spot)
+	for sym, reread := range map[string]bool{"BTC_USDT": true, "ETH_USDT": false} {
+		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF1m}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(cs, func(c domain.Candle) bool { return c.Time.Equal(stale.Time) })
+		final, err := p.Candles(ctx, spot, sym, domain.TF1m, stale.Time, 1)
+		if err != nil || i < 0 {
+			t.Fatalf("%s: stored %+v, feed %v", sym, cs, err)
+		}
+		if got := cs[i] == final[0]; got != reread {
+			t.Errorf("%s: the stale candle is %+v after a poll, the feed's %+v; want it read again: %v", sym, cs[i], final[0], reread)
 		}
 	}
 }

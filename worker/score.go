@@ -131,8 +131,8 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 // ScoreSymbols is Score restricted to the given symbols (nil = every
 // asset), with the same rules: what was already scored is skipped.
 func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analytics.Style, only []string) (scored, events int, err error) {
-	src, ok := domain.AnalyticsSource(s.Region, m, s.Served)
-	if !ok {
+	srcs := domain.AnalyticsSources(s.Region, m, s.Served)
+	if len(srcs) == 0 {
 		return 0, 0, nil // the market has no candle feed in this region
 	}
 	// One run per market and style at a time in this process: a tick and
@@ -146,7 +146,34 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	defer unlock()
 	ph := runPhases{start: waited, lockWait: time.Since(waited)}
 	defer ph.log(s.logger(), m, style, &scored)
-	tf := style.Timeframe()
+	considered := 0
+	// A symbol is scored once a run: two sources of a market that both
+	// list it (a forex exchange's candles read before its screener rows
+	// exist) must not score it twice.
+	seen := map[string]bool{}
+	for _, src := range srcs {
+		n, e, c, err := s.scoreSource(ctx, src, style, only, seen, &ph)
+		scored, events, considered = scored+n, events+e, considered+c
+		if err != nil {
+			return scored, events, err
+		}
+	}
+	obs.Scored(string(m), string(style), scored, considered-scored, events)
+	if scored > 0 && s.Notify != nil {
+		// The market's list, reports and history, and every top-setups
+		// answer (they span markets).
+		s.Notify(ctx, readcache.Analytics(m))
+		s.Notify(ctx, readcache.TopSetups())
+	}
+	return scored, events, nil
+}
+
+// scoreSource scores the assets of one analytics source of a run that the
+// rescoring rule picks (and that seen does not hold yet), and returns how
+// many were scored, the verdict events written and the assets considered.
+func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style analytics.Style, only []string,
+	seen map[string]bool, ph *runPhases) (scored, events, considered int, err error) {
+	m, tf := src.Market, style.Timeframe()
 	now := s.Now().UTC()
 	// The rescoring rule (what was already scored is skipped; a still-open
 	// candle that moved is rescored once per open-candle slot) is the
@@ -154,12 +181,15 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	t0 := time.Now()
 	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
 		Symbols: only, Now: now})
-	ph.decide, ph.candidates = time.Since(t0), len(cands)
+	ph.decide += time.Since(t0)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, considered, err
 	}
+	cands = slices.DeleteFunc(cands, func(c store.RescoreCandidate) bool { return seen[c.Symbol] })
+	ph.candidates += len(cands)
 	prev := make(map[string]store.AnalyticsRecord, len(cands))
 	for _, c := range cands {
+		seen[c.Symbol] = true
 		if c.HadPrev {
 			prev[c.Symbol] = c.Prev
 		}
@@ -206,21 +236,13 @@ read:
 		sv.save(recs)
 	}
 	var saveErr error
-	scored, events, ph.save, saveErr = sv.wait()
+	var saved time.Duration
+	scored, events, saved, saveErr = sv.wait()
+	ph.save += saved
 	if err == nil {
 		err = saveErr
 	}
-	if err != nil {
-		return scored, events, err
-	}
-	obs.Scored(string(m), string(style), scored, considered-scored, events)
-	if scored > 0 && s.Notify != nil {
-		// The market's list, reports and history, and every top-setups
-		// answer (they span markets).
-		s.Notify(ctx, readcache.Analytics(m))
-		s.Notify(ctx, readcache.TopSetups())
-	}
-	return scored, events, nil
+	return scored, events, considered, err
 }
 
 // scoreOne scores a candidate on its candles; ok is false when it has too

@@ -30,10 +30,10 @@ func TestAnalyticsSourceIsTheFirstServedOne(t *testing.T) {
 		}
 	}
 
-	if src, ok := domain.AnalyticsSource("global", domain.Crypto, okxOnly); !ok || src != okxSpot {
-		t.Fatalf("okx alone: crypto source %v, %v; want %v", src, ok, okxSpot)
+	if srcs := domain.AnalyticsSources("global", domain.Crypto, okxOnly); len(srcs) != 1 || srcs[0] != okxSpot {
+		t.Fatalf("okx alone: crypto sources %v; want %v", srcs, okxSpot)
 	}
-	if _, ok := domain.AnalyticsSource("global", domain.Forex, okxOnly); ok {
+	if domain.Scored("global", domain.Forex, okxOnly) {
 		t.Errorf("okx alone: forex has an analytics source, want none (nothing serves it)")
 	}
 

@@ -88,7 +88,7 @@ func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := domain.AnalyticsSource(j.Region, p.Market, j.Served); ok && assets == 0 {
+	if domain.Scored(j.Region, p.Market, j.Served) && assets == 0 {
 		// Right after a start the daily candles are still being ingested:
 		// let asynq retry in a few seconds rather than wait for the next tick.
 		return fmt.Errorf("worker: statistics of %s: no daily candles yet; retrying", p.Market)
@@ -100,14 +100,26 @@ func (j *StatsJob) HandleStats(ctx context.Context, t *asynq.Task) error {
 // assets they cover (0 when there is no daily history yet: nothing is
 // stored then).
 func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
-	src, ok := domain.AnalyticsSource(j.Region, m, j.Served)
-	if !ok {
+	srcs := domain.AnalyticsSources(j.Region, m, j.Served)
+	if len(srcs) == 0 {
 		return 0, nil
 	}
 	started := time.Now()
-	symbols, _, err := sourceSymbols(ctx, j.Store, src, domain.TF1d)
-	if err != nil {
-		return 0, err
+	// Each asset once, from the source that lists it first (the scorer's
+	// rule): the sources of a market split its assets between them.
+	var assetsOf []store.CandleKey
+	seen := map[string]bool{}
+	for _, src := range srcs {
+		symbols, _, err := sourceSymbols(ctx, j.Store, src, domain.TF1d)
+		if err != nil {
+			return 0, err
+		}
+		for _, sym := range symbols {
+			if !seen[sym] {
+				seen[sym] = true
+				assetsOf = append(assetsOf, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: domain.TF1d})
+			}
+		}
 	}
 	published, err := j.Store.SnapshotVerdicts(ctx, m, analytics.DefaultStyle)
 	if err != nil {
@@ -116,11 +128,12 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	var backVerdicts, liveVerdicts stats.VerdictAccumulator
 	var backFactors stats.FactorAccumulator
 	assets := 0
-	for _, sym := range symbols {
+	for _, key := range assetsOf {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		cs, err := j.Store.Candles(ctx, store.CandleKey{Market: m, Exchange: src.Exchange, Symbol: sym, Timeframe: domain.TF1d}, statsCandles)
+		sym := key.Symbol
+		cs, err := j.Store.Candles(ctx, key, statsCandles)
 		if err != nil {
 			return 0, err
 		}

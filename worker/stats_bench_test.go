@@ -17,7 +17,7 @@ func BenchmarkStatsReplay(b *testing.B) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	feed := feeds.NewSynthetic(1, func() time.Time { return now })
-	src, _ := domain.AnalyticsSource("global", domain.Crypto, nil)
+	src := domain.AnalyticsSources("global", domain.Crypto, nil)[0]
 	syms, err := feed.Symbols(ctx, src)
 	if err != nil || len(syms) < 10 {
 		b.Fatalf("symbols: %v, %v", syms, err)

@@ -38,7 +38,7 @@ func TestStreamIngestLoadsTheHistoryOfNewSeries(t *testing.T) {
 	db, in := runStreamIngest(t, slow)
 
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot) })
+	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot, domain.TF1m).All })
 	// The mark is set while the catch-up loads the history: every series
 	// gets its initial history, though its pushed candles are stored
 	// meanwhile (the catch-up read where each series starts before).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -23,10 +24,13 @@ import (
 // feeds/streams) as ingest stores what REST returns: candles upserted and
 // announced to the score trigger, screener rows replaced. It streams every
 // combination of the region whose configured feed is the exchange itself
-// (binance, okx) and has streams, and the candles of every combination
-// served by a feed computed in process (the synthetic one, read at every
-// minute close: streams.Local); the scheduler's REST ingest keeps running
-// beside it as the safety net and for everything else.
+// (binance, okx) and has streams, the minute and daily bars of the stock
+// exchanges whose feed is alpaca (streams.Alpaca, within the plan's symbol
+// limit: limitAlpaca), the screener rows of a feed pushing its prices over
+// streaming HTTP (oanda: streams.OandaPricing), and the candles of every
+// combination served by a feed computed in process (the synthetic one,
+// read at every minute close: streams.Local); the scheduler's REST ingest
+// keeps running beside it as the safety net and for everything else.
 //
 // One process of a deployment streams at a time (a lease in Redis): the
 // exchanges count connections per IP, and every worker process of a
@@ -74,12 +78,40 @@ func liveKey(prefix string, c domain.Combination) string {
 	return rediskeys.Space(prefix).StreamLive(string(c.Market), c.Exchange)
 }
 
-// StreamedCandles is the Ingester's Streamed hook: whether the live mark of
-// the combination's exchange is set.
-func StreamedCandles(rdb redis.UniversalClient, keyPrefix string) func(ctx context.Context, c domain.Combination) bool {
-	return func(ctx context.Context, c domain.Combination) bool {
-		n, err := rdb.Exists(ctx, liveKey(keyPrefix, c)).Result()
-		return err == nil && n == 1
+func seriesKey(prefix string, c domain.Combination, tf domain.Timeframe) string {
+	return rediskeys.Space(prefix).StreamSeries(string(c.Market), c.Exchange, string(tf))
+}
+
+// allSeries is the member of a streamed-series set standing for every
+// symbol.
+const allSeries = "*"
+
+// StreamedCandles is the Ingester's Streamed hook: every series when the
+// live mark of the combination's exchange is set, else the series its
+// timeframe's streamed-series set names (every one for "*"). Without
+// Redis, none: REST polls every series, as before streaming.
+func StreamedCandles(rdb redis.UniversalClient, keyPrefix string) func(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries {
+	return func(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries {
+		pipe := rdb.Pipeline()
+		live := pipe.Exists(ctx, liveKey(keyPrefix, c))
+		members := pipe.SMembers(ctx, seriesKey(keyPrefix, c, tf))
+		if _, err := pipe.Exec(ctx); err != nil {
+			return StreamedSeries{}
+		}
+		if live.Val() == 1 {
+			return StreamedSeries{All: true}
+		}
+		var out StreamedSeries
+		for _, m := range members.Val() {
+			if m == allSeries {
+				return StreamedSeries{All: true}
+			}
+			if out.Symbols == nil {
+				out.Symbols = map[string]bool{}
+			}
+			out.Symbols[m] = true
+		}
+		return out
 	}
 }
 
@@ -112,15 +144,28 @@ const (
 	// inProcess: the candles of a feed computed in process, read at every
 	// close (streams.Local); a second exchange's fallback is not streamed.
 	inProcess
+	// priceStream: the screener rows of a feed whose prices are pushed
+	// over streaming HTTP (feeds.PriceStreamer: OANDA's pricing stream);
+	// its candles keep their REST schedule.
+	priceStream
+	// alpacaStreams: the stock exchanges' minute and daily bars from
+	// Alpaca's websocket (streams.Alpaca), when the configured feed of
+	// stocks is alpaca.
+	alpacaStreams
 )
 
 func sourceOf(reg *feeds.Registry, c domain.Combination) sourceKind {
 	p, ok := reg.For(c)
+	_, pushesPrices := p.(feeds.PriceStreamer)
 	switch {
 	case !ok:
 		return notStreamed
 	case p.Name() == c.Exchange && streams.Supports(c):
 		return exchangeStreams
+	case p.Name() == c.Exchange && pushesPrices:
+		return priceStream
+	case p.Name() == feeds.NameAlpaca && streams.AlpacaSupports(c):
+		return alpacaStreams
 	case feeds.InProcess(p) && c.HasCandles():
 		return inProcess
 	}
@@ -130,8 +175,18 @@ func sourceOf(reg *feeds.Registry, c domain.Combination) sourceKind {
 // Plans lists what the region streams: candles of every timeframe of the
 // candle combinations (the symbols REST ingest loads), and the screener
 // rows of every combination streamed by its exchange. Combinations served
-// by a second exchange's fallback are not streamed.
+// by a second exchange's fallback are not streamed. Stock exchanges on
+// Alpaca get their minute and daily bars, within the plan's symbol limit
+// (limitAlpaca).
 func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
+	plans, _, err := s.plans(ctx)
+	return plans, err
+}
+
+// plans is Plans, and whether the Alpaca symbols were picked without
+// every exchange's screener volumes (a cold start): worth picking again
+// soon.
+func (s *StreamIngest) plans(ctx context.Context) ([]streams.Plan, bool, error) {
 	var plans []streams.Plan
 	for _, c := range domain.Catalogue(s.Region) {
 		kind := sourceOf(s.In.Feeds, c)
@@ -140,19 +195,23 @@ func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
 		}
 		p, _ := s.In.Feeds.For(c)
 		plan := streams.Plan{Combination: c}
-		if kind == exchangeStreams {
+		if kind == exchangeStreams || kind == priceStream {
 			all, err := p.Symbols(ctx, c)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			plan.Tickers, plan.Symbols = true, all
 		}
-		if c.HasCandles() {
+		if c.HasCandles() && kind != priceStream {
 			syms, err := s.In.candleSymbols(ctx, p, c)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			for _, sym := range syms {
+				if kind == alpacaStreams {
+					plan.Series = append(plan.Series, streams.AlpacaSeries(sym)...)
+					continue
+				}
 				for _, tf := range domain.Timeframes {
 					plan.Series = append(plan.Series, streams.Series{Symbol: sym, Timeframe: tf})
 				}
@@ -160,7 +219,11 @@ func (s *StreamIngest) Plans(ctx context.Context) ([]streams.Plan, error) {
 		}
 		plans = append(plans, plan)
 	}
-	return plans, nil
+	provisional, err := s.limitAlpaca(ctx, plans)
+	if err != nil {
+		return nil, false, err
+	}
+	return plans, provisional, nil
 }
 
 // Run streams while it holds the lease, until ctx ends.
@@ -226,7 +289,7 @@ func (s *StreamIngest) lead(ctx context.Context) error {
 	if every <= 0 {
 		every = time.Hour
 	}
-	plans, err := s.Plans(ctx)
+	plans, provisional, err := s.plans(ctx)
 	if err != nil {
 		return err
 	}
@@ -236,9 +299,13 @@ func (s *StreamIngest) lead(ctx context.Context) error {
 		go func() { done <- s.stream(runCtx, plans) }()
 		next := plans
 		for ctx.Err() == nil && reflect.DeepEqual(next, plans) {
-			waitCtx(ctx, every)
-			if p, err := s.Plans(ctx); err == nil {
-				next = p
+			wait := every
+			if provisional {
+				wait = min(every, provisionalReplan)
+			}
+			waitCtx(ctx, wait)
+			if p, prov, err := s.plans(ctx); err == nil {
+				next, provisional = p, prov
 			} else if ctx.Err() == nil {
 				s.logger().Warn("streams: listing symbols failed; following the previous list", "err", err)
 			}
@@ -270,39 +337,59 @@ func (s *StreamIngest) stream(ctx context.Context, plans []streams.Plan) error {
 		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
 		return err
 	}
-	var remote, local []streams.Plan
+	cfg.RepairBatch = s.repairBatch
+	var remote, local, priced, alpaca []streams.Plan
 	for _, p := range plans {
-		if sourceOf(s.In.Feeds, p.Combination) == inProcess {
+		switch sourceOf(s.In.Feeds, p.Combination) {
+		case inProcess:
 			local = append(local, p)
-		} else {
+		case priceStream:
+			priced = append(priced, p)
+		case alpacaStreams:
+			alpaca = append(alpaca, p)
+		default:
 			remote = append(remote, p)
 		}
 	}
-	src := sources{remote: streams.New(cfg), local: streams.NewLocal(streams.LocalConfig{
+	src := sources{remote: streams.New(cfg), alpaca: streams.NewAlpaca(cfg), local: streams.NewLocal(streams.LocalConfig{
 		Feed: localFeed{s.In.Feeds}, OnCandles: candles.addAll, Now: s.In.Now, Ticks: s.LocalTicks, Logger: s.logger()})}
 	var wg sync.WaitGroup
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
 	wg.Go(func() { s.markLive(ctx, src, plans, candles) })
-	s.logger().Info("streams: streaming", "combinations", len(remote), "in_process", len(local))
-	var remoteErr error
+	s.logger().Info("streams: streaming", "combinations", len(remote), "in_process", len(local), "price_streams", len(priced), "alpaca", len(alpaca))
+	var remoteErr, alpacaErr error
 	if len(local) > 0 {
 		wg.Go(func() { _ = src.local.Run(ctx, local) })
+	}
+	for _, run := range s.priceStreams(priced, tickers.add) {
+		wg.Go(func() { run(ctx) })
+	}
+	if len(alpaca) > 0 {
+		wg.Go(func() {
+			if alpacaErr = src.alpaca.Run(ctx, alpaca); alpacaErr != nil {
+				s.logger().Error("streams: not streaming from alpaca", "err", alpacaErr)
+			}
+		})
 	}
 	if len(remote) > 0 {
 		remoteErr = src.remote.Run(ctx, remote)
 	}
 	wg.Wait()
-	return remoteErr
+	return errors.Join(remoteErr, alpacaErr)
 }
 
-// sources is the exchanges' websockets and the in-process feed together.
+// sources is the exchanges' websockets, Alpaca's and the in-process feed
+// together.
 type sources struct {
 	remote *streams.Manager
+	alpaca *streams.Alpaca
 	local  *streams.Local
 }
 
-func (s sources) Live(c domain.Combination) bool { return s.remote.Live(c) || s.local.Live(c) }
+func (s sources) Live(c domain.Combination) bool {
+	return s.remote.Live(c) || s.alpaca.Live(c) || s.local.Live(c)
+}
 
 // localFeed reads the candles of a combination from the feed serving it.
 type localFeed struct{ reg *feeds.Registry }
@@ -315,12 +402,14 @@ func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol str
 	return p.Candles(ctx, c, symbol, tf, since, limit)
 }
 
-// markLive sets the live mark of every candle combination whose
-// connections are all up, so the scheduled REST ingest stops polling its
-// series, and clears it while they are not. When the connections first
-// come up, one REST pass (catchUp, in the background) loads what happened
-// since the last stored candles (the time no worker streamed), or the
-// initial history of a series with none; only then are a timeframe's
+// markLive sets the live marks of every candle combination whose
+// connections are all up (mark: the combination, or for Alpaca the series
+// of its final timeframe), so the scheduled REST ingest stops polling its
+// streamed series, or leaves their forming candle to the stream when it
+// keeps polling them, and clears them while they are not. When the
+// connections first come up, one REST pass (catchUp, in the background)
+// loads what happened since the last stored candles (the time no worker
+// streamed), or the initial history of a series with none; only then are a timeframe's
 // pushed candles stored (the sink holds them), since REST resumes from the
 // newest stored candle and a pushed one stored first would leave a new
 // series without its history, or an old one with a gap. The mark is set
@@ -335,7 +424,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 	defer func() {
 		passes.Wait()
 		for c := range marked {
-			_ = s.Redis.Del(context.WithoutCancel(ctx), liveKey(s.KeyPrefix, c)).Err()
+			_ = s.Redis.Del(context.WithoutCancel(ctx), s.markKeys(c)...).Err()
 		}
 	}()
 	for ctx.Err() == nil {
@@ -348,7 +437,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 			if !m.Live(c) {
 				every = 200 * time.Millisecond // mark it soon after it comes up
 				if marked[c] {
-					_ = s.Redis.Del(ctx, liveKey(s.KeyPrefix, c)).Err()
+					_ = s.Redis.Del(ctx, s.markKeys(c)...).Err()
 					delete(marked, c)
 				}
 				continue
@@ -357,12 +446,55 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 				caughtUp[c] = true
 				passes.Go(func() { s.catchUp(ctx, p, candles) })
 			}
-			if err := s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err(); err == nil {
+			if err := s.mark(ctx, p); err == nil {
 				marked[c] = true
 			}
 		}
 		waitCtx(ctx, every)
 	}
+}
+
+// mark sets (and extends) the live marks of a plan whose connections are
+// up: the combination's live mark when the stream delivers every series
+// as REST would load it (the exchanges' klines, the in-process feed);
+// for Alpaca, whose pushes are final for minute bars only
+// (streams.AlpacaFinal), the streamed-series set of the minute bars,
+// naming every series ("*") when the plan carries every symbol of the
+// combination, else the symbols it carries (streams.Plan.Partial): REST
+// then keeps polling every series, and leaves those series' forming
+// candle to the stream.
+func (s *StreamIngest) mark(ctx context.Context, p streams.Plan) error {
+	c := p.Combination
+	if sourceOf(s.In.Feeds, c) != alpacaStreams {
+		return s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err()
+	}
+	members := map[domain.Timeframe][]any{}
+	for _, se := range p.Series {
+		if streams.AlpacaFinal(se.Timeframe) {
+			members[se.Timeframe] = append(members[se.Timeframe], se.Symbol)
+		}
+	}
+	pipe := s.Redis.TxPipeline()
+	for tf, syms := range members {
+		key := seriesKey(s.KeyPrefix, c, tf)
+		if !p.Partial {
+			syms = []any{allSeries}
+		}
+		pipe.Del(ctx, key)
+		pipe.SAdd(ctx, key, syms...)
+		pipe.PExpire(ctx, key, liveTTL)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// markKeys are the keys mark may set for a combination.
+func (s *StreamIngest) markKeys(c domain.Combination) []string {
+	keys := []string{liveKey(s.KeyPrefix, c)}
+	for _, tf := range domain.Timeframes {
+		keys = append(keys, seriesKey(s.KeyPrefix, c, tf))
+	}
+	return keys
 }
 
 // catchUp loads every series of a plan over REST from its newest stored

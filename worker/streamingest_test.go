@@ -128,7 +128,7 @@ func TestStreamIngestStoresPushes(t *testing.T) {
 	streamstest.Eventually(t, "spot streams subscribed", func() bool { return spotWS.AllSubscribed(spotTopics) })
 	streamstest.Eventually(t, "perpetual tickers subscribed", func() bool { return futWS.AllSubscribed([]string{"!miniTicker@arr"}) })
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot) })
+	streamstest.Eventually(t, "spot candles marked live", func() bool { return in.Streamed(ctx, spot, domain.TF1m).All })
 	streamstest.Eventually(t, "a REST catch-up of every series", func() bool { return len(rest.asked()) >= 2*len(domain.Timeframes) })
 	if n := len(rest.asked()); n != 2*len(domain.Timeframes) {
 		t.Errorf("catch-up asked %d klines, want one per series (%d)", n, 2*len(domain.Timeframes))

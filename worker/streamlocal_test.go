@@ -45,7 +45,7 @@ func TestStreamIngestReadsTheSyntheticFeedAtEveryClose(t *testing.T) {
 
 	coinbase := domain.Combination{Market: domain.Crypto, Exchange: "coinbase", Instrument: "spot"}
 	for _, c := range []domain.Combination{coinbase, {Market: domain.Stocks, Exchange: "nyse", Instrument: "stock"}} {
-		streamstest.Eventually(t, c.String()+" marked live", func() bool { return in.Streamed(ctx, c) })
+		streamstest.Eventually(t, c.String()+" marked live", func() bool { return in.Streamed(ctx, c, domain.TF1m).All })
 	}
 	syms, err := reg.Providers()[0].Symbols(ctx, coinbase)
 	if err != nil {

@@ -120,8 +120,7 @@ func (tr *ScoreTrigger) WantsCandles(m domain.Market, exchange string, tf domain
 // the market's analytics source (candles are stored per exchange), in a
 // timeframe a style of the market is scored in.
 func ScoresSeries(region string, served domain.Served, m domain.Market, exchange string, tf domain.Timeframe) bool {
-	src, ok := domain.AnalyticsSource(region, m, served)
-	return ok && src.Exchange == exchange &&
+	return domain.ScoredExchange(region, m, exchange, served) &&
 		slices.ContainsFunc(analytics.ScoredStyles(m), func(st analytics.Style) bool { return st.Timeframe() == tf })
 }
 
@@ -135,8 +134,7 @@ func (tr *ScoreTrigger) CandlesChanged(ctx context.Context, changed []store.Cand
 	}
 	symbols := map[target][]string{}
 	for _, k := range changed {
-		src, ok := domain.AnalyticsSource(tr.Region, k.Market, tr.Served)
-		if !ok || src.Exchange != k.Exchange {
+		if !domain.ScoredExchange(tr.Region, k.Market, k.Exchange, tr.Served) {
 			continue
 		}
 		for _, st := range analytics.ScoredStyles(k.Market) {

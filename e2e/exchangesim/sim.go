@@ -1,5 +1,6 @@
 // Package exchangesim is a local simulator of Binance's public market-data
-// API for tests and benchmarks, written from Binance's documentation (no
+// API (and of OANDA's v20 REST and pricing stream: oanda.go) for tests and
+// benchmarks, written from Binance's documentation (no
 // code or recorded traffic of Binance's): the paths feeds' Binance adapter
 // calls, their documented payload shapes, a deterministic universe of
 // spot pairs and USDT-M perpetuals, candles that follow the wall clock,
@@ -16,6 +17,11 @@
 // attempts per IP and window, the 24 h cut). Kline pushes come from the
 // same candle model as the REST klines, the closed state within 100 ms of
 // the close; !miniTicker@arr every second.
+//
+// The same listener serves Alpaca's stock APIs, also written from the
+// documentation (alpaca*.go): the Trading API's assets, calendar and
+// clock, Market Data v2 bars and snapshots, and the market-data
+// websocket on /v2/{feed}, with Alpaca's per-key rate limits and plans.
 //
 // Sim is an http.Handler: mount it in an httptest.Server, or run the
 // e2e/cmd/exchangesim binary. GET /sim/stats reports the peak weight per
@@ -68,6 +74,11 @@ type Config struct {
 	// KlineEvery spaces the pushes of open klines (Binance: 2 s);
 	// TickerEvery those of !miniTicker@arr (1 s).
 	KlineEvery, TickerEvery time.Duration
+
+	// Alpaca sets the Alpaca part (alpaca.go); it follows Now too.
+	Alpaca AlpacaConfig
+	// Oanda sets the OANDA v20 account served on the same listener (oanda.go).
+	Oanda OandaConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +133,8 @@ type Sim struct {
 	stop                        context.Context
 	cancel                      context.CancelFunc
 	pushOnce                    sync.Once // the push loop starts with the first stream connection
+	alpaca                      *alpacaSim
+	oanda                       *oandaSim
 }
 
 // New returns a simulator of cfg.
@@ -134,9 +147,11 @@ func New(cfg Config) *Sim {
 		futuresData: newLimiter(5*cfg.Window, cfg.FuturesDataLimit, cfg),
 	}
 	s.stop, s.cancel = context.WithCancel(context.Background())
+	s.oanda = newOandaSim(cfg, s.stop.Done())
 	s.spotStreams = newStreamHub(cfg.SpotStreams, cfg.SpotMessages, cfg, s.universe.spotBy, s.universe.spot)
 	s.futuresStreams = newStreamHub(cfg.FuturesStreams, cfg.FuturesMessages, cfg, s.universe.futuresBy, s.universe.futures)
 	s.hubs = []*streamHub{s.spotStreams, s.futuresStreams}
+	s.alpaca = newAlpacaSim(cfg.Alpaca, cfg.Seed, cfg.Now)
 	s.routes()
 	return s
 }
@@ -155,6 +170,8 @@ func (s *Sim) routes() {
 	s.rest("GET /futures/data/openInterestHist", futuresData, s.openInterestHist)
 	s.mux.HandleFunc("GET /stream", s.serveStream(s.spotStreams))
 	s.mux.HandleFunc("GET /market/stream", s.serveStream(s.futuresStreams))
+	s.alpaca.routes(s.mux)
+	s.oanda.routes(s.mux)
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
@@ -195,6 +212,10 @@ type Stats struct {
 	// SpotStreams and FuturesStreams are the market streams' traffic.
 	SpotStreams    StreamStats `json:"spot_streams"`
 	FuturesStreams StreamStats `json:"futures_streams"`
+	// Alpaca is the Alpaca part's traffic.
+	Alpaca AlpacaStats `json:"alpaca"`
+	// Oanda is the OANDA v20 traffic.
+	Oanda OandaStats `json:"oanda"`
 }
 
 // FamilyStats count one family's traffic (every IP together).
@@ -210,7 +231,8 @@ type FamilyStats struct {
 // Stats returns the counters.
 func (s *Sim) Stats() Stats {
 	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats(),
-		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats()}
+		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats(), Alpaca: s.alpaca.stats(),
+		Oanda: s.oanda.Stats()}
 }
 
 // family is a set of paths sharing one budget per IP.

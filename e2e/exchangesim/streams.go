@@ -200,6 +200,7 @@ func (h *streamHub) subscribed(topic string) bool {
 // dropped. The REST routes keep answering.
 func (s *Sim) Close() {
 	s.cancel()
+	s.alpaca.close()
 	for _, h := range s.hubs {
 		h.ex.Close()
 	}

@@ -35,11 +35,21 @@
 //     connection that carries nothing for 30 s is closed, so a text "ping"
 //     is sent after 25 s of silence and answered by "pong". (The cap of 30
 //     connections a channel is per sub-account, on private channels only.)
+//   - Alpaca, https://docs.alpaca.markets/docs/streaming-market-data and
+//     …/real-time-stock-pricing-data: one connection per plan to
+//     wss://stream.data.alpaca.markets/v2/{iex,sip} (406 for a second),
+//     authentication within 10 s, 30 symbols on the free plan (405
+//     beyond), SIP on paid plans only (409). Alpaca pushes closed minute
+//     bars, their corrections and the day's bar so far: an Alpaca source
+//     (alpaca.go, alpacasource.go) carries every stock exchange's planned
+//     symbols on its one connection; the other timeframes stay on REST.
 //
 // Candles are those of the followed timeframes as the exchange builds them;
 // no timeframe is derived from another here.
 //
 // Local delivers the candles of a feed computed in process (the synthetic
-// one) the same way, read at every minute close: both are a Source, so the
-// consumer stores them through one path.
+// one) the same way, read at every minute close, and OandaPricing the
+// screener rows of OANDA's pricing stream, a streaming HTTP response (not
+// a websocket: oanda.go has its documented limits): all are a Source, so
+// the consumer stores them through one path.
 package streams

@@ -41,6 +41,10 @@ type Plan struct {
 	// Symbols are the canonical symbols whose tickers are delivered; rows of
 	// other instruments are dropped.
 	Symbols []string
+	// Partial says Series leave out some of the combination's symbols (a
+	// plan's symbol limit): the stream only shortens the latency of the
+	// series it carries, and REST keeps polling every series.
+	Partial bool
 }
 
 // CandleUpdate is one pushed state of a candle: the open one as it changes,
@@ -88,6 +92,13 @@ type Config struct {
 	OnTickers func(domain.Combination, []domain.Ticker)
 	// Repair fetches a gap over REST after a reconnect; nil skips repairs.
 	Repair func(ctx context.Context, g Gap) error
+	// RepairBatch is how an Alpaca source repairs: the gaps of many series
+	// of one combination and timeframe in one call (its connection carries
+	// every stock series, and Alpaca's REST reads many symbols a request);
+	// nil has it call Repair for each gap. The Manager uses Repair.
+	RepairBatch func(ctx context.Context, gaps []Gap) error
+	// Alpaca is the account and feed of Alpaca's stream (NewAlpaca).
+	Alpaca AlpacaConfig
 	// Metrics, nil for none.
 	Metrics Metrics
 	// Logger; nil discards.

@@ -420,6 +420,11 @@ func TestEndpointNamesAreMetricsLabels(t *testing.T) {
 			}
 		}
 	}
+	seen[oandaEndpoint] = true  // OandaPricing's own connection
+	seen[alpacaEndpoint] = true // NewAlpaca's single connection
+	if !slices.Contains(obs.StreamEndpoints, alpacaEndpoint) {
+		t.Errorf("endpoint %q is not in obs.StreamEndpoints", alpacaEndpoint)
+	}
 	if len(seen) != len(obs.StreamEndpoints) {
 		t.Errorf("endpoints used %v, obs exports %v", seen, obs.StreamEndpoints)
 	}

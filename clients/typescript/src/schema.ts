@@ -173,7 +173,7 @@ export interface paths {
         };
         /**
          * OHLCV candles of a symbol
-         * @description The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles.
+         * @description The newest `limit` candles (default 200, 1..1000; outside that range is 400), oldest first. Crypto candles are those of the exchange's spot market. `BTC_USDT`, `BTC%2FUSDT` and a raw `BTC/USDT` give the same candles. Stock and forex candles exist only where the market traded: a stock's daily candle is its session's (09:30-16:00 New York, 13:00 on an early close), and there is none for a weekend or a holiday. While the market is closed the newest candle is the last session's, served whatever its age, and `X-Market-Open: false` says so.
          */
         get: operations["get-ohlcv"];
         put?: never;
@@ -213,7 +213,7 @@ export interface paths {
         };
         /**
          * Live screener: price, change and volume of every instrument of a combination
-         * @description One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes the answer is 502.
+         * @description One row per instrument of the market/exchange/instrument combination, ordered by symbol. Filters are inclusive. The combinations of this deployment are listed in the 404 detail of an unknown one. When the upstream feed fails, the last good rows are served with their `updated_at`; once they are older than 5 minutes while the market trades the answer is 502. While the market is closed (stocks outside the New York session, forex at the weekend) the rows are the last session's, served whatever their age; `X-Market-Open: false` says so, with the close and the next open.
          */
         get: operations["get-screener"];
         put?: never;
@@ -460,7 +460,7 @@ export interface components {
         AnalyticsListItem: {
             /**
              * Format: date-time
-             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @description Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
              * @example 2026-11-22T12:00:00Z
              */
             as_of: string;
@@ -488,6 +488,17 @@ export interface components {
              */
             data_age_seconds: number;
             /**
+             * @description Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+             * @example false
+             */
+            market_open: boolean;
+            /**
+             * Format: date-time
+             * @description While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+             * @example 2026-11-30T14:30:00Z
+             */
+            next_open: string | null;
+            /**
              * Format: int64
              * @description Overall score, -100..100
              * @example 42
@@ -499,6 +510,12 @@ export interface components {
              * @example 97250.5
              */
             price: number;
+            /**
+             * Format: date-time
+             * @description Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+             * @example 2026-11-27T18:00:00Z
+             */
+            session_close: string | null;
             source: components["schemas"]["DataSource"];
             /**
              * @description Price mini-chart: the last 30 closes of the style's timeframe, oldest first
@@ -530,7 +547,7 @@ export interface components {
         AnalyticsReport: {
             /**
              * Format: date-time
-             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @description Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
              * @example 2026-11-22T12:00:00Z
              */
             as_of: string;
@@ -575,10 +592,21 @@ export interface components {
              */
             market: "crypto" | "forex" | "stocks";
             /**
+             * @description Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+             * @example false
+             */
+            market_open: boolean;
+            /**
              * @description Version of the scoring method that made this report: its rules are in GET /analytics/methodology, its test vectors in docs/vectors/{version}/
              * @example v1
              */
             model_version: string;
+            /**
+             * Format: date-time
+             * @description While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+             * @example 2026-11-30T14:30:00Z
+             */
+            next_open: string | null;
             /**
              * Format: int64
              * @example 42
@@ -590,6 +618,12 @@ export interface components {
              */
             price: number;
             scenario: components["schemas"]["ReportScenario"];
+            /**
+             * Format: date-time
+             * @description Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+             * @example 2026-11-27T18:00:00Z
+             */
+            session_close: string | null;
             source: components["schemas"]["DataSource"];
             /**
              * @description Trading style the technical score was computed for
@@ -715,6 +749,11 @@ export interface components {
             market?: "crypto" | "forex" | "stocks";
         };
         DataSource: {
+            /**
+             * @description The market-data feed the candles came from: the provider, and for stocks its feed (alpaca/iex: the IEX exchange alone, a few percent of US volume, so volumes are IEX's; alpaca/sip: every US exchange). Omitted when not known
+             * @example binance
+             */
+            data_feed?: string;
             /** @example binance */
             exchange: string;
             /**
@@ -1445,7 +1484,7 @@ export interface components {
         TopSetup: {
             /**
              * Format: date-time
-             * @description Close time of the last candle the score used (RFC 3339 UTC); later than updated_at when that candle was still open
+             * @description Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
              * @example 2026-11-22T12:00:00Z
              */
             as_of: string;
@@ -1477,6 +1516,17 @@ export interface components {
              */
             market: "crypto" | "forex" | "stocks";
             /**
+             * @description Whether the asset's market trades at this answer (crypto: always; stocks: the New York session, 09:30-16:00 or 13:00 on an early close, not on holidays; forex: from Sunday to Friday 17:00 New York time). While it is closed the data is its last session's: as_of stays at or before the session's close and data_age_seconds keeps growing until the next open
+             * @example false
+             */
+            market_open: boolean;
+            /**
+             * Format: date-time
+             * @description While the market is closed, when its next session opens (RFC 3339 UTC); null while it trades, for crypto, and when not known
+             * @example 2026-11-30T14:30:00Z
+             */
+            next_open: string | null;
+            /**
              * Format: int64
              * @example -71
              */
@@ -1486,6 +1536,12 @@ export interface components {
              * @example 182.4
              */
             price: number;
+            /**
+             * Format: date-time
+             * @description Close of the market's current session or, while it is closed, of its last one (RFC 3339 UTC); null for crypto, which never closes, and when the service does not know the market's calendar
+             * @example 2026-11-27T18:00:00Z
+             */
+            session_close: string | null;
             source: components["schemas"]["DataSource"];
             /** @example SOL_USDT */
             symbol: string;
@@ -2640,6 +2696,9 @@ export interface operations {
                     "Content-Type"?: string;
                     ETag?: string;
                     "Last-Modified"?: string;
+                    "X-Market-Next-Open"?: string;
+                    "X-Market-Open"?: string;
+                    "X-Market-Session-Close"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2849,6 +2908,9 @@ export interface operations {
                     "Content-Type"?: string;
                     ETag?: string;
                     "Last-Modified"?: string;
+                    "X-Market-Next-Open"?: string;
+                    "X-Market-Open"?: string;
+                    "X-Market-Session-Close"?: string;
                     "X-Unknown-Symbols"?: string;
                     [name: string]: unknown;
                 };

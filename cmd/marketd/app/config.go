@@ -48,10 +48,13 @@ type Config struct {
 	// FeedURLs overrides upstream hosts by host name (MARKET_FEED_URLS).
 	FeedURLs         map[string]string
 	OandaToken       string
+	OandaAccountID   string
 	OandaEnvironment string
 	AlpacaKeyID      string
 	AlpacaSecret     string
-	SyntheticSeed    int64
+	// AlpacaFeed is Alpaca's market-data feed: iex or sip.
+	AlpacaFeed    string
+	SyntheticSeed int64
 	// SyntheticAssets is the synthetic feed's count of crypto base assets.
 	SyntheticAssets int
 	TickerInterval  time.Duration
@@ -187,9 +190,13 @@ func (c *Config) options() []option {
 		{name: "MARKET_OANDA_TOKEN",
 			doc:   "OANDA v20 token (required by the `oanda` feed)",
 			parse: text(&c.OandaToken)},
+		{name: "MARKET_OANDA_ACCOUNT_ID",
+			doc: "OANDA v20 account id, `{siteID}-{divisionID}-{userID}-{accountNumber}` (e.g. `101-004-1234567-001`; required by the `oanda` feed): " +
+				"its `CURRENCY` instruments are the forex pairs served, its prices the screener's",
+			parse: optional(oandaAccountID(&c.OandaAccountID))},
 		{name: "MARKET_OANDA_ENVIRONMENT", def: feeds.OandaLive,
-			doc: "`live` (`api-fxtrade.oanda.com`) or `practice` (`api-fxpractice.oanda.com`): the kind of OANDA account of the token; " +
-				"an `oanda=` entry of `MARKET_FEED_URLS` wins",
+			doc: "`live` (`api-fxtrade.oanda.com`, `stream-fxtrade.oanda.com`) or `practice` (`api-fxpractice.oanda.com`, `stream-fxpractice.oanda.com`): " +
+				"the kind of OANDA account of the token; `oanda=` and `oanda-stream=` entries of `MARKET_FEED_URLS` win",
 			parse: oandaEnvironment(&c.OandaEnvironment)},
 		{name: "MARKET_ALPACA_KEY_ID",
 			doc:   "Alpaca market-data key id (required by the `alpaca` feed)",
@@ -197,6 +204,11 @@ func (c *Config) options() []option {
 		{name: "MARKET_ALPACA_SECRET",
 			doc:   "Alpaca market-data secret (required by the `alpaca` feed)",
 			parse: text(&c.AlpacaSecret)},
+		{name: "MARKET_ALPACA_FEED", def: feeds.AlpacaIEX,
+			doc: "Alpaca market-data feed: `iex` (the free plan's: the IEX exchange alone, a few percent of US volume; 200 requests a minute) " +
+				"or `sip` (every US exchange, the consolidated tape; a paid plan, 10,000 requests a minute). The budget follows the plan the " +
+				"keys are on (`X-RateLimit-Limit`); the reports' `data_quality.source.data_feed` names the feed",
+			parse: alpacaFeed(&c.AlpacaFeed)},
 		{name: "MARKET_SYNTHETIC_SEED", def: "1",
 			doc:   "Seed of the synthetic feed (same seed, same market history)",
 			parse: integer(&c.SyntheticSeed)},
@@ -350,6 +362,8 @@ func (c Config) Validate() error {
 		return errors.New("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "":
 		return errors.New("MARKET_OANDA_TOKEN: required by the oanda feed")
+	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaAccountID == "":
+		return errors.New("MARKET_OANDA_ACCOUNT_ID: required by the oanda feed (the v20 account whose currency pairs and prices are served)")
 	case slices.Contains(c.Feeds, feeds.NameAlpaca) && (c.AlpacaKeyID == "" || c.AlpacaSecret == ""):
 		return errors.New("MARKET_ALPACA_KEY_ID: the alpaca feed needs MARKET_ALPACA_KEY_ID and MARKET_ALPACA_SECRET")
 	}
@@ -545,10 +559,39 @@ func feedNames(dst *[]string) func(string) error {
 	}
 }
 
+func alpacaFeed(dst *string) func(string) error {
+	return func(v string) error {
+		if v = strings.ToLower(v); v != feeds.AlpacaIEX && v != feeds.AlpacaSIP {
+			return errors.New("must be iex or sip")
+		}
+		*dst = v
+		return nil
+	}
+}
+
 func oandaEnvironment(dst *string) func(string) error {
 	return func(v string) error {
 		if v = strings.ToLower(v); v != feeds.OandaLive && v != feeds.OandaPractice {
 			return errors.New("must be live or practice")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+// oandaAccountID parses a v20 account id: four "-"-delimited groups of
+// digits, "{siteID}-{divisionID}-{userID}-{accountNumber}" (oanda/v20-openapi,
+// AccountID). OANDA answers 400 "Invalid value specified for 'accountID'"
+// to anything else; saying so at start names the variable.
+func oandaAccountID(dst *string) func(string) error {
+	return func(v string) error {
+		parts := strings.Split(v, "-")
+		ok := len(parts) == 4
+		for _, p := range parts {
+			ok = ok && p != "" && strings.Trim(p, "0123456789") == ""
+		}
+		if !ok {
+			return errors.New("must be a v20 account id, {siteID}-{divisionID}-{userID}-{accountNumber} (e.g. 101-004-1234567-001)")
 		}
 		*dst = v
 		return nil
@@ -705,8 +748,8 @@ func parseFeedURLs(v string) (map[string]string, error) {
 // process of the deployment (they share its IP).
 func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
-	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaEnvironment: c.OandaEnvironment,
-		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, BaseURLs: c.FeedURLs,
+	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaAccountID: c.OandaAccountID, OandaEnvironment: c.OandaEnvironment,
+		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, AlpacaFeed: c.AlpacaFeed, BaseURLs: c.FeedURLs,
 		Logger: logger, Seed: c.SyntheticSeed, SyntheticCryptoAssets: c.SyntheticAssets, Budget: budget, Now: c.now()}
 }
 

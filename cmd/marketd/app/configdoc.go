@@ -32,8 +32,8 @@ func configMarkdown() string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.name, cell(def), cell(o.doc))
 	}
-	b.WriteString("\nHosts of `MARKET_FEED_URLS` (REST names take `https://` or `http://`, `-stream` names `wss://` or `ws://`;\n" +
-		"a path is kept, so a mirror may serve under a prefix):\n\n")
+	b.WriteString("\nHosts of `MARKET_FEED_URLS` (REST names take `https://` or `http://`, websocket `-stream` names `wss://` or `ws://`,\n" +
+		"`oanda-stream`, a streaming HTTP response, `https://` or `http://`; a path is kept, so a mirror may serve under a prefix):\n\n")
 	b.WriteString("| Name | Default | Used for |\n|---|---|---|\n")
 	for _, h := range feeds.HostDocs() {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", h.Name, h.Default, cell(h.Doc))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/calendar"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
@@ -104,8 +105,13 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
 	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
 	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
+	apiCfg.DataFeed = func(domain.Combination) string { return feeds.NameSynthetic }
 	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
 	apiCfg.Logger = logger
+	// The sandbox's market calendars are its own database's (the synthetic
+	// feed's sessions, stored by the sandbox's worker).
+	book := calendar.New(calendar.Config{Store: sdb, Logger: logger})
+	apiCfg.Hours = book
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
 	apiCfg.Cache = cache
 	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
@@ -114,6 +120,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return hub.Run(ctx) })
 		g.Go(func() error { return bus.Run(ctx, nil, cache) })
+		g.Go(func() error { return book.Run(ctx) })
 		return g.Wait()
 	}
 	return srv, run, func() { streamDB.Close(); sdb.Close() }, nil
@@ -125,6 +132,8 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // its writes concern the sandbox servers' caches only). Ingest enqueues the scoring of what it
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
+// The markets' sessions are refreshed from the feeds (worker.CalendarJob:
+// its handler, and a refresh at start among the background jobs).
 func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
 	opts, err := rediskeys.BackgroundClientOptions(cfg.RedisURL)
 	if err != nil {
@@ -175,7 +184,10 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 		closeAll()
 		return nil, nil, err
 	}
-	var jobs []func(context.Context) error
+	// The markets' sessions, daily from the scheduler and once at start.
+	cal := &worker.CalendarJob{Store: db, Feeds: reg, Region: cfg.Region, Served: served, Logger: logger, Now: clock}
+	cal.Register(w)
+	jobs := []func(context.Context) error{cal.RunAtStart}
 	if job := streamJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
 		jobs = append(jobs, job)
 	}
@@ -205,7 +217,7 @@ func analyticsWarmup(db *store.DB, region string, served domain.Served) func(ctx
 		}
 		var cold []string
 		for _, m := range domain.Markets {
-			if _, ok := domain.AnalyticsSource(region, m, served); !ok {
+			if !domain.Scored(region, m, served) {
 				continue
 			}
 			for _, st := range analytics.ScoredStyles(m) {

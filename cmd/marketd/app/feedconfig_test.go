@@ -20,7 +20,7 @@ func TestFeedURLsOverrideEveryHost(t *testing.T) {
 	cfg, err := loadConfig(map[string]string{"MARKET_FEED_URLS": " binance=http://127.0.0.1:9001 , binance-futures=https://testnet.binancefuture.com/," +
 		"binance-stream=ws://127.0.0.1:9002,binance-futures-stream=wss://fstream.binancefuture.com,okx=https://okx.mirror.example/prefix," +
 		"okx-stream=wss://wspap.okx.com:8443,coinbase=https://api-public.sandbox.exchange.coinbase.com,coinbase-advanced=http://127.0.0.1:9003," +
-		"oanda=https://api-fxpractice.oanda.com,alpaca=https://paper-api.alpaca.markets,alpaca-data=http://127.0.0.1:9004"})
+		"oanda=https://api-fxpractice.oanda.com,oanda-stream=http://127.0.0.1:9005,alpaca=https://paper-api.alpaca.markets,alpaca-data=http://127.0.0.1:9004,alpaca-stream=ws://127.0.0.1:19500"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,8 @@ func TestFeedURLsOverrideEveryHost(t *testing.T) {
 		feeds.HostBinanceFuturesStream: "wss://fstream.binancefuture.com",
 		feeds.HostOKX:                  "https://okx.mirror.example/prefix",
 		feeds.HostAlpacaData:           "http://127.0.0.1:9004",
+		feeds.HostOandaStream:          "http://127.0.0.1:9005",
+		feeds.HostAlpacaStream:         "ws://127.0.0.1:19500",
 	} {
 		if got := fc.BaseURL(name); got != want {
 			t.Errorf("BaseURL(%s) = %q, want %q", name, got, want)
@@ -46,8 +48,9 @@ func TestFeedURLsOverrideEveryHost(t *testing.T) {
 }
 
 // TestFeedHostDefaults: without overrides every host has its documented
-// default; MARKET_OANDA_ENVIRONMENT=practice picks OANDA's practice host,
-// and an explicit oanda= entry wins over it.
+// default (wss:// for the websockets, https:// for REST and OANDA's
+// streaming HTTP); MARKET_OANDA_ENVIRONMENT=practice picks OANDA's practice
+// hosts, and an explicit oanda= entry wins over it.
 func TestFeedHostDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := loadConfig(map[string]string{"MARKET_FEEDS": "binance,okx"})
@@ -57,7 +60,7 @@ func TestFeedHostDefaults(t *testing.T) {
 	fc := feeds.Config{BaseURLs: cfg.FeedURLs, OandaEnvironment: cfg.OandaEnvironment}
 	for _, name := range feeds.HostNames() {
 		want := "https://"
-		if strings.HasSuffix(name, "-stream") {
+		if strings.HasSuffix(name, "-stream") && name != feeds.HostOandaStream {
 			want = "wss://"
 		}
 		if got := fc.BaseURL(name); !strings.HasPrefix(got, want) {
@@ -77,6 +80,9 @@ func TestFeedHostDefaults(t *testing.T) {
 	fc = feeds.Config{BaseURLs: practice.FeedURLs, OandaEnvironment: practice.OandaEnvironment}
 	if got := fc.BaseURL(feeds.HostOanda); got != "https://api-fxpractice.oanda.com" {
 		t.Errorf("practice: oanda = %q, want the practice host", got)
+	}
+	if got := fc.BaseURL(feeds.HostOandaStream); got != "https://stream-fxpractice.oanda.com" {
+		t.Errorf("practice: oanda-stream = %q, want the practice stream host", got)
 	}
 	mirror, err := loadConfig(map[string]string{"MARKET_OANDA_ENVIRONMENT": "practice", "MARKET_FEED_URLS": "oanda=http://127.0.0.1:9005"})
 	if err != nil {
@@ -103,6 +109,7 @@ func TestFeedURLErrorsNameVariableAndEntry(t *testing.T) {
 		"ftp":               "binance=ftp://api.binance.com",
 		"ws for rest":       "okx=wss://ws.okx.com:8443",
 		"https for stream":  "binance-stream=https://stream.binance.com",
+		"wss for oanda":     "oanda-stream=wss://stream-fxtrade.oanda.com",
 		"relative":          "coinbase=/products",
 		"query":             "alpaca-data=https://data.alpaca.markets?feed=sip",
 		"credentials":       "oanda=https://user:pw@api-fxtrade.oanda.com",
@@ -120,6 +127,36 @@ func TestFeedURLErrorsNameVariableAndEntry(t *testing.T) {
 		_, err := loadConfig(env)
 		if err == nil || !strings.HasPrefix(err.Error(), wantVar+": ") || !strings.Contains(err.Error(), wantText) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: err %v, want one line naming %s and %q", name, err, wantVar, wantText)
+		}
+	}
+}
+
+// TestOandaAccountID: the oanda feed needs MARKET_OANDA_ACCOUNT_ID, in the
+// v20 form "{siteID}-{divisionID}-{userID}-{accountNumber}"
+// (oanda/v20-openapi, AccountID); either mistake names the variable.
+func TestOandaAccountID(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"MARKET_FEEDS": "oanda", "MARKET_OANDA_TOKEN": "t"}
+	with := func(id string) map[string]string {
+		env := map[string]string{"MARKET_OANDA_ACCOUNT_ID": id}
+		for k, v := range base {
+			env[k] = v
+		}
+		return env
+	}
+	cfg, err := loadConfig(with("101-004-1234567-001"))
+	if err != nil || cfg.OandaAccountID != "101-004-1234567-001" {
+		t.Fatalf("valid id: %q, %v", cfg.OandaAccountID, err)
+	}
+	for name, env := range map[string]map[string]string{
+		"missing":      base,
+		"v1 number":    with("1234567"),
+		"letters":      with("101-004-abc-001"),
+		"empty groups": with("101--1234567-001"),
+	} {
+		_, err := loadConfig(env)
+		if err == nil || !strings.HasPrefix(err.Error(), "MARKET_OANDA_ACCOUNT_ID: ") {
+			t.Errorf("%s: err %v, want one naming MARKET_OANDA_ACCOUNT_ID", name, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/store"
@@ -18,11 +19,11 @@ import (
 
 // opsMetrics fills the registry of a role's /metrics: the process-wide
 // series of package obs (every role's), the database-backed ones (feed
-// freshness, webhook backlog), asynq's queue collector and, with a gate,
-// the gate's counters. reg is nil for a role without the api: it gets a
+// freshness, webhook backlog), asynq's queue collector, the markets'
+// states by their calendars (hours) and, with a gate, the gate's counters. reg is nil for a role without the api: it gets a
 // registry of its own with the Go and process collectors. It returns the
 // handler and a function releasing the queue collector's connections.
-func opsMetrics(reg *prometheus.Registry, redisURL string, db *store.DB, gate *admission.Gate, up *obs.Up) (http.Handler, func(), error) {
+func opsMetrics(reg *prometheus.Registry, redisURL string, db *store.DB, gate *admission.Gate, up *obs.Up, hours domain.MarketHours) (http.Handler, func(), error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -33,7 +34,7 @@ func opsMetrics(reg *prometheus.Registry, redisURL string, db *store.DB, gate *a
 	}
 	obs.Register(reg)
 	obs.ExportUpstreamHosts(feeds.BudgetHosts())
-	reg.MustRegister(queues, obs.NewDBCollector(db.OpsSnapshot), up.Collector())
+	reg.MustRegister(queues, obs.NewDBCollector(db.OpsSnapshot), up.Collector(), obs.NewMarketCollector(hours, nil))
 	if gate != nil {
 		reg.MustRegister(obs.NewGateCollector(gate.Stats))
 	}

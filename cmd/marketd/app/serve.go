@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketscreener/market/api"
+	"github.com/marketscreener/market/calendar"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/rediskeys"
@@ -51,9 +52,26 @@ type roleRun struct {
 	schema *schemaCheck
 	checks []api.Check
 	stops  []func()
+	// book is the markets' calendars over db, shared by the role's
+	// components (hours).
+	book *calendar.Book
 }
 
 func (r *roleRun) onStop(f func()) { r.stops = append(r.stops, f) }
+
+// hours is the role's market calendars: one Book over the role's
+// database, read once before the first component uses it (a scheduler's
+// first tick then follows the stored sessions), then every minute.
+func (r *roleRun) hours(ctx context.Context) *calendar.Book {
+	if r.book == nil {
+		r.book = calendar.New(calendar.Config{Store: r.db, Now: r.cfg.now(), Logger: r.logger})
+		if err := r.book.Load(ctx); err != nil {
+			r.logger.Warn("reading the market calendars failed; markets count as open until they are read", "err", err)
+		}
+		r.g.Go(func() error { return r.book.Run(ctx) })
+	}
+	return r.book
+}
 
 // stop releases what the components hold, last acquired first.
 func (r *roleRun) stop() {
@@ -148,7 +166,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 	}
 	r.onStop(streamDB.Close)
 	hub := newStreamHub(streamDB, func() *api.Server { return apiServer }, logger)
-	apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), Logger: logger, Ready: readiness.Ready,
+	apiCfg := api.Config{Region: cfg.Region, Served: cfg.served(), DataFeed: cfg.dataFeed, Logger: logger, Ready: readiness.Ready, Hours: r.hours(ctx),
 		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
@@ -184,7 +202,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 	r.m.setAddrs(httpLn, opsLn)
 	logger.Info("listening", "http", httpLn.Addr().String(), "ops", opsLn.Addr().String(), "region", cfg.Region)
 	g.Go(func() error { return serveHTTP(ctx, httpLn, publicHandler, logger) })
-	metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, r.up)
+	metrics, closeMetrics, err := opsMetrics(apiServer.Registry(), cfg.RedisURL, db, deps.gate, r.up, r.hours(ctx))
 	if err != nil {
 		return err
 	}
@@ -222,7 +240,7 @@ func serveOps(ctx context.Context, r *roleRun) error {
 		return fmt.Errorf("listen MARKET_OPS_ADDR %s: %w", cfg.OpsAddr, err)
 	}
 	r.m.setAddrs(nil, opsLn)
-	metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, r.db, nil, r.up)
+	metrics, closeMetrics, err := opsMetrics(nil, cfg.RedisURL, r.db, nil, r.up, r.hours(ctx))
 	if err != nil {
 		opsLn.Close()
 		return err
@@ -283,11 +301,16 @@ func startScheduler(ctx context.Context, r *roleRun) error {
 	if cfg.StatsInterval > 0 {
 		entries = append(entries, scheduler.StatsEntries(cfg.Region, served, cfg.StatsInterval)...)
 	}
-	entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+	if len(cfg.SecretKey) > 0 {
+		// Without the key no worker registers the dispatcher: its ticks
+		// would only fail, retry and be archived.
+		entries = append(entries, scheduler.WebhookEntries(cfg.WebhookInterval)...)
+	}
+	entries = append(entries, scheduler.CalendarEntries()...)
 	entries = append(entries, scheduler.StreamPruneEntries(scheduler.StreamPruneInterval)...)
 	entries = append(entries, scheduler.RetentionEntries(candleRetentionInterval)...)
 	entries = append(entries, scheduler.AnalyticsRetentionEntries(analyticsRetentionInterval)...)
-	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries, Now: cfg.now()})
+	s, err := scheduler.New(scheduler.Config{RedisURL: cfg.RedisURL, Logger: r.logger, Entries: entries, Now: cfg.now(), Hours: r.hours(ctx)})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,12 @@ func (c Config) served() domain.Served {
 	return func(comb domain.Combination) bool { return set[comb] }
 }
 
+// dataFeed names the market-data feed serving a combination
+// (feeds.DataFeed), for the reports' data quality.
+func (c Config) dataFeed(comb domain.Combination) string {
+	return feeds.DataFeed(c.Feeds, c.AlpacaFeed, comb)
+}
+
 // servedFor lists the combinations of the region a feed of MARKET_FEEDS
 // serves, in catalogue order, keeping those of markets (nil: every market).
 func (c Config) servedFor(markets []domain.Market) []servedCombination {

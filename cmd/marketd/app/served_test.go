@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/redistest"
 )
 
@@ -34,8 +35,8 @@ func TestCatalogueSaysWhatIsServed(t *testing.T) {
 			served++
 		}
 	}
-	if served != 3 || len(rows) != 9 {
-		t.Errorf("%d rows, %d served; want the 9 global combinations, binance's 3 served", len(rows), served)
+	if served != 3 || len(rows) != len(domain.Catalogue("global")) {
+		t.Errorf("%d rows, %d served; want the %d global combinations, binance's 3 served", len(rows), served, len(domain.Catalogue("global")))
 	}
 	text, _, _ := run(t, map[string]string{"MARKET_FEEDS": "binance"}, "catalogue")
 	if !strings.Contains(text, "SERVED BY") || !strings.Contains(text, "no feed of MARKET_FEEDS") {
@@ -115,8 +116,8 @@ func TestReadyzSaysWhatIsServed(t *testing.T) {
 	if body.Served["crypto/okx/spot"] != "okx" || body.Served["crypto/binance/spot"] != "synthetic" || len(body.Unserved) != 0 {
 		t.Errorf("readyz served %v, unserved %v: want okx/spot from okx, the rest from synthetic", body.Served, body.Unserved)
 	}
-	if got := slices.Sorted(maps.Keys(body.Served)); len(got) != 7 {
-		t.Errorf("served %v, want the eu catalogue's 7 combinations", got)
+	if got := slices.Sorted(maps.Keys(body.Served)); len(got) != len(domain.Catalogue("eu")) {
+		t.Errorf("served %v, want the eu catalogue's %d combinations", got, len(domain.Catalogue("eu")))
 	}
 
 	env2 := testEnv(t)

@@ -8,8 +8,9 @@ import (
 )
 
 // TestStreamJobOnlyForFeedsWithStreams: a deployment on feeds without
-// streams has no stream job; one on binance or okx does, and so does one on
-// the synthetic feed (its candles read in process at every minute close).
+// streams has no stream job; one on binance, okx or alpaca does, and so
+// does one on the synthetic feed (its candles read in process at every
+// minute close).
 func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -22,8 +23,9 @@ func TestStreamJobOnlyForFeedsWithStreams(t *testing.T) {
 		{[]string{"binance"}, "global", true},
 		{[]string{"okx"}, "eu", true},
 		{[]string{"synthetic", "binance"}, "global", true}, // synthetic serves binance's combinations first, in process
+		{[]string{"alpaca"}, "us", true},                   // the stock exchanges' bars
 	} {
-		reg, err := feeds.New(feeds.Config{Names: tc.feeds})
+		reg, err := feeds.New(feeds.Config{Names: tc.feeds, OandaToken: "t", AlpacaKeyID: "k", AlpacaSecret: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
