@@ -402,6 +402,9 @@ func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol str
 	return p.Candles(ctx, c, symbol, tf, since, limit)
 }
 
+// catchUpParallel is how many catch-up passes run at once.
+const catchUpParallel = 2
+
 // markLive sets the live marks of every candle combination whose
 // connections are all up (mark: the combination, or for Alpaca the series
 // of its final timeframe), so the scheduled REST ingest stops polling its
@@ -421,6 +424,23 @@ func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol str
 func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Combination) bool }, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	var passes sync.WaitGroup
+	// The passes run catchUpParallel at a time, in the catalogue's order
+	// (crypto first): every pass at once (a dozen combinations) made a
+	// dozen writers extend the candles table together, and each waited
+	// for the others' extension locks.
+	queue := make(chan streams.Plan, len(plans))
+	for range catchUpParallel {
+		passes.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case p := <-queue:
+					s.catchUp(ctx, p, candles)
+				}
+			}
+		})
+	}
 	defer func() {
 		passes.Wait()
 		for c := range marked {
@@ -444,7 +464,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 			}
 			if !caughtUp[c] {
 				caughtUp[c] = true
-				passes.Go(func() { s.catchUp(ctx, p, candles) })
+				queue <- p
 			}
 			if err := s.mark(ctx, p); err == nil {
 				marked[c] = true
