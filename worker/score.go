@@ -393,7 +393,10 @@ func (sv *runSaver) run() {
 			continue
 		}
 		t0 := time.Now()
-		n, err := sv.s.Store.SaveAnalytics(sv.ctx, recs, sv.prev)
+		// A save under way finishes on the run's context, not the
+		// savers': cancelling it when another save failed could leave it
+		// committed but reported failed, and stored reports uncounted.
+		n, err := sv.s.Store.SaveAnalytics(sv.parent, recs, sv.prev)
 		<-sv.s.saveSlots
 		sv.mu.Lock()
 		sv.took += time.Since(t0)
