@@ -238,7 +238,7 @@ func (d *deployment) start(role string) (base, ops string) {
 		case code := <-done:
 			if code != 0 {
 				d.t.Errorf("marketd %s exited %d: %s", role, code, errb.String())
-			} else if d.t.Failed() {
+			} else if d.t.Failed() || os.Getenv("E2E_SHOW_LOG") != "" {
 				d.t.Logf("marketd %s log:\n%s", role, errb.String())
 			}
 		case <-time.After(30 * time.Second):

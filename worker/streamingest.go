@@ -424,20 +424,26 @@ const catchUpParallel = 2
 func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Combination) bool }, plans []streams.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	var passes sync.WaitGroup
-	// The passes run catchUpParallel at a time, in the catalogue's order
-	// (crypto first): every pass at once (a dozen combinations) made a
-	// dozen writers extend the candles table together, and each waited
-	// for the others' extension locks.
-	queue := make(chan streams.Plan, len(plans))
+	// The passes are one job per combination and timeframe, run
+	// catchUpParallel at a time: every job of a timeframe scoring reads
+	// (of every combination up by then) before any display-only one, in
+	// the catalogue's order (crypto first), shortest timeframe first.
+	// Every pass at once (a dozen combinations) made a dozen writers
+	// extend the candles table together, each waiting for the others'
+	// extension locks; one combination's timeframes one after the other
+	// left a cold start's 1h history waiting for its 15m one, and the
+	// scored history of one exchange for the display-only history of
+	// another.
+	var queue catchUpQueue
+	queue.ready = make(chan struct{}, 1)
 	for range catchUpParallel {
 		passes.Go(func() {
 			for {
-				select {
-				case <-ctx.Done():
+				j, ok := queue.next(ctx)
+				if !ok {
 					return
-				case p := <-queue:
-					s.catchUp(ctx, p, candles)
 				}
+				s.catchUpTimeframe(ctx, j, candles)
 			}
 		})
 	}
@@ -464,7 +470,7 @@ func (s *StreamIngest) markLive(ctx context.Context, m interface{ Live(domain.Co
 			}
 			if !caughtUp[c] {
 				caughtUp[c] = true
-				queue <- p
+				queue.add(s.catchUpJobs(ctx, p, candles))
 			}
 			if err := s.mark(ctx, p); err == nil {
 				marked[c] = true
@@ -517,75 +523,140 @@ func (s *StreamIngest) markKeys(c domain.Combination) []string {
 	return keys
 }
 
-// catchUp loads every series of a plan over REST from its newest stored
-// candle, the timeframes scoring reads first (shortest first within each
-// group): at a whole exchange's size the pass takes minutes of request
-// budget, and after a cold start the reports wait for the scored
-// timeframes' history, not for the 1m one. Where each series starts is read
-// first, for every timeframe, and then the held pushes are let through:
-// a closed candle of a scored timeframe is stored and scored at its close
-// even while the pass is still loading that timeframe's history, instead
-// of minutes later (pushes stored first would move a series' newest
-// candle past the gap the pass fills, so they wait for that read). A
-// timeframe whose starting points cannot be read keeps its pushes held
-// until its load is done.
-//
-// Its requests are bulk work (hostbudget.Bulk): they leave part of every
-// window of the host's budget to the ticker refreshes, fundamentals and
-// gap repairs that keep served data current while it runs.
-func (s *StreamIngest) catchUp(ctx context.Context, p streams.Plan, candles *candleSink) {
-	ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
+// catchUpJob is the catch-up of one timeframe of a plan: its series, and
+// where each starts (read before the pushes were let through; absent
+// when that read failed, and the pushes are then held until the job is
+// done).
+type catchUpJob struct {
+	c       domain.Combination
+	tf      domain.Timeframe
+	series  []streams.Series
+	symbols []string
+	latest  map[string]time.Time
+	read    bool
+	scored  bool // a timeframe scoring reads
+}
+
+// catchUpQueue holds the catch-up jobs not yet taken: those of the scored
+// timeframes first, each group in the order added.
+type catchUpQueue struct {
+	mu          sync.Mutex
+	scored, all []catchUpJob
+	ready       chan struct{} // signalled when a job is added
+}
+
+func (q *catchUpQueue) add(jobs []catchUpJob) {
+	q.mu.Lock()
+	for _, j := range jobs {
+		if j.scored {
+			q.scored = append(q.scored, j)
+		} else {
+			q.all = append(q.all, j)
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the first job, waiting for one until ctx ends.
+func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
+	for {
+		q.mu.Lock()
+		var j catchUpJob
+		found := true
+		switch {
+		case len(q.scored) > 0:
+			j, q.scored = q.scored[0], q.scored[1:]
+		case len(q.all) > 0:
+			j, q.all = q.all[0], q.all[1:]
+		default:
+			found = false
+		}
+		more := len(q.scored)+len(q.all) > 0
+		q.mu.Unlock()
+		if found {
+			if more { // pass the signal on to another waiting worker
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return j, true
+		}
+		select {
+		case <-ctx.Done():
+			return catchUpJob{}, false
+		case <-q.ready:
+		}
+	}
+}
+
+// catchUpJobs prepares the catch-up of a plan: one job per timeframe that
+// loads every series of it over REST from its newest stored candle (the
+// jobs of the timeframes scoring reads run first: at a whole exchange's
+// size the pass takes minutes of request budget, and after a cold start
+// the reports wait for the scored timeframes' history, not for the 1m
+// one). Where each series starts is read here, for every timeframe, and
+// then the held pushes are let through: a closed candle of a scored
+// timeframe is stored and scored at its close even while the pass is
+// still loading that timeframe's history, instead of minutes later
+// (pushes stored first would move a series' newest candle past the gap
+// the pass fills, so they wait for that read). A timeframe whose starting
+// points cannot be read keeps its pushes held until its job is done.
+func (s *StreamIngest) catchUpJobs(ctx context.Context, p streams.Plan, candles *candleSink) []catchUpJob {
 	byTF := map[domain.Timeframe][]streams.Series{}
 	for _, se := range p.Series {
 		byTF[se.Timeframe] = append(byTF[se.Timeframe], se)
 	}
 	c := p.Combination
-	symbols := map[domain.Timeframe][]string{}
-	from := map[domain.Timeframe]map[string]time.Time{}
+	var jobs []catchUpJob
 	for _, tf := range domain.Timeframes {
 		series := byTF[tf]
 		if len(series) == 0 {
 			continue
 		}
-		syms := make([]string, len(series))
+		j := catchUpJob{c: c, tf: tf, series: series, symbols: make([]string, len(series)),
+			scored: s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf)}
 		for i, se := range series {
-			syms[i] = se.Symbol
+			j.symbols[i] = se.Symbol
 		}
-		symbols[tf] = syms
-		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, syms)
+		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, j.symbols)
 		if err != nil {
 			s.logger().Warn("streams: reading where the catch-up starts failed; the pushes wait for the catch-up",
 				"combination", c.String(), "timeframe", string(tf), "err", err)
-			continue
-		}
-		from[tf] = latest
-		candles.release(c, series)
-	}
-	var first, rest []domain.Timeframe // the timeframes scoring reads, then the others
-	for _, tf := range domain.Timeframes {
-		if s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf) {
-			first = append(first, tf)
 		} else {
-			rest = append(rest, tf)
+			j.latest, j.read = latest, true
+			candles.release(c, series)
 		}
+		jobs = append(jobs, j)
 	}
-	for _, tf := range append(first, rest...) {
-		syms := symbols[tf]
-		if len(syms) == 0 {
-			continue
-		}
-		var err error
-		if latest, read := from[tf]; read {
-			_, err = s.In.IngestCandlesFrom(ctx, c, tf, syms, latest)
-		} else {
-			_, err = s.In.IngestCandles(ctx, c, tf, syms)
-		}
-		if err != nil && ctx.Err() == nil {
-			s.logger().Warn("streams: catching up over REST failed", "combination", c.String(), "timeframe", string(tf), "err", err)
-		}
-		if _, read := from[tf]; !read {
-			candles.release(c, byTF[tf])
-		}
+	return jobs
+}
+
+// catchUpTimeframe runs a catch-up job. Its requests are bulk work
+// (hostbudget.Bulk): they leave part of every window of the host's budget
+// to the ticker refreshes, fundamentals and gap repairs that keep served
+// data current while it runs.
+func (s *StreamIngest) catchUpTimeframe(ctx context.Context, j catchUpJob, candles *candleSink) {
+	ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
+	began := time.Now()
+	var n int
+	var err error
+	if j.read {
+		n, err = s.In.IngestCandlesFrom(ctx, j.c, j.tf, j.symbols, j.latest)
+	} else {
+		n, err = s.In.IngestCandles(ctx, j.c, j.tf, j.symbols)
+	}
+	s.logger().Debug("streams: caught up", "combination", j.c.String(), "timeframe", string(j.tf),
+		"series", len(j.symbols), "candles", n, "took", time.Since(began).Round(time.Millisecond))
+	if err != nil && ctx.Err() == nil {
+		s.logger().Warn("streams: catching up over REST failed", "combination", j.c.String(), "timeframe", string(j.tf), "err", err)
+	}
+	if !j.read {
+		candles.release(j.c, j.series)
 	}
 }
 
