@@ -30,11 +30,8 @@
 package rediskeys
 
 import (
-	"fmt"
 	"runtime"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Space is a deployment's key space: the prefix every key and channel of
@@ -131,10 +128,10 @@ func (s Space) SandboxInvalidations() string { return string(s) + sandboxInvalid
 // it for the go-redis defaults of seconds, and a failed script is not
 // retried, since a retry after a lost reply could record a request, or
 // claim a task, twice.
-func ClientOptions(url string) (*redis.Options, error) {
-	opts, err := redis.ParseURL(url)
+func ClientOptions(url string) (*Options, error) {
+	opts, err := parseOptions(url)
 	if err != nil {
-		return nil, fmt.Errorf("rediskeys: parse redis url: %w", err)
+		return nil, err
 	}
 	opts.DialTimeout = 200 * time.Millisecond
 	opts.ReadTimeout = 150 * time.Millisecond
@@ -154,7 +151,7 @@ func ClientOptions(url string) (*redis.Options, error) {
 // loads a reply can take longer than 150 ms, and the provider budget would
 // take that for a dead Redis and fall back to a process's own share of the
 // budget, starving the ticker refreshes behind it.
-func BackgroundClientOptions(url string) (*redis.Options, error) {
+func BackgroundClientOptions(url string) (*Options, error) {
 	opts, err := ClientOptions(url)
 	if err != nil {
 		return nil, err
