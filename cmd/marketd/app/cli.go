@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
