@@ -98,7 +98,7 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 
 // UpsertCandleSeries stores several series in one statement: the rows go
 // as one array per column, unnested into one INSERT ... ON CONFLICT, a
-// single round trip. The stream ingest writes the minute's closed candles
+// single round trip. The push ingest writes the minute's closed candles
 // of every series this way right at the close, and readers wait for that
 // commit: a transaction of a temporary table, a COPY and the insert cost
 // five round trips more, each of them a wait on a loaded server.
