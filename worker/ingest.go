@@ -191,15 +191,12 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 		err = errors.New("feed returned no tickers")
 	}
 	if err == nil {
-		err = ours(in.Store.ReplaceTickers(ctx, c, tickers))
+		err = in.storeTickers(ctx, c, tickers)
 	}
 	if err != nil {
-		in.recordError(c, "tickers", err)
+		in.recordError(c, store.FeedKindTickers, err)
 		return fmt.Errorf("worker: ingest tickers %s: %w", c, err)
 	}
-	observeRows(c, "tickers", len(tickers))
-	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
-	in.notify(ctx, readcache.Tickers(c))
 	in.syncListings(ctx, p, c)
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
@@ -217,15 +214,11 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 		return fmt.Errorf("worker: ingest candles: bad timeframe %q: %w", pl.Timeframe, asynq.SkipRetry)
 	}
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
-	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
-	kind := "candles:" + string(pl.Timeframe)
-	observeRows(c, kind, n)
+	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
+	in.recordCandleHealth(ctx, c.Market, c.Exchange, pl.Timeframe, err)
 	if err != nil {
-		in.recordError(health, kind, err)
 		return fmt.Errorf("worker: ingest candles %s %s: %w", c, pl.Timeframe, err)
 	}
-	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
-	in.notify(ctx, readcache.Candles(c.Market, c.Exchange))
 	in.logger().Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
 	return nil
 }
@@ -281,17 +274,11 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	batch := map[store.CandleKey][]domain.Candle{}
 	stored, failures := 0, 0
 	var lastErr error
-	// What changed is announced once, when the task ends (also when it
-	// fails part-way): one scoring per task and style, not one per batch.
-	// Only series the sink wants are looked for: most timeframes are
-	// display-only, and their upserts need not return what they changed.
 	want := in.Changes != nil && in.Changes.WantsCandles(c.Market, c.Exchange, tf)
-	var changed []store.CandleKey
-	defer func() {
-		if len(changed) > 0 && in.Changes != nil {
-			in.Changes.CandlesChanged(context.WithoutCancel(ctx), changed)
-		}
-	}()
+	// Every batch is stored through the one path of candles; what changed
+	// is announced once, when the task ends (also when it fails part-way).
+	write := in.newCandleWrite()
+	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
 	flush := func() error {
 		if len(batch) == 0 {
@@ -304,15 +291,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		for _, cs := range batch {
 			stored += len(cs)
 		}
-		if !want {
-			err := in.Store.UpsertCandleSeries(ctx, batch)
-			clear(batch)
-			return ours(err)
-		}
-		keys, err := in.Store.UpsertChangedCandles(ctx, batch)
+		err := write.store(ctx, batch)
 		clear(batch)
-		changed = append(changed, keys...)
-		return ours(err)
+		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
 		pending := 0 // candles in batch
@@ -476,12 +457,12 @@ func (in *Ingester) scoredLoaded(ctx context.Context, c domain.Combination) bool
 	}
 	first, _ := in.scored.LoadOrStore("first", in.Now())
 	ready := in.Now().Sub(first.(time.Time)) >= scoredFirstFor
-	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
 	for _, tf := range domain.Timeframes {
 		if ready || in.Changes == nil || !in.Changes.WantsCandles(c.Market, c.Exchange, tf) {
 			continue
 		}
-		h, err := in.Store.FeedHealthOf(ctx, health, "candles:"+string(tf))
+		feed := store.CandleFeed(c.Market, c.Exchange, tf)
+		h, err := in.Store.FeedHealthOf(ctx, feed.Combination, feed.Kind)
 		if err == nil && h.LastSuccessAt != nil {
 			ready = true
 		}

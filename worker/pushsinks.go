@@ -9,7 +9,6 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds/push"
-	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
 )
 
@@ -112,44 +111,24 @@ func (k *candleSink) flush(ctx context.Context) {
 	k.write(ctx, open, false)
 }
 
-// write stores pending series, announces what changed to the api caches
-// (right after each commit: readers wait for it) and the score trigger,
-// and records the feeds' health.
+// write stores pending series through ingest's one path for candles
+// (candleWrite: the api caches dropped right after each commit, the score
+// trigger told at once) and records the feeds' health.
 func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle, closed bool) {
 	if len(pending) == 0 {
 		return
 	}
 	start := time.Now()
-	in := k.s.In
-	wanted, other := map[store.CandleKey][]domain.Candle{}, map[store.CandleKey][]domain.Candle{}
+	series := make(map[store.CandleKey][]domain.Candle, len(pending))
 	for key, byTime := range pending {
-		cs := slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
-		if in.Changes != nil && in.Changes.WantsCandles(key.Market, key.Exchange, key.Timeframe) {
-			wanted[key] = cs
-		} else {
-			other[key] = cs
-		}
+		series[key] = slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
 	}
-	if len(other) > 0 {
-		if err := in.Store.UpsertCandleSeries(ctx, other); err != nil {
-			k.s.logger().Warn("push: storing candles failed", "series", len(other), "err", err)
-		} else {
-			announce(ctx, in, other)
-		}
-		k.logWrite(start, "stored", len(other), closed)
+	write := k.s.In.newCandleWrite()
+	write.step = func(step string, n int) { k.logWrite(start, step, n, closed) }
+	if err := write.store(ctx, series); err != nil {
+		k.s.logger().Warn("push: storing candles failed", "series", len(series), "err", err)
 	}
-	if len(wanted) > 0 {
-		changed, err := in.Store.UpsertChangedCandles(ctx, wanted)
-		if err != nil {
-			k.s.logger().Warn("push: storing candles failed", "series", len(wanted), "err", err)
-		} else {
-			announce(ctx, in, wanted)
-		}
-		k.logWrite(start, "stored scored", len(wanted), closed)
-		if len(changed) > 0 {
-			in.Changes.CandlesChanged(ctx, changed)
-		}
-	}
+	write.announce(ctx)
 	k.recordHealth(ctx, pending)
 	k.logWrite(start, "written", len(pending), closed)
 }
@@ -161,18 +140,6 @@ func (k *candleSink) logWrite(start time.Time, step string, series int, closed b
 	now := time.Now()
 	k.s.logger().Debug("push: candles "+step, "series", series, "with_closed", closed,
 		"began_into_minute", start.Sub(start.Truncate(time.Minute)), "took", now.Sub(start))
-}
-
-// announce drops the api caches of the exchanges written.
-func announce[V any](ctx context.Context, in *Ingester, written map[store.CandleKey]V) {
-	seen := map[readcache.Scope]bool{}
-	for key := range written {
-		sc := readcache.Candles(key.Market, key.Exchange)
-		if !seen[sc] {
-			seen[sc] = true
-			in.notify(ctx, sc)
-		}
-	}
 }
 
 // due takes the pending series to write now: the closed candles, and
@@ -211,11 +178,10 @@ func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domai
 	return closed, open
 }
 
-// recordHealth marks the candle feeds of the series written healthy, at
-// most once a minute per timeframe.
+// recordHealth marks the candle feeds of the series written healthy
+// (recordCandleHealth), at most once a minute per timeframe.
 func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
-	in := k.s.In
-	now := in.Now()
+	now := k.s.In.Now()
 	seen := map[store.CandleKey]bool{}
 	for key := range written {
 		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
@@ -227,8 +193,7 @@ func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleK
 			continue
 		}
 		k.healthy[h] = now
-		c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: domain.CandleInstrument}
-		_ = in.Store.RecordFeedSuccess(ctx, c, "candles:"+string(key.Timeframe), now)
+		k.s.In.recordCandleHealth(ctx, key.Market, key.Exchange, key.Timeframe, nil)
 	}
 }
 
@@ -305,13 +270,8 @@ func (k *tickerSink) flush(ctx context.Context) {
 			}
 		}
 		k.mu.Unlock()
-		rows := slices.Collect(maps.Values(merged))
-		if err := in.Store.ReplaceTickers(ctx, c, rows); err != nil {
+		if err := in.storeTickers(ctx, c, slices.Collect(maps.Values(merged))); err != nil {
 			k.s.logger().Warn("push: storing tickers failed", "combination", c.String(), "err", err)
-			continue
 		}
-		observeRows(c, "tickers", len(rows))
-		_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
-		in.notify(ctx, readcache.Tickers(c))
 	}
 }
