@@ -18,8 +18,9 @@
 //     quota is counted in Postgres, not here.
 //   - stream: the slots of each client's event streams, StreamSlots.
 //   - hostbudget: the shared request budgets of the providers, HostBudget.
-//   - worker: the websocket lease and live marks of the stream ingest
-//     (StreamLease, StreamLive, StreamSeries) and the pipeline's pending sets,
+//   - worker: the lease and live marks of the push ingest (the exchanges'
+//     pushed market data, not the clients' streams above)
+//     (PushLease, PushLive, PushSeries) and the pipeline's pending sets,
 //     generations and claims (ScorePending, ScoreGeneration, PipelineClaim).
 //   - invalidation: the bus's channels, Invalidations (the service's read
 //     caches and keys) and SandboxInvalidations (the sandbox servers' read
@@ -45,9 +46,9 @@ const (
 	rateLimitHead      = "ratelimit:{"
 	streamSlotsHead    = "marketd:streams:"
 	hostBudgetHead     = "marketd:budget:"
-	streamLeaseKey     = "streams:lease"
-	streamLiveHead     = "streams:live:"
-	streamSeriesHead   = "streams:series:"
+	pushLeaseKey       = "push:lease"
+	pushLiveHead       = "push:live:"
+	pushSeriesHead     = "push:series:"
 	scorePendingHead   = "pipeline:score:pending:"
 	scoreGenHead       = "pipeline:score:gen:"
 	pipelineClaimHead  = "pipeline:claim:"
@@ -80,19 +81,20 @@ func (s Space) HostBudget(limit string) string {
 	return string(s) + hostBudgetHead + limit
 }
 
-// StreamLease is the lease of the one worker that holds the websockets.
-func (s Space) StreamLease() string { return string(s) + streamLeaseKey }
+// PushLease is the lease of the one worker that holds the exchanges' push
+// feeds (their websockets, OANDA's pricing stream).
+func (s Space) PushLease() string { return string(s) + pushLeaseKey }
 
-// StreamLive marks the candles of a market's exchange as streamed live.
-func (s Space) StreamLive(market, exchange string) string {
-	return string(s) + streamLiveHead + market + ":" + exchange
+// PushLive marks the candles of a market's exchange as pushed live.
+func (s Space) PushLive(market, exchange string) string {
+	return string(s) + pushLiveHead + market + ":" + exchange
 }
 
-// StreamSeries is the set of the symbols of a market's exchange and
+// PushSeries is the set of the symbols of a market's exchange and
 // timeframe whose closed candles a websocket delivers ("*" for every
-// symbol), where the exchange is not streamed live as a whole.
-func (s Space) StreamSeries(market, exchange, timeframe string) string {
-	return string(s) + streamSeriesHead + market + ":" + exchange + ":" + timeframe
+// symbol), where the exchange is not pushed live as a whole.
+func (s Space) PushSeries(market, exchange, timeframe string) string {
+	return string(s) + pushSeriesHead + market + ":" + exchange + ":" + timeframe
 }
 
 // ScorePending is the set of symbols of a market and style waiting for

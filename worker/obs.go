@@ -18,6 +18,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/rediskeys"
+	"github.com/marketscreener/market/store"
 )
 
 // taskLabels are the payload fields the metrics label tasks with (every
@@ -70,11 +71,12 @@ func ingestFeed(typ string, l taskLabels) obs.Feed {
 	f := obs.Feed{Market: l.Market, Exchange: l.Exchange, Instrument: l.Instrument}
 	switch typ {
 	case TypeIngestTickers:
-		f.Kind = "tickers"
+		f.Kind = store.FeedKindTickers
 	case TypeIngestCandles:
-		f.Kind, f.Instrument = "candles:"+l.Timeframe, domain.CandleInstrument
+		feed := store.CandleFeed(domain.Market(l.Market), l.Exchange, domain.Timeframe(l.Timeframe))
+		f.Kind, f.Instrument = feed.Kind, feed.Combination.Instrument
 	default:
-		f.Kind = "fundamentals"
+		f.Kind = store.FeedKindFundamentals
 	}
 	return f
 }
@@ -82,7 +84,7 @@ func ingestFeed(typ string, l taskLabels) obs.Feed {
 // observeRows counts the rows an ingest task stored.
 func observeRows(c domain.Combination, kind string, n int) {
 	instrument := c.Instrument
-	if strings.HasPrefix(kind, "candles:") {
+	if store.IsCandleKind(kind) {
 		instrument = domain.CandleInstrument
 	}
 	obs.IngestRows(obs.Feed{Market: string(c.Market), Exchange: c.Exchange, Instrument: instrument, Kind: kind}, n)

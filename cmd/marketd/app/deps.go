@@ -188,7 +188,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	cal := &worker.CalendarJob{Store: db, Feeds: reg, Region: cfg.Region, Served: served, Logger: logger, Now: clock}
 	cal.Register(w)
 	jobs := []func(context.Context) error{cal.RunAtStart}
-	if job := streamJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
+	if job := pushJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
 		jobs = append(jobs, job)
 	}
 	if box == nil {
