@@ -133,3 +133,7 @@ func (db *DB) saveAnalyticsPerRecord(ctx context.Context, recs []AnalyticsRecord
 	}
 	return events, translate(tx.Commit(ctx), "analytics")
 }
+
+// SetListenCheckEvery sets how long db's notification listeners wait
+// before they check that their server is still the primary.
+func SetListenCheckEvery(db *DB, d time.Duration) { db.listenCheck.Store(int64(d)) }

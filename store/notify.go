@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -94,10 +95,35 @@ func (db *DB) listenOnce(ctx context.Context, channel func(schema string) string
 		onConnect()
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, db.listenCheckEvery())
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed() {
+			// Quiet for a while: is this still the primary? A former
+			// primary that a failover left up read-only (or a standby)
+			// keeps the connection open, but the notifications are sent
+			// by the new primary's commits.
+			var readOnly bool
+			if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`).Scan(&readOnly); err != nil {
+				return true, fmt.Errorf("store: listen: %w", err)
+			}
+			if readOnly {
+				return true, errors.New("store: listen: the server is read-only (a failover?): reconnecting to the primary")
+			}
+			continue
+		}
 		if err != nil {
 			return true, fmt.Errorf("store: listen: %w", err)
 		}
 		onNotify(n.Payload)
 	}
+}
+
+// listenCheckEvery is how long a notification listener waits before it
+// checks that its server is still the primary.
+func (db *DB) listenCheckEvery() time.Duration {
+	if d := db.listenCheck.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return 10 * time.Second
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +34,9 @@ type Options struct {
 
 // DB is the application's handle on Postgres.
 type DB struct {
-	Pool   *pgxpool.Pool
-	logger *slog.Logger
+	Pool        *pgxpool.Pool
+	logger      *slog.Logger
+	listenCheck atomic.Int64 // nanoseconds; 0: listenCheckEvery's default
 }
 
 // Open connects a pool to url. It does not wait for the server: readiness
@@ -54,14 +56,19 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("store: open pool: %w", err)
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	fo := &failover{logger: logger}
+	if cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = fo
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open pool: %w", err)
+	}
+	fo.pool.Store(pool)
 	return &DB{Pool: pool, logger: logger}, nil
 }
 
