@@ -61,13 +61,21 @@ func (f *failover) check(err error) {
 func (f *failover) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	return ctx
 }
-func (f *failover) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) { f.check(d.Err) }
+func (f *failover) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	f.check(d.Err)
+}
 func (f *failover) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
-func (f *failover) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) { f.check(d.Err) }
-func (f *failover) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData)     { f.check(d.Err) }
+func (f *failover) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	f.check(d.Err)
+}
+func (f *failover) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
+	f.check(d.Err)
+}
 func (f *failover) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
 	return ctx
 }
-func (f *failover) TraceCopyFromEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceCopyFromEndData) { f.check(d.Err) }
+func (f *failover) TraceCopyFromEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceCopyFromEndData) {
+	f.check(d.Err)
+}
