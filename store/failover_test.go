@@ -210,3 +210,52 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The api's reads go to a streaming replica while its measured lag is
+// within the bound, to the primary while its replay is paused and the
+// primary has written since, back to the replica once it catches up, and
+// stay on the replica when the primary dies.
+func TestReadRouterFollowsReplicaLag(t *testing.T) {
+	t.Parallel()
+	primary := newCluster(t, "primary", "")
+	replica := newCluster(t, "replica", primary.port)
+	ctx := t.Context()
+	open := func(c *cluster) *store.DB {
+		db, err := store.Open(ctx, "postgres://postgres@127.0.0.1:"+c.port+"/postgres?sslmode=disable", store.Options{MaxConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		return db
+	}
+	pdb, rdb := open(primary), open(replica)
+	r := store.NewReadRouter(pdb, rdb, time.Second)
+	onReplica := func() bool {
+		before, _ := r.Routed()
+		_, _ = r.CandleSymbols(ctx, "crypto", "binance", "1h") // any read: the table may not exist
+		after, _ := r.Routed()
+		return after == before
+	}
+	if onReplica() {
+		t.Fatal("reads went to the replica before any lag was measured")
+	}
+	probe := func() { r.Probe(ctx); time.Sleep(20 * time.Millisecond) }
+	waitUntil(t, 15*time.Second, func() bool { probe(); return onReplica() })
+
+	replica.sql(t, `SELECT pg_wal_replay_pause()`)
+	primary.sql(t, `CREATE TABLE moved (n int)`) // the primary's position moves past the replica's
+	waitUntil(t, 15*time.Second, func() bool { probe(); return !onReplica() })
+	if lag, ok := r.Lag(); !ok || lag <= time.Second {
+		t.Errorf("lag %s (known %v) while reads went to the primary, want > 1s", lag, ok)
+	}
+	replica.sql(t, `SELECT pg_wal_replay_resume()`)
+	waitUntil(t, 15*time.Second, func() bool { probe(); return onReplica() })
+
+	primary.pgctl(t, "stop", "-m", "immediate")
+	for range 5 {
+		probe()
+		if !onReplica() {
+			t.Fatal("reads left the replica when the primary died")
+		}
+	}
+}

@@ -31,6 +31,8 @@ type Config struct {
 	DatabaseURL string
 	// SandboxDatabaseURL is the sandbox's database ("" = no sandbox).
 	SandboxDatabaseURL string
+	DatabaseReadURL    string        // a replica for the api's reads ("": none)
+	ReadMaxLag         time.Duration // the most the replica may lag and serve
 	RedisURL           string // with RedisSentinel's parameters, when one is set (rediskeys.WithSentinel)
 	RedisSentinel      rediskeys.Sentinel
 	HTTPAddr           string
@@ -139,6 +141,13 @@ func (c *Config) options() []option {
 		{name: "MARKET_DATABASE_URL", def: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 			doc:   "Postgres URL (pgx format; `search_path` may be a query parameter)",
 			parse: postgresURL(&c.DatabaseURL)},
+		{name: "MARKET_DATABASE_READ_URL",
+			doc: "Postgres URL of a streaming replica (or several hosts of one, pgx format) for the api's market-data and analytics reads, while it is at most `MARKET_READ_MAX_LAG` behind the primary " +
+				"(measured from WAL positions every 500 ms); keys, quota, webhooks and every write stay on `MARKET_DATABASE_URL`. Unset: every read is the primary's",
+			parse: optional(postgresURL(&c.DatabaseReadURL))},
+		{name: "MARKET_READ_MAX_LAG", def: "5s",
+			doc:   "How far behind the primary the read replica may be and still serve reads; past it, reads go to the primary until it catches up",
+			parse: period(&c.ReadMaxLag, "5s")},
 		{name: "MARKET_SANDBOX_DATABASE_URL",
 			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must differ from `MARKET_DATABASE_URL`). " +
 				"The api serves sandbox keys from it; a worker and a scheduler of its own fill it on the `synthetic` feed, and `marketd migrate` migrates it too. Unset: sandbox keys get 503",

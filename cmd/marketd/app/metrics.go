@@ -59,3 +59,24 @@ var errPostgresUnreachable = errors.New("postgres unreachable")
 func postgresDown(err error) bool { return errors.Is(err, errPostgresUnreachable) }
 
 func redisDown(err error) bool { return errors.Is(err, admission.ErrRedisUnreachable) }
+
+// registerReadRouter exports the read replica's lag and where the api's
+// reads went.
+func registerReadRouter(reg *prometheus.Registry, r *store.ReadRouter) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "marketd_db_replica_lag_seconds",
+			Help: "The read replica's last measured lag behind the primary (WAL positions); -1 while unknown or unreachable."},
+			func() float64 {
+				if lag, ok := r.Lag(); ok {
+					return lag.Seconds()
+				}
+				return -1
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "marketd_db_reads_total",
+			Help: "The api's market-data and analytics reads, by the database that answered.", ConstLabels: prometheus.Labels{"database": "primary"}},
+			func() float64 { p, _ := r.Routed(); return float64(p) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "marketd_db_reads_total",
+			Help: "The api's market-data and analytics reads, by the database that answered.", ConstLabels: prometheus.Labels{"database": "replica"}},
+			func() float64 { _, rep := r.Routed(); return float64(rep) }),
+	)
+}

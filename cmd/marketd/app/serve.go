@@ -54,6 +54,9 @@ type roleRun struct {
 	// book is the markets' calendars over db, shared by the role's
 	// components (hours).
 	book *calendar.Book
+	// readRouter sends the api's reads to the replica
+	// (MARKET_DATABASE_READ_URL); nil without one.
+	readRouter *store.ReadRouter
 }
 
 func (r *roleRun) onStop(f func()) { r.stops = append(r.stops, f) }
@@ -169,7 +172,22 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 		SecretBox: box, WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookClient: webhookClient(cfg), Cache: deps.cache,
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
-	apiServer = api.New(apiCfg, db, deps.gate)
+	var reads api.Store = db
+	if cfg.DatabaseReadURL != "" {
+		replica, err := store.Open(ctx, cfg.DatabaseReadURL, store.Options{Logger: logger.With("database", "replica"), MaxConns: 16})
+		if err != nil {
+			return err
+		}
+		r.onStop(replica.Close)
+		router := store.NewReadRouter(db, replica, cfg.ReadMaxLag)
+		g.Go(func() error { return router.Run(ctx) })
+		reads = api.SandboxStore{MarketData: router, AnalyticsData: router, WebhookData: db}
+		r.readRouter = router
+	}
+	apiServer = api.New(apiCfg, reads, deps.gate)
+	if r.readRouter != nil {
+		registerReadRouter(apiServer.Registry(), r.readRouter)
+	}
 	g.Go(func() error { return hub.Run(ctx) })
 	sandboxServer, runSandbox, closeSandbox, err := newSandboxServer(ctx, cfg, apiCfg, db, deps, logger)
 	if err != nil {
