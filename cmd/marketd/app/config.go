@@ -33,7 +33,7 @@ type Config struct {
 	SandboxDatabaseURL string
 	DatabaseReadURL    string        // a replica for the api's reads ("": none)
 	ReadMaxLag         time.Duration // the most the replica may lag and serve
-	RedisURL           string // with RedisSentinel's parameters, when one is set (rediskeys.WithSentinel)
+	RedisURL           string        // with RedisSentinel's parameters, when one is set (rediskeys.WithSentinel)
 	RedisSentinel      rediskeys.Sentinel
 	HTTPAddr           string
 	OpsAddr            string
