@@ -147,7 +147,7 @@ bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
 
-## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and streams),
+## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report
 ## latencies, CPU per minute, Postgres growth a day, peak weight per budget, 429s/418s (see BENCHMARKS.md).
 ## Takes ~10-20 minutes (the window reaches a 15-minute close). BENCH_ARGS passes flags, e.g.

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/rediskeys"
 )
@@ -16,7 +14,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	opts, _ := rediskeys.ClientOptions("redis://127.0.0.1:6379/0")
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	var db interface { // store.DB
 		admission.KeyStore
 		admission.UsageStore

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
@@ -43,7 +41,7 @@ func TestFallbackLimiterDeadRedisLimitsLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
 	var logs logBuffer
 	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, "x:", admission.Options{}), admission.NewLocalLimiter(time.Now),
@@ -124,7 +122,7 @@ func TestFallbackLimiterRecovers(t *testing.T) {
 		}
 		return &flakyConn{Conn: c, down: &down}, nil
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
 	clock := newFakeClock()
 	var logs logBuffer
@@ -189,7 +187,7 @@ func TestFallbackLimiterDegradedNeverWaitsOnRedis(t *testing.T) {
 		dials.Add(1)
 		return nil, errDown
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
 	clock := newFakeClock()
 	f := admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, redistest.Prefix(t), admission.Options{}),

@@ -248,7 +248,7 @@ func (s *Server) loadTickers(ctx context.Context, c domain.Combination) (tickerS
 	if err != nil {
 		return tickerSnapshot{}, err
 	}
-	h, err := s.data.FeedHealthOf(ctx, c, "tickers")
+	h, err := s.data.FeedHealthOf(ctx, c, store.FeedKindTickers)
 	if err != nil {
 		return tickerSnapshot{}, err
 	}
@@ -328,7 +328,8 @@ func (s *Server) getOHLCV(ctx context.Context, in *ohlcvInput) (*dataOutput, err
 		health := make(chan struct{})
 		go func() {
 			defer close(health)
-			h, herr = s.data.FeedHealthOf(ctx, combo, "candles:"+string(tf))
+			feed := store.CandleFeed(m, in.Exchange, tf)
+			h, herr = s.data.FeedHealthOf(ctx, feed.Combination, feed.Kind)
 		}()
 		cs, err := s.data.Candles(ctx, key, maxCandleLimit)
 		<-health

@@ -19,7 +19,7 @@ var alpacaServed = map[string]string{"NASDAQ": "nasdaq", "NYSE": "nyse", "ARCA":
 
 // TestStocksAndForexDeploymentAgainstTheSimulators: marketd all with
 // MARKET_FEEDS=alpaca,oanda and every Alpaca and OANDA host of
-// MARKET_FEED_URLS (the streams' alpaca-stream and oanda-stream included)
+// MARKET_FEED_URLS (the push feeds' alpaca-stream and oanda-stream included)
 // pointed at the local simulator lists every active equity of the served
 // exchanges in its exchange's screener (none of OTC, no inactive one) and
 // every currency pair of the account in majors or minors, scores every

@@ -22,11 +22,11 @@ type Quote struct {
 	Time   time.Time
 }
 
-// PriceStreamer is implemented by feeds whose prices are pushed over a
+// PricePusher is implemented by feeds whose prices are pushed over a
 // streaming HTTP response rather than a websocket (OANDA's pricing
-// stream); feeds/streams reads the response, the feed completes the prices
+// stream); feeds/push reads the response, the feed completes the prices
 // into screener rows. It is optional: check with a type assertion.
-type PriceStreamer interface {
+type PricePusher interface {
 	// OpenPriceStream starts the price stream of symbols (canonical) and
 	// returns its body: newline-delimited JSON messages. The caller reads it
 	// until it ends and closes it.
@@ -38,9 +38,9 @@ type PriceStreamer interface {
 	QuoteTickers(ctx context.Context, c domain.Combination, quotes []Quote) ([]domain.Ticker, error)
 }
 
-var _ PriceStreamer = (*oanda)(nil)
+var _ PricePusher = (*oanda)(nil)
 
-// OpenPriceStream implements PriceStreamer: GET
+// OpenPriceStream implements PricePusher: GET
 // /v3/accounts/{accountID}/pricing/stream on the oanda-stream host
 // (developer.oanda.com/rest-live-v20/pricing-ep/: chunked transfer
 // encoding, one Price or PricingHeartbeat object a line, heartbeats every
@@ -105,7 +105,7 @@ func (b *countedBody) Close() error {
 	return err
 }
 
-// QuoteTickers implements PriceStreamer with the daily references.
+// QuoteTickers implements PricePusher with the daily references.
 func (o *oanda) QuoteTickers(ctx context.Context, c domain.Combination, quotes []Quote) ([]domain.Ticker, error) {
 	if !o.Supports(c) {
 		return nil, unsupported(NameOanda, c)

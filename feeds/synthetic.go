@@ -545,7 +545,7 @@ func dailySeasonality(m domain.Market, t0, dur int64) float64 {
 
 // InProcess reports whether p is computed in process (the synthetic feed):
 // reading it costs no request and no network, so its candles can be read
-// at every close as if they were pushed (feeds/streams.Local).
+// at every close as if they were pushed (feeds/push.Local).
 func InProcess(p Provider) bool {
 	_, ok := p.(*Synthetic)
 	return ok

@@ -16,8 +16,8 @@ const (
 	// fundamentals, scheduled candle polls, the repair of a stream's gap
 	// after a reconnect, symbol listings. The default.
 	Urgent Class = iota
-	// Bulk is history loading: backfill pages, the streams' REST catch-up
-	// pass, the initial history of series the streams follow.
+	// Bulk is history loading: backfill pages, the push feeds' REST catch-up
+	// pass, the initial history of series the push feeds follow.
 	Bulk
 )
 

@@ -100,7 +100,7 @@ func Register(reg prometheus.Registerer) {
 		statsDuration, statsRuns, deliveries, deliveryLatency,
 		admissions, keyLookups, authThrottled, quotaSeconds, streamQuery)
 	reg.MustRegister(upstreamCollectors()...)
-	reg.MustRegister(streamCollectors...)
+	reg.MustRegister(pushCollectors...)
 }
 
 // Feed names the ingest series of one feed combination and kind.

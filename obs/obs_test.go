@@ -54,9 +54,9 @@ func TestRegisterLints(t *testing.T) {
 	obs.Register(reg)
 	obs.Admission(obs.ReasonOK)
 	obs.IngestRun(obs.Feed{Market: "crypto", Exchange: "binance", Instrument: "spot", Kind: "tickers"}, 1, "")
-	obs.Streams{}.StreamConnections("binance-spot", 1)
-	obs.Streams{}.StreamReconnect("binance-spot")
-	obs.Streams{}.GapRepair("binance-spot", nil)
+	obs.Push{}.Connections("binance-spot", 1)
+	obs.Push{}.Reconnect("binance-spot")
+	obs.Push{}.GapRepair("binance-spot", nil)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,9 @@
 //     quota is counted in Postgres, not here.
 //   - stream: the slots of each client's event streams, StreamSlots.
 //   - hostbudget: the shared request budgets of the providers, HostBudget.
-//   - worker: the websocket lease and live marks of the stream ingest
-//     (StreamLease, StreamLive, StreamSeries) and the pipeline's pending sets,
+//   - worker: the lease and live marks of the push ingest (the exchanges'
+//     pushed market data, not the clients' streams above)
+//     (PushLease, PushLive, PushSeries) and the pipeline's pending sets,
 //     generations and claims (ScorePending, ScoreGeneration, PipelineClaim).
 //   - invalidation: the bus's channels, Invalidations (the service's read
 //     caches and keys) and SandboxInvalidations (the sandbox servers' read
@@ -30,11 +31,8 @@
 package rediskeys
 
 import (
-	"fmt"
 	"runtime"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Space is a deployment's key space: the prefix every key and channel of
@@ -48,9 +46,9 @@ const (
 	rateLimitHead      = "ratelimit:{"
 	streamSlotsHead    = "marketd:streams:"
 	hostBudgetHead     = "marketd:budget:"
-	streamLeaseKey     = "streams:lease"
-	streamLiveHead     = "streams:live:"
-	streamSeriesHead   = "streams:series:"
+	pushLeaseKey       = "push:lease"
+	pushLiveHead       = "push:live:"
+	pushSeriesHead     = "push:series:"
 	scorePendingHead   = "pipeline:score:pending:"
 	scoreGenHead       = "pipeline:score:gen:"
 	pipelineClaimHead  = "pipeline:claim:"
@@ -83,19 +81,20 @@ func (s Space) HostBudget(limit string) string {
 	return string(s) + hostBudgetHead + limit
 }
 
-// StreamLease is the lease of the one worker that holds the websockets.
-func (s Space) StreamLease() string { return string(s) + streamLeaseKey }
+// PushLease is the lease of the one worker that holds the exchanges' push
+// feeds (their websockets, OANDA's pricing stream).
+func (s Space) PushLease() string { return string(s) + pushLeaseKey }
 
-// StreamLive marks the candles of a market's exchange as streamed live.
-func (s Space) StreamLive(market, exchange string) string {
-	return string(s) + streamLiveHead + market + ":" + exchange
+// PushLive marks the candles of a market's exchange as pushed live.
+func (s Space) PushLive(market, exchange string) string {
+	return string(s) + pushLiveHead + market + ":" + exchange
 }
 
-// StreamSeries is the set of the symbols of a market's exchange and
+// PushSeries is the set of the symbols of a market's exchange and
 // timeframe whose closed candles a websocket delivers ("*" for every
-// symbol), where the exchange is not streamed live as a whole.
-func (s Space) StreamSeries(market, exchange, timeframe string) string {
-	return string(s) + streamSeriesHead + market + ":" + exchange + ":" + timeframe
+// symbol), where the exchange is not pushed live as a whole.
+func (s Space) PushSeries(market, exchange, timeframe string) string {
+	return string(s) + pushSeriesHead + market + ":" + exchange + ":" + timeframe
 }
 
 // ScorePending is the set of symbols of a market and style waiting for
@@ -131,10 +130,10 @@ func (s Space) SandboxInvalidations() string { return string(s) + sandboxInvalid
 // it for the go-redis defaults of seconds, and a failed script is not
 // retried, since a retry after a lost reply could record a request, or
 // claim a task, twice.
-func ClientOptions(url string) (*redis.Options, error) {
-	opts, err := redis.ParseURL(url)
+func ClientOptions(url string) (*Options, error) {
+	opts, err := parseOptions(url)
 	if err != nil {
-		return nil, fmt.Errorf("rediskeys: parse redis url: %w", err)
+		return nil, err
 	}
 	opts.DialTimeout = 200 * time.Millisecond
 	opts.ReadTimeout = 150 * time.Millisecond
@@ -154,7 +153,7 @@ func ClientOptions(url string) (*redis.Options, error) {
 // loads a reply can take longer than 150 ms, and the provider budget would
 // take that for a dead Redis and fall back to a process's own share of the
 // budget, starving the ticker refreshes behind it.
-func BackgroundClientOptions(url string) (*redis.Options, error) {
+func BackgroundClientOptions(url string) (*Options, error) {
 	opts, err := ClientOptions(url)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -87,7 +88,7 @@ type Scheduler struct {
 
 // New returns a scheduler.
 func New(cfg Config) (*Scheduler, error) {
-	opt, err := asynq.ParseRedisURI(cfg.RedisURL)
+	opt, err := rediskeys.AsynqOpt(cfg.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: redis url: %w", err)
 	}

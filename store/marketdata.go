@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,7 +99,7 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 
 // UpsertCandleSeries stores several series in one statement: the rows go
 // as one array per column, unnested into one INSERT ... ON CONFLICT, a
-// single round trip. The stream ingest writes the minute's closed candles
+// single round trip. The push ingest writes the minute's closed candles
 // of every series this way right at the close, and readers wait for that
 // commit: a transaction of a temporary table, a COPY and the insert cost
 // five round trips more, each of them a wait on a loaded server.
@@ -334,10 +335,41 @@ func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange strin
 	return out, translate(err, "candles")
 }
 
+// Feed-health kinds (FeedHealth.Kind) of a combination's own data; a
+// timeframe's candles have CandleFeed's. A calendar refresh is not a
+// market-data series: no stale-feed alert or 502 reads FeedKindCalendar.
+const (
+	FeedKindTickers      = "tickers"
+	FeedKindFundamentals = "fundamentals"
+	FeedKindCalendar     = "calendar"
+)
+
+// candleKindHead starts the feed-health kind of a timeframe's candles.
+const candleKindHead = "candles:"
+
+// FeedKey names one feed-health row: a combination and a kind.
+type FeedKey struct {
+	Combination domain.Combination
+	Kind        string
+}
+
+// CandleFeed is the feed-health key of the candles of a market's exchange
+// and timeframe: the exchange's candle combination (instrument
+// domain.CandleInstrument: candles are stored per exchange, whichever
+// instrument they were read for) and the kind "candles:<tf>". Every writer
+// and reader of candle health (REST ingest, the push feeds, the api, the
+// metrics) takes it from here.
+func CandleFeed(m domain.Market, exchange string, tf domain.Timeframe) FeedKey {
+	return FeedKey{Combination: domain.Combination{Market: m, Exchange: exchange, Instrument: domain.CandleInstrument}, Kind: candleKindHead + string(tf)}
+}
+
+// IsCandleKind reports whether a feed-health kind is a timeframe's candles.
+func IsCandleKind(kind string) bool { return strings.HasPrefix(kind, candleKindHead) }
+
 // FeedHealth is the last outcome of ingesting one kind of data of a combination.
 type FeedHealth struct {
 	Combination   domain.Combination
-	Kind          string // "tickers" or "candles:<tf>"
+	Kind          string // FeedKindTickers, FeedKindFundamentals, FeedKindCalendar or CandleFeed's "candles:<tf>"
 	LastSuccessAt *time.Time
 	LastErrorAt   *time.Time
 	LastError     string

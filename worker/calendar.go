@@ -12,6 +12,7 @@ import (
 	"github.com/marketscreener/market/calendar"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/store"
 )
 
 // TypeCalendarRefresh stores the sessions the feeds publish for the
@@ -21,7 +22,7 @@ const TypeCalendarRefresh = "calendar:refresh"
 // CalendarKind is the feed-health kind of a market's calendar refresh
 // (marketd feed-health, marketd_feed_* series): it is not a market-data
 // series, so no stale-feed alert or 502 reads it.
-const CalendarKind = "calendar"
+const CalendarKind = store.FeedKindCalendar
 
 // CalendarPayload is a refresh task's tick (for logs and the task id).
 type CalendarPayload struct {

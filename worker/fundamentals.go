@@ -13,6 +13,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/store"
 )
 
 // TypeIngestFundamentals stores the fundamental inputs of a market's assets.
@@ -52,7 +53,7 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 		err = errors.New("no symbols known yet")
 	}
 	if err != nil {
-		in.recordError(c, "fundamentals", err)
+		in.recordError(c, store.FeedKindFundamentals, err)
 		return fmt.Errorf("worker: ingest fundamentals %s: %w", c, err)
 	}
 	rows := make(map[string]map[string]float64, len(tickers))
@@ -79,11 +80,11 @@ func (in *Ingester) HandleIngestFundamentals(ctx context.Context, t *asynq.Task)
 		rows[tk.Symbol] = clean
 	}
 	if err := in.Store.UpsertFundamentals(ctx, c.Market, rows, in.Now()); err != nil {
-		in.recordError(c, "fundamentals", ours(err))
+		in.recordError(c, store.FeedKindFundamentals, ours(err))
 		return fmt.Errorf("worker: ingest fundamentals %s: %w", c, err)
 	}
-	observeRows(c, "fundamentals", len(rows))
-	_ = in.Store.RecordFeedSuccess(ctx, c, "fundamentals", in.Now())
+	observeRows(c, store.FeedKindFundamentals, len(rows))
+	_ = in.Store.RecordFeedSuccess(ctx, c, store.FeedKindFundamentals, in.Now())
 	if in.Changes != nil {
 		symbols := make([]string, 0, len(rows))
 		for sym := range rows {

@@ -97,12 +97,12 @@ type Ingester struct {
 	// new fundamentals), so the affected assets are scored at once; nil
 	// leaves scoring to the scheduler's tick.
 	Changes ChangeSink
-	// Streamed reports which series of a combination's timeframe a
-	// websocket delivers (StreamIngest's live marks, StreamedCandles): REST
-	// never stores their forming candle (dropStreamedEdge), and while
+	// Pushed reports which series of a combination's timeframe a
+	// websocket delivers (PushIngest's live marks, PushedCandles): REST
+	// never stores their forming candle (dropPushedEdge), and while
 	// every series is delivered the scheduled ingest only loads series with
 	// nothing stored yet. nil means none.
-	Streamed func(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries
+	Pushed func(ctx context.Context, c domain.Combination, tf domain.Timeframe) PushedSeries
 	// Retention is how long candles of each timeframe are kept (the
 	// RetentionJob's): backfill never loads what it would delete. nil
 	// keeps everything.
@@ -119,10 +119,10 @@ type Ingester struct {
 	scored sync.Map
 }
 
-// StreamedSeries is what a websocket delivers of one timeframe of a
+// PushedSeries is what a websocket delivers of one timeframe of a
 // combination.
-type StreamedSeries struct {
-	// All: every series (the combination's timeframe is streamed live).
+type PushedSeries struct {
+	// All: every series (the combination's timeframe is pushed live).
 	All bool
 	// Symbols are the series delivered when not all are (a plan's symbol
 	// limit): REST keeps polling every series, these included.
@@ -130,17 +130,17 @@ type StreamedSeries struct {
 }
 
 // Has reports whether the series of symbol is delivered.
-func (s StreamedSeries) Has(symbol string) bool { return s.All || s.Symbols[symbol] }
+func (s PushedSeries) Has(symbol string) bool { return s.All || s.Symbols[symbol] }
 
 // Any reports whether any series is delivered.
-func (s StreamedSeries) Any() bool { return s.All || len(s.Symbols) > 0 }
+func (s PushedSeries) Any() bool { return s.All || len(s.Symbols) > 0 }
 
-// streamed is Streamed's answer, none without the hook.
-func (in *Ingester) streamed(ctx context.Context, c domain.Combination, tf domain.Timeframe) StreamedSeries {
-	if in.Streamed == nil {
-		return StreamedSeries{}
+// pushed is Pushed's answer, none without the hook.
+func (in *Ingester) pushed(ctx context.Context, c domain.Combination, tf domain.Timeframe) PushedSeries {
+	if in.Pushed == nil {
+		return PushedSeries{}
 	}
-	return in.Streamed(ctx, c, tf)
+	return in.Pushed(ctx, c, tf)
 }
 
 // ChangeSink is told what ingest changed; ScoreTrigger is the service's.
@@ -191,15 +191,12 @@ func (in *Ingester) HandleIngestTickers(ctx context.Context, t *asynq.Task) erro
 		err = errors.New("feed returned no tickers")
 	}
 	if err == nil {
-		err = ours(in.Store.ReplaceTickers(ctx, c, tickers))
+		err = in.storeTickers(ctx, c, tickers)
 	}
 	if err != nil {
-		in.recordError(c, "tickers", err)
+		in.recordError(c, store.FeedKindTickers, err)
 		return fmt.Errorf("worker: ingest tickers %s: %w", c, err)
 	}
-	observeRows(c, "tickers", len(tickers))
-	_ = in.Store.RecordFeedSuccess(ctx, c, "tickers", in.Now())
-	in.notify(ctx, readcache.Tickers(c))
 	in.syncListings(ctx, p, c)
 	in.logger().Debug("ingested tickers", "combination", c.String(), "rows", len(tickers))
 	return nil
@@ -217,15 +214,11 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 		return fmt.Errorf("worker: ingest candles: bad timeframe %q: %w", pl.Timeframe, asynq.SkipRetry)
 	}
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
-	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
-	kind := "candles:" + string(pl.Timeframe)
-	observeRows(c, kind, n)
+	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
+	in.recordCandleHealth(ctx, c.Market, c.Exchange, pl.Timeframe, err)
 	if err != nil {
-		in.recordError(health, kind, err)
 		return fmt.Errorf("worker: ingest candles %s %s: %w", c, pl.Timeframe, err)
 	}
-	_ = in.Store.RecordFeedSuccess(ctx, health, kind, in.Now())
-	in.notify(ctx, readcache.Candles(c.Market, c.Exchange))
 	in.logger().Debug("ingested candles", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n)
 	return nil
 }
@@ -238,7 +231,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 
 // IngestCandlesFrom is IngestCandles of the given symbols from their
 // newest stored candles as read before (latest, by symbol; a symbol
-// absent had none): the streams' catch-up reads them before it lets the
+// absent had none): the push feeds' catch-up reads them before it lets the
 // pushes be stored, which would otherwise move a series' newest candle
 // past the gap the catch-up is there to fill.
 func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
@@ -269,10 +262,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			return 0, ours(err)
 		}
 	}
-	streamed := in.streamed(ctx, c, tf)
-	if scheduled && streamed.All {
+	pushed := in.pushed(ctx, c, tf)
+	if scheduled && pushed.All {
 		// What is left is the initial history of new series: bulk work,
-		// like the streams' catch-up it runs beside.
+		// like the push feeds' catch-up it runs beside.
 		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
 		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
 	}
@@ -281,38 +274,26 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	batch := map[store.CandleKey][]domain.Candle{}
 	stored, failures := 0, 0
 	var lastErr error
-	// What changed is announced once, when the task ends (also when it
-	// fails part-way): one scoring per task and style, not one per batch.
-	// Only series the sink wants are looked for: most timeframes are
-	// display-only, and their upserts need not return what they changed.
 	want := in.Changes != nil && in.Changes.WantsCandles(c.Market, c.Exchange, tf)
-	var changed []store.CandleKey
-	defer func() {
-		if len(changed) > 0 && in.Changes != nil {
-			in.Changes.CandlesChanged(context.WithoutCancel(ctx), changed)
-		}
-	}()
+	// Every batch is stored through the one path of candles; what changed
+	// is announced once, when the task ends (also when it fails part-way).
+	write := in.newCandleWrite()
+	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if s := in.streamed(ctx, c, tf); s.Any() {
-			dropStreamedEdge(batch, fetched, tf, s)
+		if s := in.pushed(ctx, c, tf); s.Any() {
+			dropPushedEdge(batch, fetched, tf, s)
 		}
 		clear(fetched)
 		for _, cs := range batch {
 			stored += len(cs)
 		}
-		if !want {
-			err := in.Store.UpsertCandleSeries(ctx, batch)
-			clear(batch)
-			return ours(err)
-		}
-		keys, err := in.Store.UpsertChangedCandles(ctx, batch)
+		err := write.store(ctx, batch)
 		clear(batch)
-		changed = append(changed, keys...)
-		return ours(err)
+		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
 		pending := 0 // candles in batch
@@ -323,7 +304,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			// scored series', which the reports need.
 			symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
 		}
-		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, streamed, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
+		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, pushed, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
 			batch[key], fetched[key] = cs, asked
 			if pending += len(cs); len(batch) >= bulkFlushEvery || pending >= bulkFlushCandles {
 				pending = 0
@@ -347,7 +328,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		if last, ok := latest[sym]; ok {
 			// A series stalled for longer than its retention resumes at the
 			// cut-off: older candles would only be deleted again.
-			since = rereadStreamed(streamed, sym, tf, retainedSince(in.Retention, tf, now, last))
+			since = rereadPushed(pushed, sym, tf, retainedSince(in.Retention, tf, now, last))
 			limit = min(int(now.Sub(since)/tf.Duration())+2, 1000)
 		}
 		asked := in.Now()
@@ -408,7 +389,7 @@ const bulkChunk = 1000
 // hours or days back, and a request start there. Without a poll yet (a
 // new process), each series starts at its own newest candle.
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
-	latest map[string]time.Time, streamed StreamedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
+	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
 	pollKey := c.String() + "/" + string(tf)
 	floor := time.Time{}
 	if v, ok := in.polled.Load(pollKey); ok {
@@ -425,7 +406,7 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 				if since.Before(floor) {
 					since = floor
 				}
-				from[sym] = rereadStreamed(streamed, sym, tf, since)
+				from[sym] = rereadPushed(pushed, sym, tf, since)
 			} else {
 				from[sym] = time.Time{}
 			}
@@ -476,12 +457,12 @@ func (in *Ingester) scoredLoaded(ctx context.Context, c domain.Combination) bool
 	}
 	first, _ := in.scored.LoadOrStore("first", in.Now())
 	ready := in.Now().Sub(first.(time.Time)) >= scoredFirstFor
-	health := domain.Combination{Market: c.Market, Exchange: c.Exchange, Instrument: domain.CandleInstrument}
 	for _, tf := range domain.Timeframes {
 		if ready || in.Changes == nil || !in.Changes.WantsCandles(c.Market, c.Exchange, tf) {
 			continue
 		}
-		h, err := in.Store.FeedHealthOf(ctx, health, "candles:"+string(tf))
+		feed := store.CandleFeed(c.Market, c.Exchange, tf)
+		h, err := in.Store.FeedHealthOf(ctx, feed.Combination, feed.Kind)
 		if err == nil && h.LastSuccessAt != nil {
 			ready = true
 		}
@@ -523,21 +504,21 @@ func (in *Ingester) syncListings(ctx context.Context, p feeds.Provider, c domain
 	}
 }
 
-// dropStreamedEdge takes out of a batch read over REST the candles that
+// dropPushedEdge takes out of a batch read over REST the candles that
 // may still have been open when their series was asked for, of the series
-// a stream delivers: the stream owns the candle being formed. A batch
+// a push feed delivers: the push feed owns the candle being formed. A batch
 // holds series read over seconds (minutes under a tight request budget);
 // a candle read open before a minute close and written after it would
-// replace the closed state the stream had stored in between, and nothing
-// would repair it while the stream is live (and REST, when it keeps
-// polling a streamed series, resumes from the newest stored candle, which
-// the stream has moved past it). The time of asking, not of the answer,
+// replace the closed state the push feed had stored in between, and nothing
+// would repair it while the push feed is live (and REST, when it keeps
+// polling a pushed series, resumes from the newest stored candle, which
+// the push feed has moved past it). The time of asking, not of the answer,
 // is what is compared: the exchange may have answered before a close the
-// answer arrived after. The series the stream does not deliver keep their
+// answer arrived after. The series the push feed does not deliver keep their
 // forming candle from REST.
-func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[store.CandleKey]time.Time, tf domain.Timeframe, streamed StreamedSeries) {
+func dropPushedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[store.CandleKey]time.Time, tf domain.Timeframe, pushed PushedSeries) {
 	for key, cs := range batch {
-		if !streamed.Has(key.Symbol) {
+		if !pushed.Has(key.Symbol) {
 			continue
 		}
 		at := fetched[key]
@@ -553,23 +534,23 @@ func dropStreamedEdge(batch map[store.CandleKey][]domain.Candle, fetched map[sto
 	}
 }
 
-// streamedRereads is how many closed candles before the newest stored one
-// REST reads again of a series a stream delivers while REST keeps polling
-// it (a plan's symbol limit): the stream, not REST, moved that series'
+// pushedRereads is how many closed candles before the newest stored one
+// REST reads again of a series a push feed delivers while REST keeps polling
+// it (a plan's symbol limit): the push feed, not REST, moved that series'
 // newest candle, so a REST read of an older candle written after the
-// stream's (its correction, Alpaca's updated bar 30 s after the bar) would
+// push feed's (its correction, Alpaca's updated bar 30 s after the bar) would
 // otherwise never be read again. A read is written at most a minute or so
 // after it was made (a request waits for the budget's next window, or its
 // task fails), so three candles of the shortest timeframe cover it.
-const streamedRereads = 3
+const pushedRereads = 3
 
-// rereadStreamed is where REST resumes a series from since: streamedRereads
-// candles earlier for a series the stream delivers while REST polls it.
-func rereadStreamed(streamed StreamedSeries, symbol string, tf domain.Timeframe, since time.Time) time.Time {
-	if streamed.All || !streamed.Symbols[symbol] {
+// rereadPushed is where REST resumes a series from since: pushedRereads
+// candles earlier for a series the push feed delivers while REST polls it.
+func rereadPushed(pushed PushedSeries, symbol string, tf domain.Timeframe, since time.Time) time.Time {
+	if pushed.All || !pushed.Symbols[symbol] {
 		return since
 	}
-	return since.Add(-streamedRereads * tf.Duration())
+	return since.Add(-pushedRereads * tf.Duration())
 }
 
 // candleSymbols lists the symbols of a combination, capped to the highest

@@ -251,40 +251,40 @@ func TestScoreTriggerWantsScoredSeries(t *testing.T) {
 	}
 }
 
-// TestRESTLeavesTheStreamedEdgeAlone: a REST read never stores the candle
-// that was still forming when it was asked for, of a series a stream
+// TestRESTLeavesThePushedEdgeAlone: a REST read never stores the candle
+// that was still forming when it was asked for, of a series a push feed
 // delivers: of every series once the combination is live, and of the
 // series a partial plan carries (Alpaca's free plan) while REST keeps
 // polling them all. A read made before a minute close and written after it
-// would otherwise replace the closed candle the stream stored in between
-// with its last open state; nothing would repair it while the stream is
-// live, and a REST poll of a streamed series resumes past it, from the
-// newest candle the stream stored. The same read stores it when the series
-// is not streamed.
-func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
+// would otherwise replace the closed candle the push feed stored in between
+// with its last open state; nothing would repair it while the push feed is
+// live, and a REST poll of a pushed series resumes past it, from the
+// newest candle the push feed stored. The same read stores it when the series
+// is not pushed.
+func TestRESTLeavesThePushedEdgeAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name     string
-		streamed worker.StreamedSeries
-		kept     bool
+		name   string
+		pushed worker.PushedSeries
+		kept   bool
 	}{
-		{"combination live", worker.StreamedSeries{All: true}, true},
-		{"the series streamed, not every one", worker.StreamedSeries{Symbols: map[string]bool{"BTC_USDT": true}}, true},
-		{"another series streamed", worker.StreamedSeries{Symbols: map[string]bool{"ETH_USDT": true}}, false},
-		{"not streamed", worker.StreamedSeries{}, false},
+		{"combination live", worker.PushedSeries{All: true}, true},
+		{"the series pushed, not every one", worker.PushedSeries{Symbols: map[string]bool{"BTC_USDT": true}}, true},
+		{"another series pushed", worker.PushedSeries{Symbols: map[string]bool{"ETH_USDT": true}}, false},
+		{"not pushed", worker.PushedSeries{}, false},
 	} {
 		clk := &clock{t: time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)}
 		in, db := newIngester(t, clk)
-		in.Streamed = func(_ context.Context, c domain.Combination, tf domain.Timeframe) worker.StreamedSeries {
+		in.Pushed = func(_ context.Context, c domain.Combination, tf domain.Timeframe) worker.PushedSeries {
 			if c != spot || tf != domain.TF1m {
-				t.Errorf("Streamed(%s, %s), want binance spot 1m", c, tf)
+				t.Errorf("Pushed(%s, %s), want binance spot 1m", c, tf)
 			}
-			return tc.streamed
+			return tc.pushed
 		}
 		key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1m}
 		forming := clk.t.Truncate(time.Minute)
-		pushed := domain.Candle{Time: forming, Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 99999} // the stream's closed state
+		pushed := domain.Candle{Time: forming, Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 99999} // the push feed's closed state
 		if err := db.UpsertCandles(ctx, key, []domain.Candle{pushed}); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		// REST resumes at the newest stored candle, the one forming (a
-		// few before it for a series streamed while REST polls it).
+		// few before it for a series pushed while REST polls it).
 		cs, err := db.Candles(ctx, key, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -307,26 +307,26 @@ func TestRESTLeavesTheStreamedEdgeAlone(t *testing.T) {
 	}
 }
 
-// TestRESTRereadsSeriesStreamedWhileItPolls: of a series a partial plan
-// streams while REST keeps polling it, REST reads the last few closed
-// candles again, not only from the newest stored one: the stream moved
+// TestRESTRereadsSeriesPushedWhileItPolls: of a series a partial plan
+// pushes while REST keeps polling it, REST reads the last few closed
+// candles again, not only from the newest stored one: the push feed moved
 // that series' newest candle, so an older candle REST wrote after the
-// stream's (a read made before a correction, Alpaca's updated bar,
+// push feed's (a read made before a correction, Alpaca's updated bar,
 // written after it) is read and stored again by the next poll. A series
-// not streamed resumes at its newest candle, as always.
-func TestRESTRereadsSeriesStreamedWhileItPolls(t *testing.T) {
+// not pushed resumes at its newest candle, as always.
+func TestRESTRereadsSeriesPushedWhileItPolls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)}
 	in, db := newIngester(t, clk)
-	in.Streamed = func(context.Context, domain.Combination, domain.Timeframe) worker.StreamedSeries {
-		return worker.StreamedSeries{Symbols: map[string]bool{"BTC_USDT": true}}
+	in.Pushed = func(context.Context, domain.Combination, domain.Timeframe) worker.PushedSeries {
+		return worker.PushedSeries{Symbols: map[string]bool{"BTC_USDT": true}}
 	}
 	minute := clk.t.Truncate(time.Minute)
 	stale := domain.Candle{Time: minute.Add(-2 * time.Minute), Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 1} // a late REST write
 	for _, sym := range []string{"BTC_USDT", "ETH_USDT"} {
 		key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: domain.TF1m}
-		pushed := domain.Candle{Time: minute.Add(-time.Minute), Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 2} // the stream's newest
+		pushed := domain.Candle{Time: minute.Add(-time.Minute), Open: 1, High: 2, Low: 0.5, Close: 1.5, Volume: 2} // the push feed's newest
 		if err := db.UpsertCandles(ctx, key, []domain.Candle{stale, pushed}); err != nil {
 			t.Fatal(err)
 		}

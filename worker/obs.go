@@ -18,6 +18,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/rediskeys"
+	"github.com/marketscreener/market/store"
 )
 
 // taskLabels are the payload fields the metrics label tasks with (every
@@ -70,11 +71,12 @@ func ingestFeed(typ string, l taskLabels) obs.Feed {
 	f := obs.Feed{Market: l.Market, Exchange: l.Exchange, Instrument: l.Instrument}
 	switch typ {
 	case TypeIngestTickers:
-		f.Kind = "tickers"
+		f.Kind = store.FeedKindTickers
 	case TypeIngestCandles:
-		f.Kind, f.Instrument = "candles:"+l.Timeframe, domain.CandleInstrument
+		feed := store.CandleFeed(domain.Market(l.Market), l.Exchange, domain.Timeframe(l.Timeframe))
+		f.Kind, f.Instrument = feed.Kind, feed.Combination.Instrument
 	default:
-		f.Kind = "fundamentals"
+		f.Kind = store.FeedKindFundamentals
 	}
 	return f
 }
@@ -82,7 +84,7 @@ func ingestFeed(typ string, l taskLabels) obs.Feed {
 // observeRows counts the rows an ingest task stored.
 func observeRows(c domain.Combination, kind string, n int) {
 	instrument := c.Instrument
-	if strings.HasPrefix(kind, "candles:") {
+	if store.IsCandleKind(kind) {
 		instrument = domain.CandleInstrument
 	}
 	obs.IngestRows(obs.Feed{Market: string(c.Market), Exchange: c.Exchange, Instrument: instrument, Kind: kind}, n)
@@ -136,12 +138,12 @@ const QueueRegistryInterval = 5 * time.Second
 // Redis) asynqmon and the queue metrics show the queues again without a
 // restart. Redis errors are ignored: the next round retries.
 func KeepQueuesRegistered(ctx context.Context, redisURL string, interval time.Duration) error {
-	opt, err := redis.ParseURL(redisURL)
+	opt, err := rediskeys.PlainOptions(redisURL)
 	if err != nil {
 		return err
 	}
 	opt.MaxRetries = -1
-	rdb := redis.NewClient(opt)
+	rdb := opt.NewClient()
 	defer rdb.Close()
 	members := make([]any, len(Queues))
 	for i, q := range Queues {
@@ -166,21 +168,25 @@ func KeepQueuesRegistered(ctx context.Context, redisURL string, interval time.Du
 // scrape has no asynq series (marketd_dependency_up says why) instead of
 // waiting on Redis for every queue and logging each failure.
 func QueueCollector(redisURL string) (prometheus.Collector, func(), error) {
-	opt, err := asynq.ParseRedisURI(redisURL)
+	opt, err := rediskeys.AsynqOpt(redisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}
-	if o, ok := opt.(asynq.RedisClientOpt); ok {
+	switch o := opt.(type) {
+	case asynq.RedisClientOpt:
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+		opt = o
+	case asynq.RedisFailoverClientOpt:
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
 		opt = o
 	}
-	popt, err := redis.ParseURL(redisURL)
+	popt, err := rediskeys.PlainOptions(redisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}
 	popt.DialTimeout, popt.ReadTimeout, popt.WriteTimeout, popt.MaxRetries = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, -1
 	popt.PoolSize = 2
-	rdb := redis.NewClient(popt)
+	rdb := popt.NewClient()
 	ins := asynq.NewInspector(opt)
 	c := &queueCollector{inner: asynqmetrics.NewQueueMetricsCollector(ins), rdb: rdb}
 	return c, func() { _ = ins.Close(); _ = rdb.Close() }, nil

@@ -81,7 +81,7 @@ type Pipeline struct {
 // NewQueueClient returns the asynq client a Pipeline enqueues with (close
 // it when done).
 func NewQueueClient(redisURL string) (*asynq.Client, error) {
-	opt, err := asynq.ParseRedisURI(redisURL)
+	opt, err := rediskeys.AsynqOpt(redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("worker: redis url: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
+	"github.com/marketscreener/market/rediskeys"
 )
 
 // Queue names, by priority.
@@ -96,7 +97,7 @@ const HeaderSeries = "series"
 
 // New returns a worker; handlers are added with Handle before Run.
 func New(cfg Config) (*Worker, error) {
-	opt, err := asynq.ParseRedisURI(cfg.RedisURL)
+	opt, err := rediskeys.AsynqOpt(cfg.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("worker: redis url: %w", err)
 	}
@@ -217,7 +218,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // constant time. Either way, a cross-origin write (a page in the operator's
 // browser posting to the ops port) is refused.
 func Monitor(redisURL, rootPath string, o MonitorOptions) (http.Handler, func(), error) {
-	opt, err := asynq.ParseRedisURI(redisURL)
+	opt, err := rediskeys.AsynqOpt(redisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: redis url: %w", err)
 	}

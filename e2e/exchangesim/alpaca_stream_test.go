@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/marketscreener/market/e2e/exchangesim"
-	"github.com/marketscreener/market/feeds/streams/streamstest"
+	"github.com/marketscreener/market/feeds/push/pushtest"
 )
 
 // streamMsg is any message of the Alpaca stream.
@@ -261,7 +261,7 @@ func TestAlpacaStreamErrors(t *testing.T) {
 	b.send(`{"action":"auth","key":"key","secret":"secret"}`)
 	b.expect("error", "connection limit exceeded", 406)
 	_ = a.ws.Close(websocket.StatusNormalClosure, "")
-	streamstest.Eventually(t, "the first connection gone", func() bool { return sim.Stats().Alpaca.Stream.Open == 1 })
+	pushtest.Eventually(t, "the first connection gone", func() bool { return sim.Stats().Alpaca.Stream.Open == 1 })
 	b.login("key", "secret")
 
 	sip := dialStream(t, url+"/v2/sip", nil)

@@ -12,7 +12,7 @@
 // The market streams are served on the same listener: spot combined
 // streams on /stream and USDⓈ-M on /market/stream (so the binance-stream
 // and binance-futures-stream hosts are both ws://<addr>), speaking the
-// protocol of feeds/streams/streamstest with the documented limits
+// protocol of feeds/push/pushtest with the documented limits
 // (streams per connection, incoming messages a second, connection
 // attempts per IP and window, the 24 h cut). Kline pushes come from the
 // same candle model as the REST klines, the closed state within 100 ms of

@@ -7,17 +7,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/marketscreener/market/feeds/streams/streamstest"
+	"github.com/marketscreener/market/feeds/push/pushtest"
 )
 
 // streamHub serves one family's combined streams (spot on /stream,
-// USDⓈ-M on /market/stream) with streamstest's protocol implementation,
+// USDⓈ-M on /market/stream) with pushtest's protocol implementation,
 // and pushes the simulator's own candles and tickers to what is
 // subscribed. Connection attempts are counted per IP in a rolling window
 // (Binance: 300 per 5 minutes); an attempt over it is refused 429 before
 // the upgrade.
 type streamHub struct {
-	ex        *streamstest.Exchange
+	ex        *pushtest.Exchange
 	syms      map[string]*symbol
 	rows      []*symbol // !miniTicker@arr's rows
 	attempts  int
@@ -31,7 +31,7 @@ type streamHub struct {
 }
 
 func newStreamHub(maxTopics, maxPerSec int, cfg Config, syms map[string]*symbol, rows []*symbol) *streamHub {
-	return &streamHub{ex: streamstest.Binance(maxTopics, maxPerSec).CutAfter(cfg.StreamMaxAge), syms: syms, rows: rows,
+	return &streamHub{ex: pushtest.Binance(maxTopics, maxPerSec).CutAfter(cfg.StreamMaxAge), syms: syms, rows: rows,
 		attempts: cfg.StreamAttempts, window: cfg.StreamAttemptWindow, byIP: map[string][]time.Time{},
 		maxPerSec: maxPerSec, maxTopics: maxTopics}
 }

@@ -13,16 +13,16 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/e2e/exchangesim"
-	"github.com/marketscreener/market/feeds/streams"
-	"github.com/marketscreener/market/feeds/streams/streamstest"
+	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/feeds/push/pushtest"
 )
 
-// TestStreamsFeedTheStreamClient: feeds/streams' Manager, pointed at the
+// TestStreamsFeedThePushClient: feeds/push's Manager, pointed at the
 // simulator for both stream hosts, receives the spot and USDⓈ-M klines
 // of the subscribed series (the closed state of a candle once the clock
 // passes its close, equal to the REST kline of that minute) and the mini
 // tickers; /sim/stats counts the connections and pushes and no breach.
-func TestStreamsFeedTheStreamClient(t *testing.T) {
+func TestStreamsFeedThePushClient(t *testing.T) {
 	t.Parallel()
 	// The simulator's clock starts 1.5 s before a minute's end, so a 1m
 	// candle closes early in the test.
@@ -36,9 +36,9 @@ func TestStreamsFeedTheStreamClient(t *testing.T) {
 	var mu sync.Mutex
 	closed := map[string]domain.Candle{}
 	tickers := map[domain.Combination]int{}
-	m := streams.New(streams.Config{
-		BaseURLs: map[string]string{streams.NameBinanceStream: ws, streams.NameBinanceFuturesStream: ws},
-		OnCandle: func(u streams.CandleUpdate) {
+	m := push.New(push.Config{
+		BaseURLs: map[string]string{push.NameBinanceStream: ws, push.NameBinanceFuturesStream: ws},
+		OnCandle: func(u push.CandleUpdate) {
 			if u.Closed {
 				mu.Lock()
 				closed[u.Combination.Instrument+":"+u.Symbol] = u.Candle
@@ -53,15 +53,15 @@ func TestStreamsFeedTheStreamClient(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	plans := []streams.Plan{
+	plans := []push.Plan{
 		{Combination: spot, Tickers: true, Symbols: []string{"BTC_USDT", "ETH_USDT"},
-			Series: []streams.Series{{Symbol: "BTC_USDT", Timeframe: domain.TF1m}, {Symbol: "ETH_USDT", Timeframe: domain.TF1h}}},
+			Series: []push.Series{{Symbol: "BTC_USDT", Timeframe: domain.TF1m}, {Symbol: "ETH_USDT", Timeframe: domain.TF1h}}},
 		{Combination: perp, Tickers: true, Symbols: []string{"1000PEPE_USDT"},
-			Series: []streams.Series{{Symbol: "1000PEPE_USDT", Timeframe: domain.TF1m}}},
+			Series: []push.Series{{Symbol: "1000PEPE_USDT", Timeframe: domain.TF1m}}},
 	}
 	go func() { _ = m.Run(ctx, plans) }()
 
-	streamstest.Eventually(t, "closed 1m candles of both families and mini tickers", func() bool {
+	pushtest.Eventually(t, "closed 1m candles of both families and mini tickers", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return closed["spot:BTC_USDT"].Close > 0 && closed["perpetual:1000PEPE_USDT"].Close > 0 &&

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
@@ -66,7 +65,7 @@ func (m *Main) cmdBackfill(ctx context.Context, fs *flag.FlagSet, args []string)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	defer rdb.Close()
 	reg, err := feeds.New(cfg.feedsConfig(rdb, m.logger(cfg)))
 	if err != nil {

@@ -14,8 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/marketscreener/market/admission"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
@@ -663,7 +661,7 @@ func (m *Main) publish(ctx context.Context, inv invalidation.Message) {
 	if err != nil {
 		return
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	defer rdb.Close()
 	if err := invalidation.NewBus(rdb, "", slog.New(slog.DiscardHandler)).Publish(ctx, inv); err != nil {
 		fmt.Fprintf(m.Stderr, "warning: could not notify api replicas over Redis (%v); they apply the change within %s\n", err, admission.DefaultKeyTTL)

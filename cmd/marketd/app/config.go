@@ -21,6 +21,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -30,7 +31,8 @@ type Config struct {
 	DatabaseURL string
 	// SandboxDatabaseURL is the sandbox's database ("" = no sandbox).
 	SandboxDatabaseURL string
-	RedisURL           string
+	RedisURL           string // with RedisSentinel's parameters, when one is set (rediskeys.WithSentinel)
+	RedisSentinel      rediskeys.Sentinel
 	HTTPAddr           string
 	OpsAddr            string
 	Region             string
@@ -152,6 +154,16 @@ func (c *Config) options() []option {
 		{name: "MARKET_REDIS_URL", def: "redis://127.0.0.1:6379/0",
 			doc:   "Redis URL for queues, rate-limit windows and cache invalidation",
 			parse: redisURL(&c.RedisURL)},
+		{name: "MARKET_REDIS_SENTINEL_ADDRS",
+			doc: "Redis Sentinel: the sentinels' `host:port`, comma-separated. Every connection (queues, rate windows, budgets, invalidation) then asks them for the primary " +
+				"named by `MARKET_REDIS_SENTINEL_MASTER` and follows it through a failover; user, password, TLS (`rediss://`) and database stay `MARKET_REDIS_URL`'s, whose host is not dialled",
+			parse: optional(c.sentinelAddrs)},
+		{name: "MARKET_REDIS_SENTINEL_MASTER",
+			doc:   "Redis Sentinel: the name the sentinels monitor the primary under (`sentinel monitor <name> …`); required with `MARKET_REDIS_SENTINEL_ADDRS`",
+			parse: optional(func(v string) error { c.RedisSentinel.Master = v; return nil })},
+		{name: "MARKET_REDIS_SENTINEL_PASSWORD",
+			doc:   "Redis Sentinel: the sentinels' own password (`requirepass` of the sentinels), when they have one; the data nodes' is `MARKET_REDIS_URL`'s",
+			parse: optional(func(v string) error { c.RedisSentinel.Password = v; return nil })},
 		{name: "MARKET_HTTP_ADDR", def: ":8080",
 			doc:   "Public listener: `/api/v1/public/...`, `/docs`, `/openapi.json`",
 			parse: hostPort(&c.HTTPAddr, ":8080")},
@@ -344,6 +356,22 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("%s: %w", o.name, err)
 		}
 	}
+	if len(c.RedisSentinel.Addrs) > 0 {
+		if c.RedisSentinel.Master == "" {
+			return c, errors.New("MARKET_REDIS_SENTINEL_MASTER: required with MARKET_REDIS_SENTINEL_ADDRS (the name the sentinels monitor the primary under)")
+		}
+		for _, u := range []*string{&c.RedisURL, &c.SandboxRedisURL} {
+			if *u == "" {
+				continue
+			}
+			var err error
+			if *u, err = rediskeys.WithSentinel(*u, c.RedisSentinel); err != nil {
+				return c, fmt.Errorf("MARKET_REDIS_SENTINEL_ADDRS: %w", err)
+			}
+		}
+	} else if c.RedisSentinel.Master != "" {
+		return c, errors.New("MARKET_REDIS_SENTINEL_ADDRS: required with MARKET_REDIS_SENTINEL_MASTER (the sentinels' host:port)")
+	}
 	return c, c.Validate()
 }
 
@@ -398,6 +426,21 @@ func urlOf(dst *string, want string, schemes ...string) func(string) error {
 
 func postgresURL(dst *string) func(string) error {
 	return urlOf(dst, "postgres://", "postgres", "postgresql")
+}
+
+// sentinelAddrs reads MARKET_REDIS_SENTINEL_ADDRS.
+func (c *Config) sentinelAddrs(v string) error {
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("must be host:port, comma-separated (e.g. 10.0.0.1:26379,10.0.0.2:26379): %q: %v", a, err)
+		}
+		c.RedisSentinel.Addrs = append(c.RedisSentinel.Addrs, a)
+	}
+	return nil
 }
 
 func redisURL(dst *string) func(string) error {

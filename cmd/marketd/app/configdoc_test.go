@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/marketscreener/market/rediskeys"
 )
 
 var update = flag.Bool("update", false, "rewrite the documentation's configuration tables from the option table")
@@ -73,5 +75,35 @@ func TestConfigOptionsAreDocumented(t *testing.T) {
 	}
 	if _, err := LoadConfig(func(string) string { return "" }); err != nil {
 		t.Errorf("the defaults are refused: %v", err)
+	}
+}
+
+// With sentinels, every Redis URL a role is given (the queues' and the
+// sandbox's) carries them; the sentinels are refused without the
+// primary's name.
+func TestConfigRedisSentinel(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"MARKET_REDIS_URL":             "rediss://u:p@ignored:6379/0",
+		"MARKET_SANDBOX_REDIS_URL":     "rediss://u:p@ignored:6379/1",
+		"MARKET_REDIS_SENTINEL_ADDRS":  "10.0.0.1:26379, 10.0.0.2:26379",
+		"MARKET_REDIS_SENTINEL_MASTER": "mymaster",
+	}
+	c, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{c.RedisURL, c.SandboxRedisURL} {
+		o, err := rediskeys.ClientOptions(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(o.Sentinel.Addrs, ",") != "10.0.0.1:26379,10.0.0.2:26379" || o.Sentinel.Master != "mymaster" || o.TLSConfig == nil || o.Username != "u" {
+			t.Errorf("%s: sentinel %+v, options %+v", u, o.Sentinel, o.Options)
+		}
+	}
+	delete(env, "MARKET_REDIS_SENTINEL_MASTER")
+	if _, err := LoadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "MARKET_REDIS_SENTINEL_MASTER") {
+		t.Errorf("sentinels without a master: %v", err)
 	}
 }

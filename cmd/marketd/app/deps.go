@@ -48,7 +48,7 @@ func newAPIDeps(cfg Config, db *store.DB, logger *slog.Logger) (*apiDeps, error)
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
 	gate := admission.New(admission.Config{Redis: rdb, Keys: db, Usage: db, Data: cache, Logger: logger})
 	return &apiDeps{
@@ -139,7 +139,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	reg, err := feeds.New(cfg.feedsConfig(rdb, logger))
 	if err != nil {
 		_ = rdb.Close()
@@ -188,7 +188,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	cal := &worker.CalendarJob{Store: db, Feeds: reg, Region: cfg.Region, Served: served, Logger: logger, Now: clock}
 	cal.Register(w)
 	jobs := []func(context.Context) error{cal.RunAtStart}
-	if job := streamJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
+	if job := pushJob(cfg, reg, in, rdb, cfg.FeedURLs, logger); job != nil {
 		jobs = append(jobs, job)
 	}
 	if box == nil {

@@ -157,6 +157,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"log":              {"MARKET_LOG_LEVEL", "loud"},
 		"trigger":          {"MARKET_SCORE_TRIGGER", "sometimes"},
 		"sandbox pipeline": {"MARKET_SANDBOX_PIPELINE", "maybe"},
+		"sentinel addrs":   {"MARKET_REDIS_SENTINEL_ADDRS", "10.0.0.1"},
+		"sentinel master":  {"MARKET_REDIS_SENTINEL_MASTER", "mymaster"}, // without the addresses
 	} {
 		env := map[string]string{tc.k: tc.v}
 		_, errs, code := run(t, env, "api")

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketscreener/market/api"
@@ -222,7 +221,7 @@ func serveOps(ctx context.Context, r *roleRun) error {
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.NewClient()
 	r.onStop(func() { _ = rdb.Close() })
 	r.checks = append(r.checks, api.Check{Name: "redis", Probe: upProbe(r.up, "redis", func(ctx context.Context) error {
 		if err := rdb.Ping(ctx).Err(); err != nil {

@@ -1,0 +1,671 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/hostbudget"
+	"github.com/marketscreener/market/rediskeys"
+)
+
+// PushIngest stores what the exchanges' websockets push (package
+// feeds/push) as ingest stores what REST returns: candles upserted and
+// announced to the score trigger, screener rows replaced. It follows every
+// combination of the region whose configured feed is the exchange itself
+// (binance, okx) and has push feeds, the minute and daily bars of the stock
+// exchanges whose feed is alpaca (push.Alpaca, within the plan's symbol
+// limit: limitAlpaca), the screener rows of a feed pushing its prices over
+// streaming HTTP (oanda: push.OandaPricing), and the candles of every
+// combination served by a feed computed in process (the synthetic one,
+// read at every minute close: push.Local); the scheduler's REST ingest
+// keeps running beside it as the safety net and for everything else.
+//
+// One process of a deployment holds the push feeds at a time (a lease in Redis): the
+// exchanges count connections per IP, and every worker process of a
+// deployment shares one. The holder keeps the lease while it runs; another
+// worker takes over within LeaseTTL of its end.
+type PushIngest struct {
+	In     *Ingester
+	Region string
+	Redis  redis.UniversalClient
+	// Push configures the connections (base URLs, metrics, logger);
+	// OnCandle, OnTickers and Repair are set by Run.
+	Push push.Config
+	// FlushEvery bounds how long a pushed candle waits to be stored; a
+	// closed candle is stored at once. 0 means 1 s.
+	FlushEvery time.Duration
+	// OpenEvery is how often the still-open candle of a series is stored
+	// (the exchanges push it every second or two; storing each push would
+	// cost a write per series and second for a price scoring reads once per
+	// open-candle slot). 0 means 10 s.
+	OpenEvery time.Duration
+	// TickerFlushEvery is how often the screener rows of a combination are
+	// replaced with the pushed ones; 0 means 5 s.
+	TickerFlushEvery time.Duration
+	// ReplanEvery is how often the symbols to follow are listed again (new
+	// listings, delistings); a changed plan restarts the connections. 0
+	// means 1 h.
+	ReplanEvery time.Duration
+	// LeaseTTL is the push lease's length; 0 means 30 s.
+	LeaseTTL time.Duration
+	// LocalTicks drives the reads of an in-process feed (tests); nil
+	// means one at every minute close (push.LocalConfig.Ticks).
+	LocalTicks <-chan time.Time
+	// KeyPrefix starts the Redis keys of the lease and the live marks
+	// ("push:lease", "push:live:crypto:binance"); tests isolate with it.
+	KeyPrefix string
+	Logger    *slog.Logger
+}
+
+// liveTTL is how long a live mark lasts unless refreshed (every
+// liveTTL/6): when the pushing worker stops, the scheduled REST ingest
+// takes its series back within that time.
+const liveTTL = 30 * time.Second
+
+func liveKey(prefix string, c domain.Combination) string {
+	return rediskeys.Space(prefix).PushLive(string(c.Market), c.Exchange)
+}
+
+func seriesKey(prefix string, c domain.Combination, tf domain.Timeframe) string {
+	return rediskeys.Space(prefix).PushSeries(string(c.Market), c.Exchange, string(tf))
+}
+
+// allSeries is the member of a pushed-series set standing for every
+// symbol.
+const allSeries = "*"
+
+// PushedCandles is the Ingester's Pushed hook: every series when the
+// live mark of the combination's exchange is set, else the series its
+// timeframe's pushed-series set names (every one for "*"). Without
+// Redis, none: REST polls every series, as without push feeds.
+func PushedCandles(rdb redis.UniversalClient, keyPrefix string) func(ctx context.Context, c domain.Combination, tf domain.Timeframe) PushedSeries {
+	return func(ctx context.Context, c domain.Combination, tf domain.Timeframe) PushedSeries {
+		pipe := rdb.Pipeline()
+		live := pipe.Exists(ctx, liveKey(keyPrefix, c))
+		members := pipe.SMembers(ctx, seriesKey(keyPrefix, c, tf))
+		if _, err := pipe.Exec(ctx); err != nil {
+			return PushedSeries{}
+		}
+		if live.Val() == 1 {
+			return PushedSeries{All: true}
+		}
+		var out PushedSeries
+		for _, m := range members.Val() {
+			if m == allSeries {
+				return PushedSeries{All: true}
+			}
+			if out.Symbols == nil {
+				out.Symbols = map[string]bool{}
+			}
+			out.Symbols[m] = true
+		}
+		return out
+	}
+}
+
+func (s *PushIngest) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// HasPushFeeds reports whether any combination of the region is pushed
+// (PushIngest has something to do) with the feeds of reg.
+func HasPushFeeds(reg *feeds.Registry, region string) bool {
+	for _, c := range domain.Catalogue(region) {
+		if sourceOf(reg, c) != notPushed {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceKind is how a combination is pushed.
+type sourceKind int
+
+const (
+	notPushed sourceKind = iota
+	// exchangePush: the exchange's websockets (push.Manager), when
+	// the configured feed is the exchange itself and it has push feeds.
+	exchangePush
+	// inProcess: the candles of a feed computed in process, read at every
+	// close (push.Local); a second exchange's fallback is not pushed.
+	inProcess
+	// pricePush: the screener rows of a feed whose prices are pushed
+	// over streaming HTTP (feeds.PricePusher: OANDA's pricing stream);
+	// its candles keep their REST schedule.
+	pricePush
+	// alpacaPush: the stock exchanges' minute and daily bars from
+	// Alpaca's websocket (push.Alpaca), when the configured feed of
+	// stocks is alpaca.
+	alpacaPush
+)
+
+func sourceOf(reg *feeds.Registry, c domain.Combination) sourceKind {
+	p, ok := reg.For(c)
+	_, pushesPrices := p.(feeds.PricePusher)
+	switch {
+	case !ok:
+		return notPushed
+	case p.Name() == c.Exchange && push.Supports(c):
+		return exchangePush
+	case p.Name() == c.Exchange && pushesPrices:
+		return pricePush
+	case p.Name() == feeds.NameAlpaca && push.AlpacaSupports(c):
+		return alpacaPush
+	case feeds.InProcess(p) && c.HasCandles():
+		return inProcess
+	}
+	return notPushed
+}
+
+// Plans lists what the region follows over push feeds: candles of every timeframe of the
+// candle combinations (the symbols REST ingest loads), and the screener
+// rows of every combination pushed by its exchange. Combinations served
+// by a second exchange's fallback are not pushed. Stock exchanges on
+// Alpaca get their minute and daily bars, within the plan's symbol limit
+// (limitAlpaca).
+func (s *PushIngest) Plans(ctx context.Context) ([]push.Plan, error) {
+	plans, _, err := s.plans(ctx)
+	return plans, err
+}
+
+// plans is Plans, and whether the Alpaca symbols were picked without
+// every exchange's screener volumes (a cold start): worth picking again
+// soon.
+func (s *PushIngest) plans(ctx context.Context) ([]push.Plan, bool, error) {
+	var plans []push.Plan
+	for _, c := range domain.Catalogue(s.Region) {
+		kind := sourceOf(s.In.Feeds, c)
+		if kind == notPushed {
+			continue
+		}
+		p, _ := s.In.Feeds.For(c)
+		plan := push.Plan{Combination: c}
+		if kind == exchangePush || kind == pricePush {
+			all, err := p.Symbols(ctx, c)
+			if err != nil {
+				return nil, false, err
+			}
+			plan.Tickers, plan.Symbols = true, all
+		}
+		if c.HasCandles() && kind != pricePush {
+			syms, err := s.In.candleSymbols(ctx, p, c)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, sym := range syms {
+				if kind == alpacaPush {
+					plan.Series = append(plan.Series, push.AlpacaSeries(sym)...)
+					continue
+				}
+				for _, tf := range domain.Timeframes {
+					plan.Series = append(plan.Series, push.Series{Symbol: sym, Timeframe: tf})
+				}
+			}
+		}
+		plans = append(plans, plan)
+	}
+	provisional, err := s.limitAlpaca(ctx, plans)
+	if err != nil {
+		return nil, false, err
+	}
+	return plans, provisional, nil
+}
+
+// Run follows the push feeds while it holds the lease, until ctx ends.
+func (s *PushIngest) Run(ctx context.Context) error {
+	ttl := s.LeaseTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	key := rediskeys.Space(s.KeyPrefix).PushLease()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:]) // this process's claim on the lease
+	for ctx.Err() == nil {
+		ok, err := s.Redis.SetNX(ctx, key, token, ttl).Result()
+		if err != nil || !ok {
+			waitCtx(ctx, ttl/3)
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go s.keepLease(lctx, cancel, key, token, ttl)
+		if err := s.lead(lctx); err != nil {
+			s.logger().Error("push: not following", "err", err)
+			waitCtx(lctx, ttl)
+		}
+		cancel()
+		_ = releaseLease.Run(context.WithoutCancel(ctx), s.Redis, []string{key}, token).Err()
+	}
+	return nil
+}
+
+// extendLease and releaseLease act only on the caller's own lease.
+var (
+	extendLease  = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+	releaseLease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+)
+
+// keepLease extends the lease every third of its length and ends the
+// following (cancel) when it is lost.
+func (s *PushIngest) keepLease(ctx context.Context, cancel context.CancelFunc, key, token string, ttl time.Duration) {
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := extendLease.Run(ctx, s.Redis, []string{key}, token, ttl.Milliseconds()).Int()
+		if err == nil && n == 0 {
+			s.logger().Warn("push: lease lost; another worker holds the push feeds")
+			cancel()
+			return
+		}
+	}
+}
+
+// lead follows the region's plans until ctx ends, listing them again every
+// ReplanEvery and restarting the connections when they changed (the new
+// connections catch up over REST before their series are marked live, as
+// after any start).
+func (s *PushIngest) lead(ctx context.Context) error {
+	every := s.ReplanEvery
+	if every <= 0 {
+		every = time.Hour
+	}
+	plans, provisional, err := s.plans(ctx)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.follow(runCtx, plans) }()
+		next := plans
+		for ctx.Err() == nil && reflect.DeepEqual(next, plans) {
+			wait := every
+			if provisional {
+				wait = min(every, provisionalReplan)
+			}
+			waitCtx(ctx, wait)
+			if p, prov, err := s.plans(ctx); err == nil {
+				next, provisional = p, prov
+			} else if ctx.Err() == nil {
+				s.logger().Warn("push: listing symbols failed; following the previous list", "err", err)
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			return err
+		}
+		plans = next
+	}
+	return nil
+}
+
+// follow runs the connections of plans and stores what they push until ctx
+// ends.
+func (s *PushIngest) follow(ctx context.Context, plans []push.Plan) error {
+	if len(plans) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	candles := newCandleSink(s)
+	tickers := newTickerSink(s)
+	cfg := s.Push
+	cfg.OnCandle = candles.add
+	cfg.OnTickers = tickers.add
+	cfg.Repair = func(ctx context.Context, g push.Gap) error {
+		// Ingest resumes from the newest stored candle, which is at least
+		// the last one the push feed delivered: the gap and nothing more.
+		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
+		return err
+	}
+	cfg.RepairBatch = s.repairBatch
+	var remote, local, priced, alpaca []push.Plan
+	for _, p := range plans {
+		switch sourceOf(s.In.Feeds, p.Combination) {
+		case inProcess:
+			local = append(local, p)
+		case pricePush:
+			priced = append(priced, p)
+		case alpacaPush:
+			alpaca = append(alpaca, p)
+		default:
+			remote = append(remote, p)
+		}
+	}
+	src := sources{remote: push.New(cfg), alpaca: push.NewAlpaca(cfg), local: push.NewLocal(push.LocalConfig{
+		Feed: localFeed{s.In.Feeds}, OnCandles: candles.addAll, Now: s.In.Now, Ticks: s.LocalTicks, Logger: s.logger()})}
+	var wg sync.WaitGroup
+	wg.Go(func() { candles.run(ctx) })
+	wg.Go(func() { tickers.run(ctx) })
+	wg.Go(func() { s.markLive(ctx, src, plans, candles) })
+	s.logger().Info("push: following", "combinations", len(remote), "in_process", len(local), "price_pushes", len(priced), "alpaca", len(alpaca))
+	var remoteErr, alpacaErr error
+	if len(local) > 0 {
+		wg.Go(func() { _ = src.local.Run(ctx, local) })
+	}
+	for _, run := range s.pricePushes(priced, tickers.add) {
+		wg.Go(func() { run(ctx) })
+	}
+	if len(alpaca) > 0 {
+		wg.Go(func() {
+			if alpacaErr = src.alpaca.Run(ctx, alpaca); alpacaErr != nil {
+				s.logger().Error("push: not following alpaca", "err", alpacaErr)
+			}
+		})
+	}
+	if len(remote) > 0 {
+		remoteErr = src.remote.Run(ctx, remote)
+	}
+	wg.Wait()
+	return errors.Join(remoteErr, alpacaErr)
+}
+
+// sources is the exchanges' websockets, Alpaca's and the in-process feed
+// together.
+type sources struct {
+	remote *push.Manager
+	alpaca *push.Alpaca
+	local  *push.Local
+}
+
+func (s sources) Live(c domain.Combination) bool {
+	return s.remote.Live(c) || s.alpaca.Live(c) || s.local.Live(c)
+}
+
+// localFeed reads the candles of a combination from the feed serving it.
+type localFeed struct{ reg *feeds.Registry }
+
+func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+	p, ok := f.reg.For(c)
+	if !ok {
+		return nil, fmt.Errorf("worker: no configured feed serves %s", c)
+	}
+	return p.Candles(ctx, c, symbol, tf, since, limit)
+}
+
+// catchUpParallel is how many catch-up passes run at once.
+const catchUpParallel = 2
+
+// markLive sets the live marks of every candle combination whose
+// connections are all up (mark: the combination, or for Alpaca the series
+// of its final timeframe), so the scheduled REST ingest stops polling its
+// pushed series, or leaves their forming candle to the push feed when it
+// keeps polling them, and clears them while they are not. When the
+// connections first come up, one REST pass (catchUp, in the background)
+// loads what happened since the last stored candles (the time no worker
+// pushed), or the initial history of a series with none; only then are a timeframe's
+// pushed candles stored (the sink holds them), since REST resumes from the
+// newest stored candle and a pushed one stored first would leave a new
+// series without its history, or an old one with a gap. The mark is set
+// while that pass runs: the pass loads every series the scheduled ingest
+// would, and both sharing the host's request budget starved the pass at a
+// whole exchange's size (minutes of budget). The marks are refreshed
+// whatever the passes do, so a combination marked live stays marked.
+// After the pass, each dropped connection repairs its own series' gaps.
+func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Combination) bool }, plans []push.Plan, candles *candleSink) {
+	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
+	var passes sync.WaitGroup
+	// The passes are one job per combination and timeframe, run
+	// catchUpParallel at a time: every job of a timeframe scoring reads
+	// (of every combination up by then) before any display-only one, in
+	// the catalogue's order (crypto first), shortest timeframe first.
+	// Every pass at once (a dozen combinations) made a dozen writers
+	// extend the candles table together, each waiting for the others'
+	// extension locks; one combination's timeframes one after the other
+	// left a cold start's 1h history waiting for its 15m one, and the
+	// scored history of one exchange for the display-only history of
+	// another.
+	var queue catchUpQueue
+	queue.ready = make(chan struct{}, 1)
+	for range catchUpParallel {
+		passes.Go(func() {
+			for {
+				j, ok := queue.next(ctx)
+				if !ok {
+					return
+				}
+				s.catchUpTimeframe(ctx, j, candles)
+			}
+		})
+	}
+	defer func() {
+		passes.Wait()
+		for c := range marked {
+			_ = s.Redis.Del(context.WithoutCancel(ctx), s.markKeys(c)...).Err()
+		}
+	}()
+	for ctx.Err() == nil {
+		every := liveTTL / 6
+		for _, p := range plans {
+			c := p.Combination
+			if len(p.Series) == 0 {
+				continue
+			}
+			if !m.Live(c) {
+				every = 200 * time.Millisecond // mark it soon after it comes up
+				if marked[c] {
+					_ = s.Redis.Del(ctx, s.markKeys(c)...).Err()
+					delete(marked, c)
+				}
+				continue
+			}
+			if !caughtUp[c] {
+				caughtUp[c] = true
+				queue.add(s.catchUpJobs(ctx, p, candles))
+			}
+			if err := s.mark(ctx, p); err == nil {
+				marked[c] = true
+			}
+		}
+		waitCtx(ctx, every)
+	}
+}
+
+// mark sets (and extends) the live marks of a plan whose connections are
+// up: the combination's live mark when the push feed delivers every series
+// as REST would load it (the exchanges' klines, the in-process feed);
+// for Alpaca, whose pushes are final for minute bars only
+// (push.AlpacaFinal), the pushed-series set of the minute bars,
+// naming every series ("*") when the plan carries every symbol of the
+// combination, else the symbols it carries (push.Plan.Partial): REST
+// then keeps polling every series, and leaves those series' forming
+// candle to the push feed.
+func (s *PushIngest) mark(ctx context.Context, p push.Plan) error {
+	c := p.Combination
+	if sourceOf(s.In.Feeds, c) != alpacaPush {
+		return s.Redis.Set(ctx, liveKey(s.KeyPrefix, c), 1, liveTTL).Err()
+	}
+	members := map[domain.Timeframe][]any{}
+	for _, se := range p.Series {
+		if push.AlpacaFinal(se.Timeframe) {
+			members[se.Timeframe] = append(members[se.Timeframe], se.Symbol)
+		}
+	}
+	pipe := s.Redis.TxPipeline()
+	for tf, syms := range members {
+		key := seriesKey(s.KeyPrefix, c, tf)
+		if !p.Partial {
+			syms = []any{allSeries}
+		}
+		pipe.Del(ctx, key)
+		pipe.SAdd(ctx, key, syms...)
+		pipe.PExpire(ctx, key, liveTTL)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// markKeys are the keys mark may set for a combination.
+func (s *PushIngest) markKeys(c domain.Combination) []string {
+	keys := []string{liveKey(s.KeyPrefix, c)}
+	for _, tf := range domain.Timeframes {
+		keys = append(keys, seriesKey(s.KeyPrefix, c, tf))
+	}
+	return keys
+}
+
+// catchUpJob is the catch-up of one timeframe of a plan: its series, and
+// where each starts (read before the pushes were let through; absent
+// when that read failed, and the pushes are then held until the job is
+// done).
+type catchUpJob struct {
+	c       domain.Combination
+	tf      domain.Timeframe
+	series  []push.Series
+	symbols []string
+	latest  map[string]time.Time
+	read    bool
+	scored  bool // a timeframe scoring reads
+}
+
+// catchUpQueue holds the catch-up jobs not yet taken: those of the scored
+// timeframes first, each group in the order added.
+type catchUpQueue struct {
+	mu          sync.Mutex
+	scored, all []catchUpJob
+	ready       chan struct{} // signalled when a job is added
+}
+
+func (q *catchUpQueue) add(jobs []catchUpJob) {
+	q.mu.Lock()
+	for _, j := range jobs {
+		if j.scored {
+			q.scored = append(q.scored, j)
+		} else {
+			q.all = append(q.all, j)
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the first job, waiting for one until ctx ends.
+func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
+	for {
+		q.mu.Lock()
+		var j catchUpJob
+		found := true
+		switch {
+		case len(q.scored) > 0:
+			j, q.scored = q.scored[0], q.scored[1:]
+		case len(q.all) > 0:
+			j, q.all = q.all[0], q.all[1:]
+		default:
+			found = false
+		}
+		more := len(q.scored)+len(q.all) > 0
+		q.mu.Unlock()
+		if found {
+			if more { // pass the signal on to another waiting worker
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return j, true
+		}
+		select {
+		case <-ctx.Done():
+			return catchUpJob{}, false
+		case <-q.ready:
+		}
+	}
+}
+
+// catchUpJobs prepares the catch-up of a plan: one job per timeframe that
+// loads every series of it over REST from its newest stored candle (the
+// jobs of the timeframes scoring reads run first: at a whole exchange's
+// size the pass takes minutes of request budget, and after a cold start
+// the reports wait for the scored timeframes' history, not for the 1m
+// one). Where each series starts is read here, for every timeframe, and
+// then the held pushes are let through: a closed candle of a scored
+// timeframe is stored and scored at its close even while the pass is
+// still loading that timeframe's history, instead of minutes later
+// (pushes stored first would move a series' newest candle past the gap
+// the pass fills, so they wait for that read). A timeframe whose starting
+// points cannot be read keeps its pushes held until its job is done.
+func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *candleSink) []catchUpJob {
+	byTF := map[domain.Timeframe][]push.Series{}
+	for _, se := range p.Series {
+		byTF[se.Timeframe] = append(byTF[se.Timeframe], se)
+	}
+	c := p.Combination
+	var jobs []catchUpJob
+	for _, tf := range domain.Timeframes {
+		series := byTF[tf]
+		if len(series) == 0 {
+			continue
+		}
+		j := catchUpJob{c: c, tf: tf, series: series, symbols: make([]string, len(series)),
+			scored: s.In.Changes != nil && s.In.Changes.WantsCandles(c.Market, c.Exchange, tf)}
+		for i, se := range series {
+			j.symbols[i] = se.Symbol
+		}
+		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, j.symbols)
+		if err != nil {
+			s.logger().Warn("push: reading where the catch-up starts failed; the pushes wait for the catch-up",
+				"combination", c.String(), "timeframe", string(tf), "err", err)
+		} else {
+			j.latest, j.read = latest, true
+			candles.release(c, series)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// catchUpTimeframe runs a catch-up job. Its requests are bulk work
+// (hostbudget.Bulk): they leave part of every window of the host's budget
+// to the ticker refreshes, fundamentals and gap repairs that keep served
+// data current while it runs.
+func (s *PushIngest) catchUpTimeframe(ctx context.Context, j catchUpJob, candles *candleSink) {
+	ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
+	began := time.Now()
+	var n int
+	var err error
+	if j.read {
+		n, err = s.In.IngestCandlesFrom(ctx, j.c, j.tf, j.symbols, j.latest)
+	} else {
+		n, err = s.In.IngestCandles(ctx, j.c, j.tf, j.symbols)
+	}
+	s.logger().Debug("push: caught up", "combination", j.c.String(), "timeframe", string(j.tf),
+		"series", len(j.symbols), "candles", n, "took", time.Since(began).Round(time.Millisecond))
+	if err != nil && ctx.Err() == nil {
+		s.logger().Warn("push: catching up over REST failed", "combination", j.c.String(), "timeframe", string(j.tf), "err", err)
+	}
+	if !j.read {
+		candles.release(j.c, j.series)
+	}
+}
+
+// waitCtx waits d or until ctx ends.
+func waitCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,277 @@
+package worker
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/store"
+)
+
+// candleSink batches pushed candles by series and open time (the newest
+// state of each wins) and stores them every FlushEvery, or at once when a
+// candle closes; a series whose only news is its open candle waits until
+// OpenEvery has passed since its last write. A series is held (its pushes
+// kept, the newest state per open time) until it is released, once its
+// timeframe's REST catch-up is done.
+type candleSink struct {
+	s    *PushIngest
+	kick chan struct{}
+
+	mu       sync.Mutex
+	pending  map[store.CandleKey]map[time.Time]domain.Candle
+	closed   map[store.CandleKey]time.Time // pending holds closed candles: the newest one's open time
+	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
+	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
+	released map[store.CandleKey]bool
+}
+
+func newCandleSink(s *PushIngest) *candleSink {
+	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
+		closed: map[store.CandleKey]time.Time{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
+		released: map[store.CandleKey]bool{}}
+}
+
+// release lets series of c be stored and flushes what they hold.
+func (k *candleSink) release(c domain.Combination, series []push.Series) {
+	k.mu.Lock()
+	for _, se := range series {
+		k.released[store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: se.Symbol, Timeframe: se.Timeframe}] = true
+	}
+	k.mu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *candleSink) add(u push.CandleUpdate) { k.addAll([]push.CandleUpdate{u}) }
+
+// addAll takes several updates at once (an in-process read of every series
+// of a timeframe): a closed candle among them starts one write of them all.
+func (k *candleSink) addAll(us []push.CandleUpdate) {
+	closed := false
+	k.mu.Lock()
+	for _, u := range us {
+		if !u.Combination.HasCandles() {
+			continue
+		}
+		key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
+		if k.pending[key] == nil {
+			k.pending[key] = map[time.Time]domain.Candle{}
+		}
+		k.pending[key][u.Candle.Time] = u.Candle
+		if u.Closed {
+			if t, ok := k.closed[key]; !ok || u.Candle.Time.After(t) {
+				k.closed[key] = u.Candle.Time
+			}
+			closed = true
+		}
+	}
+	k.mu.Unlock()
+	if closed {
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (k *candleSink) run(ctx context.Context) {
+	every := k.s.FlushEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			k.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush stores what is pending, the closed candles first and in a write
+// of their own: at a minute close every series of an exchange may be due,
+// and the closed candles are the ones readers wait for. A
+// failed write is logged and dropped: the REST ingest tick loads the same
+// candles.
+func (k *candleSink) flush(ctx context.Context) {
+	closed, open := k.due()
+	k.write(ctx, closed, true)
+	k.write(ctx, open, false)
+}
+
+// write stores pending series through ingest's one path for candles
+// (candleWrite: the api caches dropped right after each commit, the score
+// trigger told at once) and records the feeds' health.
+func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle, closed bool) {
+	if len(pending) == 0 {
+		return
+	}
+	start := time.Now()
+	series := make(map[store.CandleKey][]domain.Candle, len(pending))
+	for key, byTime := range pending {
+		series[key] = slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
+	}
+	write := k.s.In.newCandleWrite()
+	write.step = func(step string, n int) { k.logWrite(start, step, n, closed) }
+	if err := write.store(ctx, series); err != nil {
+		k.s.logger().Warn("push: storing candles failed", "series", len(series), "err", err)
+	}
+	write.announce(ctx)
+	k.recordHealth(ctx, pending)
+	k.logWrite(start, "written", len(pending), closed)
+}
+
+// logWrite logs the steps of a write at debug level with the time into
+// the minute, so the way from a minute close to the stored closed candles
+// can be followed in a deployment's log.
+func (k *candleSink) logWrite(start time.Time, step string, series int, closed bool) {
+	now := time.Now()
+	k.s.logger().Debug("push: candles "+step, "series", series, "with_closed", closed,
+		"began_into_minute", start.Sub(start.Truncate(time.Minute)), "took", now.Sub(start))
+}
+
+// due takes the pending series to write now: the closed candles, and
+// the open ones of the series with a closed candle or whose open-candle
+// write is due. The open candle that follows a closed one goes with the
+// open candles: at a minute close it is a new row in every series, and
+// the closed candles' write is the one readers wait for.
+func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domain.Candle) {
+	openEvery := k.s.OpenEvery
+	if openEvery <= 0 {
+		openEvery = 10 * time.Second
+	}
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	closed, open = map[store.CandleKey]map[time.Time]domain.Candle{}, map[store.CandleKey]map[time.Time]domain.Candle{}
+	for key, byTime := range k.pending {
+		last, hasClosed := k.closed[key]
+		if !k.released[key] || !hasClosed && now.Before(k.openNext[key]) {
+			continue
+		}
+		for t, c := range byTime {
+			to := open
+			if hasClosed && !t.After(last) {
+				to = closed
+			}
+			if to[key] == nil {
+				to[key] = map[time.Time]domain.Candle{}
+			}
+			to[key][t] = c
+		}
+		delete(k.pending, key)
+		delete(k.closed, key)
+		k.openNext[key] = now.Add(openEvery)
+	}
+	return closed, open
+}
+
+// recordHealth marks the candle feeds of the series written healthy
+// (recordCandleHealth), at most once a minute per timeframe.
+func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
+	now := k.s.In.Now()
+	seen := map[store.CandleKey]bool{}
+	for key := range written {
+		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		if now.Sub(k.healthy[h]) < time.Minute {
+			continue
+		}
+		k.healthy[h] = now
+		k.s.In.recordCandleHealth(ctx, key.Market, key.Exchange, key.Timeframe, nil)
+	}
+}
+
+// tickerSink keeps the newest row of every symbol per combination (the
+// all-market streams send only the rows that changed) and replaces the
+// stored screener rows with them every TickerFlushEvery.
+type tickerSink struct {
+	s *PushIngest
+
+	mu    sync.Mutex
+	rows  map[domain.Combination]map[string]domain.Ticker
+	dirty map[domain.Combination]bool
+}
+
+func newTickerSink(s *PushIngest) *tickerSink {
+	return &tickerSink{s: s, rows: map[domain.Combination]map[string]domain.Ticker{}, dirty: map[domain.Combination]bool{}}
+}
+
+func (k *tickerSink) add(c domain.Combination, ts []domain.Ticker) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.rows[c] == nil {
+		k.rows[c] = map[string]domain.Ticker{}
+	}
+	for _, t := range ts {
+		k.rows[c][t.Symbol] = t
+	}
+	k.dirty[c] = true
+}
+
+func (k *tickerSink) run(ctx context.Context) {
+	every := k.s.TickerFlushEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.flush(ctx)
+	}
+}
+
+// flush replaces the rows of every combination that changed. The rows the
+// push feed has not pushed yet are taken from the store (the REST snapshot),
+// so a quiet symbol does not drop out of the screener.
+func (k *tickerSink) flush(ctx context.Context) {
+	k.mu.Lock()
+	var todo []domain.Combination
+	for c := range k.dirty {
+		todo = append(todo, c)
+	}
+	clear(k.dirty)
+	k.mu.Unlock()
+	in := k.s.In
+	for _, c := range todo {
+		stored, err := in.Store.Tickers(ctx, c)
+		if err != nil {
+			k.s.logger().Warn("push: reading tickers failed", "combination", c.String(), "err", err)
+			continue
+		}
+		merged := make(map[string]domain.Ticker, len(stored))
+		for _, t := range stored {
+			merged[t.Symbol] = t
+		}
+		k.mu.Lock()
+		for sym, t := range k.rows[c] {
+			if old, ok := merged[sym]; !ok || t.UpdatedAt.After(old.UpdatedAt) {
+				merged[sym] = t
+			}
+		}
+		k.mu.Unlock()
+		if err := in.storeTickers(ctx, c, slices.Collect(maps.Values(merged))); err != nil {
+			k.s.logger().Warn("push: storing tickers failed", "combination", c.String(), "err", err)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/store"
+)
+
+// TestRESTAndPushStoreAlike: a candle read over REST (an ingest task) and
+// the same candle pushed (the push sink) take the one path of candles
+// (candleWrite, recordCandleHealth): the same upsert (the one returning
+// what changed, 1h being scored), the same announcement to the score
+// trigger, the same api caches dropped and the same feed-health row marked
+// healthy. So do screener rows (storeTickers).
+func TestRESTAndPushStoreAlike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)
+	c := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	key := store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: "BTC_USDT", Timeframe: domain.TF1h}
+
+	rest := newWriteBench(t, now)
+	if err := rest.in.HandleIngestCandles(ctx, NewIngestCandlesTask(c, key.Timeframe, now)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rest.in.HandleIngestTickers(ctx, NewIngestTickersTask(c, now)); err != nil {
+		t.Fatal(err)
+	}
+	candle, ok := rest.store.lastClosed(key, now)
+	if !ok {
+		t.Fatalf("REST stored no closed candle of %v", key)
+	}
+	row := rest.store.tickers[c][0]
+
+	pushed := newWriteBench(t, now)
+	s := &PushIngest{In: pushed.in}
+	candles, tickers := newCandleSink(s), newTickerSink(s)
+	candles.release(c, []push.Series{{Symbol: key.Symbol, Timeframe: key.Timeframe}})
+	candles.add(push.CandleUpdate{Combination: c, Symbol: key.Symbol, Timeframe: key.Timeframe, Candle: candle, Closed: true})
+	candles.flush(ctx)
+	tickers.add(c, []domain.Ticker{row})
+	tickers.flush(ctx)
+
+	want := writeOutcome{
+		Upsert:    "changed",
+		Announced: true,
+		Caches:    []string{fmt.Sprint(readcache.Candles(c.Market, c.Exchange)), fmt.Sprint(readcache.Tickers(c))},
+		Health:    []string{"crypto/binance/candles candles:1h", "crypto/binance/spot tickers"},
+	}
+	for name, b := range map[string]*writeBench{"REST": rest, "push": pushed} {
+		if diff := cmp.Diff(want, b.outcome(key)); diff != "" {
+			t.Errorf("%s write of %v (-want +got):\n%s", name, key, diff)
+		}
+	}
+}
+
+// writeOutcome is what a write of one series did, as the test compares it.
+type writeOutcome struct {
+	Upsert    string   // "changed" or "plain"
+	Announced bool     // told to the score trigger as changed
+	Caches    []string // api cache scopes dropped, sorted, once each
+	Health    []string // feed-health successes recorded, sorted, once each
+}
+
+// writeBench is an Ingester on the synthetic feed over an in-memory store,
+// with a score trigger that wants the 1h candles.
+type writeBench struct {
+	in    *Ingester
+	store *memIngestStore
+
+	mu        sync.Mutex
+	announced map[store.CandleKey]bool
+	caches    map[string]bool
+}
+
+func newWriteBench(t *testing.T, now time.Time) *writeBench {
+	t.Helper()
+	reg, err := feeds.New(feeds.Config{Names: []string{"synthetic"}, Now: func() time.Time { return now }, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &writeBench{store: &memIngestStore{upserts: map[store.CandleKey]string{}, candles: map[store.CandleKey][]domain.Candle{},
+		tickers: map[domain.Combination][]domain.Ticker{}, health: map[string]bool{}},
+		announced: map[store.CandleKey]bool{}, caches: map[string]bool{}}
+	b.in = &Ingester{Store: b.store, Feeds: reg, Now: func() time.Time { return now }, Changes: changeRecorder{b},
+		Notify: func(_ context.Context, s readcache.Scope) { b.mu.Lock(); b.caches[fmt.Sprint(s)] = true; b.mu.Unlock() }}
+	return b
+}
+
+func (b *writeBench) outcome(key store.CandleKey) writeOutcome {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	sorted := func(set map[string]bool) []string {
+		var out []string
+		for k := range set {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return writeOutcome{Upsert: b.store.upserts[key], Announced: b.announced[key], Caches: sorted(b.caches), Health: sorted(b.store.health)}
+}
+
+// changeRecorder is a score trigger that wants the 1h candles and records
+// what it is told.
+type changeRecorder struct{ b *writeBench }
+
+func (r changeRecorder) WantsCandles(_ domain.Market, _ string, tf domain.Timeframe) bool {
+	return tf == domain.TF1h
+}
+
+func (r changeRecorder) CandlesChanged(_ context.Context, changed []store.CandleKey) {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	for _, k := range changed {
+		r.b.announced[k] = true
+	}
+}
+
+func (changeRecorder) FundamentalsChanged(context.Context, domain.Market, []string) {}
+
+// memIngestStore keeps what ingest writes in memory: the upsert each series
+// went through, the candles, the screener rows and the feed successes.
+type memIngestStore struct {
+	IngestStore // the methods the test does not reach
+
+	mu      sync.Mutex
+	upserts map[store.CandleKey]string
+	candles map[store.CandleKey][]domain.Candle
+	tickers map[domain.Combination][]domain.Ticker
+	health  map[string]bool
+}
+
+func (s *memIngestStore) keep(series map[store.CandleKey][]domain.Candle, upsert string) {
+	for k, cs := range series {
+		s.upserts[k] = upsert
+		s.candles[k] = append(s.candles[k], cs...)
+	}
+}
+
+func (s *memIngestStore) UpsertCandleSeries(_ context.Context, series map[store.CandleKey][]domain.Candle) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep(series, "plain")
+	return nil
+}
+
+func (s *memIngestStore) UpsertChangedCandles(_ context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep(series, "changed")
+	var keys []store.CandleKey
+	for k := range series {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func (s *memIngestStore) lastClosed(key store.CandleKey, now time.Time) (domain.Candle, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last domain.Candle
+	ok := false
+	for _, c := range s.candles[key] {
+		if !c.Time.Add(key.Timeframe.Duration()).After(now) && c.Time.After(last.Time) {
+			last, ok = c, true
+		}
+	}
+	return last, ok
+}
+
+func (s *memIngestStore) LatestCandleTimes(context.Context, domain.Market, string, domain.Timeframe, []string) (map[string]time.Time, error) {
+	return map[string]time.Time{}, nil
+}
+
+func (s *memIngestStore) ReplaceTickers(_ context.Context, c domain.Combination, rows []domain.Ticker) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickers[c] = slices.Clone(rows)
+	return nil
+}
+
+func (s *memIngestStore) Tickers(_ context.Context, c domain.Combination) ([]domain.Ticker, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tickers[c]), nil
+}
+
+func (s *memIngestStore) SyncListings(context.Context, domain.Combination, []string, time.Time) (int, int, error) {
+	return 0, 0, nil
+}
+
+func (s *memIngestStore) RecordFeedSuccess(_ context.Context, c domain.Combination, kind string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.health[c.String()+" "+kind] = true
+	return nil
+}
+
+func (s *memIngestStore) RecordFeedError(_ context.Context, c domain.Combination, kind string, _ time.Time, msg string) error {
+	return fmt.Errorf("feed error recorded for %s %s: %s", c, kind, msg)
+}
+
+func (s *memIngestStore) FeedHealthOf(_ context.Context, c domain.Combination, kind string) (store.FeedHealth, error) {
+	return store.FeedHealth{Combination: c, Kind: kind}, nil
+}
