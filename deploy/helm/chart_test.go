@@ -299,6 +299,10 @@ func TestHA(t *testing.T) {
 			t.Errorf("ConfigMap lacks %s", k)
 		}
 	}
+	// Its user, password and database are the existing Secret's.
+	if _, ok := cm.Data["MARKET_REDIS_URL"]; ok {
+		t.Errorf("ConfigMap has MARKET_REDIS_URL beside the Sentinel settings")
+	}
 	// The existing Secret is read; the chart makes none.
 	if len(r.objects[kSecret]) > 0 {
 		t.Errorf("with existingSecret the chart rendered Secrets %v", r.names(kSecret))
@@ -744,9 +748,9 @@ func checkMigrations(t *testing.T, r *rendered) {
 }
 
 // pendingSettings are settings the chart passes through that are being
-// added to marketd's configuration (Redis Sentinel, a Postgres read
-// replica); once config.go has them, the README's table does too.
-var pendingSettings = []string{"MARKET_REDIS_SENTINEL_ADDRS", "MARKET_REDIS_SENTINEL_MASTER", "MARKET_DATABASE_READ_URL"}
+// added to marketd's configuration (a Postgres read replica for the api);
+// once config.go has them, the README's table does too.
+var pendingSettings = []string{"MARKET_DATABASE_READ_URL"}
 
 // checkSettings: every setting the chart passes is one marketd reads (the
 // README's configuration table, rendered from config.go), or PGPASSWORD.
