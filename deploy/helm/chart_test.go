@@ -391,29 +391,25 @@ func hookWeight(t *testing.T, o metav1.Object) int {
 	return w
 }
 
-func secretRefs(spec corev1.PodSpec) []string {
-	var out []string
-	for _, c := range spec.Containers {
-		for _, e := range c.EnvFrom {
-			if e.SecretRef != nil {
-				out = append(out, e.SecretRef.Name)
-			}
-		}
-	}
-	return out
-}
-
-func configMapRefs(spec corev1.PodSpec) []string {
-	var out []string
+// envFrom is the names of the ConfigMaps and the Secrets a pod reads whole
+// as its environment.
+func envFrom(spec corev1.PodSpec) (configMaps, secrets []string) {
 	for _, c := range spec.Containers {
 		for _, e := range c.EnvFrom {
 			if e.ConfigMapRef != nil {
-				out = append(out, e.ConfigMapRef.Name)
+				configMaps = append(configMaps, e.ConfigMapRef.Name)
+			}
+			if e.SecretRef != nil {
+				secrets = append(secrets, e.SecretRef.Name)
 			}
 		}
 	}
-	return out
+	return configMaps, secrets
 }
+
+func secretRefs(spec corev1.PodSpec) []string { _, s := envFrom(spec); return s }
+
+func configMapRefs(spec corev1.PodSpec) []string { c, _ := envFrom(spec); return c }
 
 // checkRelease: what holds for any values: names and labels Kubernetes
 // accepts, roles and their pods as operators need them, and every
