@@ -364,8 +364,8 @@ func TestChecksumsRollPods(t *testing.T) {
 }
 
 // TestRefused: what the chart sets itself, a key in both config and
-// secrets, and an autoscaler whose maximum is below its minimum fail the
-// render with a message naming the value.
+// secrets, an autoscaler whose maximum is below its minimum and a value
+// the chart does not have fail the render with a message naming the value.
 func TestRefused(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -374,6 +374,9 @@ func TestRefused(t *testing.T) {
 		{[]string{"--set", "config.MARKET_OPS_ADDR=:9000"}, "ports.ops"},
 		{[]string{"--set", "config.MARKET_SECRET_KEY=x"}, "both config and secrets"},
 		{[]string{"--set", "api.autoscaling.enabled=true", "--set", "api.autoscaling.maxReplicas=1"}, "maxReplicas"},
+		// values.schema.json: a misspelt value is an error, not a silent default.
+		{[]string{"--set", "api.replica=2"}, "'replica' not allowed"},
+		{[]string{"--set", "image.pullPolicy=Sometimes"}, "pullPolicy"},
 	} {
 		_, err := helm(t, append([]string{"template", "market", chartDir, "--kube-version", minKube}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
