@@ -35,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -628,6 +629,16 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	// The ops listener must listen on every address (the default is loopback).
 	if opsPort == 0 || env["MARKET_OPS_ADDR"] != fmt.Sprintf(":%d", opsPort) {
 		t.Errorf("%s: MARKET_OPS_ADDR %q, ops port %d", d.Name, env["MARKET_OPS_ADDR"], opsPort)
+	}
+	// Go's soft limit below the container's: the api derives it from the
+	// cgroup itself, the other roles get it from the chart.
+	if lim := c.Resources.Limits.Memory(); !lim.IsZero() {
+		if soft, ok := env["GOMEMLIMIT"]; ok || role != "api" {
+			q, err := resource.ParseQuantity(strings.TrimSuffix(soft, "B"))
+			if err != nil || q.Cmp(*lim) >= 0 || q.Value() < lim.Value()/2 {
+				t.Errorf("%s: GOMEMLIMIT %q (%v), want 50-100 %% of the memory limit %s", d.Name, soft, err, lim)
+			}
+		}
 	}
 	if role == "api" && !hasPort(spec, "http") {
 		t.Errorf("%s: no http port", d.Name)
