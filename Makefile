@@ -22,8 +22,9 @@ build:
 ## test: every test against the real Postgres and Redis (MARKET_TEST_DATABASE_URL / MARKET_TEST_REDIS_URL or localhost).
 ## The e2e suite runs on testcontainers when a Docker engine answers (make docker starts one), on the
 ## local services otherwise; the last line says which (go test hides a passing package's output).
-test: test-deps test-images
+test: test-deps test-images helm
 	$(GO) vet ./...
+	cd $(HELM_TEST) && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	npm --prefix $(TS_CLIENT) test
 	npm --prefix $(TS_CLIENT) run --silent lint-openapi
 	@mkdir -p bin && rm -f bin/e2e-path
@@ -31,7 +32,24 @@ test: test-deps test-images
 	$(GO) test -tags benchclock -count=1 -run TestBenchClockOffset ./cmd/marketd/app
 	@cat bin/e2e-path 2>/dev/null || true
 
-.PHONY: test-images docker compose-check
+.PHONY: test-images docker compose-check helm helm-sync helm-check
+
+# The Helm chart and its test, a Go module of its own (k8s.io/api stays out of the service's go.mod).
+HELM_CHART := deploy/helm/marketd
+HELM_TEST := deploy/helm
+
+## helm: bin/helm (.ci/helm: built from the Go module proxy once, then copied from ~/.cache/marketd-tools).
+helm:
+	@.ci/helm >/dev/null
+
+## helm-sync: copy ops/alerts.yml into the chart (its PrometheusRule); the chart's test fails while they differ.
+helm-sync:
+	cp ops/alerts.yml $(HELM_CHART)/files/alerts.yml
+
+## helm-check: the chart's test alone: helm lint --strict, helm template of the default and the HA values,
+## every object decoded strictly into its k8s.io/api (or prometheus-operator) type (make test runs it too).
+helm-check: helm
+	cd $(HELM_TEST) && $(GO) test -race -count=1 ./...
 
 # The images of the e2e suite's testcontainers path.
 E2E_IMAGES := postgres:16-alpine redis:7-alpine
