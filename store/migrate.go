@@ -88,6 +88,10 @@ func (db *DB) recordChecksums(ctx context.Context, appliedNow []int64) error {
 	if len(vs) == 0 {
 		return nil
 	}
+	var hasTable bool // not before 00015 (MigrateOptions.Target)
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('migration_checksums') IS NOT NULL`).Scan(&hasTable); err != nil || !hasTable {
+		return err
+	}
 	// A concurrent migrate that waited for this one's migrations records
 	// them too, as adopted; whichever records second, the row ends as
 	// applied by the run that applied it.

@@ -46,6 +46,8 @@ type MigrateOptions struct {
 	// each retry, each backfill's rows, each index rebuilt. Default: the
 	// DB's logger.
 	Logger *slog.Logger
+	// Target, when set, is the newest migration to apply.
+	Target int64
 	// NoBatchedSteps turns off the batched steps that stand in for a landed
 	// migration's table rewrite (the lock figures' baseline).
 	NoBatchedSteps bool
@@ -121,7 +123,7 @@ func (db *DB) MigrateWith(ctx context.Context, o MigrateOptions) (applied []int6
 		if err != nil {
 			return applied, fmt.Errorf("store: migrate: %w", err)
 		}
-		if next == nil {
+		if next == nil || o.Target > 0 && next.Version > o.Target {
 			break
 		}
 		name := next.Path

@@ -205,34 +205,33 @@ func TestMigrateRebuildsInvalidIndex(t *testing.T) {
 	}
 }
 
-// seedReports fills analytics_reports with assets × 4 styles and the
-// archive with perAsset reports of each (a result of ≈ 7 kB of JSON, as a
-// scored report's), as a schema at 00019 has them.
-func seedReports(t testing.TB, db *store.DB, assets, perAsset int) {
+// reportResult is a result of ≈ 7 kB of JSON, as a scored report's.
+const reportResult = `(SELECT jsonb_build_object('technical_score', 12, 'summary', repeat('a summary ', 30), 'factors',
+	jsonb_agg(jsonb_build_object('name', 'factor_' || f, 'value', round((random() * 100)::numeric, 4), 'sentiment', 'bullish',
+		'weight', 0.04, 'explanation', 'factor ' || f || ' ' || md5(random()::text) || repeat(' explained', 8))))
+	FROM generate_series(1, 28) f)`
+
+// seedCurrentReports fills analytics_reports with assets × 4 styles.
+func seedCurrentReports(t testing.TB, db *store.DB, assets int) {
 	t.Helper()
-	ctx := context.Background()
-	const result = `(SELECT jsonb_build_object('technical_score', 12, 'summary', repeat('a summary ', 30), 'factors',
-		jsonb_agg(jsonb_build_object('name', 'factor_' || f, 'value', round((random() * 100)::numeric, 4), 'sentiment', 'bullish',
-			'weight', 0.04, 'explanation', 'factor ' || f || ' ' || md5(random()::text) || repeat(' explained', 8))))
-		FROM generate_series(1, 28) f)`
-	for _, q := range []string{
-		`INSERT INTO analytics_reports (market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline,
-			result, candle_time, candle_close, updated_at)
-		SELECT 'crypto', st, 'S' || a || '_USDT', 'binance', 10, 'neutral', 1, 0, '{}', ` + result + `, now(), 1, now()
-		FROM generate_series(1, $1) a, unnest(ARRAY['scalp', 'intraday', 'swing', 'position']) st`,
-		`INSERT INTO analytics_report_archive (market, style, symbol, published_at, exchange, instrument, overall_score, verdict,
-			price, change_pct, candle_time, candle_close, candles_used, result)
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO analytics_reports (market, style, symbol, exchange, overall_score,
+		verdict, price, change_pct, sparkline, result, candle_time, candle_close, updated_at)
+		SELECT 'crypto', st, 'S' || a || '_USDT', 'binance', 10, 'neutral', 1, 0, '{}', `+reportResult+`, now(), 1, now()
+		FROM generate_series(1, $1) a, unnest(ARRAY['scalp', 'intraday', 'swing', 'position']) st`, assets); err != nil {
+		t.Fatalf("seed reports: %v", err)
+	}
+}
+
+// seedArchive fills the report archive (00019) with perAsset reports of
+// each of assets.
+func seedArchive(t testing.TB, db *store.DB, assets, perAsset int) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO analytics_report_archive (market, style, symbol, published_at,
+		exchange, instrument, overall_score, verdict, price, change_pct, candle_time, candle_close, candles_used, result)
 		SELECT 'crypto', 'scalp', 'S' || a || '_USDT', now() - n * interval '1 minute', 'binance', 'spot', 10, 'neutral', 1, 0,
-			now(), 1, 300, ` + result + `
-		FROM generate_series(1, $1) a, generate_series(1, $2) n`,
-	} {
-		args := []any{assets}
-		if strings.Contains(q, "$2") {
-			args = append(args, perAsset)
-		}
-		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("seed: %v", err)
-		}
+			now(), 1, 300, `+reportResult+`
+		FROM generate_series(1, $1) a, generate_series(1, $2) n`, assets, perAsset); err != nil {
+		t.Fatalf("seed archive: %v", err)
 	}
 }
 
@@ -276,7 +275,8 @@ func TestMigrate00020InBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbs := [2]*store.DB{openUnmigrated(t, 19), openUnmigrated(t, 19)}
-	seedReports(t, dbs[0], 20, 120)
+	seedCurrentReports(t, dbs[0], 20)
+	seedArchive(t, dbs[0], 20, 120)
 	// The same rows in both.
 	var s0 string
 	if err := dbs[0].Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s0); err != nil {
