@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,56 +144,65 @@ func ConvertColumnInBatches(ctx context.Context, mp *pgxpool.Pool, o MigrateOpti
 	}
 
 	// The backfill, along the key: a statement a batch, each its own
-	// transaction.
+	// transaction, each a range of the key's index (a batch's upper end
+	// is found first, so the UPDATE reads only its range).
 	keys := make([]string, len(c.Key))
-	params := make([]string, len(c.Key))
+	lo, hi := make([]string, len(c.Key)), make([]string, len(c.Key))
 	for i, k := range c.Key {
 		keys[i] = pgx.Identifier{k}.Sanitize()
-		params[i] = fmt.Sprintf("$%d", i+2)
+		lo[i] = fmt.Sprintf("$%d", i+1)
+		hi[i] = fmt.Sprintf("$%d", len(c.Key)+i+1)
 	}
-	keyList := strings.Join(keys, ", ")
-	var tKeys, bKeys []string
-	for _, k := range keys {
-		tKeys, bKeys = append(tKeys, "t."+k), append(bKeys, "b."+k)
-	}
-	batch := func(after bool) string {
-		where := ""
-		if after {
-			where = `WHERE (` + keyList + `) > (` + strings.Join(params, ", ") + `)`
-		}
-		return `WITH b AS (SELECT ` + keyList + ` FROM ` + t + ` ` + where + ` ORDER BY ` + keyList + ` LIMIT $1),
-			u AS (UPDATE ` + t + ` t SET ` + tcol + ` = ` + fmt.Sprintf(c.Using, "t."+col) + ` FROM b
-				WHERE (` + strings.Join(tKeys, ", ") + `) = (` + strings.Join(bKeys, ", ") + `) AND t.` + tcol + ` IS NULL)
-			SELECT ` + keyList + `, (SELECT count(*) FROM b) FROM b ORDER BY ` + keyList + ` DESC LIMIT 1`
-	}
-	first, next := batch(false), batch(true)
+	keyList := "(" + strings.Join(keys, ", ") + ")"
+	after := keyList + ` > (` + strings.Join(lo, ", ") + `)`
+	upTo := keyList + ` <= (` + strings.Join(hi, ", ") + `)`
+	fill := `UPDATE ` + t + ` SET ` + tcol + ` = ` + fmt.Sprintf(c.Using, col) + ` WHERE ` + tcol + ` IS NULL`
+	order := ` ORDER BY ` + strings.Join(keys, ", ") + fmt.Sprintf(` OFFSET %d LIMIT 1`, c.BatchRows-1)
 	var estimate float64
 	_ = mp.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, c.Table).Scan(&estimate)
 	var (
-		last   []any
+		prev   []any // the last batch's upper end (nil: none yet)
 		done   int64
 		logged = time.Now()
 	)
 	for {
-		vals := make([]any, len(c.Key)+1)
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
+		upper := make([]any, len(c.Key))
+		ptrs := make([]any, len(upper))
+		for i := range upper {
+			ptrs[i] = &upper[i]
+		}
+		q := `SELECT ` + strings.Join(keys, ", ") + ` FROM ` + t
+		if prev != nil {
+			q += ` WHERE ` + after
 		}
 		err := retryOnLockTimeout(ctx, o, what+": batch", func() error {
-			if last == nil {
-				return mp.QueryRow(ctx, first, c.BatchRows).Scan(ptrs...)
-			}
-			return mp.QueryRow(ctx, next, append([]any{c.BatchRows}, last...)...).Scan(ptrs...)
+			return mp.QueryRow(ctx, q+order, prev...).Scan(ptrs...)
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			break
+		last := errors.Is(err, pgx.ErrNoRows)
+		if err != nil && !last {
+			return err
 		}
+		stmt, args := fill, prev
+		switch {
+		case prev != nil && !last:
+			stmt, args = fill+` AND `+after+` AND `+upTo, append(slices.Clone(prev), upper...)
+		case prev != nil:
+			stmt = fill + ` AND ` + after
+		case !last:
+			stmt, args = fill+` AND `+keyList+` <= (`+strings.Join(lo, ", ")+`)`, upper
+		}
+		err = retryOnLockTimeout(ctx, o, what+": batch", func() error {
+			tag, err := mp.Exec(ctx, stmt, args...)
+			done += tag.RowsAffected()
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		last = vals[:len(c.Key)]
-		done += vals[len(c.Key)].(int64)
+		if last {
+			break
+		}
+		prev = upper
 		if time.Since(logged) > 5*time.Second {
 			o.Logger.Info("migrate: backfilling", "column", c.Table+"."+tmp, "rows", done, "of_about", int64(estimate))
 			logged = time.Now()

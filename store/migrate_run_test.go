@@ -276,7 +276,7 @@ func TestMigrate00020InBatches(t *testing.T) {
 	ctx := context.Background()
 	dbs := [2]*store.DB{openUnmigrated(t, 19), openUnmigrated(t, 19)}
 	seedCurrentReports(t, dbs[0], 20)
-	seedArchive(t, dbs[0], 20, 120)
+	seedArchive(t, dbs[0], 20, 250) // 5,000 rows: three batches of 2,000
 	// The same rows in both.
 	var s0 string
 	if err := dbs[0].Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s0); err != nil {
