@@ -147,30 +147,9 @@ func lockStatements(stmt string, created map[string]bool) []string {
 // lock_timeout keeps a short lock from queueing the service behind a long
 // transaction.
 func TestMigrationsTakeShortLocks(t *testing.T) {
-	files, err := migrations.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if f.Version <= lockBaseline {
-			continue
-		}
-		b, err := fs.ReadFile(migrations.FS, f.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		if i := strings.Index(text, lockReviewedMarker); i >= 0 {
-			reason, _, _ := strings.Cut(text[i+len(lockReviewedMarker):], "\n")
-			if strings.TrimSpace(reason) == "" {
-				t.Errorf("%s: %s must say why the long lock is harmless", f.Name, lockReviewedMarker)
-			}
-			continue
-		}
-		for _, l := range longLocks(text) {
-			t.Errorf("%s: %s; or, when the lock is harmless, a reviewed %q line saying why", f.Name, l, lockReviewedMarker+" <why>")
-		}
-	}
+	checkMigrationsAfter(t, lockBaseline, lockReviewedMarker, "why the long lock is harmless", longLocks, func(name, l string) {
+		t.Errorf("%s: %s; or, when the lock is harmless, a reviewed %q line saying why", name, l, lockReviewedMarker+" <why>")
+	})
 }
 
 // TestLongLocks: the check finds what it should (including what 00019 and
