@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-migrate-locks clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -146,6 +146,12 @@ bench-webhooks:
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
+
+## bench-migrate-locks: each migration's locks on seeded tables (modes taken, longest stretch stopping reads
+## or writes, 00020 batched against as landed; BENCHMARKS.md, "Migration locks"). MARKET_LOCKS_SCALE multiplies
+## the sizes (default here 10: 200,000 candles, 20,000 archived reports; scale 1 is what go test runs).
+bench-migrate-locks:
+	MARKET_LOCKS_SCALE=$${MARKET_LOCKS_SCALE:-10} $(GO) test -count=1 -timeout 30m -run 'TestMigrationLocks$$' -v ./store/
 
 ## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report

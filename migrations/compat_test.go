@@ -114,12 +114,26 @@ func topLevelCommaSplit(stmt string) []string {
 // destructive change waits one release after the code stopped using what
 // it removes, and carries the reviewer's marker.
 func TestMigrationsBackwardCompatible(t *testing.T) {
+	checkMigrationsAfter(t, compatBaseline, reviewedMarker, "why the previous release no longer needs what it changes",
+		func(text string) []string { return destructive(upSection(text)) },
+		func(name, d string) {
+			t.Errorf("%s: %s: the previous release's binary may fail on it during a rolling upgrade. Make the change "+
+				"additive now and destructive one release after the code stopped using it, with a reviewed %q line saying so",
+				name, d, reviewedMarker+" <why>")
+		})
+}
+
+// checkMigrationsAfter reports what find finds in every migration after
+// baseline (its whole text) that lacks marker; a marker must be followed
+// by a reason (why).
+func checkMigrationsAfter(t *testing.T, baseline int64, marker, why string, find func(text string) []string, report func(name, finding string)) {
+	t.Helper()
 	files, err := migrations.Files()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if f.Version <= compatBaseline {
+		if f.Version <= baseline {
 			continue
 		}
 		b, err := fs.ReadFile(migrations.FS, f.Name)
@@ -127,17 +141,15 @@ func TestMigrationsBackwardCompatible(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := string(b)
-		if i := strings.Index(text, reviewedMarker); i >= 0 {
-			reason, _, _ := strings.Cut(text[i+len(reviewedMarker):], "\n")
+		if i := strings.Index(text, marker); i >= 0 {
+			reason, _, _ := strings.Cut(text[i+len(marker):], "\n")
 			if strings.TrimSpace(reason) == "" {
-				t.Errorf("%s: %s must say why the previous release no longer needs what it changes", f.Name, reviewedMarker)
+				t.Errorf("%s: %s must say %s", f.Name, marker, why)
 			}
 			continue
 		}
-		for _, d := range destructive(upSection(text)) {
-			t.Errorf("%s: %s: the previous release's binary may fail on it during a rolling upgrade. Make the change "+
-				"additive now and destructive one release after the code stopped using it, with a reviewed %q line saying so",
-				f.Name, d, reviewedMarker+" <why>")
+		for _, d := range find(text) {
+			report(f.Name, d)
 		}
 	}
 }

@@ -14,16 +14,29 @@ import (
 	"github.com/marketscreener/market/migrations"
 )
 
-func (db *DB) migrator(ctx context.Context) (*goose.Provider, error) {
-	// The advisory lock id is derived from the schema, so migrators of one
-	// schema serialise while tests on schemas of their own run in parallel.
+// migrateLockID is the advisory lock that serialises the migrators of a
+// schema: derived from the schema, so migrators of one schema serialise
+// while tests on schemas of their own run in parallel. Every release since
+// 00015 takes the same id (through goose's session locker before this
+// one), so an older binary's migrate waits for a newer one's and back.
+func (db *DB) migrateLockID(ctx context.Context) (int64, error) {
 	var schema string
 	if err := db.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return nil, err
+		return 0, err
 	}
 	h := fnv.New64a()
 	h.Write([]byte("marketd-migrate:" + schema))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
+	return int64(h.Sum64() >> 1), nil
+}
+
+// migrator is a goose provider on db's pool holding the migrate lock while
+// it runs (the tests' MigrateTo and MigrateDownTo).
+func (db *DB) migrator(ctx context.Context) (*goose.Provider, error) {
+	id, err := db.migrateLockID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(id), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, err
 	}
@@ -32,35 +45,16 @@ func (db *DB) migrator(ctx context.Context) (*goose.Provider, error) {
 }
 
 // Migrate applies every pending migration; running it twice is a no-op.
-// A Postgres advisory lock keeps concurrent migrators from racing.
+// A Postgres advisory lock keeps concurrent migrators from racing. It is
+// MigrateWith with the default options (MigrateOptions), logging to the
+// DB's logger.
 //
 // It refuses a database whose applied migrations differ from the binary's
 // (a recorded checksum that is not the binary's file, or a migration the
 // binary does not have), before applying anything. Afterwards it records
 // the checksum of every applied migration not recorded yet.
 func (db *DB) Migrate(ctx context.Context) (applied []int64, err error) {
-	before, err := db.Schema(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := before.differs(); err != nil {
-		return nil, fmt.Errorf("store: migrate: %w", err)
-	}
-	p, err := db.migrator(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: migrator: %w", err)
-	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: migrate: %w", err)
-	}
-	for _, r := range results {
-		applied = append(applied, r.Source.Version)
-	}
-	if err := db.recordChecksums(ctx, applied); err != nil {
-		return applied, fmt.Errorf("store: migrate: record checksums: %w", err)
-	}
-	return applied, nil
+	return db.MigrateWith(ctx, MigrateOptions{})
 }
 
 // recordChecksums records the binary's checksum of every applied migration
@@ -93,6 +87,10 @@ func (db *DB) recordChecksums(ctx context.Context, appliedNow []int64) error {
 	}
 	if len(vs) == 0 {
 		return nil
+	}
+	var hasTable bool // not before 00015 (MigrateOptions.Target)
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('migration_checksums') IS NOT NULL`).Scan(&hasTable); err != nil || !hasTable {
+		return err
 	}
 	// A concurrent migrate that waited for this one's migrations records
 	// them too, as adopted; whichever records second, the row ends as

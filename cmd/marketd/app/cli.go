@@ -114,6 +114,9 @@ func (m *Main) printJSON(v any) error {
 func (m *Main) cmdMigrate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait", 0, "keep trying to reach Postgres this long, with back-off (a container start)")
+	lockTimeout := fs.Duration("lock-timeout", 3*time.Second,
+		"each migration statement's lock_timeout: a migration waiting longer for a table lock is rolled back and retried")
+	retries := fs.Int("lock-retries", 10, "retries of a migration after a lock timeout (back-off 1 s doubling to 30 s)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -122,7 +125,12 @@ func (m *Main) cmdMigrate(ctx context.Context, fs *flag.FlagSet, args []string) 
 		return err
 	}
 	defer db.Close()
-	applied, err := db.Migrate(ctx)
+	cfg, err := LoadConfig(m.Getenv)
+	if err != nil {
+		return err
+	}
+	opts := store.MigrateOptions{LockTimeout: *lockTimeout, LockRetries: *retries, Logger: m.logger(cfg)}
+	applied, err := db.MigrateWith(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -145,7 +153,7 @@ func (m *Main) cmdMigrate(ctx context.Context, fs *flag.FlagSet, args []string) 
 	if skew := schema.Skew(); skew != "" {
 		fmt.Fprintln(m.Stdout, skew)
 	}
-	if err := m.migrateSandbox(ctx); err != nil {
+	if err := m.migrateSandbox(ctx, opts); err != nil {
 		return err
 	}
 	return nil
@@ -759,7 +767,7 @@ func (m *Main) webhooksEnable(ctx context.Context, fs *flag.FlagSet, args []stri
 
 // migrateSandbox applies the migrations to the sandbox's database too
 // (MARKET_SANDBOX_DATABASE_URL), creating its schema when it is missing.
-func (m *Main) migrateSandbox(ctx context.Context) error {
+func (m *Main) migrateSandbox(ctx context.Context, opts store.MigrateOptions) error {
 	cfg, err := LoadConfig(m.Getenv)
 	if err != nil || cfg.SandboxDatabaseURL == "" {
 		return err
@@ -772,7 +780,7 @@ func (m *Main) migrateSandbox(ctx context.Context) error {
 	if err := db.EnsureSchema(ctx); err != nil {
 		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}
-	applied, err := db.Migrate(ctx)
+	applied, err := db.MigrateWith(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %w", err)
 	}

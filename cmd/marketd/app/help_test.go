@@ -14,7 +14,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"migrate", "-h"}, []string{"usage: marketd migrate [--wait DURATION]", "-wait"}},
+		{[]string{"migrate", "-h"}, []string{"usage: marketd migrate [--wait DURATION] [--lock-timeout 3s] [--lock-retries 10]", "-wait", "-lock-timeout"}},
 		{[]string{"api", "--help"}, []string{"usage: marketd api\n", "serve the public API"}},
 		{[]string{"clients", "-h"}, []string{"usage: marketd clients <command>", "set-limits"}},
 		{[]string{"clients", "create", "-h"}, []string{"usage: marketd clients create --org NAME", "-monthly-quota", "-json"}},

@@ -52,7 +52,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "migrate", args: "[--wait DURATION]", summary: "apply the embedded database migrations (safe to run twice)", run: (*Main).cmdMigrate},
+		{name: "migrate", args: "[--wait DURATION] [--lock-timeout 3s] [--lock-retries 10]", summary: "apply the embedded database migrations (safe to run twice)", run: (*Main).cmdMigrate},
 		{name: "api", summary: "serve the public API and the ops listener", run: serveRole("api")},
 		{name: "worker", summary: "run the asynq worker (ingest, scoring, statistics, webhooks)", run: serveRole("worker")},
 		{name: "scheduler", summary: "run the asynq scheduler (enqueues periodic tasks)", run: serveRole("scheduler")},
