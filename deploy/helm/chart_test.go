@@ -757,11 +757,6 @@ func checkMigrations(t *testing.T, r *rendered) {
 	}
 }
 
-// pendingSettings are settings the chart passes through that are being
-// added to marketd's configuration (a Postgres read replica for the api);
-// once config.go has them, the README's table does too.
-var pendingSettings = []string{"MARKET_DATABASE_READ_URL"}
-
 // checkSettings: every setting the chart passes is one marketd reads (the
 // README's configuration table, rendered from config.go), or PGPASSWORD.
 func checkSettings(t *testing.T, r *rendered) {
@@ -776,9 +771,6 @@ func checkSettings(t *testing.T, r *rendered) {
 	}
 	if !known["MARKET_DATABASE_URL"] || !known["MARKET_OPS_ADDR"] {
 		t.Fatalf("the README's configuration table was not found")
-	}
-	for _, k := range pendingSettings {
-		known[k] = true
 	}
 	var names []string
 	for _, cm := range all[*corev1.ConfigMap](r, kCM) {
