@@ -82,7 +82,10 @@ func TestStocksAndForexDeploymentAgainstTheSimulators(t *testing.T) {
 		} `json:"source"`
 	}
 	var stocks []item
-	poll(t, 90*time.Second, func() string {
+	// A functional bound, not a goal (BENCHMARKS measures the cold start):
+	// on a 2-core host running the rest of the suite beside it, this took
+	// 99 s at load 15.
+	poll(t, 150*time.Second, func() string {
 		for m, want := range map[string]int{"stocks": scorable, "forex": pairs} {
 			var items []item
 			status, problem := getJSON(t, base+"/analytics/"+m+"/list", key, &items)
