@@ -119,8 +119,13 @@ func newReference(o options, m marketSet) (*reference, error) {
 		Symbol, Exchange, Status string
 		Attributes               []string
 	}
-	if err := ref.get("/v2/assets?status=active&asset_class=us_equity", &assets); err != nil {
-		return nil, err
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/v2/assets?status=active&asset_class=us_equity", nil)
+	req.Header.Set("APCA-API-KEY-ID", "scalebench-reference")
+	req.Header.Set("APCA-API-SECRET-KEY", "reference")
+	sim.ServeHTTP(rec, req)
+	if err := json.Unmarshal(rec.Body.Bytes(), &assets); rec.Code != http.StatusOK || err != nil {
+		return nil, fmt.Errorf("reference simulator's assets: %d %v", rec.Code, err)
 	}
 	var listed []string // recent listings: their history may be short
 	for _, a := range assets {
@@ -139,36 +144,15 @@ func newReference(o options, m marketSet) (*reference, error) {
 	// (feeds/alpaca.go, alpacaInitialStart); a stock listed since the
 	// simulator's data start may have fewer than a report needs.
 	from := now().Add(-300*4*time.Hour*3/2*7/5).AddDate(0, 0, -4)
+	bars, err := sim.StockBarCounts(ref.feed, "4Hour", listed, from, time.Time{})
+	if err != nil {
+		return nil, err
+	}
 	short := 0
-	for i := 0; i < len(listed); i += 50 {
-		batch := listed[i:min(i+50, len(listed))]
-		bars := map[string]int{}
-		for token := ""; ; {
-			var page struct {
-				Bars          map[string][]json.RawMessage `json:"bars"`
-				NextPageToken *string                      `json:"next_page_token"`
-			}
-			path := "/v2/stocks/bars?feed=" + ref.feed + "&timeframe=4Hour&limit=10000&symbols=" + strings.Join(batch, ",") +
-				"&start=" + from.UTC().Format(time.RFC3339)
-			if token != "" {
-				path += "&page_token=" + token
-			}
-			if err := ref.get(path, &page); err != nil {
-				return nil, err
-			}
-			for sym, bs := range page.Bars {
-				bars[sym] += len(bs)
-			}
-			if page.NextPageToken == nil {
-				break
-			}
-			token = *page.NextPageToken
-		}
-		for _, sym := range batch {
-			if bars[sym] < analytics.MinCandles {
-				delete(ref.scorable, sym)
-				short++
-			}
+	for _, sym := range listed {
+		if bars[sym] < analytics.MinCandles {
+			delete(ref.scorable, sym)
+			short++
 		}
 	}
 	log.Printf("reference: %d active stocks served on %d exchanges, %d with enough 4h history (%d recent listings, %d short)",
@@ -176,32 +160,15 @@ func newReference(o options, m marketSet) (*reference, error) {
 	return ref, nil
 }
 
-// get reads one Alpaca path of the reference simulator.
-func (ref *reference) get(path string, out any) error {
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, path, nil)
-	req.Header.Set("APCA-API-KEY-ID", "scalebench-reference-"+strconv.Itoa(int(time.Now().UnixNano()%1e6)))
-	req.Header.Set("APCA-API-SECRET-KEY", "reference")
-	ref.sim.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return fmt.Errorf("reference simulator %s: %d %s", path, rec.Code, rec.Body)
-	}
-	return json.Unmarshal(rec.Body.Bytes(), out)
-}
-
 // stockBar says whether sym has a 1m bar opening at open on the feed (a
 // minute without a trade has none).
 func (ref *reference) stockBar(sym string, open time.Time) bool {
-	var page struct {
-		Bars map[string][]json.RawMessage `json:"bars"`
-	}
-	path := "/v2/stocks/bars?feed=" + ref.feed + "&timeframe=1Min&symbols=" + sym + "&start=" + open.UTC().Format(time.RFC3339) +
-		"&end=" + open.UTC().Format(time.RFC3339)
-	if err := ref.get(path, &page); err != nil {
+	bars, err := ref.sim.StockBarCounts(ref.feed, "1Min", []string{sym}, open, open)
+	if err != nil {
 		log.Printf("reference bar: %v", err)
 		return false
 	}
-	return len(page.Bars[sym]) > 0
+	return bars[sym] > 0
 }
 
 func (ref *reference) close() { ref.sim.Close() }
