@@ -204,6 +204,7 @@ type result struct {
 	warmEnd                             time.Duration // since the start: the mark of the simulator's after-warm-up figures
 	warmCut                             bool          // the warm-up was ended by -warmup-until
 	rssCold, rssSteady, rssHWM, rssLast int64         // kB
+	load                                loadStats     // the machine's, sampled every 2 s over the run
 	markets                             marketSet
 	simRun                              bool
 	simAddr                             string
@@ -541,7 +542,7 @@ func (d *deployment) measure(o options, r *result) error {
 	r.steadyCPU = (c1 - c0).Seconds() / r.steady.Minutes()
 	r.bytesPerDay = float64(size1-size0) / r.steady.Hours() * 24
 	r.candleRows, r.candleRowSize = d.candleGrowth(t0, t1)
-	r.rssCold, r.rssSteady, r.rssHWM, r.rssLast = mem.stop()
+	r.rssCold, r.rssSteady, r.rssHWM, r.rssLast, r.load = mem.stop()
 	return nil
 }
 
@@ -932,8 +933,22 @@ func report(w io.Writer, rs []*result) {
 		mb := func(kb int64) string { return fmt.Sprintf("%.0f MB", float64(kb)/1024) }
 		return fmt.Sprintf("%s / %s, %s, %s", mb(r.rssCold), mb(r.rssSteady), mb(r.rssHWM), mb(r.rssLast))
 	})
+	row("the machine's 1-minute load average over the run (2 cores)", "", func(r *result) string { return r.load.String() })
 	row("Postgres growth per day (schema size before and after the steady window, scaled)", "", func(r *result) string {
 		return fmt.Sprintf("%.0f MB", r.bytesPerDay/1e6)
+	})
+	row("candle rows a day at the steady window's rate, every market (opened in the window per open × opens a day), × bytes a row", "", func(r *result) string {
+		total := 0.0
+		var parts []string
+		for _, tf := range r.candleRows {
+			total += tf.perDay
+			how := fmt.Sprintf("%d opened in %d opens", tf.opened, tf.opens)
+			if !tf.counted {
+				how = fmt.Sprintf("%d series", tf.series)
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f (%s)", tf.tf, tf.perDay, how))
+		}
+		return fmt.Sprintf("%.2f M rows × %.0f B = %.0f MB a day: %s", total/1e6, r.candleRowSize, total*r.candleRowSize/1e6, strings.Join(parts, ", "))
 	})
 	budget := func(f exchangesim.FamilyStats) string {
 		return fmt.Sprintf("%d / %d (%.0f %%), 429: %d, 418: %d", f.PeakWeight, f.Limit, 100*float64(f.PeakWeight)/float64(max(f.Limit, 1)), f.Refused429, f.Banned418)

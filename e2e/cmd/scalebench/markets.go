@@ -416,12 +416,27 @@ func scoredCloses(m marketSet) []scoredClose {
 	return out
 }
 
-// memSampler follows marketd's resident memory (/proc/<pid>/status).
+// memSampler follows marketd's resident memory (/proc/<pid>/status) and
+// the machine's load average (/proc/loadavg, the 1-minute one).
 type memSampler struct {
 	mu                sync.Mutex
 	coldPeak, steady  int64 // VmRSS peaks, kB
 	hwm, last         int64
 	inSteady, stopped bool
+	load              loadStats
+}
+
+// loadStats summarise the 1-minute load average's samples.
+type loadStats struct {
+	sum, max float64
+	n        int
+}
+
+func (l loadStats) String() string {
+	if l.n == 0 {
+		return "not sampled"
+	}
+	return fmt.Sprintf("mean %.1f, max %.1f", l.sum/float64(l.n), l.max)
 }
 
 func (d *deployment) sampleMemory() *memSampler {
@@ -433,6 +448,13 @@ func (d *deployment) sampleMemory() *memSampler {
 			if s.stopped {
 				s.mu.Unlock()
 				return
+			}
+			if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+				if f := strings.Fields(string(b)); len(f) > 0 {
+					if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+						s.load.sum, s.load.max, s.load.n = s.load.sum+v, max(s.load.max, v), s.load.n+1
+					}
+				}
 			}
 			if rss > 0 {
 				s.last, s.hwm = rss, max(s.hwm, hwm)
@@ -451,11 +473,11 @@ func (d *deployment) sampleMemory() *memSampler {
 
 func (s *memSampler) steadyFromNow() { s.mu.Lock(); s.inSteady = true; s.mu.Unlock() }
 
-func (s *memSampler) stop() (coldPeak, steadyPeak, hwm, last int64) {
+func (s *memSampler) stop() (coldPeak, steadyPeak, hwm, last int64, load loadStats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true
-	return s.coldPeak, s.steady, s.hwm, s.last
+	return s.coldPeak, s.steady, s.hwm, s.last, s.load
 }
 
 // procMem is VmRSS and VmHWM of pid in kB.
