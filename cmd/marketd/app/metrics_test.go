@@ -124,6 +124,20 @@ func TestMetricsOfARunningDeployment(t *testing.T) {
 	if r := get(t, base+"/usage", ""); r.status != http.StatusUnauthorized {
 		t.Fatalf("usage without a key: %d", r.status)
 	}
+	// An event stream opened and closed: its first subscription reads where
+	// the log ends (marketd_stream_query_duration_seconds{query="last"}).
+	sctx, stopStream := context.WithTimeout(context.Background(), 10*time.Second)
+	sreq, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/stream", nil)
+	sreq.Header.Set("X-API-Key", key)
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sresp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", sresp.StatusCode)
+	}
+	sresp.Body.Close()
+	stopStream()
 	// A subscription to a local receiver, and a verdict change for it.
 	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks", strings.NewReader(`{"callback_url":"`+rcv.URL+`/hook","market":"crypto"}`))
 	req.Header.Set("X-API-Key", key)
