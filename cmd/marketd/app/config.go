@@ -154,7 +154,8 @@ func (c *Config) options() []option {
 			parse: optional(postgresURL(&c.SandboxDatabaseURL))},
 		{name: "MARKET_SANDBOX_PIPELINE", def: "false",
 			doc: "`true` on the worker and scheduler that fill the sandbox (their `MARKET_DATABASE_URL` is the sandbox's; `MARKET_SANDBOX_DATABASE_URL` must then be unset): " +
-				"the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows",
+				"the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows. " +
+				"A sandbox pipeline runs the `synthetic` feed only: any other `MARKET_FEEDS` is refused at start",
 			parse: boolean(&c.SandboxPipeline)},
 		{name: "MARKET_SANDBOX_REDIS_URL",
 			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`). " +
@@ -393,6 +394,9 @@ func (c Config) Validate() error {
 		return errors.New("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
 	case c.SandboxPipeline && c.SandboxDatabaseURL != "":
 		return errors.New("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
+	case c.SandboxPipeline && !slices.Equal(c.Feeds, []string{feeds.NameSynthetic}):
+		return fmt.Errorf("MARKET_FEEDS: a sandbox pipeline (MARKET_SANDBOX_PIPELINE=true) runs the synthetic feed only (real feeds would spend the live budget and serve live data to sandbox keys); set MARKET_FEEDS=synthetic, not %q",
+			strings.Join(c.Feeds, ","))
 	case c.SandboxRedisURL != "" && c.SandboxRedisURL == c.RedisURL:
 		return errors.New("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
 	case c.AsynqmonWritable && len(c.AsynqmonToken) < 16:
@@ -798,7 +802,16 @@ func parseFeedURLs(v string) (map[string]string, error) {
 // feedsConfig is the feeds' configuration of the process: every provider
 // request is booked in its host's budget, shared through rdb by every
 // process of the deployment (they share its IP).
+//
+// A sandbox pipeline's is the synthetic feed's alone, whatever else the
+// configuration holds: no credential, host or budget of a real feed is
+// handed down, so the sandbox cannot construct one (Validate refuses any
+// other MARKET_FEEDS there too).
 func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
+	if c.SandboxPipeline {
+		return feeds.Config{Names: []string{feeds.NameSynthetic}, Logger: logger, Seed: c.SyntheticSeed,
+			SyntheticCryptoAssets: c.SyntheticAssets, Now: c.now()}
+	}
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaAccountID: c.OandaAccountID, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, AlpacaFeed: c.AlpacaFeed, BaseURLs: c.FeedURLs,
