@@ -22,6 +22,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/rediskeys"
+	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -149,7 +150,7 @@ func (c *Config) options() []option {
 			doc:   "How far behind the primary the read replica may be and still serve reads; past it, reads go to the primary until it catches up",
 			parse: period(&c.ReadMaxLag, "5s")},
 		{name: "MARKET_SANDBOX_DATABASE_URL",
-			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must differ from `MARKET_DATABASE_URL`). " +
+			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must point at another database or schema than `MARKET_DATABASE_URL`: hosts, port, database and `search_path` are compared, not the text). " +
 				"The api serves sandbox keys from it; a worker and a scheduler of its own fill it on the `synthetic` feed, and `marketd migrate` migrates it too. Unset: sandbox keys get 503",
 			parse: optional(postgresURL(&c.SandboxDatabaseURL))},
 		{name: "MARKET_SANDBOX_PIPELINE", def: "false",
@@ -158,7 +159,7 @@ func (c *Config) options() []option {
 				"A sandbox pipeline runs the `synthetic` feed only: any other `MARKET_FEEDS` is refused at start",
 			parse: boolean(&c.SandboxPipeline)},
 		{name: "MARKET_SANDBOX_REDIS_URL",
-			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`). " +
+			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`; address or sentinel primary and database number are compared, not the text). " +
 				"With `MARKET_SANDBOX_DATABASE_URL`, the process then fills the sandbox too (a worker and a scheduler of its own on the `synthetic` feed); unset, it says at start that it does not",
 			parse: optional(redisURL(&c.SandboxRedisURL))},
 		{name: "MARKET_REDIS_URL", def: "redis://127.0.0.1:6379/0",
@@ -389,16 +390,29 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 // own value is checked by its parser). The error names the variable to
 // change.
 func (c Config) Validate() error {
+	// The sandbox's targets are compared by what the URLs point at, not
+	// their text: another spelling of the live database and schema, or of
+	// the live Redis database, is the live one.
+	if c.SandboxDatabaseURL != "" && c.DatabaseURL != "" {
+		if same, err := store.SameTarget(c.SandboxDatabaseURL, c.DatabaseURL); err != nil {
+			return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %v", err)
+		} else if same {
+			return errors.New("MARKET_SANDBOX_DATABASE_URL: points at MARKET_DATABASE_URL's database and schema (the sandbox's data is kept apart; use another schema, e.g. search_path=sandbox)")
+		}
+	}
+	if c.SandboxRedisURL != "" && c.RedisURL != "" {
+		if same, err := rediskeys.SameTarget(c.SandboxRedisURL, c.RedisURL); err != nil {
+			return fmt.Errorf("MARKET_SANDBOX_REDIS_URL: %v", err)
+		} else if same {
+			return errors.New("MARKET_SANDBOX_REDIS_URL: points at MARKET_REDIS_URL's Redis database (the sandbox's queues are kept apart; use another database, e.g. redis://host:6379/1)")
+		}
+	}
 	switch {
-	case c.SandboxDatabaseURL != "" && c.SandboxDatabaseURL == c.DatabaseURL:
-		return errors.New("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
 	case c.SandboxPipeline && c.SandboxDatabaseURL != "":
 		return errors.New("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
 	case c.SandboxPipeline && !slices.Equal(c.Feeds, []string{feeds.NameSynthetic}):
 		return fmt.Errorf("MARKET_FEEDS: a sandbox pipeline (MARKET_SANDBOX_PIPELINE=true) runs the synthetic feed only (real feeds would spend the live budget and serve live data to sandbox keys); set MARKET_FEEDS=synthetic, not %q",
 			strings.Join(c.Feeds, ","))
-	case c.SandboxRedisURL != "" && c.SandboxRedisURL == c.RedisURL:
-		return errors.New("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
 	case c.AsynqmonWritable && len(c.AsynqmonToken) < 16:
 		return errors.New("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "":
