@@ -291,7 +291,7 @@ func (c *Config) options() []option {
 		{name: "MARKET_STREAM_DB_CONNS", def: "4",
 			doc: "Postgres connections of an api replica's event streams (`GET /stream`), a pool apart from its 16 request connections, so streams never take a request's: " +
 				"one for the replica's reader of the log, the others (3 by default) for the pages of resuming streams' replays, each page's database work bounded by 2 s " +
-				"(`statement_timeout` on the pool); more resuming streams wait their turn for a page. The sandbox's streams get a pool of the same size. 2 to 64. " +
+				"(`statement_timeout` on the pool); more resuming streams wait their turn for a page, and one client's take at most half of those connections (at least one) at once, so it cannot starve another's resume. The sandbox's streams get a pool of the same size. 2 to 64. " +
 				"Postgres's `max_connections` must hold, per api replica, 16 + this (twice with a sandbox) + 2 listeners",
 			parse: intRange(&c.StreamDBConns, 2, 64, "4")},
 		{name: "MARKET_FEED_HEADROOM", def: "0.8",
