@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-migrate-locks clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -160,11 +160,33 @@ bench-migrate-locks:
 ## -synthetic MARKET_SYNTHETIC_ASSETS=2000 for the same figures on the synthetic feed; BENCH_LOCK as above.
 ## -clock-at 23:35 -until 00:07 takes in the daily close at any hour: both processes run on a clock shifted to
 ## 23:35 at the start (the simulator's -clock-offset, marketd's MARKET_BENCH_CLOCK_OFFSET in a benchclock build).
-bench-scale: build
+bench-scale: bench-scale-bins
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim $(BENCH_ARGS)
+
+bench-scale-bins: build
 	CGO_ENABLED=0 $(GO) build -trimpath -tags benchclock -o bin/marketd-benchclock ./cmd/marketd
 	$(GO) build -o bin/exchangesim ./e2e/cmd/exchangesim
 	$(GO) build -o bin/scalebench ./e2e/cmd/scalebench
-	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim $(BENCH_ARGS)
+
+## bench-markets: the three markets at once against the simulators (issue #34, "Measure it"): crypto from the
+## Binance simulator (2,000 spot + 400 perpetual), stocks from the Alpaca one (11,500 active equities, the free
+## plan: 200 data requests a minute, IEX), forex from the OANDA one (68 pairs), in one `marketd all`. Two phases on
+## a clock shifted to a Tuesday (-clock-at takes a date): the session and its 16:00 New York close (20:28-21:04 UTC,
+## bench-markets-session, ~40 minutes) and the 00:00 UTC crypto close (23:40-00:04, bench-markets-midnight, ~25
+## minutes). Each prints every goal's figure with met / NOT met: the cold starts (stock and forex screeners < 2 min,
+## every stock with enough history reported < 20 min), closed 1m bar -> GET /ohlcv (crypto, streamed and polled
+## stocks, forex), the closes' rescoring, the budgets' peaks and 429s after the warm-up, CPU, RSS, Postgres growth.
+## BENCH_ARGS is added to both phases (e.g. -nice -10); BENCH_LOCK as above.
+MARKETS_ARGS = -markets crypto,stocks,forex -spot 2000 -perpetual 400 -alpaca-assets 11500 -alpaca-plan free -oanda-pairs 68 -window 1m -cold-limit 25m
+bench-markets: bench-markets-session bench-markets-midnight
+
+bench-markets-session: bench-scale-bins
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim \
+		$(MARKETS_ARGS) -clock-at 2026-12-01T20:28 -warmup-until 20:58 -until 21:04 $(BENCH_ARGS)
+
+bench-markets-midnight: bench-scale-bins
+	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim \
+		$(MARKETS_ARGS) -clock-at 2026-12-01T23:40 -warmup-until 23:58 -until 00:04 $(BENCH_ARGS)
 
 ## bench-stream: the event stream: a verdict change to 500 open streams over 2 api replicas, against a bare SSE broadcaster (see BENCHMARKS.md).
 bench-stream: build

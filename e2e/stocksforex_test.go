@@ -82,7 +82,10 @@ func TestStocksAndForexDeploymentAgainstTheSimulators(t *testing.T) {
 		} `json:"source"`
 	}
 	var stocks []item
-	poll(t, 90*time.Second, func() string {
+	// A functional bound, not a goal (BENCHMARKS measures the cold start):
+	// on a 2-core host running the rest of the suite beside it, this took
+	// 99 s at load 15.
+	poll(t, 150*time.Second, func() string {
 		for m, want := range map[string]int{"stocks": scorable, "forex": pairs} {
 			var items []item
 			status, problem := getJSON(t, base+"/analytics/"+m+"/list", key, &items)
@@ -178,37 +181,17 @@ func simEquities(t *testing.T, sim http.Handler) (map[string]int, string, []stri
 // simScorable counts the symbols with enough 4h bars (the stocks' scored
 // timeframe) to be scored within the history a new series loads: 300 bars
 // back over nights and weekends (feeds/alpaca.go), the SIP feed.
-func simScorable(t *testing.T, sim http.Handler, symbols []string) int {
+func simScorable(t *testing.T, sim *exchangesim.Sim, symbols []string) int {
 	t.Helper()
 	from := time.Now().Add(-300*4*time.Hour*3/2*7/5).AddDate(0, 0, -4)
+	bars, err := sim.StockBarCounts("sip", "4Hour", symbols, from, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
-	for i := 0; i < len(symbols); i += 50 {
-		batch := symbols[i:min(i+50, len(symbols))]
-		bars := map[string]int{}
-		token := ""
-		for {
-			var r struct {
-				Bars          map[string][]simBar `json:"bars"`
-				NextPageToken *string             `json:"next_page_token"`
-			}
-			path := "/v2/stocks/bars?feed=sip&timeframe=4Hour&limit=10000&symbols=" + strings.Join(batch, ",") +
-				"&start=" + from.UTC().Format(time.RFC3339)
-			if token != "" {
-				path += "&page_token=" + token
-			}
-			simGet(t, sim, path, &r)
-			for sym, bs := range r.Bars {
-				bars[sym] += len(bs)
-			}
-			if r.NextPageToken == nil {
-				break
-			}
-			token = *r.NextPageToken
-		}
-		for _, sym := range batch {
-			if bars[sym] >= analytics.MinCandles {
-				n++
-			}
+	for _, sym := range symbols {
+		if bars[sym] >= analytics.MinCandles {
+			n++
 		}
 	}
 	if n == 0 {

@@ -24,9 +24,11 @@
 // window's count to the provider's own figure (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
 // process, until a 429's or a 418's Retry-After has passed.
 //
-// Windows are numbered from the Unix epoch on the callers' clock (the one
-// passed in, so tests may use a fixed one). The provider's clock is not
-// ours: skew between the workers and the provider moves a window edge by
+// Windows are numbered from the Unix epoch on Redis's clock, the one every
+// process shares: each process measures its own clock's offset from it
+// and converts the times it is given (so a process whose clock runs ahead
+// cannot drop the current window's count, and tests may still pass a
+// fixed clock). The provider's clock is not ours: skew between the workers and the provider moves a window edge by
 // the skew, which the guard and the headroom absorb, and the used-weight
 // header corrects.
 //
@@ -93,6 +95,9 @@ type Options struct {
 	// process of a deployment must use the same.
 	BulkShare float64
 	Logger    *slog.Logger
+	// Now is this process's wall clock (time.Now when nil), read only to
+	// measure its offset from Redis's (the windows' one clock).
+	Now func() time.Time
 }
 
 // Budget books requests against the shared budgets of provider hosts.
@@ -106,6 +111,9 @@ type Budget struct {
 	log        *slog.Logger
 	failing    atomic.Bool  // Redis failed last time (logged once per outage)
 	skipUntil  atomic.Int64 // after a failure, Redis is not asked until then (Unix ns, wall clock)
+	now        func() time.Time
+	offset     atomic.Int64 // Redis's clock less this process's (ns), 0 within clockTolerance
+	offsetAt   atomic.Int64 // when offset was measured (Unix ns, this process's clock); 0: never
 
 	mu    sync.Mutex
 	local map[string]*localHost
@@ -128,8 +136,11 @@ func New(o Options) *Budget {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Budget{rdb: o.Redis, prefix: o.Prefix, headroom: o.Headroom, localShare: o.LocalShare,
-		bulkShare: o.BulkShare, log: o.Logger, local: make(map[string]*localHost)}
+		bulkShare: o.BulkShare, log: o.Logger, now: o.Now, local: make(map[string]*localHost)}
 }
 
 // Planned is the weight a window of l may hold: Max·Headroom, at least 1.
@@ -200,7 +211,8 @@ func (b *Budget) Ban(ctx context.Context, l Limit, at, until time.Time, status i
 		return
 	}
 	w := b.window(l)
-	err := banScript.Run(ctx, b.rdb, []string{b.key(l)}, at.UnixMilli(), until.UnixMilli(), w.Milliseconds()).Err()
+	off := b.redisOffset(ctx)
+	err := banScript.Run(ctx, b.rdb, []string{b.key(l)}, at.Add(off).UnixMilli(), until.Add(off).UnixMilli(), w.Milliseconds()).Err()
 	if err != nil {
 		b.redisFailed(err)
 		return
@@ -218,7 +230,7 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	obs.UpstreamUsedWeight(l.Name, used)
 	w := b.window(l)
 	if b.shared() {
-		err := observeScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), at.UnixMilli(), used).Err()
+		err := observeScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), at.Add(b.redisOffset(ctx)).UnixMilli(), used).Err()
 		if err == nil {
 			b.redisOK()
 			return
@@ -233,18 +245,61 @@ func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity, weight in
 		return time.Time{}, false, errNoRedis
 	}
 	w := b.window(l)
+	off := b.redisOffset(ctx)
 	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), capacity, weight,
-		at.UnixMilli(), horizon.UnixMilli(), guard(w).Milliseconds()).Int64Slice()
+		at.Add(off).UnixMilli(), horizon.Add(off).UnixMilli(), guard(w).Milliseconds()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		b.redisFailed(err)
 		return time.Time{}, false, errNoRedis
 	}
 	b.redisOK()
-	start := time.UnixMilli(res[1]).In(at.Location())
+	start := time.UnixMilli(res[1]).Add(-off).In(at.Location())
 	if start.Before(at) {
 		start = at
 	}
 	return start, res[0] == 1, nil
+}
+
+// Clock offsets: the windows are numbered on Redis's clock, the one every
+// process shares. Each process measures how far its own clock is from it
+// (TIME, halfway through the round trip) every clockResync, and turns the
+// times it is given into Redis's before booking, and the window starts it
+// is answered back. An offset within clockTolerance counts as none: the
+// guard at each window's end absorbs it, and processes on one host (and
+// tests' fixed clocks) keep their exact times. A reading whose round trip
+// took longer than clockMaxRTT (a loaded host) is not used: Redis's time
+// could be anywhere within it.
+const (
+	clockResync    = 30 * time.Second
+	clockTolerance = 250 * time.Millisecond
+	clockMaxRTT    = 100 * time.Millisecond
+)
+
+// redisOffset is Redis's clock less this process's, measured every
+// clockResync (the last measure while Redis does not answer TIME).
+func (b *Budget) redisOffset(ctx context.Context) time.Duration {
+	if at := b.offsetAt.Load(); at != 0 && time.Duration(b.now().UnixNano()-at) < clockResync {
+		return time.Duration(b.offset.Load())
+	}
+	t0 := b.now()
+	rt, err := b.rdb.Time(ctx).Result()
+	t1 := b.now()
+	if err != nil || t1.Sub(t0) > clockMaxRTT {
+		// No answer, or one too slow to place Redis's reading within the
+		// round trip: the last measure holds, and a booking a second on
+		// asks again.
+		b.offsetAt.Store(t1.Add(time.Second - clockResync).UnixNano())
+		return time.Duration(b.offset.Load())
+	}
+	off := rt.Sub(t0.Add(t1.Sub(t0) / 2))
+	if off > -clockTolerance && off < clockTolerance {
+		off = 0
+	} else if d := off - time.Duration(b.offset.Load()); d <= -clockTolerance || d >= clockTolerance {
+		b.log.Warn("hostbudget: this process's clock is off Redis's; the budget windows follow Redis's", "offset", off.Round(time.Millisecond).String())
+	}
+	b.offset.Store(int64(off))
+	b.offsetAt.Store(t1.UnixNano())
+	return off
 }
 
 func (b *Budget) key(l Limit) string { return rediskeys.Space(b.prefix).HostBudget(l.Name) }

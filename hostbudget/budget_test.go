@@ -245,3 +245,41 @@ func TestBulkShareWithoutRedis(t *testing.T) {
 		t.Errorf("urgent booked %d beside it, want the other 300", got)
 	}
 }
+
+// TestClockSkewSharesOneWindow: a process whose clock runs 3 s ahead (its
+// callers pass its own times) books in the same windows as one whose clock
+// is right, because both number them on Redis's clock: the skewed one
+// cannot drop the current window's count by believing it past, and the
+// other cannot book that window full again. The window starts each is
+// answered are on its own clock.
+func TestClockSkewSharesOneWindow(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const skew = 3 * time.Second
+	ahead := hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix, Now: func() time.Time { return time.Now().Add(skew) }})
+	right := hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix})
+	// Two-second windows: the skewed clock is always a window or two
+	// ahead, past the current one.
+	l := hostbudget.Limit{Name: "skewed", Window: 2 * time.Second, Max: 10}
+	ctx := context.Background()
+	planned := right.Planned(l) // 8
+	now := time.Now()
+	if _, ok := right.Reserve(ctx, l, planned, now, now.Add(time.Minute)); !ok {
+		t.Fatal("the right clock's booking refused")
+	}
+	aheadStart, ok := ahead.Reserve(ctx, l, planned, now.Add(skew), now.Add(skew+time.Minute))
+	if !ok {
+		t.Fatal("the skewed clock's booking refused")
+	}
+	// The right clock's window was full: the skewed one's booking went to a
+	// later window, whose start it is told on its own clock.
+	if !aheadStart.After(now.Add(skew)) {
+		t.Errorf("the skewed process was told to start at once (%s on its clock): it booked a window the other had filled", aheadStart.Sub(now.Add(skew)))
+	}
+	// And the right clock's current window still counts its booking.
+	start, ok := right.Reserve(ctx, l, 1, now, now.Add(time.Minute))
+	if !ok || !start.After(now) {
+		t.Errorf("a booking after both started at %s (ok %v): the filled window was dropped", start.Sub(now), ok)
+	}
+}

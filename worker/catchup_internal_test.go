@@ -10,10 +10,11 @@ import (
 
 // The catch-up queue hands out every scored timeframe's job, of every
 // combination added, before any display-only one, each group in the order
-// added, and lets a waiting worker go when its context ends.
+// added; a display-only job waits while a scored one runs; and a waiting
+// worker is handed a job added later, or stops when its context ends.
 func TestCatchUpQueueScoredFirst(t *testing.T) {
 	t.Parallel()
-	q := catchUpQueue{ready: make(chan struct{}, 1)}
+	q := newCatchUpQueue()
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	okx := domain.Combination{Market: domain.Crypto, Exchange: "okx", Instrument: "spot"}
 	q.add([]catchUpJob{{c: spot, tf: "1m"}, {c: spot, tf: "15m", scored: true}, {c: spot, tf: "1h", scored: true}})
@@ -26,6 +27,7 @@ func TestCatchUpQueueScoredFirst(t *testing.T) {
 			t.Fatal("next gave up with jobs queued")
 		}
 		got = append(got, j.c.Exchange+"/"+string(j.tf))
+		q.done(j)
 	}
 	want := []string{"binance/15m", "binance/1h", "okx/15m", "binance/1m", "okx/1m"}
 	for i := range want {
@@ -34,21 +36,27 @@ func TestCatchUpQueueScoredFirst(t *testing.T) {
 		}
 	}
 
-	// A worker waiting on an empty queue gets the next job added, and
-	// stops when its context ends.
-	taken := make(chan catchUpJob)
+	// While a scored job runs, a display-only one waits for it.
+	q.add([]catchUpJob{{c: okx, tf: "4h", scored: true}, {c: okx, tf: "5m"}})
+	scored, _ := q.next(t.Context())
+	taken := make(chan catchUpJob, 1)
 	go func() {
 		j, _ := q.next(t.Context())
 		taken <- j
 	}()
-	q.add([]catchUpJob{{c: okx, tf: "4h", scored: true}})
 	select {
 	case j := <-taken:
-		if j.tf != "4h" {
-			t.Fatalf("waiting worker took %s, want 4h", j.tf)
+		t.Fatalf("%s taken while the scored %s runs", j.tf, scored.tf)
+	case <-time.After(200 * time.Millisecond): // a guard: nothing may arrive
+	}
+	q.done(scored)
+	select {
+	case j := <-taken:
+		if j.tf != "5m" {
+			t.Fatalf("waiting worker took %s, want 5m", j.tf)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting worker was not handed the job added")
+		t.Fatal("a waiting worker was not handed the display-only job once the scored one was done")
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -434,8 +434,7 @@ func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Comb
 	// left a cold start's 1h history waiting for its 15m one, and the
 	// scored history of one exchange for the display-only history of
 	// another.
-	var queue catchUpQueue
-	queue.ready = make(chan struct{}, 1)
+	queue := newCatchUpQueue()
 	for range catchUpParallel {
 		passes.Go(func() {
 			for {
@@ -444,6 +443,7 @@ func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Comb
 					return
 				}
 				s.catchUpTimeframe(ctx, j, candles)
+				queue.done(j)
 			}
 		})
 	}
@@ -538,11 +538,26 @@ type catchUpJob struct {
 }
 
 // catchUpQueue holds the catch-up jobs not yet taken: those of the scored
-// timeframes first, each group in the order added.
+// timeframes first, each group in the order added. A display-only job is
+// taken only while no scored one is queued or running: the second worker
+// then waits rather than spend the host's budget (and Postgres) on 1m
+// history while the reports wait for a scored timeframe's.
 type catchUpQueue struct {
-	mu          sync.Mutex
-	scored, all []catchUpJob
-	ready       chan struct{} // signalled when a job is added
+	mu            sync.Mutex
+	scored, all   []catchUpJob
+	runningScored int
+	ready         chan struct{} // signalled when a job is added or done
+}
+
+func newCatchUpQueue() *catchUpQueue {
+	return &catchUpQueue{ready: make(chan struct{}, 1)}
+}
+
+func (q *catchUpQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
 }
 
 func (q *catchUpQueue) add(jobs []catchUpJob) {
@@ -555,13 +570,21 @@ func (q *catchUpQueue) add(jobs []catchUpJob) {
 		}
 	}
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
+	q.signal()
 }
 
-// next takes the first job, waiting for one until ctx ends.
+// done tells the queue a job taken from it has ended.
+func (q *catchUpQueue) done(j catchUpJob) {
+	if !j.scored {
+		return
+	}
+	q.mu.Lock()
+	q.runningScored--
+	q.mu.Unlock()
+	q.signal()
+}
+
+// next takes the first job that may run, waiting for one until ctx ends.
 func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
 	for {
 		q.mu.Lock()
@@ -570,19 +593,17 @@ func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
 		switch {
 		case len(q.scored) > 0:
 			j, q.scored = q.scored[0], q.scored[1:]
-		case len(q.all) > 0:
+			q.runningScored++
+		case len(q.all) > 0 && q.runningScored == 0:
 			j, q.all = q.all[0], q.all[1:]
 		default:
 			found = false
 		}
-		more := len(q.scored)+len(q.all) > 0
+		more := len(q.scored) > 0 || len(q.all) > 0 && q.runningScored == 0
 		q.mu.Unlock()
 		if found {
 			if more { // pass the signal on to another waiting worker
-				select {
-				case q.ready <- struct{}{}:
-				default:
-				}
+				q.signal()
 			}
 			return j, true
 		}

@@ -286,6 +286,18 @@ type AlpacaLimitStats struct {
 	// SentDuring429 counts requests a key sent after a 429 while that
 	// window was still in force: a well-behaved client sends none.
 	SentDuring429 int64 `json:"sent_during_429"`
+	// SinceMark are the figures since the last mark (POST /sim/stats/mark).
+	SinceMark AlpacaLimitMark `json:"since_mark"`
+}
+
+// AlpacaLimitMark are an API's figures since a mark: the peak of every
+// key's window open at the mark or after it (one open at the mark counts
+// whole), and the requests and refusals after the mark.
+type AlpacaLimitMark struct {
+	PeakRequests  int   `json:"peak_requests"`
+	Requests      int64 `json:"requests"`
+	Refused429    int64 `json:"refused_429"`
+	SentDuring429 int64 `json:"sent_during_429"`
 }
 
 func (a *alpacaSim) stats() AlpacaStats {
@@ -298,6 +310,12 @@ func (a *alpacaSim) stats() AlpacaStats {
 	a.mu.Unlock()
 	return AlpacaStats{Plan: a.cfg.Plan, Trading: a.trading.stats(), Data: a.data.stats(),
 		RESTErrors: errs, URITooLong: tooLong, Stream: a.streams.stats()}
+}
+
+func (a *alpacaSim) markNow() {
+	now := a.now()
+	a.trading.markNow(now)
+	a.data.markNow(now)
 }
 
 func (a *alpacaSim) close() { a.streams.close() }

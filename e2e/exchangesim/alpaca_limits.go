@@ -27,6 +27,7 @@ type keyLimiter struct {
 	requests      int64
 	refused       int64
 	sentDuring429 int64
+	mark          limitMark // since the last Sim.Mark (n429: refused)
 }
 
 type keyWindow struct {
@@ -70,12 +71,28 @@ func (l *keyLimiter) admit(key string, now time.Time) limitDecision {
 	}
 	w.used++
 	l.peak = max(l.peak, w.used)
+	l.mark.peak = max(l.mark.peak, w.used)
 	return limitDecision{ok: true, limit: l.limit, remaining: l.limit - w.used, reset: reset}
+}
+
+// markNow starts the figures since a mark: the keys' windows open at now
+// count with what they hold already.
+func (l *keyLimiter) markNow(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mark = limitMark{reqs: l.requests, n429: l.refused, sentDuring429: l.sentDuring429}
+	for _, w := range l.keys {
+		if now.Before(w.start.Add(l.window)) {
+			l.mark.peak = max(l.mark.peak, w.used)
+		}
+	}
 }
 
 func (l *keyLimiter) stats() AlpacaLimitStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return AlpacaLimitStats{Limit: l.limit, WindowMS: l.window.Milliseconds(), PeakRequests: l.peak,
-		Requests: l.requests, Refused429: l.refused, SentDuring429: l.sentDuring429}
+		Requests: l.requests, Refused429: l.refused, SentDuring429: l.sentDuring429,
+		SinceMark: AlpacaLimitMark{PeakRequests: l.mark.peak, Requests: l.requests - l.mark.reqs,
+			Refused429: l.refused - l.mark.n429, SentDuring429: l.sentDuring429 - l.mark.sentDuring429}}
 }

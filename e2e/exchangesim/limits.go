@@ -25,6 +25,16 @@ type limiter struct {
 	reqs int64
 	n429 int64
 	n418 int64
+	mark limitMark // since the last Sim.Mark
+}
+
+// limitMark is a limiter's figures since a mark (Sim.Mark): the peak of
+// every window open at the mark or after it (a window open at the mark
+// counts whole, so the peak never understates), and the counts at the
+// mark.
+type limitMark struct {
+	peak                            int
+	reqs, n429, n418, sentDuring429 int64 // sentDuring429: keyLimiter's
 }
 
 // The -1003 TOO_MANY_REQUESTS messages of binance-spot-api-docs errors.md.
@@ -88,7 +98,22 @@ func (l *limiter) admit(ip string, weight int) decision {
 	}
 	st.used += weight
 	l.peak = max(l.peak, st.used)
+	l.mark.peak = max(l.mark.peak, st.used)
 	return decision{status: http.StatusOK, used: st.used}
+}
+
+// markNow starts the figures since a mark: the windows open now count
+// with what they hold already.
+func (l *limiter) markNow() {
+	idx := l.cfg.Now().UnixNano() / int64(l.window)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mark = limitMark{reqs: l.reqs, n429: l.n429, n418: l.n418}
+	for _, st := range l.ips {
+		if st.windowIdx == idx {
+			l.mark.peak = max(l.mark.peak, st.used)
+		}
+	}
 }
 
 func (l *limiter) refuse(status int, wait time.Duration, st *ipState, format string, args ...any) decision {
@@ -101,7 +126,9 @@ func (l *limiter) stats() FamilyStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return FamilyStats{Limit: l.limit, WindowMS: l.window.Milliseconds(), PeakWeight: l.peak,
-		Requests: l.reqs, Refused429: l.n429, Banned418: l.n418}
+		Requests: l.reqs, Refused429: l.n429, Banned418: l.n418,
+		SinceMark: FamilyMark{PeakWeight: l.mark.peak, Requests: l.reqs - l.mark.reqs,
+			Refused429: l.n429 - l.mark.n429, Banned418: l.n418 - l.mark.n418}}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

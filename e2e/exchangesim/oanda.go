@@ -103,6 +103,8 @@ type oandaSim struct {
 	newConns    map[string][]time.Time  // per IP: new connections in the last second
 	streamsOpen map[string]int          // per IP
 	stats       OandaStats
+	mark        OandaStats // the counters at the last mark (PeakPerSecond: since it)
+	marked      bool
 }
 
 // oandaSecond counts one IP's requests of one (wall-clock) second.
@@ -121,6 +123,18 @@ type OandaStats struct {
 	Unauthorized       int64 `json:"unauthorized"`
 	// Streams are the pricing streams.
 	Streams OandaStreamStats `json:"streams"`
+	// SinceMark are the figures since the last mark (POST /sim/stats/mark):
+	// the peak of every second from the mark's on, the requests and
+	// refusals after it.
+	SinceMark *OandaMark `json:"since_mark,omitempty"`
+}
+
+// OandaMark are the OANDA figures since a mark.
+type OandaMark struct {
+	Requests           int64 `json:"requests"`
+	PeakPerSecond      int   `json:"peak_per_second"`
+	Refused429         int64 `json:"refused_429"`
+	RefusedConnections int64 `json:"refused_connections"`
 }
 
 // OandaStreamStats count the pricing streams.
@@ -233,7 +247,23 @@ func (o *oandaSim) admit(r *http.Request) string {
 	}
 	sec.reqs++
 	o.stats.PeakPerSecond = max(o.stats.PeakPerSecond, sec.reqs)
+	o.mark.PeakPerSecond = max(o.mark.PeakPerSecond, sec.reqs)
 	return ""
+}
+
+// markNow starts the figures since a mark; the second under way counts
+// whole.
+func (o *oandaSim) markNow() {
+	now := time.Now().Unix()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mark = OandaStats{Requests: o.stats.Requests, Refused429: o.stats.Refused429, RefusedConnections: o.stats.RefusedConnections}
+	for _, sec := range o.second {
+		if sec.at == now {
+			o.mark.PeakPerSecond = max(o.mark.PeakPerSecond, sec.reqs)
+		}
+	}
+	o.marked = true
 }
 
 // forgetIdle drops connections idle for long (closed by the client, most
@@ -263,6 +293,10 @@ func (o *oandaSim) Stats() OandaStats {
 	s := o.stats
 	for _, n := range o.streamsOpen {
 		s.Streams.Open += n
+	}
+	if o.marked {
+		s.SinceMark = &OandaMark{Requests: s.Requests - o.mark.Requests, PeakPerSecond: o.mark.PeakPerSecond,
+			Refused429: s.Refused429 - o.mark.Refused429, RefusedConnections: s.RefusedConnections - o.mark.RefusedConnections}
 	}
 	return s
 }

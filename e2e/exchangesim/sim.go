@@ -135,6 +135,8 @@ type Sim struct {
 	pushOnce                    sync.Once // the push loop starts with the first stream connection
 	alpaca                      *alpacaSim
 	oanda                       *oandaSim
+	markMu                      sync.Mutex
+	markedAt                    *time.Time // the last Mark, on the simulator's clock
 }
 
 // New returns a simulator of cfg.
@@ -175,6 +177,26 @@ func (s *Sim) routes() {
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
+	s.mux.HandleFunc("POST /sim/stats/mark", func(w http.ResponseWriter, r *http.Request) {
+		s.Mark()
+		writeJSON(w, s.Stats())
+	})
+}
+
+// Mark starts the figures since a mark (each budget's since_mark, and
+// MarkedAt): a benchmark marks the end of its warm-up, so the peaks and
+// refusals after it are told apart from the cold start's. Marking again
+// starts them over.
+func (s *Sim) Mark() {
+	for _, l := range s.limits {
+		l.markNow()
+	}
+	s.alpaca.markNow()
+	s.oanda.markNow()
+	at := s.cfg.Now()
+	s.markMu.Lock()
+	s.markedAt = &at
+	s.markMu.Unlock()
 }
 
 // ServeHTTP implements http.Handler.
@@ -216,6 +238,9 @@ type Stats struct {
 	Alpaca AlpacaStats `json:"alpaca"`
 	// Oanda is the OANDA v20 traffic.
 	Oanda OandaStats `json:"oanda"`
+	// MarkedAt is the last Mark (POST /sim/stats/mark), on the simulator's
+	// clock; the since_mark figures count from it.
+	MarkedAt *time.Time `json:"marked_at,omitempty"`
 }
 
 // FamilyStats count one family's traffic (every IP together).
@@ -226,13 +251,28 @@ type FamilyStats struct {
 	Requests   int64 `json:"requests"`
 	Refused429 int64 `json:"refused_429"`
 	Banned418  int64 `json:"banned_418"`
+	// SinceMark are the figures since the last mark (POST /sim/stats/mark).
+	SinceMark FamilyMark `json:"since_mark"`
+}
+
+// FamilyMark are a family's figures since a mark: the peak of every
+// window open at the mark or after it (one open at the mark counts
+// whole), and the requests and refusals after the mark.
+type FamilyMark struct {
+	PeakWeight int   `json:"peak_weight"`
+	Requests   int64 `json:"requests"`
+	Refused429 int64 `json:"refused_429"`
+	Banned418  int64 `json:"banned_418"`
 }
 
 // Stats returns the counters.
 func (s *Sim) Stats() Stats {
+	s.markMu.Lock()
+	at := s.markedAt
+	s.markMu.Unlock()
 	return Stats{Spot: s.limits[spotAPI].stats(), Futures: s.limits[futuresAPI].stats(), FuturesData: s.limits[futuresData].stats(),
 		SpotStreams: s.spotStreams.stats(), FuturesStreams: s.futuresStreams.stats(), Alpaca: s.alpaca.stats(),
-		Oanda: s.oanda.Stats()}
+		Oanda: s.oanda.Stats(), MarkedAt: at}
 }
 
 // family is a set of paths sharing one budget per IP.

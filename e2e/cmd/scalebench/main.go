@@ -76,6 +76,13 @@ type options struct {
 	until                 string
 	nice                  int
 	clockBin, clockAt     string
+	markets               string
+	alpacaAssets          int
+	alpacaPlan            string
+	oandaPairs            int
+	warmupUntil           string
+	stockColdLimit        time.Duration
+	stockPerMinute        int
 }
 
 // clockOffset shifts the clock of the run (-clock-at): the simulator's,
@@ -117,6 +124,13 @@ func main() {
 	flag.StringVar(&o.clockAt, "clock-at", "", "run on a clock shifted to this UTC time of day at the start (HH:MM, e.g. 23:35 with -until 00:07 for the daily close): "+
 		"the simulator and marketd alike, marketd from -clock-bin")
 	flag.StringVar(&o.clockBin, "clock-bin", "bin/marketd-benchclock", "marketd built with -tags benchclock, run when -clock-at is set")
+	flag.StringVar(&o.markets, "markets", "crypto", "markets served from the simulator at once: crypto (Binance), stocks (Alpaca), forex (OANDA), comma-separated")
+	flag.IntVar(&o.alpacaAssets, "alpaca-assets", 11500, "the simulator's active Alpaca equities (with -markets stocks)")
+	flag.StringVar(&o.alpacaPlan, "alpaca-plan", "free", "the simulator's Alpaca plan: free (200 data requests a minute, IEX) or paid")
+	flag.IntVar(&o.oandaPairs, "oanda-pairs", 68, "the simulator's OANDA currency pairs (with -markets forex)")
+	flag.StringVar(&o.warmupUntil, "warmup-until", "", "end the warm-up (the cold starts) at this UTC time of day at the latest (HH:MM), so a close after it is in the steady window")
+	flag.DurationVar(&o.stockColdLimit, "stock-cold-limit", 30*time.Minute, "give up waiting for every stock report after this long")
+	flag.IntVar(&o.stockPerMinute, "stock-per-minute", 4, "stock series of each kind (streamed, polled) whose closed 1m bar is timed at every minute close in the session")
 	flag.Parse()
 	if o.clockAt != "" {
 		o.bin = o.clockBin
@@ -136,7 +150,7 @@ func main() {
 			env[k] = v
 		}
 		shiftClock(o)
-		r := &result{name: "synthetic " + strings.Join(o.synthetic.Pairs(), " "), clock: clockOffset}
+		r := &result{name: "synthetic " + strings.Join(o.synthetic.Pairs(), " "), clock: clockOffset, markets: marketSet{crypto: true}}
 		if err := withDeployment(o, env, func(d *deployment) error { return d.measure(o, r) }); err != nil {
 			log.Fatal(err)
 		}
@@ -152,14 +166,15 @@ func shiftClock(o options) {
 	if o.clockAt == "" {
 		return
 	}
-	at, err := time.Parse("15:04", o.clockAt)
-	if err != nil {
-		log.Fatalf("-clock-at %q: want HH:MM (UTC)", o.clockAt)
-	}
 	wall := time.Now().UTC()
-	target := time.Date(wall.Year(), wall.Month(), wall.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+	var target time.Time
+	if at, err := time.Parse("15:04", o.clockAt); err == nil {
+		target = time.Date(wall.Year(), wall.Month(), wall.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+	} else if target, err = time.Parse("2006-01-02T15:04", o.clockAt); err != nil {
+		log.Fatalf("-clock-at %q: want HH:MM or YYYY-MM-DDTHH:MM (UTC)", o.clockAt)
+	}
 	clockOffset = target.Sub(wall).Round(time.Minute)
-	log.Printf("clock shifted by %s: the run starts at %s UTC on its clock (marketd: %s)", clockOffset, now().Format("2006-01-02 15:04:05"), o.bin)
+	log.Printf("clock shifted by %s: the run starts at %s UTC on its clock (marketd: %s)", clockOffset, now().UTC().Format("2006-01-02 15:04:05 Mon"), o.bin)
 }
 
 func envOr(k, def string) string {
@@ -171,23 +186,33 @@ func envOr(k, def string) string {
 
 // result is one run's figures.
 type result struct {
-	name          string
-	target        int // spot symbols to be scored
-	cold          time.Duration
-	coldMissing   string // what was not scored within -cold-limit
-	coldCPU       float64
-	steady        time.Duration
-	steadyCPU     float64
-	candle        []time.Duration
-	candleMissing int
-	rescore       map[string][]time.Duration // style → close → rewrite
-	rescoreMiss   map[string]int
-	rescoreCloses map[string][]closeRescore // style → each close's own figures
-	bytesPerDay   float64
-	candleRows    []tfRows // per timeframe, steady state
-	candleRowSize float64  // bytes a candle row, indexes included
-	sim           *exchangesim.Stats
-	clock         time.Duration // the run's clock offset (-clock-at)
+	name                                string
+	target                              int // spot symbols to be scored
+	cold                                time.Duration
+	coldMissing                         string // what was not scored within -cold-limit
+	coldCPU                             float64
+	steady                              time.Duration
+	steadyCPU                           float64
+	candle                              map[string][]time.Duration // sample group → close → visible
+	candleMissing                       map[string]int
+	candleNoBar                         map[string]int             // stock minutes without a trade (no bar to time)
+	rescore                             map[string][]time.Duration // market and style → close → rewrite
+	rescoreMiss                         map[string]int
+	rescoreCloses                       map[string][]closeRescore // market and style → each close's own figures
+	closes                              []scoredClose
+	colds                               []*coldFigure // stocks and forex
+	warmEnd                             time.Duration // since the start: the mark of the simulator's after-warm-up figures
+	warmCut                             bool          // the warm-up was ended by -warmup-until
+	rssCold, rssSteady, rssHWM, rssLast int64         // kB
+	load                                loadStats     // the machine's, sampled every 2 s over the run
+	markets                             marketSet
+	simRun                              bool
+	simAddr                             string
+	bytesPerDay                         float64
+	candleRows                          []tfRows // per timeframe, steady state
+	candleRowSize                       float64  // bytes a candle row, indexes included
+	sim                                 *exchangesim.Stats
+	clock                               time.Duration // the run's clock offset (-clock-at)
 }
 
 // runSim measures marketd against the simulator process.
@@ -198,12 +223,25 @@ func runSim(o options) (*result, error) {
 	}
 	defer stop()
 	host := "127.0.0.1:" + o.simAddr[strings.LastIndexByte(o.simAddr, ':')+1:]
-	env := map[string]string{"MARKET_FEEDS": "binance", "MARKET_FEED_URLS": fmt.Sprintf(
-		"binance=http://%s,binance-futures=http://%s,binance-stream=ws://%s,binance-futures-stream=ws://%s", host, host, host, host)}
+	m, err := parseMarkets(o.markets)
+	if err != nil {
+		return nil, err
+	}
+	env := m.feedEnv(host, o.alpacaPlan)
 	for k, v := range o.env {
 		env[k] = v
 	}
-	r := &result{name: fmt.Sprintf("simulator %d spot + %d perpetual", o.spot, o.perp), clock: clockOffset}
+	var parts []string
+	if m.crypto {
+		parts = append(parts, fmt.Sprintf("%d spot + %d perpetual", o.spot, o.perp))
+	}
+	if m.stocks {
+		parts = append(parts, fmt.Sprintf("%d Alpaca equities (%s plan)", o.alpacaAssets, o.alpacaPlan))
+	}
+	if m.forex {
+		parts = append(parts, fmt.Sprintf("%d OANDA pairs", o.oandaPairs))
+	}
+	r := &result{name: "simulator " + strings.Join(parts, ", "), clock: clockOffset, markets: m, simRun: true, simAddr: o.simAddr}
 	err = withDeployment(o, env, func(d *deployment) error {
 		if err := d.measure(o, r); err != nil {
 			return err
@@ -218,7 +256,8 @@ func runSim(o options) (*result, error) {
 // startSim runs the simulator binary until stop.
 func startSim(o options) (stop func(), err error) {
 	cmd := exec.Command(o.simBin, "-addr", o.simAddr, "-spot", fmt.Sprint(o.spot), "-perpetual", fmt.Sprint(o.perp),
-		"-clock-offset", clockOffset.String())
+		"-clock-offset", clockOffset.String(), "-alpaca-assets", fmt.Sprint(o.alpacaAssets), "-alpaca-plan", o.alpacaPlan,
+		"-oanda-pairs", fmt.Sprint(o.oandaPairs))
 	logFile, err := os.CreateTemp("", "scalebench-sim-*.log")
 	if err != nil {
 		return nil, err
@@ -277,7 +316,7 @@ func withDeployment(o options, extra map[string]string, fn func(*deployment) err
 	defer func() {
 		err = errors.Join(err, benchkit.ExecSQL(context.Background(), o.databaseURL, "DROP SCHEMA "+d.schema+" CASCADE"))
 	}()
-	redisURL, release, err := benchkit.LeaseRedisDB(ctx, o.redisURL, o.coldLimit+o.window+30*time.Minute)
+	redisURL, release, err := benchkit.LeaseRedisDB(ctx, o.redisURL, o.coldLimit+o.stockColdLimit+o.window+time.Hour)
 	if err != nil {
 		return err
 	}
@@ -391,15 +430,47 @@ func (d *deployment) cpu() time.Duration {
 
 // measure runs the cold start and the steady window.
 func (d *deployment) measure(o options, r *result) error {
-	syms, err := d.spotSymbols()
-	if err != nil {
-		return err
+	var ref *reference
+	if r.markets.stocks || r.markets.forex {
+		var err error
+		if ref, err = newReference(o, r.markets); err != nil {
+			return err
+		}
+		defer ref.close()
+		r.colds = d.stockAndForexCold(o, r.markets, ref)
 	}
-	r.target = len(syms)
-	d.waitScored(o, r)
+	mem := d.sampleMemory()
+	warmBy, cut := untilTime(o.warmupUntil, d.start)
+	var syms []string
+	if r.markets.crypto {
+		var err error
+		if syms, err = d.spotSymbols(); err != nil {
+			return err
+		}
+		r.target = len(syms)
+		d.waitScored(o, r, warmBy)
+	}
+	for _, c := range r.colds { // the warm-up ends with every cold start, or at -warmup-until
+		if !cut {
+			<-c.finished
+			continue
+		}
+		select {
+		case <-c.finished:
+		case <-time.After(warmBy.Sub(now())):
+		}
+	}
 	c0, size0, t0 := d.cpu(), d.schemaSize(), now()
+	r.warmEnd, r.warmCut = t0.Sub(d.start), cut && !t0.Before(warmBy)
+	mem.steadyFromNow()
+	if r.simRun {
+		if err := simMark(r.simAddr); err != nil {
+			log.Printf("simulator mark: %v", err)
+		}
+	}
 	r.coldCPU = c0.Seconds() / t0.Sub(d.start).Minutes()
-	log.Printf("%s: cold start %s (%s), CPU %.1f s/min; steady window from %s", r.name, r.cold.Round(time.Second), r.coldMissing, r.coldCPU, t0.UTC().Format(time.TimeOnly))
+	log.Printf("%s: warm-up ended after %s (cut by -warmup-until: %v); crypto cold start %s (%s), CPU %.1f s/min; steady window from %s",
+		r.name, r.warmEnd.Round(time.Second), r.warmCut, r.cold.Round(time.Second), r.coldMissing, r.coldCPU, t0.UTC().Format(time.TimeOnly))
 	end := t0.Add(o.window)
 	if q := t0.Truncate(15 * time.Minute).Add(15*time.Minute + 90*time.Second); o.extend && q.After(end) {
 		end = q
@@ -408,34 +479,58 @@ func (d *deployment) measure(o options, r *result) error {
 		end = u
 	}
 	log.Printf("%s: steady window until %s", r.name, end.UTC().Format(time.TimeOnly))
+	samples := minuteSamples{}
+	if r.markets.crypto {
+		for _, s := range spread(syms, 5*o.perMinute) {
+			samples[groupCrypto] = append(samples[groupCrypto], series{"crypto", "binance", s})
+		}
+	}
+	if ref != nil {
+		d.stockAndForexSamples(o, r.markets, ref, samples)
+	}
+	perMinute := map[string]int{groupCrypto: o.perMinute, groupStreamed: o.stockPerMinute, groupPolled: o.stockPerMinute, groupForex: 2}
+	r.candle, r.candleMissing, r.candleNoBar = map[string][]time.Duration{}, map[string]int{}, map[string]int{}
 	r.rescore, r.rescoreMiss, r.rescoreCloses = map[string][]time.Duration{}, map[string]int{}, map[string][]closeRescore{}
+	r.closes = scoredCloses(r.markets)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	sample := spread(syms, 5*o.perMinute)
 	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)); b, i = b.Add(time.Minute), i+1 {
 		time.Sleep(b.Sub(now()))
-		for j := range o.perMinute {
-			sym := sample[(i*o.perMinute+j)%len(sample)]
-			wg.Go(func() {
-				lat, ok := d.closedCandleLatency(sym, b)
-				mu.Lock()
-				defer mu.Unlock()
-				if ok {
-					r.candle = append(r.candle, lat)
-				} else {
-					r.candleMissing++
-				}
-			})
-		}
-		for _, st := range styles {
-			if b.Truncate(st.tf).Equal(b) {
+		open := b.Add(-time.Minute)
+		for group, list := range samples {
+			if len(list) == 0 || group == groupForex && !forexOpen(open) ||
+				(group == groupStreamed || group == groupPolled) && !inSession(open) {
+				continue
+			}
+			for j := range min(perMinute[group], len(list)) {
+				s := list[(i*perMinute[group]+j)%len(list)]
 				wg.Go(func() {
-					lats, missing := d.rescoreLatency(st.name, b, r.target)
+					if s.market == "stocks" && !ref.stockBar(s.symbol, open) {
+						mu.Lock()
+						r.candleNoBar[group]++
+						mu.Unlock()
+						return
+					}
+					lat, ok := d.closedCandleLatency(s, b)
 					mu.Lock()
 					defer mu.Unlock()
-					r.rescore[st.name] = append(r.rescore[st.name], lats...)
-					r.rescoreMiss[st.name] += missing
-					r.rescoreCloses[st.name] = append(r.rescoreCloses[st.name], closeRescore{at: b, lats: lats, missing: missing})
+					if ok {
+						r.candle[group] = append(r.candle[group], lat)
+					} else {
+						r.candleMissing[group]++
+					}
+				})
+			}
+		}
+		for _, sc := range r.closes {
+			if sc.at(b) {
+				wg.Go(func() {
+					lats, missing, target := d.rescoreLatency(sc, b)
+					mu.Lock()
+					defer mu.Unlock()
+					r.rescore[sc.key()] = append(r.rescore[sc.key()], lats...)
+					r.rescoreMiss[sc.key()] += missing
+					r.rescoreCloses[sc.key()] = append(r.rescoreCloses[sc.key()], closeRescore{at: b, lats: lats, missing: missing, target: target})
 				})
 			}
 		}
@@ -447,6 +542,7 @@ func (d *deployment) measure(o options, r *result) error {
 	r.steadyCPU = (c1 - c0).Seconds() / r.steady.Minutes()
 	r.bytesPerDay = float64(size1-size0) / r.steady.Hours() * 24
 	r.candleRows, r.candleRowSize = d.candleGrowth(t0, t1)
+	r.rssCold, r.rssSteady, r.rssHWM, r.rssLast, r.load = mem.stop()
 	return nil
 }
 
@@ -569,7 +665,7 @@ func (d *deployment) spotSymbols() ([]string, error) {
 
 // waitScored polls the reports per crypto style until each style has one
 // per target symbol, or -cold-limit.
-func (d *deployment) waitScored(o options, r *result) {
+func (d *deployment) waitScored(o options, r *result, deadline time.Time) {
 	ctx := context.Background()
 	for {
 		counts := map[string]int{}
@@ -595,7 +691,7 @@ func (d *deployment) waitScored(o options, r *result) {
 			r.coldMissing = "all scored"
 			return
 		}
-		if r.cold > o.coldLimit {
+		if r.cold > o.coldLimit || !deadline.IsZero() && now().After(deadline) {
 			r.coldMissing = "NOT all scored: " + strings.Join(short, ", ")
 			return
 		}
@@ -608,7 +704,7 @@ func (d *deployment) waitScored(o options, r *result) {
 // false when that did not happen within 90 s. The stored close is looked
 // up after every poll until it is there (one primary-key read), so the
 // figure is the first response that showed it.
-func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration, bool) {
+func (d *deployment) closedCandleLatency(s series, b time.Time) (time.Duration, bool) {
 	open := b.Add(-time.Minute)
 	var final *float64
 	for now().Sub(b) < 90*time.Second {
@@ -616,9 +712,9 @@ func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration
 			Time  time.Time `json:"time"`
 			Close float64   `json:"close"`
 		}
-		at, err := d.getJSON("/ohlcv/crypto/binance/"+sym+"/1m?limit=3", &cs)
+		at, err := d.getJSON("/ohlcv/"+s.market+"/"+s.exchange+"/"+s.symbol+"/1m?limit=3", &cs)
 		if final == nil {
-			final = d.storedFinal(sym, open, b)
+			final = d.storedFinal(s, open, b)
 		}
 		for _, c := range cs {
 			if err == nil && final != nil && c.Time.Equal(open) && c.Close == *final {
@@ -632,10 +728,10 @@ func (d *deployment) closedCandleLatency(sym string, b time.Time) (time.Duration
 
 // storedFinal is the stored close of a candle if it was written at or
 // after its close, nil otherwise (updated_at is Postgres's wall clock).
-func (d *deployment) storedFinal(sym string, open, closeAt time.Time) *float64 {
+func (d *deployment) storedFinal(s series, open, closeAt time.Time) *float64 {
 	var c float64
-	err := d.db.QueryRow(context.Background(), `SELECT close FROM candles WHERE market = 'crypto' AND exchange = 'binance'
-		AND symbol = $1 AND timeframe = '1m' AND open_time = $2 AND updated_at >= $3`, sym, open, closeAt.Add(-clockOffset)).Scan(&c)
+	err := d.db.QueryRow(context.Background(), `SELECT close FROM candles WHERE market = $1 AND exchange = $2
+		AND symbol = $3 AND timeframe = '1m' AND open_time = $4 AND updated_at >= $5`, s.market, s.exchange, s.symbol, open, closeAt.Add(-clockOffset)).Scan(&c)
 	if err != nil {
 		return nil
 	}
@@ -647,10 +743,11 @@ type closeRescore struct {
 	at      time.Time
 	lats    []time.Duration
 	missing int
+	target  int // the reports there were at the close
 }
 
-// rescoreLatency watches the reports of a style from the close at b for a
-// minute: when each report was first seen rewritten after b (committed
+// rescoreLatency watches the reports of a market's style from the close at b for
+// sc.watch: when each report there was at b was first seen rewritten after b (committed
 // and readable; polled every 250 ms, the time taken once the query
 // answered), and how many of target were not. A report counts as
 // rewritten when its updated_at differs from the one it had at b: a run
@@ -658,12 +755,12 @@ type closeRescore struct {
 // before the close (a run that took the lock then and read the closed
 // candles after it), and a run over the whole universe commits its
 // reports batch by batch for as long as it takes.
-func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]time.Duration, int) {
+func (d *deployment) rescoreLatency(sc scoredClose, b time.Time) ([]time.Duration, int, int) {
 	const q = `SELECT symbol, updated_at FROM analytics_reports
-		WHERE market = 'crypto' AND style = $1 AND updated_at >= $2`
+		WHERE market = $1 AND style = $2 AND updated_at >= $3`
 	since := b.Add(-5 * time.Minute) // a run's start, at most this long before its last write
 	atClose := map[string]time.Time{}
-	if rows, err := d.db.Query(context.Background(), q, style, time.Time{}); err == nil {
+	if rows, err := d.db.Query(context.Background(), q, sc.market, sc.style, time.Time{}); err == nil {
 		for rows.Next() {
 			var sym string
 			var at time.Time
@@ -674,8 +771,9 @@ func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]ti
 		rows.Close()
 	}
 	first := map[string]time.Duration{}
-	for now().Sub(b) < time.Minute && len(first) < target {
-		rows, err := d.db.Query(context.Background(), q, style, since)
+	target := len(atClose)
+	for now().Sub(b) < sc.watch && len(first) < target {
+		rows, err := d.db.Query(context.Background(), q, sc.market, sc.style, since)
 		seenAt := now().Sub(b) // the answer's snapshot is older: an upper bound
 		if err == nil {
 			for rows.Next() {
@@ -684,15 +782,19 @@ func (d *deployment) rescoreLatency(style string, b time.Time, target int) ([]ti
 				if rows.Scan(&sym, &at) != nil {
 					continue
 				}
-				if _, seen := first[sym]; !seen && !at.Equal(atClose[sym]) {
-					first[sym] = seenAt
+				// Only the reports there were at the close: a report
+				// first written after it is a cold start's, not a rescoring.
+				if had, ok := atClose[sym]; ok && !at.Equal(had) {
+					if _, seen := first[sym]; !seen {
+						first[sym] = seenAt
+					}
 				}
 			}
 			rows.Close()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return slices.Collect(maps.Values(first)), target - len(first)
+	return slices.Collect(maps.Values(first)), target - len(first), target
 }
 
 // schemaSize is the bytes of the schema's tables (with indexes and TOAST).
@@ -739,35 +841,103 @@ func report(w io.Writer, rs []*result) {
 		fmt.Fprintln(w)
 	}
 	row("cold start → every spot symbol has a report in every crypto style", "< 5 min", func(r *result) string {
-		return fmt.Sprintf("%s (%d symbols; %s)", r.cold.Round(time.Second), r.target, r.coldMissing)
+		if !r.markets.crypto {
+			return "—"
+		}
+		return fmt.Sprintf("%s (%d symbols; %s) %s", r.cold.Round(time.Second), r.target, r.coldMissing,
+			verdict(r.coldMissing == "all scored" && r.cold < 5*time.Minute))
 	})
-	row("closed 1m candle → visible in GET /ohlcv, p50 / p95 / max", "p95 < 3 s", func(r *result) string {
-		return fmt.Sprintf("%s; %d not within 90 s", benchkit.Dist(r.candle), r.candleMissing)
+	var coldNames []string
+	goals := map[string]string{}
+	for _, r := range rs {
+		for _, c := range r.colds {
+			if !slices.Contains(coldNames, c.name) {
+				coldNames = append(coldNames, c.name)
+				goals[c.name] = c.goal
+			}
+		}
+	}
+	for _, name := range coldNames {
+		row(name, goals[name], func(r *result) string {
+			for _, c := range r.colds {
+				if c.name != name {
+					continue
+				}
+				took, done, detail := c.get()
+				select {
+				case <-c.finished:
+				default:
+					return fmt.Sprintf("not yet at %s (%s) %s", took.Round(time.Second), detail, verdict(false))
+				}
+				if !done {
+					return fmt.Sprintf("NOT reached within %s (%s) %s", c.limit, detail, verdict(false))
+				}
+				out := took.Round(time.Second).String()
+				if lim, ok := parseGoal(c.goal); ok {
+					out += " " + verdict(took < lim)
+				}
+				return out
+			}
+			return "—"
+		})
+	}
+	row("warm-up (every cold start above), after which the simulator's since-mark figures count", "", func(r *result) string {
+		if r.warmCut {
+			return fmt.Sprintf("%s, cut by -warmup-until", r.warmEnd.Round(time.Second))
+		}
+		return r.warmEnd.Round(time.Second).String()
 	})
-	for _, st := range styles {
-		row("closed "+st.label+" candle → "+st.name+" report rescored, p50 / p95 / max", "p95 < 5 s", func(r *result) string {
-			if len(r.rescore[st.name]) == 0 && r.rescoreMiss[st.name] == 0 {
+	for _, group := range []string{groupCrypto, groupStreamed, groupPolled, groupForex} {
+		row("closed 1m candle → visible in GET /ohlcv, "+group+", p50 / p95 / max", "p95 < 3 s", func(r *result) string {
+			ds := r.candle[group]
+			if len(ds) == 0 && r.candleMissing[group] == 0 {
+				return "—"
+			}
+			out := fmt.Sprintf("%s; %d not within 90 s", benchkit.Dist(ds), r.candleMissing[group])
+			if n := r.candleNoBar[group]; n > 0 {
+				out += fmt.Sprintf("; %d sampled minutes without a trade (no bar)", n)
+			}
+			return out + " " + verdict(len(ds) > 0 && r.candleMissing[group] == 0 && benchkit.Pct(ds, 0.95) < 3*time.Second)
+		})
+	}
+	var closes []scoredClose
+	for _, r := range rs {
+		for _, sc := range r.closes {
+			if !slices.ContainsFunc(closes, func(c scoredClose) bool { return c.key() == sc.key() }) {
+				closes = append(closes, sc)
+			}
+		}
+	}
+	for _, sc := range closes {
+		row(sc.label+" report rescored, p50 / p95 / max", "p95 < 5 s", func(r *result) string {
+			k := sc.key()
+			if len(r.rescore[k]) == 0 && r.rescoreMiss[k] == 0 {
 				return "no close in the window"
 			}
-			out := fmt.Sprintf("%s; %d not within 60 s", benchkit.Dist(r.rescore[st.name]), r.rescoreMiss[st.name])
-			if cs := r.rescoreCloses[st.name]; len(cs) > 1 {
+			out := fmt.Sprintf("%s; %d not within %s", benchkit.Dist(r.rescore[k]), r.rescoreMiss[k], sc.watch)
+			if cs := r.rescoreCloses[k]; len(cs) > 0 {
 				slices.SortFunc(cs, func(a, b closeRescore) int { return a.at.Compare(b.at) })
 				var each []string
 				for _, c := range cs {
-					each = append(each, fmt.Sprintf("%s: %s, %d not within 60 s", c.at.UTC().Format("15:04"), benchkit.Dist(c.lats), c.missing))
+					each = append(each, fmt.Sprintf("%s (%d reports): %s, %d not within %s", c.at.UTC().Format("15:04"), c.target, benchkit.Dist(c.lats), c.missing, sc.watch))
 				}
 				out += "; per close: " + strings.Join(each, "; ")
 			}
-			return out
+			return out + " " + verdict(r.rescoreMiss[k] == 0 && benchkit.Pct(r.rescore[k], 0.95) < 5*time.Second)
 		})
 	}
 	row("marketd CPU s per minute, cold start / steady", "", func(r *result) string {
 		return fmt.Sprintf("%.1f / %.1f (steady window %s)", r.coldCPU, r.steadyCPU, r.steady.Round(time.Second))
 	})
+	row("marketd RSS: peak VmRSS in the warm-up / in the steady window, VmHWM, VmRSS at the end", "", func(r *result) string {
+		mb := func(kb int64) string { return fmt.Sprintf("%.0f MB", float64(kb)/1024) }
+		return fmt.Sprintf("%s / %s, %s, %s", mb(r.rssCold), mb(r.rssSteady), mb(r.rssHWM), mb(r.rssLast))
+	})
+	row("the machine's 1-minute load average over the run (2 cores)", "", func(r *result) string { return r.load.String() })
 	row("Postgres growth per day (schema size before and after the steady window, scaled)", "", func(r *result) string {
 		return fmt.Sprintf("%.0f MB", r.bytesPerDay/1e6)
 	})
-	row("candle rows a day at steady state (opened in the window per open × opens a day), × bytes a row", "", func(r *result) string {
+	row("candle rows a day at the steady window's rate, every market (opened in the window per open × opens a day), × bytes a row", "", func(r *result) string {
 		total := 0.0
 		var parts []string
 		for _, tf := range r.candleRows {
@@ -794,10 +964,77 @@ func report(w io.Writer, rs []*result) {
 	simRow("spot weight: peak per minute / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.Spot) })
 	simRow("USDⓈ-M weight: peak per minute / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.Futures) })
 	simRow("futures/data: peak per 5 min / limit", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return budget(s.FuturesData) })
+	afterWarm := func(f exchangesim.FamilyStats) string {
+		m := f.SinceMark
+		return fmt.Sprintf("%d / %d (%.0f %%), 429: %d, 418: %d %s", m.PeakWeight, f.Limit, pct(m.PeakWeight, f.Limit), m.Refused429, m.Banned418,
+			verdict(pct(m.PeakWeight, f.Limit) <= 80 && m.Refused429 == 0 && m.Banned418 == 0))
+	}
+	simRow("after the warm-up: spot weight peak / limit, 429s, 418s", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return afterWarm(s.Spot) })
+	simRow("after the warm-up: USDⓈ-M weight peak / limit, 429s, 418s", "≤ 80 %, 0 429, 0 418", func(s *exchangesim.Stats) string { return afterWarm(s.Futures) })
+	alpaca := func(l exchangesim.AlpacaLimitStats, since bool) string {
+		peak, n429, during := l.PeakRequests, l.Refused429, l.SentDuring429
+		if since {
+			peak, n429, during = l.SinceMark.PeakRequests, l.SinceMark.Refused429, l.SinceMark.SentDuring429
+		}
+		out := fmt.Sprintf("%d / %d (%.0f %%), 429: %d, sent inside a 429's window: %d", peak, l.Limit, pct(peak, l.Limit), n429, during)
+		if since {
+			out += " " + verdict(pct(peak, l.Limit) <= 80 && n429 == 0)
+		}
+		return out
+	}
+	alpacaRow := func(label string, f func(*exchangesim.Stats) string) {
+		row(label, "≤ 80 % (160 of 200 on the free plan), 0 429 after the warm-up", func(r *result) string {
+			if r.sim == nil || !r.markets.stocks {
+				return "—"
+			}
+			return f(r.sim)
+		})
+	}
+	alpacaRow("Alpaca market data: peak requests per key-minute / limit, whole run", func(s *exchangesim.Stats) string { return alpaca(s.Alpaca.Data, false) })
+	alpacaRow("Alpaca market data: after the warm-up", func(s *exchangesim.Stats) string { return alpaca(s.Alpaca.Data, true) })
+	alpacaRow("Alpaca trading API: peak requests per key-minute / limit, whole run", func(s *exchangesim.Stats) string { return alpaca(s.Alpaca.Trading, false) })
+	alpacaRow("Alpaca trading API: after the warm-up", func(s *exchangesim.Stats) string { return alpaca(s.Alpaca.Trading, true) })
+	row("Alpaca stream: connections, refusals, pushes, error codes", "one connection, 0 refused", func(r *result) string {
+		if r.sim == nil || !r.markets.stocks {
+			return "—"
+		}
+		b, _ := json.Marshal(r.sim.Alpaca.Stream)
+		return "`" + string(b) + "`; REST errors `" + fmt.Sprint(r.sim.Alpaca.RESTErrors) + "`"
+	})
+	row("OANDA: peak requests per second / limit, 429s, refused connections (whole run; after the warm-up)", "≤ 80 %, 0 429", func(r *result) string {
+		if r.sim == nil || !r.markets.forex {
+			return "—"
+		}
+		o := r.sim.Oanda
+		out := fmt.Sprintf("%d / %d, 429: %d, refused connections: %d", o.PeakPerSecond, o.LimitPerSecond, o.Refused429, o.RefusedConnections)
+		if m := o.SinceMark; m != nil {
+			out += fmt.Sprintf("; after: %d / %d, 429: %d, refused connections: %d %s", m.PeakPerSecond, o.LimitPerSecond, m.Refused429, m.RefusedConnections,
+				verdict(pct(m.PeakPerSecond, o.LimitPerSecond) <= 80 && m.Refused429 == 0 && m.RefusedConnections == 0))
+		}
+		return out + fmt.Sprintf("; streams: %d open, %d prices, %d heartbeats", o.Streams.Open, o.Streams.Prices, o.Streams.Heartbeats)
+	})
 	streams := func(s exchangesim.StreamStats) string {
 		return fmt.Sprintf("%d connections (%d open, %d refused), most streams on one %d/%d, %d pushes, %d breaches",
 			s.Connections, s.Open, s.Refused429, s.MostStreams, s.MaxStreamsPerConn, s.Pushed, len(s.Breaches))
 	}
 	simRow("spot streams", "0 refused, 0 breaches", func(s *exchangesim.Stats) string { return streams(s.SpotStreams) })
 	simRow("USDⓈ-M streams", "0 refused, 0 breaches", func(s *exchangesim.Stats) string { return streams(s.FuturesStreams) })
+}
+
+func pct(n, of int) float64 { return 100 * float64(n) / float64(max(of, 1)) }
+
+// parseGoal reads a "< 2 min" goal.
+func parseGoal(g string) (time.Duration, bool) {
+	var n int
+	var unit string
+	if _, err := fmt.Sscanf(g, "< %d %s", &n, &unit); err != nil {
+		return 0, false
+	}
+	switch unit {
+	case "min":
+		return time.Duration(n) * time.Minute, true
+	case "s":
+		return time.Duration(n) * time.Second, true
+	}
+	return 0, false
 }
