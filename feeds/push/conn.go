@@ -409,17 +409,23 @@ func (s *shard) tickers(rows []exchangeTicker) {
 // noteGaps records, when connection c has dropped, where the gap of each
 // of the shard's series begins: the open time of the newest candle seen
 // before the drop (it may have closed while the stream was down), or for
-// a series c never delivered, the start of its candle at c's dial. The
-// gap is fixed now, not when the repair runs: by then the next connection
-// has delivered newer candles. A gap not yet repaired keeps its earlier
-// start.
+// a series never delivered, the start of its candle at c's dial or of the
+// one before the drop, whichever is later (a stream silent for the
+// connection's life had nothing to push before). The gap is fixed now,
+// not when the repair runs: by then the next connection has delivered
+// newer candles. A gap not yet repaired keeps its earlier start.
 func (s *shard) noteGaps(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	for _, se := range s.series {
 		since, ok := s.lastOpen[se]
 		if !ok {
-			since = c.born.Truncate(se.Timeframe.Duration())
+			d := se.Timeframe.Duration()
+			since = c.born.Truncate(d)
+			if before := now.Add(-d).Truncate(d); before.After(since) {
+				since = before
+			}
 		}
 		if old, pending := s.gaps[se]; !pending || since.Before(old) {
 			s.gaps[se] = since
