@@ -279,10 +279,16 @@ func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domai
 }
 
 // recordHealth marks the candle feeds of the series written healthy
-// (recordCandleHealth), at most once a minute per timeframe.
+// (recordCandleHealth), at most once a minute per timeframe, unless
+// closed candles of the timeframe wait for a retry of a failed write.
 func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
 	now := k.s.In.Now()
 	seen := map[store.CandleKey]bool{}
+	k.mu.Lock()
+	for key := range k.retry {
+		seen[store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}] = true
+	}
+	k.mu.Unlock()
 	for key := range written {
 		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
 		if seen[h] {
