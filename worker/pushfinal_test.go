@@ -3,8 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +11,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/feeds/push"
 	"github.com/marketscreener/market/feeds/push/pushtest"
-	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
-	"github.com/marketscreener/market/store/storetest"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -42,25 +38,7 @@ func startFinalRig(t *testing.T, simCfg exchangesim.Config, pcfg push.Config) *f
 	simCfg.Spot, simCfg.Perpetual = 15, 1
 	sim := exchangesim.New(simCfg)
 	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := storetest.New(t)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	in.Pushed = worker.PushedCandles(rdb, prefix)
-	pcfg.BaseURLs = map[string]string{push.NameBinanceStream: ws, push.NameBinanceFuturesStream: ws}
-	s := &worker.PushIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
-		FlushEvery: 50 * time.Millisecond, OpenEvery: 500 * time.Millisecond, Push: pcfg}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	db, in, reg := runPushIngestWith(t, sim, pcfg, 50*time.Millisecond, 500*time.Millisecond)
 	r := &finalRig{sim: sim, db: db, in: in, reg: reg, combs: []domain.Combination{
 		{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"},
 		{Market: domain.Crypto, Exchange: "binance", Instrument: "perpetual"},
