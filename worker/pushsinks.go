@@ -36,8 +36,8 @@ type candleSink struct {
 }
 
 // retryKeep bounds the closed candles kept per series while their writes
-// fail (two hours of the 1m series); older ones are dropped with a warning
-// and the series then relies on its gap being read again over REST.
+// fail (two hours of the 1m series); older ones are dropped (counted in
+// the warning) and keep the state stored before.
 const retryKeep = 120
 
 // retryMin and retryMax bound the back-off between retries of failed
