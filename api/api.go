@@ -84,7 +84,8 @@ type Config struct {
 	StreamHeartbeat time.Duration
 	StreamRecheck   time.Duration
 	// StreamReplays is how many replay pages of resumed streams run at
-	// once (DefaultStreamReplays when 0). StreamData should be a pool of
+	// once (DefaultStreamReplays when 0), at most half of them (at least
+	// one) for one client's streams. StreamData should be a pool of
 	// its own with one connection more, kept for the hub.
 	StreamReplays int
 	// Sandbox makes this the sandbox keys' server (see SandboxRouter): it
@@ -131,8 +132,9 @@ type Server struct {
 	marketHeaders marketHeaderCache
 	// webhookClient sends test pings.
 	webhookClient *http.Client
-	// replays holds a token per replay page running (Config.StreamReplays).
-	replays chan struct{}
+	// replays holds a token per replay page running (Config.StreamReplays),
+	// a share of them per client.
+	replays *replayPool
 	// methodology is the body of GET /analytics/methodology, encoded once:
 	// it changes only with the binary (methodologyErr when it cannot be built).
 	methodology    readcache.Body
@@ -170,7 +172,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
-	s := &Server{replays: make(chan struct{}, cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
+	s := &Server{replays: newReplayPool(cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
 		realClock: realClock}
 	s.methodology, s.methodologyErr = methodologyBody()

@@ -405,7 +405,7 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 		return upTo, w.event(0, "resync", data)
 	}
 	for upTo.After(after) {
-		page, full, err := s.replayPage(ctx, req.filter, after, upTo)
+		page, full, err := s.replayPage(ctx, req.client.ID, req.filter, after, upTo)
 		if err != nil {
 			return after, err
 		}
@@ -426,17 +426,17 @@ func (s *Server) replayStream(ctx context.Context, w *sseWriter, req streamReque
 }
 
 // replayPage reads and renders one page of a replay: its database work
-// takes one of the Config.StreamReplays tokens and has
+// takes one of the Config.StreamReplays tokens (at most half of them per
+// client: replayPool) and has
 // StreamQueryTimeout, and none of it waits on the client (the page
 // is written after). full reports a page of streamReplayPage events: more
 // may follow.
-func (s *Server) replayPage(ctx context.Context, f store.StreamFilter, after, upTo domain.StreamPos) (page []stream.Event, full bool, err error) {
-	select {
-	case s.replays <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+func (s *Server) replayPage(ctx context.Context, clientID string, f store.StreamFilter, after, upTo domain.StreamPos) (page []stream.Event, full bool, err error) {
+	release, err := s.replays.acquire(ctx, clientID)
+	if err != nil {
+		return nil, false, err
 	}
-	defer func() { <-s.replays }()
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, StreamQueryTimeout)
 	defer cancel()
 	events, err := s.cfg.StreamData.ReplayStreamEvents(ctx, f, after, upTo, streamReplayPage)

@@ -88,7 +88,11 @@ func (s *Server) watchStream(ctx context.Context, req streamRequest, slot *strea
 			return &StreamClosed{Status: http.StatusTooManyRequests, Detail: streamCapDetail(req.client.Tier) +
 				": this stream lost its place to the client's other streams (the service rebuilt its count of open streams); reconnect when one of them closes"}
 		case <-tick:
-			if why := recheckStream(ctx, checker, req); why != nil {
+			why, client := recheckStream(ctx, checker, req)
+			if why == nil && client != nil {
+				why = fitStream(ctx, slot, client.Tier)
+			}
+			if why != nil {
 				return why
 			}
 		}
@@ -96,23 +100,41 @@ func (s *Server) watchStream(ctx context.Context, req streamRequest, slot *strea
 }
 
 // recheckStream asks the gate whether the stream's key may still be
-// served, and its tier still covers every market of the stream. An
-// outage is no answer: the stream goes on and asks again.
-func recheckStream(ctx context.Context, checker KeyRechecker, req streamRequest) *StreamClosed {
+// served, and its tier still covers every market of the stream; it
+// returns the client as the gate now sees it. An outage is no answer: the
+// stream goes on and asks again.
+func recheckStream(ctx context.Context, checker KeyRechecker, req streamRequest) (*StreamClosed, *domain.Client) {
 	ctx, cancel := context.WithTimeout(ctx, streamRecheckTimeout)
 	defer cancel()
 	out, err := checker.Recheck(ctx, req.keyHash)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	if !out.Admitted() {
-		return &StreamClosed{Status: out.Status, Detail: out.Detail}
+		return &StreamClosed{Status: out.Status, Detail: out.Detail}, nil
 	}
 	for _, m := range req.filter.Markets {
 		if !out.Client.AllowsMarket(m) {
 			return &StreamClosed{Status: http.StatusForbidden, Detail: fmt.Sprintf("your tier no longer includes every market of this stream (allowed: %v)",
-				domain.MarketNames(out.Client.Markets))}
+				domain.MarketNames(out.Client.Markets))}, nil
 		}
+	}
+	return nil, out.Client
+}
+
+// fitStream holds the stream to its client's current tier's stream cap
+// (the tier may have changed since it opened): a tier without streams
+// ends it (403); one allowing fewer streams than are open ends the
+// newest beyond the cap, over every replica (429, as a stream that lost
+// its place).
+func fitStream(ctx context.Context, slot *stream.Slot, tier domain.Tier) *StreamClosed {
+	n := tier.MaxStreams()
+	if n <= 0 {
+		return &StreamClosed{Status: http.StatusForbidden, Detail: fmt.Sprintf("the %s tier no longer includes event streams", tier)}
+	}
+	if !slot.Fit(ctx, n) {
+		return &StreamClosed{Status: http.StatusTooManyRequests, Detail: streamCapDetail(tier) +
+			": your tier changed, and this stream is beyond its cap (the newest streams close first); reconnect when one of the others closes"}
 	}
 	return nil
 }

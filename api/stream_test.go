@@ -74,6 +74,7 @@ type replicaOptions struct {
 	slotTTL time.Duration                   // the stream slots' lease (stream.DefaultSlotTTL when 0)
 	slots   *redis.Client                   // the stream slots' Redis (the test Redis when nil)
 	listen  func(net.Listener) net.Listener // wraps the server's listener
+	replays int                             // api.Config.StreamReplays (its default when 0)
 }
 
 func (f *streamFixture) replicaWith(t *testing.T, o replicaOptions) *streamReplica {
@@ -89,7 +90,7 @@ func (f *streamFixture) replicaWith(t *testing.T, o replicaOptions) *streamRepli
 		Render: func(ctx context.Context, e domain.StreamEvent) ([]byte, error) { return srv.RenderStreamEvent(ctx, e) }})
 	srv = api.New(api.Config{Region: "global", Stream: r.hub, StreamData: o.data,
 		StreamSlots: stream.NewSlots(cmp.Or(o.slots, rdb), f.prefix, o.slotTTL, nil), StreamHeartbeat: 100 * time.Millisecond,
-		RequestTimeout: 300 * time.Millisecond}, f.db, gate) // a stream outlives the request budget
+		RequestTimeout: 300 * time.Millisecond, StreamReplays: o.replays}, f.db, gate) // a stream outlives the request budget
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)

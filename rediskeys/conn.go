@@ -151,3 +151,40 @@ func AsynqOpt(rawURL string) (asynq.RedisConnOpt, error) {
 	return asynq.RedisFailoverClientOpt{MasterName: o.Sentinel.Master, SentinelAddrs: o.Sentinel.Addrs,
 		SentinelPassword: o.Sentinel.Password, Username: r.Username, Password: r.Password, DB: r.DB, TLSConfig: r.TLSConfig}, nil
 }
+
+// SameTarget tells whether two Redis URLs lead to the same database: the
+// same sentinel primary (by name) or the same address (loopback names
+// folded into one), and the same database number. Two spellings of one
+// target ("redis://localhost" and "redis://127.0.0.1:6379/0") are the same.
+func SameTarget(a, b string) (bool, error) {
+	oa, err := parseOptions(a)
+	if err != nil {
+		return false, err
+	}
+	ob, err := parseOptions(b)
+	if err != nil {
+		return false, err
+	}
+	if oa.DB != ob.DB {
+		return false, nil
+	}
+	if oa.Sentinel.Master != "" || ob.Sentinel.Master != "" {
+		return oa.Sentinel.Master == ob.Sentinel.Master, nil
+	}
+	return normalAddr(oa.Addr) == normalAddr(ob.Addr), nil
+}
+
+// normalAddr folds the loopback names of an address into one.
+func normalAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return strings.ToLower(addr)
+	}
+	host = strings.ToLower(host)
+	if ip := net.ParseIP(host); host == "localhost" || host == "" || ip != nil && ip.IsLoopback() {
+		host = "localhost"
+	} else if ip != nil {
+		host = ip.String()
+	}
+	return net.JoinHostPort(host, port)
+}

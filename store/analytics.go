@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -199,25 +201,35 @@ func (db *DB) AnalyticsHistoryRange(ctx context.Context, q HistoryRange) ([]Anal
 // event; the other run's record is dropped with its snapshot and event,
 // and the next scoring compares against what was stored.
 //
-// The records go as one statement, a column array each (unnested in the
-// records' order, so concurrent savers lock reports in one order), rather
+// The records go as one statement, a column array each (sorted by the
+// primary key and unnested in that order, so concurrent savers lock reports in one order), rather
 // than a statement per record: a run over a universe at a close saves
 // thousands.
 func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
+	// The primary key's order, whatever the caller's: every saver locks
+	// reports (and their snapshots, archive rows, events) in one order.
+	recs = slices.SortedStableFunc(slices.Values(recs), func(a, b AnalyticsRecord) int {
+		return cmp.Or(cmp.Compare(a.Market, b.Market), cmp.Compare(a.Style, b.Style), cmp.Compare(a.Symbol, b.Symbol))
+	})
 	var c saveColumns
 	for _, r := range recs {
 		if err := c.add(r, prev); err != nil {
 			return 0, err
 		}
 	}
-	tag, err := db.Pool.Exec(ctx, saveAnalyticsSQL, c.args()...)
+	var n int64
+	err := retryDeadlock(func() error {
+		tag, err := db.Pool.Exec(ctx, saveAnalyticsSQL, c.args()...)
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, translate(err, "analytics")
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // saveAnalyticsSQL stores the records of saveColumns (SaveAnalytics): the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,8 +25,11 @@ func (db *DB) UpsertFundamentals(ctx context.Context, m domain.Market, rows map[
 	if len(rows) == 0 {
 		return nil
 	}
+	// One order for every writer (the primary key's), so two writers of
+	// the same rows wait for each other instead of deadlocking.
 	b := &pgx.Batch{}
-	for sym, inputs := range rows {
+	for _, sym := range slices.Sorted(maps.Keys(rows)) {
+		inputs := rows[sym]
 		for k, v := range inputs {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("store: fundamentals %s %s: %s is not a finite number", m, sym, k)
@@ -38,15 +43,17 @@ func (db *DB) UpsertFundamentals(ctx context.Context, m domain.Market, rows map[
 			ON CONFLICT (market, symbol) DO UPDATE SET inputs = excluded.inputs, updated_at = excluded.updated_at`,
 			string(m), sym, raw, at.UTC())
 	}
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return translate(err, "fundamentals")
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return translate(err, "fundamentals")
-	}
-	return translate(tx.Commit(ctx), "fundamentals")
+	return translate(retryDeadlock(func() error {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}), "fundamentals")
 }
 
 // FundamentalRow is an asset's fundamental inputs and when they were stored.

@@ -111,6 +111,18 @@ func translate(err error, what string) error {
 	return fmt.Errorf("store: %s: %w", what, err)
 }
 
+// retryDeadlock runs f, and once more when Postgres ended it as the victim
+// of a deadlock (40P01): the writers take rows in one order, so this is
+// for a deadlock with some other path; the statement rolled back whole.
+func retryDeadlock(f func() error) error {
+	err := f()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+		err = f()
+	}
+	return err
+}
+
 // translateNoRows is nil for pgx.ErrNoRows (an expected "nothing changed")
 // and translate(err) otherwise.
 func translateNoRows(err error) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"slices"
@@ -78,6 +79,7 @@ type Slot struct {
 	member   string
 	lost     chan struct{}
 	gone     bool // released or lost; guarded by the client's lock
+	max      int  // the cap the slot was last held under; guarded by the client's lock
 	once     sync.Once
 }
 
@@ -133,9 +135,7 @@ func (s *Slots) lock(clientID string) *sync.Mutex {
 // when the stream ends, and whose Lost channel closes if the stream loses
 // its place (see Slots).
 func (s *Slots) Acquire(ctx context.Context, clientID string, max int) (*Slot, bool) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	slot := &Slot{slots: s, clientID: clientID, member: hex.EncodeToString(b[:]), lost: make(chan struct{})}
+	slot := &Slot{slots: s, clientID: clientID, member: newMember(), lost: make(chan struct{}), max: max}
 	l := s.lock(clientID)
 	l.Lock()
 	defer l.Unlock()
@@ -163,6 +163,87 @@ func (s *Slots) Acquire(ctx context.Context, clientID string, max int) (*Slot, b
 	}
 	s.mu.Unlock()
 	return slot, true
+}
+
+// newMember names a stream in its client's set: the time it was admitted
+// (fixed-width hex nanoseconds, so members sort in admission order across
+// replicas, clocks' skew aside), then random bytes.
+func newMember() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%016x", time.Now().UnixNano()) + hex.EncodeToString(b[:])
+}
+
+// fitScript keeps ARGV[2] in the set if it is among the ARGV[1] oldest
+// members (by name: admission order) once expired leases are swept, and
+// removes it otherwise. It returns 1 (kept, or not in the set: the next
+// refresh registers it under the cap) or 0 (removed).
+var fitScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  return 1
+end
+local members = redis.call('ZRANGE', KEYS[1], 0, -1)
+local rank = 0
+for _, m in ipairs(members) do
+  if m < ARGV[2] then
+    rank = rank + 1
+  end
+end
+if rank < tonumber(ARGV[1]) then
+  return 1
+end
+redis.call('ZREM', KEYS[1], ARGV[2])
+return 0
+`)
+
+// Fit puts the slot under a new cap of its client (its tier changed): a
+// lower cap keeps the client's max oldest streams, over every replica,
+// and Fit returns false for the others, whose slots are given back (the
+// stream must end; Release is still to be called). Every stream of the
+// client calls it when it sees the new tier (each decides for itself, by
+// the same order, so together they keep exactly the oldest max). With
+// Redis unreachable the replica's own streams of the client are ranked
+// instead. A higher cap only becomes the client's. Nil slot: true.
+func (sl *Slot) Fit(ctx context.Context, max int) bool {
+	if sl == nil {
+		return true
+	}
+	s := sl.slots
+	l := s.lock(sl.clientID)
+	l.Lock()
+	defer l.Unlock()
+	if sl.gone || sl.max == max {
+		return true // a lost slot's stream ends by Lost
+	}
+	lower := max < sl.max
+	sl.max = max
+	s.mu.Lock()
+	cs := s.clients[sl.clientID]
+	s.mu.Unlock()
+	if cs != nil {
+		cs.max = max // refreshes re-register under the new cap
+	}
+	if !lower {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slotsRedisTimeout)
+	defer cancel()
+	kept, err := fitScript.Run(rctx, s.rdb, []string{s.key(sl.clientID)}, max, sl.member).Int()
+	keep := kept == 1
+	if err != nil {
+		keep = cs == nil || slices.Index(cs.held, sl) < max
+	}
+	if keep {
+		return true
+	}
+	if cs != nil {
+		cs.held = slices.DeleteFunc(cs.held, func(c *Slot) bool { return c == sl })
+		s.forgetIfEmpty(sl.clientID, cs)
+	}
+	return false
 }
 
 // register runs registerScript for the candidates; held[i] tells whether

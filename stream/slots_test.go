@@ -223,3 +223,46 @@ func TestSlotsCountedDuringAnOutageAreRegisteredWhenRedisReturns(t *testing.T) {
 		t.Fatal("a fourth stream of three admitted after the outage")
 	}
 }
+
+// A lower cap (the client's tier changed) keeps the oldest streams over
+// every replica and refuses the others, each stream deciding for itself;
+// during an outage a replica ranks its own streams.
+func TestSlotsFitALowerCapKeepsTheOldest(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	a := stream.NewSlots(redistest.Flaky(t, &down), prefix, time.Hour, nil)
+	b := stream.NewSlots(redistest.Client(t), prefix, time.Hour, nil)
+	s1, s2, s3, s4 := mustAcquire(t, a, "c", 10), mustAcquire(t, b, "c", 10), mustAcquire(t, a, "c", 10), mustAcquire(t, b, "c", 10)
+	// The newest first, to show the order is admission's, not the calls'.
+	for i, tc := range []struct {
+		s    *stream.Slot
+		keep bool
+	}{{s4, false}, {s2, true}, {s3, false}, {s1, true}} {
+		if got := tc.s.Fit(ctx, 2); got != tc.keep {
+			t.Fatalf("stream %d: Fit %v, want %v", i, got, tc.keep)
+		}
+		if !tc.s.Fit(ctx, 2) && tc.keep {
+			t.Fatal("Fit again changed its mind")
+		}
+	}
+	s3.Release()
+	s4.Release()
+	if n, err := a.Open(ctx, "c"); err != nil || n != 2 {
+		t.Fatalf("open %d (%v), want 2", n, err)
+	}
+	if _, ok := b.Acquire(ctx, "c", 2); ok {
+		t.Fatal("a third stream of two admitted")
+	}
+	if !s1.Fit(ctx, 5) || !s2.Fit(ctx, 5) { // an upgrade keeps every one
+		t.Fatal("a higher cap refused a stream")
+	}
+
+	// Redis away from a: its own streams of another client, oldest first.
+	a1, a2, a3 := mustAcquire(t, a, "d", 3), mustAcquire(t, a, "d", 3), mustAcquire(t, a, "d", 3)
+	down.Store(true)
+	if !a1.Fit(ctx, 1) || a2.Fit(ctx, 1) || a3.Fit(ctx, 1) {
+		t.Fatal("during an outage the replica's oldest stream alone must keep its place")
+	}
+}

@@ -90,26 +90,30 @@ func (s *PushIngest) limitAlpaca(ctx context.Context, plans []push.Plan) (bool, 
 }
 
 // repairBatch loads the gaps of Alpaca's series after a reconnect, one
-// REST pass per combination and timeframe: ingest resumes each series
-// from its newest stored candle, which is at least the last one the
-// push feed delivered, and reads many symbols a request.
+// REST pass per combination and timeframe reading many symbols a
+// request: each series from where its gap began (the last bar the push
+// feed delivered), not from its newest stored candle, which the new
+// connection may have moved past the gap.
 func (s *PushIngest) repairBatch(ctx context.Context, gaps []push.Gap) error {
 	type group struct {
 		c  domain.Combination
 		tf domain.Timeframe
 	}
 	symbols := map[group][]string{}
+	since := map[group]map[string]time.Time{}
 	var order []group
 	for _, g := range gaps {
 		k := group{g.Combination, g.Timeframe}
 		if symbols[k] == nil {
 			order = append(order, k)
+			since[k] = map[string]time.Time{}
 		}
 		symbols[k] = append(symbols[k], g.Symbol)
+		since[k][g.Symbol] = g.Since
 	}
 	var errs []error
 	for _, k := range order {
-		if _, err := s.In.IngestCandles(ctx, k.c, k.tf, symbols[k]); err != nil {
+		if _, err := s.In.IngestCandlesFrom(ctx, k.c, k.tf, symbols[k], since[k]); err != nil {
 			errs = append(errs, err)
 		}
 	}

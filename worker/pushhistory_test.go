@@ -107,6 +107,15 @@ func TestPushIngestStoresPushesWhileCatchingUp(t *testing.T) {
 // simulator behind h (its REST and its streams), and returns its store.
 func runPushIngest(t *testing.T, h http.Handler) (*store.DB, *worker.Ingester) {
 	t.Helper()
+	db, in, _ := runPushIngestWith(t, h, push.Config{}, 10*time.Millisecond, 10*time.Millisecond)
+	return db, in
+}
+
+// runPushIngestWith is runPushIngest with the push feeds' settings
+// (their base URLs set here) and the sink's FlushEvery and OpenEvery; it
+// also returns the feeds.
+func runPushIngestWith(t *testing.T, h http.Handler, pcfg push.Config, flush, open time.Duration) (*store.DB, *worker.Ingester, *feeds.Registry) {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
@@ -119,12 +128,12 @@ func runPushIngest(t *testing.T, h http.Handler) (*store.DB, *worker.Ingester) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	in.Pushed = worker.PushedCandles(rdb, prefix)
+	pcfg.BaseURLs = map[string]string{push.NameBinanceStream: ws, push.NameBinanceFuturesStream: ws}
 	s := &worker.PushIngest{In: in, Region: "eu", Redis: rdb, KeyPrefix: prefix, Logger: discard(),
-		FlushEvery: 10 * time.Millisecond, OpenEvery: 10 * time.Millisecond,
-		Push: push.Config{BaseURLs: map[string]string{push.NameBinanceStream: ws, push.NameBinanceFuturesStream: ws}}}
+		FlushEvery: flush, OpenEvery: open, Push: pcfg}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return db, in
+	return db, in, reg
 }

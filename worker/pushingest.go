@@ -332,9 +332,13 @@ func (s *PushIngest) follow(ctx context.Context, plans []push.Plan) error {
 	cfg.OnCandle = candles.add
 	cfg.OnTickers = tickers.add
 	cfg.Repair = func(ctx context.Context, g push.Gap) error {
-		// Ingest resumes from the newest stored candle, which is at least
-		// the last one the push feed delivered: the gap and nothing more.
-		_, err := s.In.IngestCandles(ctx, g.Combination, g.Timeframe, []string{g.Symbol})
+		// The gap is read from where it began (the last candle the dropped
+		// connection delivered), not from the newest stored candle: the
+		// new connection has usually stored a newer one by now, and every
+		// candle in between would be skipped. What is read is upserted
+		// over what is stored; the candle still forming is left to the
+		// push feed (dropPushedEdge).
+		_, err := s.In.IngestCandlesFrom(ctx, g.Combination, g.Timeframe, []string{g.Symbol}, map[string]time.Time{g.Symbol: g.Since})
 		return err
 	}
 	cfg.RepairBatch = s.repairBatch

@@ -28,12 +28,29 @@ type candleSink struct {
 	openNext map[store.CandleKey]time.Time // when an open-candle-only write is due
 	healthy  map[store.CandleKey]time.Time // per (market, exchange, timeframe): last feed-health record
 	released map[store.CandleKey]bool
+	// retry holds the closed candles whose write failed, until a write of
+	// them succeeds (retryDue): at most retryKeep per series, the newest.
+	retry      map[store.CandleKey]map[time.Time]domain.Candle
+	retryAt    time.Time     // when the next retry is due
+	retryDelay time.Duration // the back-off after the last failure
 }
+
+// retryKeep bounds the closed candles kept per series while their writes
+// fail (two hours of the 1m series); older ones are dropped (counted in
+// the warning) and keep the state stored before.
+const retryKeep = 120
+
+// retryMin and retryMax bound the back-off between retries of failed
+// closed-candle writes.
+const (
+	retryMin = time.Second
+	retryMax = 30 * time.Second
+)
 
 func newCandleSink(s *PushIngest) *candleSink {
 	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
 		closed: map[store.CandleKey]time.Time{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
-		released: map[store.CandleKey]bool{}}
+		released: map[store.CandleKey]bool{}, retry: map[store.CandleKey]map[time.Time]domain.Candle{}}
 }
 
 // release lets series of c be stored and flushes what they hold.
@@ -102,21 +119,99 @@ func (k *candleSink) run(ctx context.Context) {
 
 // flush stores what is pending, the closed candles first and in a write
 // of their own: at a minute close every series of an exchange may be due,
-// and the closed candles are the ones readers wait for. A
-// failed write is logged and dropped: the REST ingest tick loads the same
-// candles.
+// and the closed candles are the ones readers wait for. A failed write of
+// closed candles is kept and retried with back-off (retry), in a write of
+// its own so that a statement failing again does not take the next
+// close's candles with it: while a series streams, REST does not load it,
+// and nothing else would store its final state. A failed write of open
+// candles is dropped: the next push of the same candle replaces it.
 func (k *candleSink) flush(ctx context.Context) {
 	closed, open := k.due()
-	k.write(ctx, closed, true)
+	if err := k.write(ctx, closed, true); err != nil {
+		k.keep(closed, err)
+	} else {
+		k.forget(closed)
+	}
 	k.write(ctx, open, false)
+	if retry := k.retryDue(); len(retry) > 0 {
+		if err := k.write(ctx, retry, true); err != nil {
+			k.keep(retry, err)
+		} else {
+			k.mu.Lock()
+			k.retryDelay = 0
+			k.mu.Unlock()
+			k.s.logger().Info("push: stored closed candles after failed writes", "series", len(retry))
+		}
+	}
+}
+
+// keep holds closed candles whose write failed for a retry, and pushes
+// the next retry back.
+func (k *candleSink) keep(failed map[store.CandleKey]map[time.Time]domain.Candle, err error) {
+	if len(failed) == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dropped := 0
+	for key, byTime := range failed {
+		kept := k.retry[key]
+		if kept == nil {
+			kept = map[time.Time]domain.Candle{}
+			k.retry[key] = kept
+		}
+		for t, c := range byTime {
+			kept[t] = c
+		}
+		for len(kept) > retryKeep {
+			delete(kept, slices.MinFunc(slices.Collect(maps.Keys(kept)), time.Time.Compare))
+			dropped++
+		}
+	}
+	k.retryDelay = min(max(2*k.retryDelay, retryMin), retryMax)
+	k.retryAt = time.Now().Add(k.retryDelay)
+	k.s.logger().Warn("push: storing closed candles failed; kept for a retry", "series", len(failed),
+		"retry_in", k.retryDelay, "dropped_oldest", dropped, "err", err)
+}
+
+// forget drops from the retries the candles a write has just stored.
+func (k *candleSink) forget(written map[store.CandleKey]map[time.Time]domain.Candle) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, byTime := range written {
+		kept := k.retry[key]
+		if kept == nil {
+			continue
+		}
+		for t := range byTime {
+			delete(kept, t)
+		}
+		if len(kept) == 0 {
+			delete(k.retry, key)
+		}
+	}
+}
+
+// retryDue takes the closed candles kept for a retry once it is due.
+func (k *candleSink) retryDue() map[store.CandleKey]map[time.Time]domain.Candle {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.retry) == 0 || time.Now().Before(k.retryAt) {
+		return nil
+	}
+	out := k.retry
+	k.retry = map[store.CandleKey]map[time.Time]domain.Candle{}
+	return out
 }
 
 // write stores pending series through ingest's one path for candles
 // (candleWrite: the api caches dropped right after each commit, the score
-// trigger told at once) and records the feeds' health.
-func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle, closed bool) {
+// trigger told at once) and, once stored, records the feeds' health: a
+// feed whose pushes cannot be stored gets no success recorded, so its
+// health turns stale instead of reading current.
+func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[time.Time]domain.Candle, closed bool) error {
 	if len(pending) == 0 {
-		return
+		return nil
 	}
 	start := time.Now()
 	series := make(map[store.CandleKey][]domain.Candle, len(pending))
@@ -125,12 +220,17 @@ func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[
 	}
 	write := k.s.In.newCandleWrite()
 	write.step = func(step string, n int) { k.logWrite(start, step, n, closed) }
-	if err := write.store(ctx, series); err != nil {
-		k.s.logger().Warn("push: storing candles failed", "series", len(series), "err", err)
-	}
+	err := write.store(ctx, series)
 	write.announce(ctx)
+	if err != nil {
+		if !closed {
+			k.s.logger().Warn("push: storing open candles failed", "series", len(series), "err", err)
+		}
+		return err
+	}
 	k.recordHealth(ctx, pending)
 	k.logWrite(start, "written", len(pending), closed)
+	return nil
 }
 
 // logWrite logs the steps of a write at debug level with the time into
@@ -179,10 +279,16 @@ func (k *candleSink) due() (closed, open map[store.CandleKey]map[time.Time]domai
 }
 
 // recordHealth marks the candle feeds of the series written healthy
-// (recordCandleHealth), at most once a minute per timeframe.
+// (recordCandleHealth), at most once a minute per timeframe, unless
+// closed candles of the timeframe wait for a retry of a failed write.
 func (k *candleSink) recordHealth(ctx context.Context, written map[store.CandleKey]map[time.Time]domain.Candle) {
 	now := k.s.In.Now()
 	seen := map[store.CandleKey]bool{}
+	k.mu.Lock()
+	for key := range k.retry {
+		seen[store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}] = true
+	}
+	k.mu.Unlock()
 	for key := range written {
 		h := store.CandleKey{Market: key.Market, Exchange: key.Exchange, Timeframe: key.Timeframe}
 		if seen[h] {

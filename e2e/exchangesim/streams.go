@@ -205,3 +205,30 @@ func (s *Sim) Close() {
 		h.ex.Close()
 	}
 }
+
+// DropStreams cuts every stream connection of both families without a
+// close handshake, as a network failure does (the client reconnects and
+// repairs the gap).
+func (s *Sim) DropStreams() {
+	for _, h := range s.hubs {
+		h.ex.DropAll()
+	}
+}
+
+// HoldSubscriptions leaves the SUBSCRIBE requests received from now on
+// (both families) unapplied and unanswered until release is called:
+// Binance answers each with {"result":null,"id":N} once applied
+// (WebSocket Streams, "Subscribe to a stream"), and a client waiting for
+// that answer of a successor connection must not take it for subscribed.
+// The streams named in a connection's URL are served as usual.
+func (s *Sim) HoldSubscriptions() (release func()) {
+	var rels []func()
+	for _, h := range s.hubs {
+		rels = append(rels, h.ex.HoldSubscriptions())
+	}
+	return func() {
+		for _, r := range rels {
+			r()
+		}
+	}
+}

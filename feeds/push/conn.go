@@ -2,7 +2,6 @@ package push
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -147,11 +146,12 @@ func (s *shard) run(ctx context.Context) {
 			s.live.Store(true)
 			if dropped {
 				cfg.Metrics.Reconnect(s.ep.name)
-				go s.repair(ctx)
 			}
+			go s.repair(ctx) // the gaps noted at drops, if any
 		case <-cur.done:
 			cfg.Logger.Warn("push: connection dropped", "endpoint", s.ep.name, "combination", s.comb.String(), "err", cur.err)
 			s.live.Store(false)
+			s.noteGaps(cur)
 			if time.Since(cur.born) > cfg.MaxBackoff {
 				bo.reset()
 			}
@@ -172,7 +172,8 @@ func (s *shard) run(ctx context.Context) {
 
 // replace opens the successor of old and closes old once the successor is
 // subscribed and delivering, so no update falls between the two. If the
-// successor cannot be had, old stays until it drops.
+// successor cannot be had, or is not delivering within ReadyTimeout, old
+// stays until it drops (or a later attempt succeeds).
 func (s *shard) replace(ctx context.Context, old *conn) *conn {
 	cfg := s.m.cfg
 	next, err := s.connect(ctx)
@@ -185,7 +186,15 @@ func (s *shard) replace(ctx context.Context, old *conn) *conn {
 	select {
 	case <-next.ready:
 	case <-t.C:
-		cfg.Logger.Warn("push: replacement not delivering yet, switching anyway", "endpoint", s.ep.name)
+		// A successor whose subscriptions are not acknowledged may never
+		// deliver the streams subscribed by message: switching to it would
+		// leave them silent while the shard reads live. The old connection
+		// stays until it ends (then the shard reconnects and repairs the
+		// gap) or a later replacement is ready.
+		cfg.Logger.Warn("push: replacement not delivering in time, keeping the old connection", "endpoint", s.ep.name,
+			"combination", s.comb.String(), "waited", cfg.ReadyTimeout)
+		s.closeConn(next)
+		return retryLater(old, cfg)
 	case <-next.done:
 		s.closeConn(next)
 		return retryLater(old, cfg)
@@ -272,12 +281,24 @@ func (s *shard) read(ctx context.Context, c *conn) {
 	}
 }
 
-// watch sends the protocol's keep-alive and closes a connection that has
-// gone silent.
+// watch sends the protocol's keep-alive, probes a connection gone quiet
+// and closes one that is half-open, so its gap is repaired after a
+// reconnect instead of the shard reading live while nothing arrives.
+//
+// Silence alone is a weak sign on Binance: a kline stream pushes every
+// 2 s only while its symbol trades, and the server's pings come every
+// 20 s on spot but every 3 min on USDⓈ-M ("The websocket server will send
+// a ping frame every 3 minutes"). So after ProbeAfter of silence the
+// client sends a websocket ping of its own (RFC 6455 5.5.2: the peer
+// answers with a pong; Binance: "the WebSocket server will respond with a
+// pong frame") and closes the connection unless the pong is back within
+// ProbeTimeout. A protocol with a text keep-alive (OKX's "ping", answered
+// "pong") is half-open when nothing came back within ProbeTimeout of it.
+// StaleAfter stays the outer bound.
 func (s *shard) watch(ctx context.Context, c *conn) {
 	cfg := s.m.cfg
 	msg, every := s.ep.proto.keepalive()
-	tick := cfg.StaleAfter / 4
+	tick := min(cfg.StaleAfter/4, cfg.ProbeAfter/2)
 	if msg != nil {
 		tick = min(tick, every/2)
 	}
@@ -290,13 +311,30 @@ func (s *shard) watch(ctx context.Context, c *conn) {
 		case <-t.C:
 		}
 		silent := time.Since(time.Unix(0, c.lastMsg.Load()))
-		if silent > cfg.StaleAfter {
-			cfg.Logger.Warn("push: connection silent, closing", "endpoint", s.ep.name, "silent", silent)
+		// The keep-alive goes out within a tick of every; its answer is
+		// due ProbeTimeout later.
+		halfOpen := msg != nil && silent > every+tick+cfg.ProbeTimeout
+		if silent > cfg.StaleAfter || halfOpen {
+			cfg.Logger.Warn("push: connection silent, closing", "endpoint", s.ep.name, "combination", s.comb.String(), "silent", silent)
 			c.cancel()
 			return
 		}
 		if msg != nil && silent >= every {
 			_ = c.ws.Write(ctx, websocket.MessageText, msg)
+		}
+		if msg == nil && silent >= cfg.ProbeAfter {
+			pctx, cancel := context.WithTimeout(ctx, cfg.ProbeTimeout)
+			err := c.ws.Ping(pctx)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					cfg.Logger.Warn("push: connection not answering a ping, closing", "endpoint", s.ep.name,
+						"combination", s.comb.String(), "silent", silent, "err", err)
+				}
+				c.cancel()
+				return
+			}
+			c.touch()
 		}
 	}
 }
@@ -368,27 +406,96 @@ func (s *shard) tickers(rows []exchangeTicker) {
 	}
 }
 
-// repair asks for the gap of every series that delivered before the drop.
-// Series never seen have no known gap: the REST ingest covers them.
+// noteGaps records, when connection c has dropped, where the gap of each
+// of the shard's series begins: the open time of the newest candle seen
+// before the drop (it may have closed while the stream was down), or for
+// a series never delivered, the start of its candle at c's dial or of the
+// one before the drop, whichever is later (a stream silent for the
+// connection's life had nothing to push before). The gap is fixed now,
+// not when the repair runs: by then the next connection has delivered
+// newer candles. A gap not yet repaired keeps its earlier start.
+func (s *shard) noteGaps(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, se := range s.series {
+		since, ok := s.lastOpen[se]
+		if !ok {
+			d := se.Timeframe.Duration()
+			since = c.born.Truncate(d)
+			if before := now.Add(-d).Truncate(d); before.After(since) {
+				since = before
+			}
+		}
+		if old, pending := s.gaps[se]; !pending || since.Before(old) {
+			s.gaps[se] = since
+		}
+	}
+}
+
+// repair loads the gaps noted at the drops, once the new connection is
+// live: each series from where its gap begins through now, over REST. A
+// failed repair keeps its gap and is tried again with back-off while the
+// shard is live; a repair running already takes new gaps in its next
+// round. Only one runs per shard.
 func (s *shard) repair(ctx context.Context) {
 	cfg := s.m.cfg
 	if cfg.Repair == nil {
 		return
 	}
 	s.mu.Lock()
-	gaps := make([]Gap, 0, len(s.lastOpen))
-	for se, t := range s.lastOpen {
-		gaps = append(gaps, Gap{Combination: s.comb, Symbol: se.Symbol, Timeframe: se.Timeframe, Since: t})
+	if s.repairing {
+		s.mu.Unlock()
+		return
 	}
+	s.repairing = true
 	s.mu.Unlock()
-	for _, g := range gaps {
-		if ctx.Err() != nil {
+	defer func() { s.mu.Lock(); s.repairing = false; s.mu.Unlock() }()
+	bo := backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		if !s.live.Load() || len(s.gaps) == 0 {
+			// Gaps noted while not live wait for the next connection's
+			// acknowledgements (their repair starts then).
+			s.mu.Unlock()
 			return
 		}
-		err := cfg.Repair(ctx, g)
-		cfg.Metrics.GapRepair(s.ep.name, err)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			cfg.Logger.Warn("push: gap repair failed", "endpoint", s.ep.name, "symbol", g.Symbol, "timeframe", string(g.Timeframe), "err", err)
+		gaps := make([]Gap, 0, len(s.gaps))
+		for se, t := range s.gaps {
+			gaps = append(gaps, Gap{Combination: s.comb, Symbol: se.Symbol, Timeframe: se.Timeframe, Since: t})
 		}
+		clear(s.gaps)
+		s.mu.Unlock()
+		failed := 0
+		for i, g := range gaps {
+			err := ctx.Err()
+			if err == nil {
+				err = cfg.Repair(ctx, g)
+				cfg.Metrics.GapRepair(s.ep.name, err)
+			}
+			if err == nil {
+				continue
+			}
+			if ctx.Err() == nil {
+				cfg.Logger.Warn("push: gap repair failed", "endpoint", s.ep.name, "symbol", g.Symbol, "timeframe", string(g.Timeframe), "err", err)
+			}
+			failed++
+			s.keepGap(gaps[i])
+		}
+		if failed == 0 {
+			bo.reset()
+			continue
+		}
+		_ = sleep(ctx, bo.delay())
+	}
+}
+
+// keepGap puts a gap not repaired back, unless an earlier one is pending.
+func (s *shard) keepGap(g Gap) {
+	se := Series{Symbol: g.Symbol, Timeframe: g.Timeframe}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.gaps[se]; !ok || g.Since.Before(old) {
+		s.gaps[se] = g.Since
 	}
 }

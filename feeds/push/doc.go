@@ -15,10 +15,13 @@
 // the documented per-connection limits, paces subscribe requests under the
 // per-connection message rate, spaces connection attempts under the per-IP
 // budget, reconnects with back-off, and after a reconnect asks the caller to
-// repair each series' gap from the last candle it saw. Connections are
-// replaced before the exchange's 24 h cut: the new one is subscribed and
-// delivering before the old one is closed, so the overlap delivers some
-// updates twice and none never; consumers upsert, so a duplicate is free.
+// repair each series' gap from the last candle the dropped connection
+// delivered (fixed at the drop). A quiet connection is probed with a ping
+// and dropped when it is half-open. Connections are replaced before the
+// exchange's 24 h cut: the new one is subscribed and delivering before the
+// old one is closed (a successor that is not, within ReadyTimeout, is
+// given up and the old one kept), so the overlap delivers some updates
+// twice and none never; consumers upsert, so a duplicate is free.
 //
 // Documented limits followed (as of 2026-11):
 //   - Binance spot, https://github.com/binance/binance-spot-api-docs/blob/master/web-socket-streams.md:

@@ -123,6 +123,12 @@ type Config struct {
 	// StaleAfter closes a connection that received nothing (no message, no
 	// ping) for that long; 0 means 5 min, above USDⓈ-M's 3-minute pings.
 	StaleAfter time.Duration
+	// ProbeAfter is the silence after which a Binance connection is sent a
+	// websocket ping; ProbeTimeout how long its pong (or OKX's "pong" to
+	// the text keep-alive) may take before the connection is taken for
+	// half-open and closed (then reconnected and its gap repaired). 0
+	// means 30 s and 10 s.
+	ProbeAfter, ProbeTimeout time.Duration
 }
 
 func (cfg Config) withDefaults() Config {
@@ -161,6 +167,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 5 * time.Minute
+	}
+	if cfg.ProbeAfter <= 0 {
+		cfg.ProbeAfter = 30 * time.Second
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 10 * time.Second
 	}
 	return cfg
 }
@@ -349,10 +361,15 @@ type shard struct {
 
 	mu       sync.Mutex
 	lastOpen map[Series]time.Time // open time of the newest candle seen per series
+	// gaps are where the gaps of dropped connections begin, per series,
+	// until repaired (noteGaps, repair).
+	gaps      map[Series]time.Time
+	repairing bool
 }
 
 func newShard(m *Manager, c domain.Combination, ep endpoint, topics []topic, symbols map[string]string) *shard {
-	s := &shard{m: m, comb: c, ep: ep, topics: topics, series: map[string]Series{}, symbols: symbols, lastOpen: map[Series]time.Time{}}
+	s := &shard{m: m, comb: c, ep: ep, topics: topics, series: map[string]Series{}, symbols: symbols, lastOpen: map[Series]time.Time{},
+		gaps: map[Series]time.Time{}}
 	for _, t := range topics {
 		if !t.tickers {
 			s.series[t.name] = t.series

@@ -3,10 +3,15 @@ package push
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds/push/pushtest"
@@ -207,7 +212,9 @@ func TestLiveOnlyOnceSubscribed(t *testing.T) {
 
 // TestReconnectRepairsGap drops every connection after a candle was seen:
 // the client reconnects, resubscribes, and asks for the gap from that
-// candle's open time.
+// candle's open time, however far the new connection has moved since;
+// a series the dropped connection never delivered is asked for from the
+// start of its candle at the connection's dial.
 func TestReconnectRepairsGap(t *testing.T) {
 	t.Parallel()
 	fake := pushtest.NewBinance(t, binanceSpotStreams, 5)
@@ -225,20 +232,29 @@ func TestReconnectRepairsGap(t *testing.T) {
 		rec.lockedRead(func() { n = len(rec.candles) })
 		return n == 1
 	})
+	dialled := time.Now()
 	fake.DropAll()
-	pushtest.Eventually(t, "the gap repaired", func() bool {
+	pushtest.Eventually(t, "the gaps repaired", func() bool {
 		var n int
 		rec.lockedRead(func() { n = len(rec.gaps) })
-		return n == 1
+		return n == 2
 	})
 	pushtest.Eventually(t, "resubscribed", func() bool { return fake.AllSubscribed([]string{btc}) && m.Live(comb) })
 	rec.lockedRead(func() {
-		want := Gap{Combination: comb, Symbol: "BTC_USDT", Timeframe: domain.TF1m, Since: open}
-		if rec.gaps[0] != want {
-			t.Errorf("gap = %+v, want %+v (ETH never delivered: its gap is unknown)", rec.gaps[0], want)
+		gaps := map[string]Gap{}
+		for _, g := range rec.gaps {
+			gaps[g.Symbol] = g
 		}
-		if rec.reconnects["binance-spot"] != 1 || rec.repairs["binance-spot"] != 1 {
-			t.Errorf("reconnects = %v, repairs = %v, want 1 each", rec.reconnects, rec.repairs)
+		want := Gap{Combination: comb, Symbol: "BTC_USDT", Timeframe: domain.TF1m, Since: open}
+		if gaps["BTC_USDT"] != want {
+			t.Errorf("BTC gap = %+v, want %+v", gaps["BTC_USDT"], want)
+		}
+		eth := gaps["ETH_USDT"]
+		if eth.Since.IsZero() || eth.Since.After(dialled) || dialled.Sub(eth.Since) > 2*time.Minute {
+			t.Errorf("ETH gap = %+v, want from its candle at the dial (%v)", eth, dialled)
+		}
+		if rec.reconnects["binance-spot"] != 1 || rec.repairs["binance-spot"] != 2 {
+			t.Errorf("reconnects = %v, repairs = %v, want 1 and 2", rec.reconnects, rec.repairs)
 		}
 	})
 	// The stream keeps delivering on the new connection.
@@ -427,5 +443,93 @@ func TestEndpointNamesAreMetricsLabels(t *testing.T) {
 	}
 	if len(seen) != len(obs.PushEndpoints) {
 		t.Errorf("endpoints used %v, obs exports %v", seen, obs.PushEndpoints)
+	}
+}
+
+// TestHalfOpenConnectionIsReplaced: a server that accepts and then neither
+// sends nor answers pings (a half-open connection) is probed after
+// ProbeAfter of silence and dropped when no pong comes within
+// ProbeTimeout; the client reconnects and the gap is repaired, instead of
+// the shard reading live for StaleAfter (5 min).
+func TestHalfOpenConnectionIsReplaced(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	accepted := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		mu.Lock()
+		accepted++
+		mu.Unlock()
+		<-r.Context().Done() // never reads: pings stay unanswered
+	}))
+	t.Cleanup(srv.Close)
+	rec := newRecorder()
+	cfg := rec.config(map[string]string{NameBinanceStream: "ws" + strings.TrimPrefix(srv.URL, "http")})
+	cfg.ProbeAfter, cfg.ProbeTimeout = 200*time.Millisecond, 200*time.Millisecond
+	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 100*time.Millisecond
+	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	m := run(t, cfg, Plan{Combination: comb, Series: []Series{{"BTC_USDT", domain.TF1m}}})
+	pushtest.Eventually(t, "live", func() bool { return m.Live(comb) })
+	began := time.Now()
+	pushtest.Eventually(t, "the half-open connection replaced", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted >= 2
+	})
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("replaced after %v, want within about ProbeAfter+ProbeTimeout", took)
+	}
+	pushtest.Eventually(t, "the gap repaired", func() bool {
+		var n int
+		rec.lockedRead(func() { n = len(rec.gaps) })
+		return n >= 1
+	})
+}
+
+// TestUnreadySuccessorKeepsTheOldConnection: a replacement whose
+// subscriptions the exchange never acknowledges is given up after
+// ReadyTimeout; the old connection keeps delivering every stream, and the
+// shard stays live on it.
+func TestUnreadySuccessorKeepsTheOldConnection(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewBinance(t, binanceSpotStreams, 5)
+	rec := newRecorder()
+	cfg := rec.config(map[string]string{NameBinanceStream: fake.URL()})
+	cfg.MaxAge, cfg.ReadyTimeout, cfg.MaxBackoff = 300*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond
+	comb := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	plan := Plan{Combination: comb}
+	for _, s := range symbols(binanceURLStreams + 5) { // the last 5 go by SUBSCRIBE
+		plan.Series = append(plan.Series, Series{Symbol: s, Timeframe: domain.TF1m})
+	}
+	m := run(t, cfg, plan)
+	pushtest.Eventually(t, "live", func() bool { return m.Live(comb) })
+	first := fake.Conns()
+	if len(first) != 1 {
+		t.Fatalf("%d connections, want 1", len(first))
+	}
+	release := fake.HoldSubscriptions()
+	t.Cleanup(release)
+	pushtest.Eventually(t, "two successors tried", func() bool { accepted, _, _, _, _ := fake.Stats(); return accepted >= 3 })
+	last := plan.Series[len(plan.Series)-1] // subscribed by message
+	open := time.Date(2026, 11, 26, 15, 4, 0, 0, time.UTC)
+	pushtest.Eventually(t, "the message-subscribed stream delivered", func() bool {
+		fake.Publish(binanceKlineStream(last), klinePayload(binanceSymbol(last.Symbol), open, "11", true))
+		var ok bool
+		rec.lockedRead(func() {
+			for _, c := range rec.candles {
+				ok = ok || c.Symbol == last.Symbol
+			}
+		})
+		return ok
+	})
+	if !slices.Contains(fake.Conns(), first[0]) {
+		t.Error("the old connection was closed for a successor never acknowledged")
+	}
+	if !m.Live(comb) {
+		t.Error("not live on the old connection")
 	}
 }

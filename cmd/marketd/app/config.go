@@ -22,6 +22,7 @@ import (
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/rediskeys"
+	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -149,15 +150,16 @@ func (c *Config) options() []option {
 			doc:   "How far behind the primary the read replica may be and still serve reads; past it, reads go to the primary until it catches up",
 			parse: period(&c.ReadMaxLag, "5s")},
 		{name: "MARKET_SANDBOX_DATABASE_URL",
-			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must differ from `MARKET_DATABASE_URL`). " +
+			doc: "Postgres URL of the sandbox's market data, in a schema of its own (e.g. the same database with `search_path=sandbox`; it must point at another database or schema than `MARKET_DATABASE_URL`: hosts, port, database and `search_path` are compared, not the text). " +
 				"The api serves sandbox keys from it; a worker and a scheduler of its own fill it on the `synthetic` feed, and `marketd migrate` migrates it too. Unset: sandbox keys get 503",
 			parse: optional(postgresURL(&c.SandboxDatabaseURL))},
 		{name: "MARKET_SANDBOX_PIPELINE", def: "false",
 			doc: "`true` on the worker and scheduler that fill the sandbox (their `MARKET_DATABASE_URL` is the sandbox's; `MARKET_SANDBOX_DATABASE_URL` must then be unset): " +
-				"the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows",
+				"the worker announces its writes on the sandbox's invalidation channel, which only the api's sandbox cache follows. " +
+				"A sandbox pipeline runs the `synthetic` feed only: any other `MARKET_FEEDS` is refused at start",
 			parse: boolean(&c.SandboxPipeline)},
 		{name: "MARKET_SANDBOX_REDIS_URL",
-			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`). " +
+			doc: "`marketd all` only: Redis URL of the sandbox pipeline's queues, another database than `MARKET_REDIS_URL`'s (e.g. `redis://127.0.0.1:6379/1`; address or sentinel primary and database number are compared, not the text). " +
 				"With `MARKET_SANDBOX_DATABASE_URL`, the process then fills the sandbox too (a worker and a scheduler of its own on the `synthetic` feed); unset, it says at start that it does not",
 			parse: optional(redisURL(&c.SandboxRedisURL))},
 		{name: "MARKET_REDIS_URL", def: "redis://127.0.0.1:6379/0",
@@ -289,7 +291,7 @@ func (c *Config) options() []option {
 		{name: "MARKET_STREAM_DB_CONNS", def: "4",
 			doc: "Postgres connections of an api replica's event streams (`GET /stream`), a pool apart from its 16 request connections, so streams never take a request's: " +
 				"one for the replica's reader of the log, the others (3 by default) for the pages of resuming streams' replays, each page's database work bounded by 2 s " +
-				"(`statement_timeout` on the pool); more resuming streams wait their turn for a page. The sandbox's streams get a pool of the same size. 2 to 64. " +
+				"(`statement_timeout` on the pool); more resuming streams wait their turn for a page, and one client's take at most half of those connections (at least one) at once, so it cannot starve another's resume. The sandbox's streams get a pool of the same size. 2 to 64. " +
 				"Postgres's `max_connections` must hold, per api replica, 16 + this (twice with a sandbox) + 2 listeners",
 			parse: intRange(&c.StreamDBConns, 2, 64, "4")},
 		{name: "MARKET_FEED_HEADROOM", def: "0.8",
@@ -388,13 +390,29 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 // own value is checked by its parser). The error names the variable to
 // change.
 func (c Config) Validate() error {
+	// The sandbox's targets are compared by what the URLs point at, not
+	// their text: another spelling of the live database and schema, or of
+	// the live Redis database, is the live one.
+	if c.SandboxDatabaseURL != "" && c.DatabaseURL != "" {
+		if same, err := store.SameTarget(c.SandboxDatabaseURL, c.DatabaseURL); err != nil {
+			return fmt.Errorf("MARKET_SANDBOX_DATABASE_URL: %v", err)
+		} else if same {
+			return errors.New("MARKET_SANDBOX_DATABASE_URL: points at MARKET_DATABASE_URL's database and schema (the sandbox's data is kept apart; use another schema, e.g. search_path=sandbox)")
+		}
+	}
+	if c.SandboxRedisURL != "" && c.RedisURL != "" {
+		if same, err := rediskeys.SameTarget(c.SandboxRedisURL, c.RedisURL); err != nil {
+			return fmt.Errorf("MARKET_SANDBOX_REDIS_URL: %v", err)
+		} else if same {
+			return errors.New("MARKET_SANDBOX_REDIS_URL: points at MARKET_REDIS_URL's Redis database (the sandbox's queues are kept apart; use another database, e.g. redis://host:6379/1)")
+		}
+	}
 	switch {
-	case c.SandboxDatabaseURL != "" && c.SandboxDatabaseURL == c.DatabaseURL:
-		return errors.New("MARKET_SANDBOX_DATABASE_URL: must not be MARKET_DATABASE_URL (the sandbox's data is kept apart; use another schema)")
 	case c.SandboxPipeline && c.SandboxDatabaseURL != "":
 		return errors.New("MARKET_SANDBOX_PIPELINE: a sandbox pipeline writes MARKET_DATABASE_URL (the sandbox's); unset MARKET_SANDBOX_DATABASE_URL")
-	case c.SandboxRedisURL != "" && c.SandboxRedisURL == c.RedisURL:
-		return errors.New("MARKET_SANDBOX_REDIS_URL: must not be MARKET_REDIS_URL (the sandbox's queues are kept apart; use another database)")
+	case c.SandboxPipeline && !slices.Equal(c.Feeds, []string{feeds.NameSynthetic}):
+		return fmt.Errorf("MARKET_FEEDS: a sandbox pipeline (MARKET_SANDBOX_PIPELINE=true) runs the synthetic feed only (real feeds would spend the live budget and serve live data to sandbox keys); set MARKET_FEEDS=synthetic, not %q",
+			strings.Join(c.Feeds, ","))
 	case c.AsynqmonWritable && len(c.AsynqmonToken) < 16:
 		return errors.New("MARKET_ASYNQMON_TOKEN: a writable asynqmon (MARKET_ASYNQMON_WRITABLE=true) needs a token of at least 16 characters")
 	case slices.Contains(c.Feeds, feeds.NameOanda) && c.OandaToken == "":
@@ -798,7 +816,16 @@ func parseFeedURLs(v string) (map[string]string, error) {
 // feedsConfig is the feeds' configuration of the process: every provider
 // request is booked in its host's budget, shared through rdb by every
 // process of the deployment (they share its IP).
+//
+// A sandbox pipeline's is the synthetic feed's alone, whatever else the
+// configuration holds: no credential, host or budget of a real feed is
+// handed down, so the sandbox cannot construct one (Validate refuses any
+// other MARKET_FEEDS there too).
 func (c Config) feedsConfig(rdb *redis.Client, logger *slog.Logger) feeds.Config {
+	if c.SandboxPipeline {
+		return feeds.Config{Names: []string{feeds.NameSynthetic}, Logger: logger, Seed: c.SyntheticSeed,
+			SyntheticCryptoAssets: c.SyntheticAssets, Now: c.now()}
+	}
 	budget := hostbudget.New(hostbudget.Options{Redis: rdb, Headroom: c.FeedHeadroom, Logger: logger})
 	return feeds.Config{Names: c.Feeds, OandaToken: c.OandaToken, OandaAccountID: c.OandaAccountID, OandaEnvironment: c.OandaEnvironment,
 		AlpacaKeyID: c.AlpacaKeyID, AlpacaSecret: c.AlpacaSecret, AlpacaFeed: c.AlpacaFeed, BaseURLs: c.FeedURLs,
