@@ -335,11 +335,12 @@ func (o *oanda) currentPrices(ctx context.Context) (oandaPrices, error) {
 	return prices, nil
 }
 
-// oandaClientPrice is the part of a v20 ClientPrice read here
-// (developer.oanda.com/rest-live-v20/pricing-df/): the best bid and ask
-// are the first buckets; the closeout prices stand in when a side has no
+// OandaClientPrice is the part of a v20 ClientPrice read here
+// (developer.oanda.com/rest-live-v20/pricing-df/), from the pricing
+// endpoint and the pricing stream alike: the best bid and ask are the
+// first buckets; the closeout prices stand in when a side has no
 // liquidity (the docs allow an empty list).
-type oandaClientPrice struct {
+type OandaClientPrice struct {
 	Instrument string `json:"instrument"`
 	Time       string `json:"time"`
 	Tradeable  *bool  `json:"tradeable"`
@@ -354,13 +355,14 @@ type oandaClientPrice struct {
 	CloseoutAsk string `json:"closeoutAsk"`
 }
 
-// quote is the price's mid of the best bid and ask: the midpoint, as the
+// Mid is the price's mid of the best bid and ask: the midpoint, as the
 // mid candles (price=M) are built, so the screener price and the last
-// candle's close agree.
-func (p oandaClientPrice) quote() (oandaQuote, error) {
+// candle's close agree; with its time (UTC) and whether the instrument
+// trades (the deprecated status when tradeable is absent).
+func (p OandaClientPrice) Mid() (price float64, at time.Time, tradeable bool, err error) {
 	t, err := time.Parse(time.RFC3339Nano, p.Time)
 	if err != nil {
-		return oandaQuote{}, fmt.Errorf("time %q: %w", p.Time, errBadField)
+		return 0, time.Time{}, false, fmt.Errorf("time %q: %w", p.Time, errBadField)
 	}
 	bid, ask := p.CloseoutBid, p.CloseoutAsk
 	if len(p.Bids) > 0 {
@@ -371,30 +373,31 @@ func (p oandaClientPrice) quote() (oandaQuote, error) {
 	}
 	var b, a float64
 	if err := parseDecimalFields(decimalField{"bid", &bid, &b}, decimalField{"ask", &ask, &a}); err != nil {
-		return oandaQuote{}, err
+		return 0, time.Time{}, false, err
 	}
 	if b <= 0 || a <= 0 {
-		return oandaQuote{}, fmt.Errorf("bid %v, ask %v: %w", b, a, errBadField)
+		return 0, time.Time{}, false, fmt.Errorf("bid %v, ask %v: %w", b, a, errBadField)
 	}
-	tradeable := p.Status == "tradeable"
+	tradeable = p.Status == "tradeable"
 	if p.Tradeable != nil {
 		tradeable = *p.Tradeable
 	}
-	return oandaQuote{price: (b + a) / 2, time: t.UTC(), tradeable: tradeable}, nil
+	return (b + a) / 2, t.UTC(), tradeable, nil
 }
 
 // parseOandaPricing reads a pricing response; a bad row is logged and
 // dropped alone.
 func parseOandaPricing(body []byte, log *slog.Logger) (oandaPrices, error) {
 	var r struct {
-		Prices []oandaClientPrice `json:"prices"`
+		Prices []OandaClientPrice `json:"prices"`
 	}
 	if err := decodeJSON(body, &r); err != nil {
 		return oandaPrices{}, err
 	}
 	out := oandaPrices{bySymbol: make(map[string]oandaQuote, len(r.Prices)), bad: map[string]bool{}}
 	for _, p := range r.Prices {
-		q, err := p.quote()
+		price, at, tradeable, err := p.Mid()
+		q := oandaQuote{price: price, time: at, tradeable: tradeable}
 		if err != nil {
 			log.Warn("feeds: dropping bad ticker row", "symbol", p.Instrument, "err", err)
 			out.bad[p.Instrument] = true

@@ -65,8 +65,10 @@ type Options struct {
 	Sentinel Sentinel
 }
 
-// parseOptions reads a Redis URL, with its Sentinel if it carries one.
-func parseOptions(rawURL string) (*Options, error) {
+// PlainOptions reads a Redis URL as go-redis parses it, with its Sentinel
+// if it carries one, and no tuning: for the connections of tools and
+// housekeeping that keep go-redis's own timeouts (ClientOptions tunes).
+func PlainOptions(rawURL string) (*Options, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("rediskeys: parse redis url: %w", err)
@@ -127,19 +129,12 @@ func (o *Options) NewClient() *redis.Client {
 	})
 }
 
-// PlainOptions are the options of a Redis URL as go-redis parses it, with
-// its Sentinel, and no tuning: for the connections of tools and
-// housekeeping that keep go-redis's own timeouts.
-func PlainOptions(rawURL string) (*Options, error) {
-	return parseOptions(rawURL)
-}
-
 // AsynqOpt is the connection asynq (its client, server, scheduler,
 // inspector and asynqmon) makes to a deployment's Redis: through the
 // Sentinel when the URL carries one (asynq.RedisFailoverClientOpt), with
 // the URL's user, password, TLS and database either way.
 func AsynqOpt(rawURL string) (asynq.RedisConnOpt, error) {
-	o, err := parseOptions(rawURL)
+	o, err := PlainOptions(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -157,11 +152,11 @@ func AsynqOpt(rawURL string) (asynq.RedisConnOpt, error) {
 // folded into one), and the same database number. Two spellings of one
 // target ("redis://localhost" and "redis://127.0.0.1:6379/0") are the same.
 func SameTarget(a, b string) (bool, error) {
-	oa, err := parseOptions(a)
+	oa, err := PlainOptions(a)
 	if err != nil {
 		return false, err
 	}
-	ob, err := parseOptions(b)
+	ob, err := PlainOptions(b)
 	if err != nil {
 		return false, err
 	}

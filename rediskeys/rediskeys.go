@@ -131,7 +131,7 @@ func (s Space) SandboxInvalidations() string { return string(s) + sandboxInvalid
 // retried, since a retry after a lost reply could record a request, or
 // claim a task, twice.
 func ClientOptions(url string) (*Options, error) {
-	opts, err := parseOptions(url)
+	opts, err := PlainOptions(url)
 	if err != nil {
 		return nil, err
 	}

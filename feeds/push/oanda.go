@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
 )
 
 // OANDA's pricing stream (v20, GET /v3/accounts/{accountID}/pricing/stream;
@@ -324,22 +325,11 @@ func (b *priceBook) take() map[domain.Combination][]Price {
 	return out
 }
 
-// oandaLine is a Price or PricingHeartbeat line (v20 ClientPrice; the
-// deprecated status is read when tradeable is absent).
+// oandaLine is a Price (a v20 ClientPrice, read as the pricing endpoint's
+// are: feeds.OandaClientPrice) or PricingHeartbeat line.
 type oandaLine struct {
-	Type       string `json:"type"`
-	Instrument string `json:"instrument"`
-	Time       string `json:"time"`
-	Tradeable  *bool  `json:"tradeable"`
-	Status     string `json:"status"`
-	Bids       []struct {
-		Price string `json:"price"`
-	} `json:"bids"`
-	Asks []struct {
-		Price string `json:"price"`
-	} `json:"asks"`
-	CloseoutBid string `json:"closeoutBid"`
-	CloseoutAsk string `json:"closeoutAsk"`
+	Type string `json:"type"`
+	feeds.OandaClientPrice
 }
 
 // parseOandaLine decodes one line: a price (isPrice), a heartbeat (neither
@@ -359,27 +349,12 @@ func parseOandaLine(line []byte) (p Price, isPrice bool, err error) {
 	default:
 		return Price{}, false, fmt.Errorf("oanda: unknown message type %q", l.Type)
 	}
-	t, err := time.Parse(time.RFC3339Nano, l.Time)
-	if err != nil || l.Instrument == "" {
-		return Price{}, false, fmt.Errorf("oanda: price of %q: time %q", l.Instrument, l.Time)
+	if l.Instrument == "" {
+		return Price{}, false, fmt.Errorf("oanda: price without an instrument at %q", l.Time)
 	}
-	bid, ask := l.CloseoutBid, l.CloseoutAsk
-	if len(l.Bids) > 0 {
-		bid = l.Bids[0].Price
-	}
-	if len(l.Asks) > 0 {
-		ask = l.Asks[0].Price
-	}
-	var b, a float64
-	if err := decimals(decimal{"bid", bid, &b}, decimal{"ask", ask, &a}); err != nil {
+	price, at, tradeable, err := l.Mid()
+	if err != nil {
 		return Price{}, false, fmt.Errorf("oanda: price of %s: %w", l.Instrument, err)
 	}
-	if b <= 0 || a <= 0 {
-		return Price{}, false, fmt.Errorf("oanda: price of %s: bid %v, ask %v", l.Instrument, b, a)
-	}
-	tradeable := l.Status == "tradeable"
-	if l.Tradeable != nil {
-		tradeable = *l.Tradeable
-	}
-	return Price{Symbol: l.Instrument, Price: (b + a) / 2, Time: t.UTC(), Tradeable: tradeable}, true, nil
+	return Price{Symbol: l.Instrument, Price: price, Time: at, Tradeable: tradeable}, true, nil
 }
