@@ -301,7 +301,21 @@ func (a *candleArrays) candles(symbol string) ([]domain.Candle, error) {
 // symbols without candles are absent. One index lookup per symbol, so the
 // cost does not grow with the stored history.
 func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT max(open_time) FROM candles c
+	return db.candleTimes(ctx, "max", m, exchange, tf, symbols)
+}
+
+// OldestCandleTimes returns, for each of symbols with stored candles of a
+// timeframe, the open time of its oldest candle (symbols with none are
+// absent). The push feeds' catch-up compares it with the newest to find
+// series whose history never finished loading.
+func (db *DB) OldestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
+	return db.candleTimes(ctx, "min", m, exchange, tf, symbols)
+}
+
+// candleTimes is agg (min or max) of the open times of each symbol's
+// candles: one index lookup per symbol.
+func (db *DB) candleTimes(ctx context.Context, agg string, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT `+agg+`(open_time) FROM candles c
 			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3)
 		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/e2e/exchangesim"
 	"github.com/marketscreener/market/feeds"
@@ -113,5 +115,78 @@ func TestAlpacaBulkIngest(t *testing.T) {
 	latest, err := db.LatestCandleTimes(ctx, domain.Stocks, "nasdaq", domain.TF1m, syms[:1])
 	if err != nil || !latest[syms[0]].After(now.Add(-5*time.Minute)) {
 		t.Errorf("%s: newest 1m candle %v at %v", syms[0], latest[syms[0]], now)
+	}
+}
+
+// TestDisplayOnlyPollsFollowTheirCadence: against the Alpaca simulator, the
+// scheduled poll of a display-only timeframe (1h here) reads the provider
+// when one of its candles has closed since the last poll, or when the
+// forming candle is worker's refresh old (15 minutes for 1h); at the ticks
+// between it sends nothing. The scored timeframe (4h), 1m and a task that
+// is not a periodic tick (a catch-up) poll whenever they run.
+func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Wednesday 25 November 2026, 14:50 New York: in the session.
+	now := time.Date(2026, 11, 25, 19, 50, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sim := exchangesim.New(exchangesim.Config{Seed: 12, Spot: 2, Perpetual: 1, Now: clock,
+		Alpaca: exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feeds.AlpacaSIP,
+		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.New(t)
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: clock, Changes: scoresStocks4h{}}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	// sent runs a task and returns how many data requests it sent.
+	sent := func(tf domain.Timeframe, periodic bool) int64 {
+		t.Helper()
+		task := worker.NewIngestCandlesTask(nasdaq, tf, now)
+		if periodic {
+			task = asynq.NewTaskWithHeaders(task.Type(), task.Payload(), map[string]string{worker.HeaderSeries: "ingest:candles:" + string(tf)})
+		}
+		before := sim.Stats().Alpaca.Data.Requests
+		if err := in.HandleIngestCandles(ctx, task); err != nil {
+			t.Fatalf("%s at %s: %v", tf, now.Format("15:04:05"), err)
+		}
+		return sim.Stats().Alpaca.Data.Requests - before
+	}
+	if n := sent(domain.TF4h, true); n == 0 {
+		t.Fatal("the scored 4h: no request")
+	}
+	steps := []struct {
+		at   string // UTC
+		tf   domain.Timeframe
+		poll bool
+		why  string
+	}{
+		{"19:50:00", domain.TF1h, true, "first poll of this process"},
+		{"19:51:00", domain.TF1h, false, "a minute after a poll, no close"},
+		{"19:51:00", domain.TF1m, true, "1m polls every tick"},
+		{"19:51:00", domain.TF4h, true, "the scored timeframe polls every tick"},
+		{"19:55:00", domain.TF1h, false, "five minutes after a poll, no close"},
+		{"20:00:30", domain.TF1h, true, "the 19:00 1h candle closed at 20:00"},
+		{"20:01:00", domain.TF1h, false, "a minute after the close's poll"},
+		{"20:14:00", domain.TF1h, false, "under 15 minutes after a poll"},
+		{"20:16:00", domain.TF1h, true, "the forming candle's refresh (15 minutes)"},
+	}
+	for _, s := range steps {
+		at, err := time.Parse("15:04:05", s.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = time.Date(2026, 11, 25, at.Hour(), at.Minute(), at.Second(), 0, time.UTC)
+		if n := sent(s.tf, true); (n > 0) != s.poll {
+			t.Errorf("%s %s (%s): %d requests, want a poll %v", s.at, s.tf, s.why, n, s.poll)
+		}
+	}
+	now = now.Add(time.Minute)
+	if n := sent(domain.TF1h, false); n == 0 {
+		t.Error("a 1h task that is not a periodic tick (a closed market's catch-up) sent no request")
 	}
 }

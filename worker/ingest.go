@@ -73,6 +73,7 @@ type IngestStore interface {
 	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
 	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error)
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
+	OldestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error
@@ -111,6 +112,9 @@ type Ingester struct {
 	// polled is, by combination and timeframe, where the next bulk poll
 	// of every series may start at the latest (ingestBulk).
 	polled sync.Map
+	// polls is, by combination and timeframe, the pollState of this
+	// process's last complete scheduled poll (pollDue).
+	polls sync.Map
 	// listed is, by combination, the digest of the symbol list last
 	// recorded by syncListings.
 	listed sync.Map
@@ -213,6 +217,16 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	if _, ok := domain.ParseTimeframe(string(pl.Timeframe)); !ok {
 		return fmt.Errorf("worker: ingest candles: bad timeframe %q: %w", pl.Timeframe, asynq.SkipRetry)
 	}
+	if in.cadenced(ctx, t, c, pl.Timeframe) {
+		if due, why := in.pollDue(ctx, c, pl.Timeframe); !due {
+			in.logger().Debug("candle poll not due", "combination", c.String(), "timeframe", pl.Timeframe, "why", why)
+			return nil
+		}
+		// Between closes the forming candles of a display-only
+		// timeframe leave part of every window of the host's budget to
+		// the scored timeframes' and the 1m polls.
+		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
+	}
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
 	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
 	in.recordCandleHealth(ctx, c.Market, c.Exchange, pl.Timeframe, err)
@@ -263,6 +277,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 	}
 	pushed := in.pushed(ctx, c, tf)
+	// full: a scheduled poll of every series, REST's alone; when it ends
+	// without a failure its pollState is kept (pollDue).
+	full := scheduled && !pushed.Any()
+	closes := closeTracker{tf: tf}
 	if scheduled && pushed.All {
 		// What is left is the initial history of new series: bulk work,
 		// like the push feeds' catch-up it runs beside.
@@ -284,6 +302,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		if len(batch) == 0 {
 			return nil
 		}
+		for key, cs := range batch {
+			closes.saw(cs, fetched[key])
+		}
 		if s := in.pushed(ctx, c, tf); s.Any() {
 			dropPushedEdge(batch, fetched, tf, s)
 		}
@@ -302,7 +323,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			// series' history (eight timeframes of thousands of symbols:
 			// most of the budget for a quarter of an hour) waits for the
 			// scored series', which the reports need.
+			n := len(symbols)
 			symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
+			full = full && len(symbols) == n
 		}
 		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, pushed, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
 			batch[key], fetched[key] = cs, asked
@@ -320,6 +343,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		if n > 0 {
 			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
+		}
+		if full {
+			in.polls.Store(pollKey(c, tf), pollState{nextClose: closes.next})
 		}
 		return stored, nil
 	}
@@ -361,6 +387,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	if failures > 0 {
 		return stored, fmt.Errorf("%d of %d symbols failed, last: %w", failures, len(symbols), lastErr)
 	}
+	if full {
+		in.polls.Store(pollKey(c, tf), pollState{nextClose: closes.next})
+	}
 	return stored, nil
 }
 
@@ -390,9 +419,9 @@ const bulkChunk = 1000
 // new process), each series starts at its own newest candle.
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
 	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
-	pollKey := c.String() + "/" + string(tf)
+	key := pollKey(c, tf)
 	floor := time.Time{}
-	if v, ok := in.polled.Load(pollKey); ok {
+	if v, ok := in.polled.Load(key); ok {
 		floor = v.(time.Time)
 	}
 	began := in.Now()
@@ -437,7 +466,7 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 	if failures > 0 {
 		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
 	} else if scheduled {
-		in.polled.Store(pollKey, began.Add(-2*tf.Duration()-time.Minute))
+		in.polled.Store(key, began.Add(-2*tf.Duration()-time.Minute))
 	}
 	return failures, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,54 @@ func TestPushIngestStoresPushesWhileCatchingUp(t *testing.T) {
 	pushtest.Eventually(t, "BTC_USDT 15m history once REST answers", func() bool { return stored(domain.TF15m) >= worker.InitialCandles })
 }
 
+// TestPushIngestLoadsHistoryAfterACutCatchUp: a catch-up lets the pushes
+// through before it loads; when it is cut short (here every kline request
+// is refused, then the push ingest stops: in production a new plan
+// restarts the push feeds, or the worker dies), the series keep their
+// pushed candles and no history. The next push ingest's catch-up must
+// still load their history: started from the newest (pushed) candle, it
+// loaded nothing, and neither did the scheduled REST ingest (it loads only
+// series with nothing stored), so the series were never scored.
+func TestPushIngestLoadsHistoryAfterACutCatchUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1, KlineEvery: 20 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/klines") && refuse.Load() {
+			http.Error(w, `{"code":-1003,"msg":"busy"}`, http.StatusServiceUnavailable)
+			return
+		}
+		sim.ServeHTTP(w, r)
+	})
+	db := storetest.New(t)
+	stored := func(tf domain.Timeframe) int {
+		cs, err := db.Candles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: tf}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	_, _, stop := startPushIngest(t, db, h, push.Config{}, 10*time.Millisecond, 10*time.Millisecond)
+	t.Cleanup(stop)
+	for _, tf := range []domain.Timeframe{domain.TF15m, domain.TF1h} {
+		pushtest.Eventually(t, "BTC_USDT "+string(tf)+" pushes stored while the catch-up fails", func() bool { return stored(tf) > 0 })
+	}
+	stop()
+	if n := stored(domain.TF1h); n >= worker.InitialCandles {
+		t.Fatalf("%d 1h candles stored with every kline request refused", n)
+	}
+
+	refuse.Store(false)
+	_, _, stop2 := startPushIngest(t, db, h, push.Config{}, 10*time.Millisecond, 10*time.Millisecond)
+	t.Cleanup(stop2)
+	for _, tf := range []domain.Timeframe{domain.TF15m, domain.TF1h, domain.TF1d} {
+		pushtest.Eventually(t, "BTC_USDT "+string(tf)+" history after the cut catch-up", func() bool { return stored(tf) >= worker.InitialCandles })
+	}
+}
+
 // runPushIngest runs the push ingest of the eu region against the
 // simulator behind h (its REST and its streams), and returns its store.
 func runPushIngest(t *testing.T, h http.Handler) (*store.DB, *worker.Ingester) {
@@ -116,6 +165,16 @@ func runPushIngest(t *testing.T, h http.Handler) (*store.DB, *worker.Ingester) {
 // also returns the feeds.
 func runPushIngestWith(t *testing.T, h http.Handler, pcfg push.Config, flush, open time.Duration) (*store.DB, *worker.Ingester, *feeds.Registry) {
 	t.Helper()
+	db := storetest.New(t)
+	in, reg, stop := startPushIngest(t, db, h, pcfg, flush, open)
+	t.Cleanup(stop)
+	return db, in, reg
+}
+
+// startPushIngest runs a push ingest on db as runPushIngestWith does, until
+// stop.
+func startPushIngest(t *testing.T, db *store.DB, h http.Handler, pcfg push.Config, flush, open time.Duration) (in *worker.Ingester, reg *feeds.Registry, stop func()) {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
@@ -123,8 +182,7 @@ func runPushIngestWith(t *testing.T, h http.Handler, pcfg push.Config, flush, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := storetest.New(t)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
+	in = &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: time.Now}
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	in.Pushed = worker.PushedCandles(rdb, prefix)
@@ -134,6 +192,6 @@ func runPushIngestWith(t *testing.T, h http.Handler, pcfg push.Config, flush, op
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return db, in, reg
+	var once sync.Once
+	return in, reg, func() { once.Do(func() { cancel(); <-done }) }
 }

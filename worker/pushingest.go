@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -649,6 +651,9 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 			j.symbols[i] = se.Symbol
 		}
 		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, j.symbols)
+		if err == nil {
+			err = s.forgetUnloaded(ctx, c, tf, latest)
+		}
 		if err != nil {
 			s.logger().Warn("push: reading where the catch-up starts failed; the pushes wait for the catch-up",
 				"combination", c.String(), "timeframe", string(tf), "err", err)
@@ -659,6 +664,41 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 		jobs = append(jobs, j)
 	}
 	return jobs
+}
+
+// unloadedSpan: a series whose stored candles span less than this many
+// of its timeframe never had its initial history (InitialCandles) loaded.
+const unloadedSpan = InitialCandles / 4
+
+// forgetUnloaded takes out of latest (where each series' catch-up starts)
+// the series whose stored history never finished loading, so the catch-up
+// loads their initial history as for a series with nothing stored. A
+// catch-up lets the pushes through before it loads (catchUpJobs), so a
+// catch-up cut short (the push feeds restarted for a new plan, the worker
+// died) leaves a series with its pushed candles and no history; the next
+// catch-up would start from the newest pushed candle, and the scheduled
+// REST ingest loads only series with nothing stored: the history would
+// never be loaded, and the series never scored. A young listing with less
+// history than that loads its few candles again, once per catch-up.
+func (s *PushIngest) forgetUnloaded(ctx context.Context, c domain.Combination, tf domain.Timeframe, latest map[string]time.Time) error {
+	if len(latest) == 0 {
+		return nil
+	}
+	oldest, err := s.In.Store.OldestCandleTimes(ctx, c.Market, c.Exchange, tf, slices.Collect(maps.Keys(latest)))
+	if err != nil {
+		return err
+	}
+	n := 0
+	for sym, last := range latest {
+		if first, ok := oldest[sym]; ok && last.Sub(first) < unloadedSpan*tf.Duration() {
+			delete(latest, sym)
+			n++
+		}
+	}
+	if n > 0 {
+		s.logger().Info("push: series without their history load it in the catch-up", "combination", c.String(), "timeframe", string(tf), "series", n)
+	}
+	return nil
 }
 
 // catchUpTimeframe runs a catch-up job. Its requests are bulk work
