@@ -12,10 +12,25 @@ var (
 	pushGapRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketd_push_gap_repairs_total", Help: "Candle series whose gap after a reconnect was fetched over REST, by endpoint and outcome (success, error).",
 	}, []string{"endpoint", "outcome"})
+	pushRetryCandles = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "marketd_push_closed_candles_pending",
+		Help: "Closed pushed candles this worker keeps for a retry because Postgres refused their write (0 when every closed candle is stored).",
+	})
+	pushDroppedCandles = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "marketd_push_closed_candles_reloaded_total",
+		Help: "Closed pushed candles dropped from the retries past their bound (the newest 120 per series) and read again over REST once writes succeeded.",
+	})
 )
 
 // pushCollectors are the push series Register adds.
-var pushCollectors = []prometheus.Collector{pushConnections, pushReconnects, pushGapRepairs}
+var pushCollectors = []prometheus.Collector{pushConnections, pushReconnects, pushGapRepairs, pushRetryCandles, pushDroppedCandles}
+
+// PushRetryCandles sets how many closed candles wait for a retried write.
+func PushRetryCandles(n int) { pushRetryCandles.Set(float64(n)) }
+
+// PushCandlesReloaded counts closed candles read again over REST after
+// they were dropped from the retries.
+func PushCandlesReloaded(n int) { pushDroppedCandles.Add(float64(n)) }
 
 // Push records the exchange websockets' events; it is the Metrics of
 // feeds/push.Manager and feeds/push.Alpaca.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/obs"
 	"github.com/marketscreener/market/store"
 )
 
@@ -33,11 +34,24 @@ type candleSink struct {
 	retry      map[store.CandleKey]map[time.Time]domain.Candle
 	retryAt    time.Time     // when the next retry is due
 	retryDelay time.Duration // the back-off after the last failure
+	retryMax   int           // retryKeep, or a test's
+	// lost is, by series, the oldest closed candle dropped from retry past
+	// its bound, and how many were: read again over REST (reload) once a
+	// write succeeds, since neither REST nor the push feed would store them.
+	lost      map[store.CandleKey]lostCandles
+	reloading bool
+	combos    map[store.CandleKey]domain.Combination // each series' combination, from its pushes
+}
+
+// lostCandles are the closed candles of a series dropped from the retries.
+type lostCandles struct {
+	since time.Time
+	n     int
 }
 
 // retryKeep bounds the closed candles kept per series while their writes
 // fail (two hours of the 1m series); older ones are dropped (counted in
-// the warning) and keep the state stored before.
+// the warning) and read again over REST once a write succeeds (reload).
 const retryKeep = 120
 
 // retryMin and retryMax bound the back-off between retries of failed
@@ -50,7 +64,8 @@ const (
 func newCandleSink(s *PushIngest) *candleSink {
 	return &candleSink{s: s, kick: make(chan struct{}, 1), pending: map[store.CandleKey]map[time.Time]domain.Candle{},
 		closed: map[store.CandleKey]time.Time{}, openNext: map[store.CandleKey]time.Time{}, healthy: map[store.CandleKey]time.Time{},
-		released: map[store.CandleKey]bool{}, retry: map[store.CandleKey]map[time.Time]domain.Candle{}}
+		released: map[store.CandleKey]bool{}, retry: map[store.CandleKey]map[time.Time]domain.Candle{},
+		retryMax: retryKeep, lost: map[store.CandleKey]lostCandles{}, combos: map[store.CandleKey]domain.Combination{}}
 }
 
 // release lets series of c be stored and flushes what they hold.
@@ -80,6 +95,7 @@ func (k *candleSink) addAll(us []push.CandleUpdate) {
 		key := store.CandleKey{Market: u.Combination.Market, Exchange: u.Combination.Exchange, Symbol: u.Symbol, Timeframe: u.Timeframe}
 		if k.pending[key] == nil {
 			k.pending[key] = map[time.Time]domain.Candle{}
+			k.combos[key] = u.Combination
 		}
 		k.pending[key][u.Candle.Time] = u.Candle
 		if u.Closed {
@@ -127,22 +143,100 @@ func (k *candleSink) run(ctx context.Context) {
 // candles is dropped: the next push of the same candle replaces it.
 func (k *candleSink) flush(ctx context.Context) {
 	closed, open := k.due()
+	stored := false
 	if err := k.write(ctx, closed, true); err != nil {
 		k.keep(closed, err)
 	} else {
 		k.forget(closed)
+		stored = len(closed) > 0
 	}
 	k.write(ctx, open, false)
 	if retry := k.retryDue(); len(retry) > 0 {
 		if err := k.write(ctx, retry, true); err != nil {
 			k.keep(retry, err)
 		} else {
+			stored = true
 			k.mu.Lock()
 			k.retryDelay = 0
 			k.mu.Unlock()
 			k.s.logger().Info("push: stored closed candles after failed writes", "series", len(retry))
 		}
 	}
+	k.mu.Lock()
+	n := 0
+	for _, kept := range k.retry {
+		n += len(kept)
+	}
+	k.mu.Unlock()
+	obs.PushRetryCandles(n)
+	if stored {
+		k.reload(ctx)
+	}
+}
+
+// reload reads again over REST, in the background, the closed candles
+// dropped from the retries (lost), from the oldest of each series on:
+// writes succeed again, and nothing else would store them.
+func (k *candleSink) reload(ctx context.Context) {
+	k.mu.Lock()
+	if k.reloading || len(k.lost) == 0 {
+		k.mu.Unlock()
+		return
+	}
+	lost := k.lost
+	k.lost = map[store.CandleKey]lostCandles{}
+	k.reloading = true
+	type seriesOf struct {
+		c  domain.Combination
+		tf domain.Timeframe
+	}
+	groups := map[seriesOf]map[string]time.Time{}
+	for key, l := range lost {
+		g := seriesOf{k.combos[key], key.Timeframe}
+		if groups[g] == nil {
+			groups[g] = map[string]time.Time{}
+		}
+		groups[g][key.Symbol] = l.since
+	}
+	k.mu.Unlock()
+	go func() {
+		for g, from := range groups {
+			_, err := k.s.In.IngestCandlesFrom(ctx, g.c, g.tf, slices.Collect(maps.Keys(from)), from)
+			k.mu.Lock()
+			if err != nil {
+				for sym, since := range from {
+					key := store.CandleKey{Market: g.c.Market, Exchange: g.c.Exchange, Symbol: sym, Timeframe: g.tf}
+					k.lose(key, since, lost[key].n)
+				}
+			}
+			k.mu.Unlock()
+			if err != nil {
+				k.s.logger().Warn("push: reloading dropped closed candles failed; retried after the next stored write",
+					"combination", g.c.String(), "timeframe", string(g.tf), "series", len(from), "err", err)
+				continue
+			}
+			n := 0
+			for sym := range from {
+				n += lost[store.CandleKey{Market: g.c.Market, Exchange: g.c.Exchange, Symbol: sym, Timeframe: g.tf}].n
+			}
+			obs.PushCandlesReloaded(n)
+			k.s.logger().Info("push: reloaded closed candles dropped while writes failed",
+				"combination", g.c.String(), "timeframe", string(g.tf), "series", len(from), "candles", n)
+		}
+		k.mu.Lock()
+		k.reloading = false
+		k.mu.Unlock()
+	}()
+}
+
+// lose records n closed candles of key from since on as dropped (k.mu held).
+func (k *candleSink) lose(key store.CandleKey, since time.Time, n int) {
+	l, ok := k.lost[key]
+	if !ok || since.Before(l.since) {
+		l.since = since
+	}
+	l.n += n
+	k.lost[key] = l
 }
 
 // keep holds closed candles whose write failed for a retry, and pushes
@@ -163,8 +257,10 @@ func (k *candleSink) keep(failed map[store.CandleKey]map[time.Time]domain.Candle
 		for t, c := range byTime {
 			kept[t] = c
 		}
-		for len(kept) > retryKeep {
-			delete(kept, slices.MinFunc(slices.Collect(maps.Keys(kept)), time.Time.Compare))
+		for len(kept) > k.retryMax {
+			oldest := slices.MinFunc(slices.Collect(maps.Keys(kept)), time.Time.Compare)
+			delete(kept, oldest)
+			k.lose(key, oldest, 1)
 			dropped++
 		}
 	}

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +64,59 @@ func TestRESTAndPushStoreAlike(t *testing.T) {
 		if diff := cmp.Diff(want, b.outcome(key)); diff != "" {
 			t.Errorf("%s write of %v (-want +got):\n%s", name, key, diff)
 		}
+	}
+}
+
+// TestPushSinkReloadsCandlesDroppedFromItsRetries: while Postgres refuses
+// the writes, the push sink keeps the newest closed candles of a series
+// for a retry (2 here) and drops the older ones; once a write succeeds,
+// the dropped ones are read again over REST and stored, so none is lost.
+func TestPushSinkReloadsCandlesDroppedFromItsRetries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 15, 4, 30, 0, time.UTC)
+	c := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	key := store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: "BTC_USDT", Timeframe: domain.TF1m}
+	b := newWriteBench(t, now)
+	candles := newCandleSink(&PushIngest{In: b.in})
+	candles.retryMax = 2
+	candles.release(c, []push.Series{{Symbol: key.Symbol, Timeframe: key.Timeframe}})
+	at := func(i int) time.Time { return now.Truncate(time.Minute).Add(time.Duration(i-6) * time.Minute) }
+	push1 := func(i int) {
+		candles.add(push.CandleUpdate{Combination: c, Symbol: key.Symbol, Timeframe: key.Timeframe, Closed: true,
+			Candle: domain.Candle{Time: at(i), Open: 1, High: 2, Low: 1, Close: 2, Volume: 1}})
+		candles.flush(ctx)
+	}
+	b.store.fail.Store(true)
+	for i := range 5 {
+		push1(i)
+	}
+	stored := func(t time.Time) bool {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		for _, c := range b.store.candles[key] {
+			if c.Time.Equal(t) {
+				return true
+			}
+		}
+		return false
+	}
+	if stored(at(0)) {
+		t.Fatal("a candle was stored while every write failed")
+	}
+	b.store.fail.Store(false)
+	push1(5)
+	deadline := time.Now().Add(20 * time.Second)
+	for i := range 3 { // the three dropped from the retries
+		for !stored(at(i)) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !stored(at(i)) {
+			t.Errorf("the closed candle of %s, dropped from the retries, was never stored", at(i).Format("15:04"))
+		}
+	}
+	if !stored(at(5)) {
+		t.Error("the closed candle pushed after the writes came back was not stored")
 	}
 }
 
@@ -137,6 +192,8 @@ func (changeRecorder) FundamentalsChanged(context.Context, domain.Market, []stri
 type memIngestStore struct {
 	IngestStore // the methods the test does not reach
 
+	fail atomic.Bool // every candle write fails while set
+
 	mu      sync.Mutex
 	upserts map[store.CandleKey]string
 	candles map[store.CandleKey][]domain.Candle
@@ -152,6 +209,9 @@ func (s *memIngestStore) keep(series map[store.CandleKey][]domain.Candle, upsert
 }
 
 func (s *memIngestStore) UpsertCandleSeries(_ context.Context, series map[store.CandleKey][]domain.Candle) error {
+	if s.fail.Load() {
+		return errors.New("write refused")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keep(series, "plain")
@@ -159,6 +219,9 @@ func (s *memIngestStore) UpsertCandleSeries(_ context.Context, series map[store.
 }
 
 func (s *memIngestStore) UpsertChangedCandles(_ context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error) {
+	if s.fail.Load() {
+		return nil, errors.New("write refused")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keep(series, "changed")
