@@ -150,6 +150,26 @@ type alpacaRun struct {
 
 	mu       sync.Mutex
 	lastOpen map[seriesOf]time.Time // open time of the newest candle seen per series
+	// gapFrom is lastOpen as it stood when the connection dropped (the
+	// first drop since the last repair): where each series' gap begins.
+	// The repair starts after the next connection is confirmed, and by
+	// then it may have delivered newer candles.
+	gapFrom map[seriesOf]time.Time
+}
+
+// dropped notes where each series' gap begins, at a connection's end: a
+// series already noted by an earlier drop keeps that start.
+func (r *alpacaRun) dropped() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gapFrom == nil {
+		r.gapFrom = make(map[seriesOf]time.Time, len(r.lastOpen))
+	}
+	for se, t := range r.lastOpen {
+		if _, ok := r.gapFrom[se]; !ok {
+			r.gapFrom[se] = t
+		}
+	}
 }
 
 // loop keeps a connection until ctx ends or the plan is refused.
@@ -164,6 +184,7 @@ func (r *alpacaRun) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		r.dropped()
 		if end.subscribed {
 			reconnect, busyLogged = true, false
 			refused.reset()
@@ -435,15 +456,18 @@ func (r *alpacaRun) candle(m alpacaMsg) {
 	r.cfg.OnCandle(CandleUpdate{Combination: comb, Symbol: m.symbol, Timeframe: m.tf, Candle: m.candle, Closed: m.closed})
 }
 
-// repair asks for the gaps of every series seen before the drop, grouped
+// repair asks for the gaps of every series seen before the drop, from
+// the newest candle each had delivered at the drop (gapFrom), grouped
 // by combination and timeframe for Config.RepairBatch (a connection of a
 // paid plan carries thousands of series, and Alpaca's REST reads many
 // symbols a request), else one by one with Config.Repair.
 func (r *alpacaRun) repair(ctx context.Context) {
 	cfg := r.cfg
 	r.mu.Lock()
+	from := r.gapFrom
+	r.gapFrom = nil
 	groups := map[seriesOf][]Gap{} // by combination and timeframe
-	for se, t := range r.lastOpen {
+	for se, t := range from {
 		k := seriesOf{comb: se.comb, Series: Series{Timeframe: se.Timeframe}}
 		groups[k] = append(groups[k], Gap{Combination: se.comb, Symbol: se.Symbol, Timeframe: se.Timeframe, Since: t})
 	}
