@@ -36,7 +36,7 @@ const (
 // ScreenerQuery is the body of POST /screener/query.
 type ScreenerQuery struct {
 	Market  domain.Market   `json:"market" doc:"Market to screen; must be in your tier" example:"crypto"`
-	Where   string          `json:"where,omitempty" required:"false" doc:"The condition, in the expression language described above (at most 2048 bytes); omitted or empty: every scored asset" example:"verdict == \"growth\" && factors.rsi_14.value < 40"`
+	Where   string          `json:"where,omitempty" required:"false" doc:"The condition, in the expression language of the operation's description (at most 2048 bytes); omitted or empty: every scored asset" example:"verdict == \"growth\" && factors.rsi_14.value < 40"`
 	OrderBy string          `json:"order_by,omitempty" required:"false" maxLength:"128" doc:"A variable and a direction, asc or desc (default asc); nulls last either way, ties by symbol. Default: overall_score desc" example:"overall_score desc"`
 	Limit   int             `json:"limit,omitempty" required:"false" minimum:"0" maximum:"500" doc:"Items per page, 1..500; default 50" example:"50"`
 	Cursor  string          `json:"cursor,omitempty" required:"false" maxLength:"512" doc:"The next_cursor of the previous page; send the other fields unchanged"`
@@ -57,7 +57,7 @@ type ScreenerQueryItem struct {
 
 // ScreenerQueryPage documents the answer.
 type ScreenerQueryPage struct {
-	Items      []ScreenerQueryItem `json:"items" doc:"The matching assets of this page, in order_by order. Each item also carries a field per variable the expression and order_by read, named as written (\"factors.rsi_14.value\": 28.4), null when the asset has no such value"`
+	Items      []ScreenerQueryItem `json:"items" nullable:"false" doc:"The matching assets of this page, in order_by order. Each item also carries a field per variable the expression and order_by read, named as written (\"factors.rsi_14.value\": 28.4), null when the asset has no such value"`
 	NextCursor *string             `json:"next_cursor" doc:"Send it back as cursor for the next page; null on the last page"`
 }
 
