@@ -301,21 +301,7 @@ func (a *candleArrays) candles(symbol string) ([]domain.Candle, error) {
 // symbols without candles are absent. One index lookup per symbol, so the
 // cost does not grow with the stored history.
 func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
-	return db.candleTimes(ctx, "max", m, exchange, tf, symbols)
-}
-
-// OldestCandleTimes returns, for each of symbols with stored candles of a
-// timeframe, the open time of its oldest candle (symbols with none are
-// absent). The push feeds' catch-up compares it with the newest to find
-// series whose history never finished loading.
-func (db *DB) OldestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
-	return db.candleTimes(ctx, "min", m, exchange, tf, symbols)
-}
-
-// candleTimes is agg (min or max) of the open times of each symbol's
-// candles: one index lookup per symbol.
-func (db *DB) candleTimes(ctx context.Context, agg string, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT `+agg+`(open_time) FROM candles c
+	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT max(open_time) FROM candles c
 			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3)
 		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols)
 	if err != nil {
@@ -333,6 +319,33 @@ func (db *DB) candleTimes(ctx context.Context, agg string, m domain.Market, exch
 		}
 		if t != nil {
 			out[s] = t.UTC()
+		}
+	}
+	return out, translate(rows.Err(), "candles")
+}
+
+// CandleCounts returns how many candles of a timeframe each of symbols has
+// stored, counting up to atMost (the push feeds' catch-up looks for series
+// whose history never finished loading); symbols with none are absent.
+func (db *DB) CandleCounts(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, atMost int) (map[string]int, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT count(*) FROM (SELECT FROM candles c
+			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3 LIMIT $5) n)
+		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols, atMost)
+	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	defer rows.Close()
+	out := make(map[string]int, len(symbols))
+	for rows.Next() {
+		var (
+			s string
+			n int
+		)
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, translate(err, "candles")
+		}
+		if n > 0 {
+			out[s] = n
 		}
 	}
 	return out, translate(rows.Err(), "candles")

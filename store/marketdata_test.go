@@ -112,6 +112,10 @@ func TestUpsertCandlesIdempotent(t *testing.T) {
 	if _, ok := latest["ETH_USDT"]; err != nil || !latest["BTC_USDT"].Equal(last.Time) || ok || len(latest) != 1 {
 		t.Fatalf("LatestCandleTimes = %v %v", latest, err)
 	}
+	counts, err := db.CandleCounts(ctx, domain.Crypto, "binance", domain.TF1h, []string{"BTC_USDT", "ETH_USDT"}, 75)
+	if _, ok := counts["ETH_USDT"]; err != nil || counts["BTC_USDT"] != 75 || ok {
+		t.Fatalf("CandleCounts at most 75 = %v %v", counts, err)
+	}
 	outOfOrder := []domain.Candle{cs[1], cs[0]}
 	if err := db.UpsertCandles(ctx, k, outOfOrder); err == nil {
 		t.Fatal("out-of-order candles stored")

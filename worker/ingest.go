@@ -73,7 +73,7 @@ type IngestStore interface {
 	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
 	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error)
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
-	OldestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
+	CandleCounts(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, atMost int) (map[string]int, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
 	RecordFeedError(ctx context.Context, c domain.Combination, kind string, at time.Time, msg string) error
 	UpsertFundamentals(ctx context.Context, m domain.Market, rows map[string]map[string]float64, at time.Time) error

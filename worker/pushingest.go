@@ -666,9 +666,9 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 	return jobs
 }
 
-// unloadedSpan: a series whose stored candles span less than this many
-// of its timeframe never had its initial history (InitialCandles) loaded.
-const unloadedSpan = InitialCandles / 4
+// unloadedCandles: a series with fewer candles stored never had its
+// initial history (InitialCandles) loaded.
+const unloadedCandles = InitialCandles / 4
 
 // forgetUnloaded takes out of latest (where each series' catch-up starts)
 // the series whose stored history never finished loading, so the catch-up
@@ -684,13 +684,13 @@ func (s *PushIngest) forgetUnloaded(ctx context.Context, c domain.Combination, t
 	if len(latest) == 0 {
 		return nil
 	}
-	oldest, err := s.In.Store.OldestCandleTimes(ctx, c.Market, c.Exchange, tf, slices.Collect(maps.Keys(latest)))
+	counts, err := s.In.Store.CandleCounts(ctx, c.Market, c.Exchange, tf, slices.Collect(maps.Keys(latest)), unloadedCandles)
 	if err != nil {
 		return err
 	}
 	n := 0
-	for sym, last := range latest {
-		if first, ok := oldest[sym]; ok && last.Sub(first) < unloadedSpan*tf.Duration() {
+	for sym := range latest {
+		if counts[sym] < unloadedCandles {
 			delete(latest, sym)
 			n++
 		}

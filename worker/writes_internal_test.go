@@ -249,8 +249,8 @@ func (s *memIngestStore) LatestCandleTimes(context.Context, domain.Market, strin
 	return map[string]time.Time{}, nil
 }
 
-func (s *memIngestStore) OldestCandleTimes(context.Context, domain.Market, string, domain.Timeframe, []string) (map[string]time.Time, error) {
-	return map[string]time.Time{}, nil
+func (s *memIngestStore) CandleCounts(context.Context, domain.Market, string, domain.Timeframe, []string, int) (map[string]int, error) {
+	return map[string]int{}, nil
 }
 
 func (s *memIngestStore) ReplaceTickers(_ context.Context, c domain.Combination, rows []domain.Ticker) error {
