@@ -23,7 +23,10 @@ import (
 //	varint   step, µs (the timeframe's duration)
 //	varint   the first open time, Unix µs
 //	n-1 ×    varint (open time − previous open time − step): 0 in a series without holes
-//	5 ×      a column: open, high, low, close, volume
+//	byte     pricesApart or pricesTogether, then
+//	         pricesTogether: byte k, then per candle 4 varints (packPrices)
+//	         pricesApart: 4 columns, open, high, low, close
+//	         a column: volume
 //
 // A column is either decimal (a byte k ≤ maxDecimalScale, then the varint
 // deltas of the integers v·10^k, when every v of the column is exactly
@@ -71,13 +74,85 @@ func packCandles(cs []domain.Candle, step time.Duration) []byte {
 		prev = t
 	}
 	col := make([]float64, len(cs))
-	for _, field := range candleFields {
+	fields := candleFields[:]
+	if k, ok := priceScale(cs); ok {
+		out = append(out, pricesTogether, byte(k))
+		out = packPrices(out, cs, k)
+		fields = candleFields[4:]
+	} else {
+		out = append(out, pricesApart)
+	}
+	for _, field := range fields {
 		for i := range cs {
 			col[i] = *field(&cs[i])
 		}
 		out = packColumn(out, col)
 	}
 	return out
+}
+
+// Whether open, high, low and close are packed together (pricesTogether:
+// one decimal scale k for the four, then per candle the varints of close −
+// the previous close, open − the previous close, high − max(open, close)
+// and min(open, close) − low: the body and the wicks, small numbers where
+// the four columns' own deltas are each as large as the move) or as four
+// columns (pricesApart).
+const (
+	pricesApart    = 0
+	pricesTogether = 1
+)
+
+// priceScale returns a decimal scale every open, high, low and close of
+// cs decodes from exactly (the largest of the columns' smallest scales,
+// checked for all four), or false.
+func priceScale(cs []domain.Candle) (int, bool) {
+	col := make([]float64, len(cs))
+	k := 0
+	for _, field := range candleFields[:4] {
+		for i := range cs {
+			col[i] = *field(&cs[i])
+		}
+		kf, ok := decimalScale(col)
+		if !ok {
+			return 0, false
+		}
+		k = max(k, kf)
+	}
+	for _, field := range candleFields[:4] {
+		for i := range cs {
+			if !fitsScale(*field(&cs[i]), k) {
+				return 0, false
+			}
+		}
+	}
+	return k, true
+}
+
+func packPrices(out []byte, cs []domain.Candle, k int) []byte {
+	scaled := func(v float64) int64 { return int64(math.Round(v * pow10[k])) }
+	var prevClose int64
+	for i := range cs {
+		o, h, l, c := scaled(cs[i].Open), scaled(cs[i].High), scaled(cs[i].Low), scaled(cs[i].Close)
+		out = binary.AppendVarint(out, c-prevClose)
+		out = binary.AppendVarint(out, o-prevClose)
+		out = binary.AppendVarint(out, h-max(o, c))
+		out = binary.AppendVarint(out, min(o, c)-l)
+		prevClose = c
+	}
+	return out
+}
+
+func unpackPrices(r *blockReader, out []domain.Candle, k int) {
+	var prevClose int64
+	for i := range out {
+		c := prevClose + r.varint()
+		o := prevClose + r.varint()
+		h := max(o, c) + r.varint()
+		l := min(o, c) - r.varint()
+		out[i].Open, out[i].High = float64(o)/pow10[k], float64(h)/pow10[k]
+		out[i].Low, out[i].Close = float64(l)/pow10[k], float64(c)/pow10[k]
+		prevClose = c
+	}
 }
 
 // candleFields are the packed columns, in their order.
@@ -117,18 +192,28 @@ func decimalScale(vs []float64) (int, bool) {
 next:
 	for k := 0; k <= maxDecimalScale; k++ {
 		for _, v := range vs {
-			s := v * pow10[k]
-			if !(math.Abs(s) < 1<<53) {
+			if !(math.Abs(v*pow10[k]) < 1<<53) {
 				return 0, false // a larger k only grows it (or v is not finite)
 			}
-			m := int64(math.Round(s))
-			if math.Float64bits(float64(m)/pow10[k]) != math.Float64bits(v) {
+			if !fitsScale(v, k) {
 				continue next
 			}
 		}
 		return k, true
 	}
 	return 0, false
+}
+
+// fitsScale reports whether v is exactly float64(m)/10^k for its integer
+// m = int64(round(v·10^k)), |m| < 2^53, the decoder's expression; the
+// differences of two such integers then fit an int64.
+func fitsScale(v float64, k int) bool {
+	s := v * pow10[k]
+	if !(math.Abs(s) < 1<<53) {
+		return false
+	}
+	m := int64(math.Round(s))
+	return math.Float64bits(float64(m)/pow10[k]) == math.Float64bits(v)
 }
 
 // unpackCandles decodes a block, oldest first.
@@ -152,7 +237,20 @@ func unpackCandles(b []byte) ([]domain.Candle, error) {
 		}
 		out[i].Time = time.UnixMicro(t).UTC()
 	}
-	for _, field := range candleFields {
+	fields := candleFields[:]
+	switch r.byte() {
+	case pricesApart:
+	case pricesTogether:
+		k := r.byte()
+		if k > maxDecimalScale {
+			return nil, errBadBlock
+		}
+		unpackPrices(&r, out, int(k))
+		fields = candleFields[4:]
+	default:
+		return nil, errBadBlock
+	}
+	for _, field := range fields {
 		mode := r.byte()
 		switch {
 		case r.err != nil:
