@@ -10,21 +10,25 @@
 //     series stopped 60 days ago (delisted). The other ("packed") gets a
 //     copy, then the mover (worker.CompactJob, the retention tick's) packs
 //     everything past the hot window; the tool times it.
+//
 //  2. Sizes: pg_total_relation_size (heap, TOAST, indexes) per candle of the
 //     candles table in "today", of candle_blocks and of what stays hot in
 //     "packed" (after VACUUM ANALYZE).
+//
 //  3. Reads: store.DB.Candles (GET /ohlcv's read on a cache miss) -reads
-//     times per range and layout, rotating over the symbols: the newest 24
+//     times per range and layout, the layouts alternating, rotating over
+//     the symbols: the newest 24
 //     1h candles (in the hot window), the newest 1,000 (across the
 //     boundary), the newest 1,000 of a delisted series (all packed but the
 //     newest) and the newest 1,000 1d candles (almost all packed).
+//
 //  4. HTTP: `marketd api` (-bin) on each schema, wrk (its own process) with
 //     a script rotating over the symbols of each range, today then packed
-//     per range, -duration each: p50/p99 as served (the api's read cache
+//     per range, -duration each, -runs times: p50/p99 as served (the api's read cache
 //     holds each series 10 s, so a run measures hits and the misses of the
 //     rotation).
 //
-//	go run ./e2e/cmd/compactbench -bin bin/marketd [-symbols 100] [-old 20] [-days 365] [-years 5] [-duration 8s]
+//     go run ./e2e/cmd/compactbench -bin bin/marketd [-symbols 100] [-old 20] [-days 365] [-years 5] [-duration 8s]
 package main
 
 import (
@@ -60,7 +64,7 @@ import (
 type options struct {
 	databaseURL, redisURL, bin, wrk string
 	symbols, old, days, years       int
-	reads, conns                    int
+	reads, conns, runs              int
 	duration                        time.Duration
 	keep                            bool
 }
@@ -77,6 +81,7 @@ func main() {
 	flag.IntVar(&o.years, "years", 5, "years of 1d candles")
 	flag.IntVar(&o.reads, "reads", 400, "store reads per range and layout")
 	flag.IntVar(&o.conns, "conns", 16, "wrk connections")
+	flag.IntVar(&o.runs, "runs", 2, "wrk runs per range and layout")
 	flag.DurationVar(&o.duration, "duration", 8*time.Second, "wrk run per range and layout")
 	flag.BoolVar(&o.keep, "keep", false, "keep the schemas")
 	flag.Parse()
@@ -160,35 +165,45 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintln(out, "| range | candles read | today p50 | today p99 | packed p50 | packed p99 |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|")
 	for _, r := range ranges {
+		lat, got, err := storeReads(ctx, []*store.DB{today.db, packed.db}, r, o.reads)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
 		var cells []string
-		var got int
-		for _, l := range layouts {
-			p50, p99, n, err := storeReads(ctx, l.db, r, o.reads)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", l.name, r.name, err)
-			}
-			got = n
-			cells = append(cells, strconv.Itoa(int(p50.Microseconds())), strconv.Itoa(int(p99.Microseconds())))
+		for _, l := range lat {
+			cells = append(cells, strconv.Itoa(int(l[len(l)/2].Microseconds())), strconv.Itoa(int(l[len(l)*99/100].Microseconds())))
 		}
 		fmt.Fprintf(out, "| %s | %d | %s |\n", r.name, got, strings.Join(cells, " | "))
 	}
 	if o.bin == "" {
 		return nil
 	}
-	fmt.Fprintf(out, "\nGET /ohlcv through `marketd api`, wrk -t1 -c%d -d%s, the symbols of a range in rotation (ms)\n\n", o.conns, o.duration)
-	fmt.Fprintln(out, "| range | today req/s | today p50 | today p99 | packed req/s | packed p50 | packed p99 |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
-	for _, r := range ranges {
-		var cells []string
-		for _, l := range layouts {
-			res, err := httpReads(ctx, o, l, r)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", l.name, r.name, err)
-			}
-			cells = append(cells, fmt.Sprintf("%.0f | %.2f | %.2f", float64(res.Requests)/(float64(res.DurationUS)/1e6),
-				float64(res.P50)/1000, float64(res.P99)/1000))
+	bases := make([]string, len(layouts))
+	for i, l := range layouts {
+		base, stop, err := startAPI(o, l)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(out, "| %s | %s |\n", r.name, strings.Join(cells, " | "))
+		defer stop()
+		bases[i] = base
+	}
+	fmt.Fprintf(out, "\nGET /ohlcv through `marketd api` (one per layout, both running), wrk -t1 -c%d -d%s, the symbols of a range in rotation, today then packed per range, %d runs (ms)\n\n",
+		o.conns, o.duration, o.runs)
+	fmt.Fprintln(out, "| run | range | today req/s | today p50 | today p99 | packed req/s | packed p50 | packed p99 |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	for run := 1; run <= o.runs; run++ {
+		for _, r := range ranges {
+			var cells []string
+			for i, l := range layouts {
+				res, err := httpReads(ctx, o, bases[i], l, r)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", l.name, r.name, err)
+				}
+				cells = append(cells, fmt.Sprintf("%.0f | %.2f | %.2f", float64(res.Requests)/(float64(res.DurationUS)/1e6),
+					float64(res.P50)/1000, float64(res.P99)/1000))
+			}
+			fmt.Fprintf(out, "| %d | %s | %s |\n", run, r.name, strings.Join(cells, " | "))
+		}
 	}
 	return nil
 }
@@ -358,20 +373,28 @@ func readRanges(o options) []readRange {
 	}
 }
 
-func storeReads(ctx context.Context, db *store.DB, r readRange, reads int) (p50, p99 time.Duration, n int, err error) {
-	lat := make([]time.Duration, 0, reads)
+// storeReads reads the range from each layout in turn, reads times each,
+// alternating so that a change of the host's load weighs on both alike,
+// and returns each layout's latencies, sorted, and the candles a read got.
+func storeReads(ctx context.Context, dbs []*store.DB, r readRange, reads int) ([][]time.Duration, int, error) {
+	lat := make([][]time.Duration, len(dbs))
+	n := 0
 	for i := range reads {
 		k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: r.symbols[i%len(r.symbols)], Timeframe: r.tf}
-		start := time.Now()
-		cs, err := db.Candles(ctx, k, r.limit)
-		if err != nil {
-			return 0, 0, 0, err
+		for j, db := range dbs {
+			start := time.Now()
+			cs, err := db.Candles(ctx, k, r.limit)
+			if err != nil {
+				return nil, 0, err
+			}
+			lat[j] = append(lat[j], time.Since(start))
+			n = len(cs)
 		}
-		lat = append(lat, time.Since(start))
-		n = len(cs)
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], n, nil
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	return lat, n, nil
 }
 
 type wrkResult struct {
@@ -398,7 +421,9 @@ done = function(summary, latency, requests)
 end
 `
 
-func httpReads(ctx context.Context, o options, l *layout, r readRange) (wrkResult, error) {
+// startAPI starts `marketd api` on the layout's schema and returns its
+// base URL and how to stop it.
+func startAPI(o options, l *layout) (string, func(), error) {
 	httpAddr, opsAddr := freeAddr(), freeAddr()
 	cmd := exec.Command(o.bin, "api")
 	cmd.Env = os.Environ()
@@ -409,12 +434,17 @@ func httpReads(ctx context.Context, o options, l *layout, r readRange) (wrkResul
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return wrkResult{}, err
+		return "", nil, err
 	}
-	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	stop := func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }
 	if err := waitReady("http://"+opsAddr+"/readyz", 30*time.Second); err != nil {
-		return wrkResult{}, fmt.Errorf("api not ready: %w: %s", err, stderr.String())
+		stop()
+		return "", nil, fmt.Errorf("api not ready: %w: %s", err, stderr.String())
 	}
+	return "http://" + httpAddr, stop, nil
+}
+
+func httpReads(ctx context.Context, o options, base string, l *layout, r readRange) (wrkResult, error) {
 	var paths []string
 	for _, s := range r.symbols {
 		paths = append(paths, strconv.Quote(fmt.Sprintf("/api/v1/public/ohlcv/crypto/binance/%s/%s?limit=%d", s, r.tf, r.limit)))
@@ -429,7 +459,7 @@ func httpReads(ctx context.Context, o options, l *layout, r readRange) (wrkResul
 	}
 	f.Close()
 	out, err := exec.CommandContext(ctx, o.wrk, "-t1", "-c"+strconv.Itoa(o.conns), "-d"+strconv.Itoa(int(o.duration.Seconds()))+"s",
-		"--timeout", "10s", "-s", f.Name(), "-H", "X-API-Key: "+l.key, "http://"+httpAddr).Output()
+		"--timeout", "10s", "-s", f.Name(), "-H", "X-API-Key: "+l.key, base).Output()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk: %w", err)
 	}
@@ -499,4 +529,3 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
