@@ -81,7 +81,7 @@ func main() {
 	flag.IntVar(&o.years, "years", 5, "years of 1d candles")
 	flag.IntVar(&o.reads, "reads", 400, "store reads per range and layout")
 	flag.IntVar(&o.conns, "conns", 16, "wrk connections")
-	flag.IntVar(&o.runs, "runs", 2, "wrk runs per range and layout")
+	flag.IntVar(&o.runs, "runs", 5, "wrk runs per range and layout")
 	flag.DurationVar(&o.duration, "duration", 8*time.Second, "wrk run per range and layout")
 	flag.BoolVar(&o.keep, "keep", false, "keep the schemas")
 	flag.Parse()
@@ -187,25 +187,58 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		defer stop()
 		bases[i] = base
 	}
-	fmt.Fprintf(out, "\nGET /ohlcv through `marketd api` (one per layout, both running), wrk -t1 -c%d -d%s, the symbols of a range in rotation, today then packed per range, %d runs (ms)\n\n",
+	fmt.Fprintf(out, "\nGET /ohlcv through `marketd api` (one per layout, both running), wrk -t1 -c%d -d%s, the symbols of a range in rotation, %d runs, the layouts' order swapped every run (ms)\n\n",
 		o.conns, o.duration, o.runs)
 	fmt.Fprintln(out, "| run | range | today req/s | today p50 | today p99 | packed req/s | packed p50 | packed p99 |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	type sample struct{ rps, p50, p99 []float64 }
+	samples := make([][]sample, len(ranges))
+	for ri := range ranges {
+		samples[ri] = make([]sample, len(layouts))
+	}
 	for run := 1; run <= o.runs; run++ {
-		for _, r := range ranges {
-			var cells []string
-			for i, l := range layouts {
-				res, err := httpReads(ctx, o, bases[i], l, r)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", l.name, r.name, err)
+		for ri, r := range ranges {
+			res := make([]wrkResult, len(layouts))
+			for j := range layouts {
+				i := j
+				if run%2 == 0 {
+					i = len(layouts) - 1 - j
 				}
-				cells = append(cells, fmt.Sprintf("%.0f | %.2f | %.2f", float64(res.Requests)/(float64(res.DurationUS)/1e6),
-					float64(res.P50)/1000, float64(res.P99)/1000))
+				var err error
+				if res[i], err = httpReads(ctx, o, bases[i], layouts[i], r); err != nil {
+					return fmt.Errorf("%s %s: %w", layouts[i].name, r.name, err)
+				}
+			}
+			var cells []string
+			for i, w := range res {
+				rps := float64(w.Requests) / (float64(w.DurationUS) / 1e6)
+				smp := &samples[ri][i]
+				smp.rps, smp.p50, smp.p99 = append(smp.rps, rps), append(smp.p50, float64(w.P50)/1000), append(smp.p99, float64(w.P99)/1000)
+				cells = append(cells, fmt.Sprintf("%.0f | %.2f | %.2f", rps, float64(w.P50)/1000, float64(w.P99)/1000))
 			}
 			fmt.Fprintf(out, "| %d | %s | %s |\n", run, r.name, strings.Join(cells, " | "))
 		}
 	}
+	fmt.Fprintf(out, "\nMedians of the %d runs (ms)\n\n", o.runs)
+	fmt.Fprintln(out, "| range | today req/s | today p50 | today p99 | packed req/s | packed p50 | packed p99 | packed p99 ÷ today p99 |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	for ri, r := range ranges {
+		var cells []string
+		for _, smp := range samples[ri] {
+			cells = append(cells, fmt.Sprintf("%.0f | %.2f | %.2f", median(smp.rps), median(smp.p50), median(smp.p99)))
+		}
+		fmt.Fprintf(out, "| %s | %s | %.2f |\n", r.name, strings.Join(cells, " | "), median(samples[ri][1].p99)/median(samples[ri][0].p99))
+	}
 	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func newLayout(ctx context.Context, o options, name, schema string) (*layout, error) {
