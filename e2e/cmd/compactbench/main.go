@@ -13,22 +13,24 @@
 //
 //  2. Sizes: pg_total_relation_size (heap, TOAST, indexes) per candle of the
 //     candles table in "today", of candle_blocks and of what stays hot in
-//     "packed" (after VACUUM ANALYZE).
+//     "packed" (after VACUUM FULL, so that deleted rows do not count).
 //
 //  3. Reads: store.DB.Candles (GET /ohlcv's read on a cache miss) -reads
 //     times per range and layout, the layouts alternating, rotating over
-//     the symbols: the newest 24
-//     1h candles (in the hot window), the newest 1,000 (across the
-//     boundary), the newest 1,000 of a delisted series (all packed but the
-//     newest) and the newest 1,000 1d candles (almost all packed).
+//     the symbols: the newest 24 1h candles (in the hot window), the newest
+//     1,000 (across the boundary), the newest 1,000 of a delisted series
+//     (all packed but the newest) and the newest 1,000 1d candles (all
+//     packed but the current month's).
 //
 //  4. HTTP: `marketd api` (-bin) on each schema, wrk (its own process) with
-//     a script rotating over the symbols of each range, today then packed
-//     per range, -duration each, -runs times: p50/p99 as served (the api's read cache
-//     holds each series 10 s, so a run measures hits and the misses of the
-//     rotation).
+//     a script rotating over the symbols of each range, both layouts per
+//     range (the order swapped every run), -duration each, -runs times, and
+//     the medians: p50/p99 as served (the api's read cache holds each
+//     series 10 s, so a run measures hits and the misses of the rotation).
 //
-//     go run ./e2e/cmd/compactbench -bin bin/marketd [-symbols 100] [-old 20] [-days 365] [-years 5] [-duration 8s]
+// Usage:
+//
+//	go run ./e2e/cmd/compactbench -bin bin/marketd [-symbols 100] [-old 20] [-days 365] [-years 5] [-runs 5] [-duration 8s]
 package main
 
 import (
