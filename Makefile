@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -146,6 +146,12 @@ bench-webhooks:
 bench-latency: build
 	$(GO) build -o bin/latencybench ./e2e/cmd/latencybench
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/latencybench -bin $(BIN) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_ARGS)
+
+## bench-compact: compact candle storage (issue #37 part 4): bytes per candle as rows and packed in candle_blocks,
+## the mover's rate, and GET /ohlcv's read in the hot window, across the boundary and in the blocks, today's table
+## against the packed layout in the same run (store reads in process, then `marketd api` under wrk); see BENCHMARKS.md.
+bench-compact: build bench-deps
+	$(GO) run ./e2e/cmd/compactbench -bin $(BIN) $(BENCH_ARGS)
 
 ## bench-migrate-locks: each migration's locks on seeded tables (modes taken, longest stretch stopping reads
 ## or writes, 00020 batched against as landed; BENCHMARKS.md, "Migration locks"). MARKET_LOCKS_SCALE multiplies

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -244,7 +245,7 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string,
 	since []*time.Time, limit int, each func(sym string, v seriesVersion, cs []domain.Candle)) error {
 	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, pg_relation_filenode('candles')::bigint, coalesce(v.version, 0), coalesce(v.deep_dropped, 0),
-			coalesce(v.deep_versions, '{}'), coalesce(v.deep_from, '{}'), coalesce(v.deep_to, '{}'), c.*
+			coalesce(v.deep_versions, '{}'), coalesce(v.deep_from, '{}'), coalesce(v.deep_to, '{}'), c.*, blk.packed
 		FROM unnest($3::text[], $6::timestamptz[]) s(symbol, since)
 		LEFT JOIN LATERAL (SELECT * FROM candle_series_versions
 			WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4 OFFSET 0) v ON true
@@ -252,12 +253,19 @@ func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange st
 			FROM (SELECT open_time, open, high, low, close, volume FROM candles
 				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
 					AND open_time >= coalesce(s.since, '-infinity')
-				ORDER BY open_time DESC LIMIT $5) newest) c`,
+				ORDER BY open_time DESC LIMIT $5) newest) c
+		CROSS JOIN LATERAL `+candleBlocksLateral("s.symbol", "s.since"),
 		string(m), exchange, symbols, string(tf), limit, since)
 	if err != nil {
 		return translate(err, "candles")
 	}
 	defer rows.Close()
+	from := make(map[string]time.Time, len(symbols))
+	for i, t := range since {
+		if t != nil {
+			from[symbols[i]] = *t
+		}
+	}
 	for rows.Next() {
 		var sym string
 		var v seriesVersion
@@ -268,9 +276,13 @@ func (db *DB) versionedCandles(ctx context.Context, m domain.Market, exchange st
 		if len(v.deepVersions) != len(v.deepFrom) || len(v.deepFrom) != len(v.deepTo) {
 			return fmt.Errorf("store: candles of %s: version lists of different lengths", sym)
 		}
-		cs, err := a.candles(sym)
+		cs, err := a.candles(sym, limit)
 		if err != nil {
 			return err
+		}
+		if t, ok := from[sym]; ok && len(a.blocks) > 0 {
+			// a block holds candles older than since too
+			cs = cs[sort.Search(len(cs), func(i int) bool { return !cs[i].Time.Before(t) }):]
 		}
 		each(sym, v, cs)
 	}

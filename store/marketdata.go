@@ -201,7 +201,8 @@ func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.C
 	return changed, nil
 }
 
-// Candles returns the newest limit candles of a series, oldest first.
+// Candles returns the newest limit candles of a series, oldest first, of
+// the hot rows and the packed blocks together (candleBlocksLateral).
 func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Candle, error) {
 	// One row of six arrays, not a row per candle: scoring reads 500
 	// candles per asset it scores, and pgx decodes a binary array in one
@@ -212,15 +213,17 @@ func (db *DB) Candles(ctx context.Context, k CandleKey, limit int) ([]domain.Can
 	// feeds a plain aggregate in its input's order, and the order is
 	// checked here anyway (sorted if it ever were not).
 	var a candleArrays
-	err := db.Pool.QueryRow(ctx, `SELECT `+candleArraysSelect+`
-		FROM (SELECT open_time, open, high, low, close, volume FROM candles
-			WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
-			ORDER BY open_time DESC LIMIT $5) newest`,
+	err := db.Pool.QueryRow(ctx, `SELECT c.*, blk.packed
+		FROM (SELECT `+candleArraysSelect+`
+			FROM (SELECT open_time, open, high, low, close, volume FROM candles
+				WHERE market = $1 AND exchange = $2 AND symbol = $3 AND timeframe = $4
+				ORDER BY open_time DESC LIMIT $5) newest) c
+		CROSS JOIN LATERAL `+candleBlocksLateral("$3", "NULL::timestamptz"),
 		string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe), limit).Scan(a.dest()...)
 	if err != nil {
 		return nil, translate(err, "candles")
 	}
-	return a.candles(k.Symbol)
+	return a.candles(k.Symbol, limit)
 }
 
 // CandlesOf returns the newest limit candles of each of the symbols'
@@ -233,12 +236,13 @@ func (db *DB) CandlesOf(ctx context.Context, m domain.Market, exchange string, t
 	if len(symbols) == 0 {
 		return out, nil
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, c.*
+	rows, err := db.Pool.Query(ctx, `SELECT s.symbol, c.*, blk.packed
 		FROM unnest($3::text[]) s(symbol)
 		CROSS JOIN LATERAL (SELECT `+candleArraysSelect+`
 			FROM (SELECT open_time, open, high, low, close, volume FROM candles
 				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
-				ORDER BY open_time DESC LIMIT $5) newest) c`,
+				ORDER BY open_time DESC LIMIT $5) newest) c
+		CROSS JOIN LATERAL `+candleBlocksLateral("s.symbol", "NULL::timestamptz"),
 		string(m), exchange, symbols, string(tf), limit)
 	if err != nil {
 		return nil, translate(err, "candles")
@@ -250,7 +254,7 @@ func (db *DB) CandlesOf(ctx context.Context, m domain.Market, exchange string, t
 		if err := rows.Scan(append([]any{&sym}, a.dest()...)...); err != nil {
 			return nil, translate(err, "candles")
 		}
-		cs, err := a.candles(sym)
+		cs, err := a.candles(sym, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -263,26 +267,47 @@ func (db *DB) CandlesOf(ctx context.Context, m domain.Market, exchange string, t
 
 // candleArraysSelect aggregates a subquery "newest" of candles, newest
 // first, into six arrays (candleArrays).
-const candleArraysSelect = `coalesce(array_agg(open_time), '{}'), coalesce(array_agg(open), '{}'),
-			coalesce(array_agg(high), '{}'), coalesce(array_agg(low), '{}'), coalesce(array_agg(close), '{}'),
-			coalesce(array_agg(volume), '{}')`
+const candleArraysSelect = `coalesce(array_agg(open_time), '{}') AS times, coalesce(array_agg(open), '{}') AS opens,
+			coalesce(array_agg(high), '{}') AS highs, coalesce(array_agg(low), '{}') AS lows,
+			coalesce(array_agg(close), '{}') AS closes, coalesce(array_agg(volume), '{}') AS volumes`
 
-// candleArrays is a series read as candleArraysSelect's six arrays.
+// candleBlocksLateral is the lateral subquery "blk" of the packed blocks
+// (candle_blocks) a read of the newest $5 candles of a series (market $1,
+// exchange $2, timeframe $4, the symbol expression sym) needs beside its
+// newest $5 hot rows "c" (candleArraysSelect's arrays), from since on (a
+// timestamptz expression; NULL: all). The newest $5 candles of both
+// together are among the newest $5 of each, so it takes the blocks, newest
+// first, until they hold $5 candles; and none at all when the hot rows are
+// $5 already and the blocks all older than the oldest of them (a read
+// within the hot window: one index probe). Blocks cover disjoint periods,
+// so their counts add up.
+func candleBlocksLateral(sym, since string) string {
+	return `(SELECT coalesce(array_agg(packed), '{}') AS packed FROM (
+			SELECT packed, sum(n) OVER (ORDER BY block_start DESC) - n AS newer
+			FROM candle_blocks b
+			WHERE b.market = $1 AND b.exchange = $2 AND b.symbol = ` + sym + ` AND b.timeframe = $4
+				AND b.last_time >= coalesce(` + since + `, '-infinity')
+				AND (cardinality(c.times) < $5 OR b.last_time >= c.times[cardinality(c.times)])
+			ORDER BY block_start DESC) nb WHERE newer < $5) blk`
+}
+
+// candleArrays is a series read as candleArraysSelect's six arrays, and
+// the packed blocks candleBlocksLateral read beside them.
 type candleArrays struct {
 	times                          []time.Time
 	opens, highs, lows, closes, vs []float64
+	blocks                         [][]byte
 }
 
 func (a *candleArrays) dest() []any {
-	return []any{&a.times, &a.opens, &a.highs, &a.lows, &a.closes, &a.vs}
+	return []any{&a.times, &a.opens, &a.highs, &a.lows, &a.closes, &a.vs, &a.blocks}
 }
 
-// candles turns the arrays (newest first) into candles, oldest first.
-func (a *candleArrays) candles(symbol string) ([]domain.Candle, error) {
+// candles turns the arrays (newest first) and the blocks into the newest
+// limit candles, oldest first; a hot row wins over a block's candle of
+// the same open time (a repair not yet packed in).
+func (a *candleArrays) candles(symbol string, limit int) ([]domain.Candle, error) {
 	n := len(a.times)
-	if n == 0 {
-		return nil, nil
-	}
 	if len(a.opens) != n || len(a.highs) != n || len(a.lows) != n || len(a.closes) != n || len(a.vs) != n {
 		return nil, fmt.Errorf("store: candles of %s: arrays of different lengths", symbol)
 	}
@@ -293,16 +318,47 @@ func (a *candleArrays) candles(symbol string) ([]domain.Candle, error) {
 	if !slices.IsSortedFunc(out, func(a, b domain.Candle) int { return a.Time.Compare(b.Time) }) {
 		slices.SortFunc(out, func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
 	}
+	if len(a.blocks) > 0 {
+		packed, err := unpackBlocks(a.blocks)
+		if err != nil {
+			return nil, fmt.Errorf("store: candles of %s: %w", symbol, err)
+		}
+		out = mergeCandles(packed, out)
+		out = out[max(len(out)-limit, 0):]
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// unpackBlocks decodes blocks of one series, given newest first (as
+// candleBlocksLateral aggregates them), into one series, oldest first.
+func unpackBlocks(blocks [][]byte) ([]domain.Candle, error) {
+	var out []domain.Candle
+	for i := len(blocks) - 1; i >= 0; i-- {
+		cs, err := unpackCandles(blocks[i])
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 && len(cs) > 0 && !cs[0].Time.After(out[len(out)-1].Time) {
+			return nil, fmt.Errorf("store: candle blocks overlap at %s", cs[0].Time.Format(time.RFC3339))
+		}
+		out = append(out, cs...)
+	}
 	return out, nil
 }
 
 // LatestCandleTimes returns the newest stored open time of each of the
-// given symbols of an exchange and timeframe (ingest resumes from there);
-// symbols without candles are absent. One index lookup per symbol, so the
-// cost does not grow with the stored history.
+// given symbols of an exchange and timeframe (ingest resumes from there),
+// hot or packed; symbols without candles are absent. Two index lookups
+// per symbol, so the cost does not grow with the stored history.
 func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT max(open_time) FROM candles c
-			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3)
+	rows, err := db.Pool.Query(ctx, `SELECT sym, greatest((SELECT max(open_time) FROM candles c
+			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3),
+			(SELECT last_time FROM candle_blocks b
+			WHERE b.market = $1 AND b.exchange = $2 AND b.symbol = sym AND b.timeframe = $3
+			ORDER BY block_start DESC LIMIT 1))
 		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols)
 	if err != nil {
 		return nil, translate(err, "candles")
@@ -325,11 +381,14 @@ func (db *DB) LatestCandleTimes(ctx context.Context, m domain.Market, exchange s
 }
 
 // CandleCounts returns how many candles of a timeframe each of symbols has
-// stored, counting up to atMost (the push feeds' catch-up looks for series
-// whose history never finished loading); symbols with none are absent.
+// stored, hot or packed, counting up to atMost (the push feeds' catch-up
+// looks for series whose history never finished loading); symbols with
+// none are absent.
 func (db *DB) CandleCounts(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, atMost int) (map[string]int, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT sym, (SELECT count(*) FROM (SELECT FROM candles c
+	rows, err := db.Pool.Query(ctx, `SELECT sym, least($5, (SELECT count(*) FROM (SELECT FROM candles c
 			WHERE c.market = $1 AND c.exchange = $2 AND c.symbol = sym AND c.timeframe = $3 LIMIT $5) n)
+			+ coalesce((SELECT sum(n) FROM candle_blocks b
+			WHERE b.market = $1 AND b.exchange = $2 AND b.symbol = sym AND b.timeframe = $3), 0))
 		FROM unnest($4::text[]) AS sym`, string(m), exchange, string(tf), symbols, atMost)
 	if err != nil {
 		return nil, translate(err, "candles")
@@ -351,9 +410,10 @@ func (db *DB) CandleCounts(ctx context.Context, m domain.Market, exchange string
 	return out, translate(rows.Err(), "candles")
 }
 
-// CandleSymbols lists the symbols with stored candles of an exchange (for 404 details).
+// CandleSymbols lists the symbols with stored candles, hot or packed, of an exchange (for 404 details).
 func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT symbol FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3 ORDER BY symbol`,
+	rows, err := db.Pool.Query(ctx, `SELECT symbol FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3
+		UNION SELECT symbol FROM candle_blocks WHERE market = $1 AND exchange = $2 AND timeframe = $3 ORDER BY symbol`,
 		string(m), exchange, string(tf))
 	if err != nil {
 		return nil, translate(err, "candles")

@@ -57,6 +57,7 @@ const (
 // RetentionStore is what the retention task deletes from.
 type RetentionStore interface {
 	DeleteCandlesBefore(ctx context.Context, tf domain.Timeframe, before time.Time, limit int) (int64, error)
+	DeleteCandleBlocksBefore(ctx context.Context, tf domain.Timeframe, before time.Time, limit int) (blocks, candles int64, err error)
 }
 
 // RetentionPayload is a retention task's tick (for logs and the task id).
@@ -80,12 +81,22 @@ type RetentionJob struct {
 	// Batch and MaxBatches override the batch size and the batches per
 	// run (0 = retentionBatch, retentionMaxBatches).
 	Batch, MaxBatches int
+	// Compact, when set, packs the candles past the hot window into
+	// candle blocks after each run (CompactJob): the same tick, so the
+	// mover never packs what the run is about to delete.
+	Compact *CompactJob
 }
 
 // Register adds the retention handler to w.
 func (j *RetentionJob) Register(w *Worker) {
 	w.Handle(TypeCandleRetention, asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
-		_, err := j.Run(ctx)
+		if _, err := j.Run(ctx); err != nil {
+			return err
+		}
+		if j.Compact == nil {
+			return nil
+		}
+		_, err := j.Compact.Run(ctx)
 		return err
 	}))
 }
@@ -120,6 +131,19 @@ func (j *RetentionJob) Run(ctx context.Context) (map[domain.Timeframe]int64, err
 			}
 			deleted[tf] += n
 			if n < int64(batch) {
+				break
+			}
+		}
+		// The packed candles past the cut-off, a block (up to a few
+		// thousand candles) for a row of the batch.
+		for maxBatches > 0 {
+			maxBatches--
+			blocks, n, err := j.Store.DeleteCandleBlocksBefore(ctx, tf, cut, batch/100+1)
+			if err != nil {
+				return deleted, fmt.Errorf("worker: candle retention %s blocks before %s: %w", tf, cut.Format(time.RFC3339), err)
+			}
+			deleted[tf] += n
+			if blocks < int64(batch/100+1) {
 				break
 			}
 		}

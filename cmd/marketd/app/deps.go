@@ -172,7 +172,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	}
 	in.Register(w)
 	in.Retention = cfg.CandleRetention
-	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: clock}
+	rj := &worker.RetentionJob{Store: db, Retention: cfg.CandleRetention, Logger: logger, Now: clock,
+		Compact: &worker.CompactJob{Store: db, HotWindow: worker.DefaultCandleHotWindow(), Logger: logger, Now: clock}}
 	rj.Register(w)
 	(&worker.AnalyticsRetentionJob{Store: db, Days: cfg.ReportRetentionDays, Logger: logger, Now: clock}).Register(w)
 	st := &worker.StatsJob{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify}
