@@ -61,8 +61,8 @@ type Symbol struct {
 	HeaderFrom time.Time
 	// Gaps are candles missing from the files.
 	Gaps []Span
-	// BadChecksum lists the periods (2024-12, 2025-02-03) whose .CHECKSUM
-	// does not match the file.
+	// BadChecksum lists the file names (BTCUSDT-1d-2024-12.zip) whose
+	// .CHECKSUM does not match the file.
 	BadChecksum []string
 }
 
@@ -99,7 +99,7 @@ func Small() *Archive {
 		Intervals:   []domain.Timeframe{domain.TF1d, domain.TF4h, domain.TF1h},
 		PageSize:    2,
 		Symbols: []Symbol{
-			{Market: "spot", Name: "BTCUSDT", From: month(2024, 11), BadChecksum: []string{"2024-12"}},
+			{Market: "spot", Name: "BTCUSDT", From: month(2024, 11), BadChecksum: []string{"BTCUSDT-1d-2024-12.zip"}},
 			{Market: "spot", Name: "ETHUSDT", From: month(2024, 11), Gaps: []Span{{day(2024, 12, 10), day(2024, 12, 13)}}},
 			{Market: "spot", Name: "LUNAUSDT", From: month(2024, 11), Until: day(2024, 12, 20)},
 			{Market: "futures/um", Name: "BTCUSDT", From: month(2024, 11), HeaderFrom: month(2025, 1)},
@@ -269,7 +269,7 @@ func (a *Archive) checksum(f File) string {
 		sum, _ = a.sums.LoadOrStore(f.Key(), hex.EncodeToString(h[:]))
 	}
 	s := sum.(string)
-	if slices.Contains(f.Symbol.BadChecksum, f.Period) {
+	if slices.Contains(f.Symbol.BadChecksum, f.name()) {
 		s = strings.Repeat("0", len(s))
 	}
 	return s + "  " + f.name() + "\n"
