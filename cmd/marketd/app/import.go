@@ -17,6 +17,7 @@ import (
 	"github.com/marketscreener/market/archiveimport"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
@@ -30,9 +31,10 @@ type importFlags struct {
 
 func addImportFlags(fs *flag.FlagSet) importFlags {
 	return importFlags{
-		source:      fs.String("source", archiveimport.Source, "the bulk archive: binance-archive (its URL: MARKET_FEED_URLS name binance-archive)"),
-		market:      fs.String("market", "crypto", "market of the candles: crypto"),
-		instrument:  fs.String("instrument", "spot", "instrument of the archive: spot (candles are stored for spot)"),
+		source: fs.String("source", archiveimport.Source, "binance-archive (crypto; its URL: MARKET_FEED_URLS name binance-archive) "+
+			"or alpaca (stocks: the provider's multi-symbol historical bars, within its request budget)"),
+		market:      fs.String("market", "crypto", "crypto (binance-archive) or stocks (alpaca)"),
+		instrument:  fs.String("instrument", "", "spot for crypto (candles are stored for spot), stock for stocks (default: the market's)"),
 		timeframes:  fs.String("timeframes", "1d,4h,1h", "comma-separated timeframes: 1m, 5m, 15m, 30m, 1h, 4h, 1d, 1w"),
 		from:        fs.String("from", "2017-08", "first month, YYYY-MM"),
 		to:          fs.String("to", "", "last month, YYYY-MM (default: the current month, from its daily files)"),
@@ -48,17 +50,29 @@ func addImportFlags(fs *flag.FlagSet) importFlags {
 // (without the clock, retention and callbacks).
 func (f importFlags) options(now time.Time) (archiveimport.Options, string, error) {
 	var o archiveimport.Options
-	if *f.source != archiveimport.Source {
-		return o, "", usagef("--source: must be %s", archiveimport.Source)
+	var path string
+	mk, _ := domain.ParseMarket(*f.market)
+	switch *f.source {
+	case archiveimport.Source:
+		if mk != domain.Crypto {
+			return o, "", usagef("--market: the %s archive holds crypto only", archiveimport.Source)
+		}
+		if *f.instrument != "" && *f.instrument != "spot" {
+			return o, "", usagef("--instrument: must be spot (crypto candles are stored for spot; perpetual and futures serve the screener only)")
+		}
+		path, _ = feeds.ArchiveMarketPath("spot")
+		o.Combination = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	case feeds.NameAlpaca:
+		if mk != domain.Stocks {
+			return o, "", usagef("--market: alpaca's bars are stocks")
+		}
+		if *f.instrument != "" && *f.instrument != "stock" {
+			return o, "", usagef("--instrument: must be stock with --source alpaca")
+		}
+		o.Combination = domain.Combination{Market: domain.Stocks, Instrument: "stock"}
+	default:
+		return o, "", usagef("--source: must be %s or %s", archiveimport.Source, feeds.NameAlpaca)
 	}
-	if mk, ok := domain.ParseMarket(*f.market); !ok || mk != domain.Crypto {
-		return o, "", usagef("--market: the %s archive holds crypto only", archiveimport.Source)
-	}
-	if *f.instrument != "spot" {
-		return o, "", usagef("--instrument: must be spot (crypto candles are stored for spot; perpetual and futures serve the screener only)")
-	}
-	path, _ := feeds.ArchiveMarketPath(*f.instrument)
-	o.Combination = domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	seen := map[domain.Timeframe]bool{}
 	for _, s := range strings.Split(*f.timeframes, ",") {
 		tf, ok := domain.ParseTimeframe(strings.TrimSpace(s))
@@ -85,9 +99,9 @@ func (f importFlags) options(now time.Time) (archiveimport.Options, string, erro
 	}
 	for _, s := range strings.Split(*f.symbols, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			norm, ok := domain.NormalizeSymbol(domain.Crypto, s)
+			norm, ok := domain.NormalizeSymbol(mk, s)
 			if !ok {
-				return o, "", usagef("--symbols: %q is not a crypto symbol (BASE_QUOTE)", s)
+				return o, "", usagef("--symbols: %q is not a %s symbol", s, mk)
 			}
 			o.Symbols = append(o.Symbols, norm)
 		}
@@ -141,13 +155,22 @@ func (m *Main) cmdImport(ctx context.Context, fs *flag.FlagSet, args []string) e
 			o.Starts[tf] = cut
 		}
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxConnsPerHost = o.Concurrency
-	archive := feeds.NewBinanceArchive(feeds.Config{BaseURLs: cfg.FeedURLs}, &http.Client{Transport: transport, Timeout: 5 * time.Minute})
 	o.Progress = m.importReporter(logger)
-	logger.Info("import started", "source", archiveimport.Source, "url", archive.BaseURL, "timeframes", *f.timeframes,
+	logger.Info("import started", "source", *f.source, "timeframes", *f.timeframes,
 		"from", o.From.Format("2006-01"), "to", o.To.Format("2006-01"), "symbols", len(o.Symbols), "concurrency", o.Concurrency)
-	rep, runErr := archiveimport.Run(ctx, archive, db, path, o)
+	var rep *archiveimport.Report
+	var runErr error
+	if *f.source == feeds.NameAlpaca {
+		rep, runErr = m.importBars(ctx, cfg, db, o, logger)
+	} else {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.MaxConnsPerHost = o.Concurrency
+		archive := feeds.NewBinanceArchive(feeds.Config{BaseURLs: cfg.FeedURLs}, &http.Client{Transport: transport, Timeout: 5 * time.Minute})
+		rep, runErr = archiveimport.Run(ctx, archive, db, path, o)
+	}
+	if rep == nil {
+		return runErr
+	}
 	logger.Info("import finished", "series", rep.Series, "series_done", rep.SeriesDone, "files", rep.Files, "skipped", rep.Skipped,
 		"refused", len(rep.Refused), "candles", rep.Candles, "written", rep.Written, "gaps", len(rep.Gaps),
 		"delisted", len(rep.Delisted), "elapsed", rep.Elapsed.Round(time.Millisecond).String())
@@ -168,6 +191,41 @@ func (m *Main) cmdImport(ctx context.Context, fs *flag.FlagSet, args []string) e
 		return fmt.Errorf("%d file(s) refused (listed above); run the same command again to retry them", len(rep.Refused))
 	}
 	return nil
+}
+
+// importBars imports stocks from Alpaca's multi-symbol bars: every stock
+// combination MARKET_FEEDS serves through alpaca, its requests booked in
+// the shared request budget like the running workers'.
+func (m *Main) importBars(ctx context.Context, cfg Config, db *store.DB, o archiveimport.Options, logger *slog.Logger) (*archiveimport.Report, error) {
+	opts, err := rediskeys.ClientOptions(cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb := opts.NewClient()
+	defer rdb.Close()
+	reg, err := feeds.New(cfg.feedsConfig(rdb, logger))
+	if err != nil {
+		return nil, err
+	}
+	served := cfg.served()
+	var combos []domain.Combination
+	var src archiveimport.BarsSource
+	for _, c := range domain.Catalogue(cfg.Region) {
+		p, ok := reg.For(c)
+		if c.Market != domain.Stocks || !served.Has(c) || !ok || p.Name() != feeds.NameAlpaca {
+			continue
+		}
+		bp, ok := p.(archiveimport.BarsSource)
+		if !ok {
+			continue
+		}
+		src = bp
+		combos = append(combos, c)
+	}
+	if src == nil {
+		return nil, usagef("--source: alpaca is not a feed of MARKET_FEEDS serving stocks in region %s", cfg.Region)
+	}
+	return archiveimport.RunBars(ctx, src, db, feeds.NameAlpaca, combos, o)
 }
 
 // importReporter draws a progress bar over the series on a terminal, and
