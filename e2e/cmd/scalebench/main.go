@@ -488,10 +488,13 @@ func (d *deployment) measure(o options, r *result) error {
 	if u, ok := untilTime(o.until, t0); ok && u.After(end) {
 		end = u
 	}
-	if r.simRun {
-		r.imp = d.startImport(o)
+	var imp *importRun
+	if r.simRun && o.importMonths > 0 {
+		imp = &importRun{}
+		r.imp = imp
+		log.Printf("%s: the import starts at %s (after -window, the baseline) and the window lasts until it ends", r.name, end.UTC().Format(time.TimeOnly))
 	}
-	log.Printf("%s: steady window until %s (and until the import ends, with -import-months)", r.name, end.UTC().Format(time.TimeOnly))
+	log.Printf("%s: steady window until %s", r.name, end.UTC().Format(time.TimeOnly))
 	samples := minuteSamples{}
 	if r.markets.crypto {
 		for _, s := range spread(syms, 5*o.perMinute) {
@@ -507,9 +510,12 @@ func (d *deployment) measure(o options, r *result) error {
 	r.closes = scoredCloses(r.markets)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)) || !r.imp.finished(); b, i = b.Add(time.Minute), i+1 {
+	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)) || !imp.finished(); b, i = b.Add(time.Minute), i+1 {
 		time.Sleep(b.Sub(now()))
-		during := r.imp.running(b)
+		if imp != nil && !imp.started() && !b.Before(end.Add(-time.Minute)) {
+			d.startImport(o, imp)
+		}
+		during, before := imp.running(b), imp != nil && !imp.started()
 		open := b.Add(-time.Minute)
 		for group, list := range samples {
 			if len(list) == 0 || group == groupForex && !forexOpen(open) ||
@@ -526,8 +532,8 @@ func (d *deployment) measure(o options, r *result) error {
 						return
 					}
 					lat, ok := d.closedCandleLatency(s, b)
-					if during && group == groupCrypto {
-						r.imp.sample(lat, ok)
+					if group == groupCrypto && (during || before) {
+						imp.sample(lat, ok, during)
 					}
 					mu.Lock()
 					defer mu.Unlock()
