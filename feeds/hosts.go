@@ -24,6 +24,7 @@ const (
 	HostAlpaca               = "alpaca"                 // trading API (paper or live)
 	HostAlpacaData           = "alpaca-data"            // market data v2
 	HostAlpacaStream         = "alpaca-stream"          // market-data websocket (stocks)
+	HostBinanceArchive       = "binance-archive"        // public data archive (marketd import)
 )
 
 // OANDA's REST and streaming hosts: practice (demo) accounts have their
@@ -63,6 +64,7 @@ var hosts = []host{
 	{HostAlpaca, "https://api.alpaca.markets", "Alpaca trading API (paper: `https://paper-api.alpaca.markets`): the asset list (the stock universe) and the stock market calendar (`/v2/calendar`), each read once a day"},
 	{HostAlpacaData, "https://data.alpaca.markets", "Alpaca market data v2"},
 	{HostAlpacaStream, "wss://stream.data.alpaca.markets", "Alpaca market-data websocket: `/v2/iex` or `/v2/sip` by `MARKET_ALPACA_FEED`, stock minute and daily bars"},
+	{HostBinanceArchive, archiveDefaultURL, "Binance public data archive (data.binance.vision's bucket): its S3 listing and kline files, read by `marketd import` (a mirror or a local copy in the same layout works)"},
 }
 
 // HostNames lists every name Config.BaseURLs accepts.

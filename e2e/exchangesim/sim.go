@@ -36,6 +36,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds/archivetest"
 )
 
 // Config sets the simulated exchange. Zero values take the defaults.
@@ -79,6 +82,16 @@ type Config struct {
 	Alpaca AlpacaConfig
 	// Oanda sets the OANDA v20 account served on the same listener (oanda.go).
 	Oanda OandaConfig
+
+	// ArchiveMonths, when above 0, serves Binance's public data archive
+	// under /archive (MARKET_FEED_URLS binance-archive=http://<addr>/archive):
+	// the spot universe's 1d, 4h and 1h klines of the ArchiveMonths months
+	// before the current one and the current month's daily files, one in
+	// ten symbols delisted partway (feeds/archivetest.Universe).
+	ArchiveMonths int
+	// ArchiveSymbols limits the archive to the universe's first symbols
+	// (0: every spot symbol).
+	ArchiveSymbols int
 }
 
 func (c Config) withDefaults() Config {
@@ -174,6 +187,9 @@ func (s *Sim) routes() {
 	s.mux.HandleFunc("GET /market/stream", s.serveStream(s.futuresStreams))
 	s.alpaca.routes(s.mux)
 	s.oanda.routes(s.mux)
+	if s.cfg.ArchiveMonths > 0 {
+		s.mux.Handle("GET /archive/", http.StripPrefix("/archive", s.archive()))
+	}
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Stats())
 	})
@@ -181,6 +197,21 @@ func (s *Sim) routes() {
 		s.Mark()
 		writeJSON(w, s.Stats())
 	})
+}
+
+// archive is the generated archive of the spot universe.
+func (s *Sim) archive() *archivetest.Archive {
+	now := s.cfg.Now().UTC()
+	thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	var names []string
+	for _, sym := range s.universe.spot {
+		if s.cfg.ArchiveSymbols > 0 && len(names) == s.cfg.ArchiveSymbols {
+			break
+		}
+		names = append(names, sym.name)
+	}
+	return archivetest.Universe(names, thisMonth.AddDate(0, -s.cfg.ArchiveMonths, 0), now,
+		[]domain.Timeframe{domain.TF1d, domain.TF4h, domain.TF1h})
 }
 
 // Mark starts the figures since a mark (each budget's since_mark, and

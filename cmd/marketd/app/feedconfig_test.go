@@ -20,7 +20,7 @@ func TestFeedURLsOverrideEveryHost(t *testing.T) {
 	cfg, err := loadConfig(map[string]string{"MARKET_FEED_URLS": " binance=http://127.0.0.1:9001 , binance-futures=https://testnet.binancefuture.com/," +
 		"binance-stream=ws://127.0.0.1:9002,binance-futures-stream=wss://fstream.binancefuture.com,okx=https://okx.mirror.example/prefix," +
 		"okx-stream=wss://wspap.okx.com:8443,coinbase=https://api-public.sandbox.exchange.coinbase.com,coinbase-advanced=http://127.0.0.1:9003," +
-		"oanda=https://api-fxpractice.oanda.com,oanda-stream=http://127.0.0.1:9005,alpaca=https://paper-api.alpaca.markets,alpaca-data=http://127.0.0.1:9004,alpaca-stream=ws://127.0.0.1:19500"})
+		"oanda=https://api-fxpractice.oanda.com,oanda-stream=http://127.0.0.1:9005,alpaca=https://paper-api.alpaca.markets,alpaca-data=http://127.0.0.1:9004,alpaca-stream=ws://127.0.0.1:19500,binance-archive=http://127.0.0.1:9006/archive"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +37,7 @@ func TestFeedURLsOverrideEveryHost(t *testing.T) {
 		feeds.HostAlpacaData:           "http://127.0.0.1:9004",
 		feeds.HostOandaStream:          "http://127.0.0.1:9005",
 		feeds.HostAlpacaStream:         "ws://127.0.0.1:19500",
+		feeds.HostBinanceArchive:       "http://127.0.0.1:9006/archive",
 	} {
 		if got := fc.BaseURL(name); got != want {
 			t.Errorf("BaseURL(%s) = %q, want %q", name, got, want)

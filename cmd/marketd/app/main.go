@@ -63,6 +63,8 @@ func commands() []command {
 		{name: "demo-key", args: "[--org NAME] [--new-key]", summary: "create an enterprise demo client and print a key for it", run: (*Main).cmdDemoKey},
 		{name: "probe", args: "URL", summary: "GET a URL, exit 0 on 2xx (container health checks)", run: (*Main).cmdProbe},
 		{name: "backfill", args: "--market M --exchange E [--symbols S,...] --timeframe TF [--days N]", summary: "load candle history", run: (*Main).cmdBackfill},
+		{name: "import", args: "--source binance-archive|alpaca --market crypto|stocks [--instrument spot] [--timeframes 1d,4h,1h] [--from YYYY-MM] [--to YYYY-MM] [--symbols S,...] [--concurrency 2]",
+			summary: "load years of candle history from a bulk archive or a provider's bulk bars (resumable)", run: (*Main).cmdImport},
 		{name: "feed-health", summary: "show the last success and error of every ingested feed", run: (*Main).cmdFeedHealth},
 		{name: "catalogue", args: "[--region R]", summary: "list the (market, exchange, instrument) combinations of a region", run: (*Main).cmdCatalogue},
 	}

@@ -16,6 +16,10 @@
 // with the plan's limits per key (MARKET_FEED_URLS: alpaca and
 // alpaca-data http://<addr>, alpaca-stream ws://<addr>).
 //
+// With -archive-months it serves Binance's public data archive of the
+// spot universe under /archive (MARKET_FEED_URLS binance-archive
+// http://<addr>/archive), generated on request (feeds/archivetest).
+//
 //	go run ./e2e/cmd/exchangesim [-addr 127.0.0.1:19500] [-seed 1] [-spot 1200] [-perpetual 400] [-window 1m] [-spot-limit 6000] [-futures-limit 2400] [-stream-attempts 300] [-stream-max-age 24h] [-clock-offset 14h25m] [-alpaca-assets 11500] [-alpaca-plan free] [-alpaca-data-limit 0] [-alpaca-keys id:secret] [-oanda-account 101-004-1234567-001] [-oanda-token sim-oanda-token] [-oanda-pairs 68]
 package main
 
@@ -56,6 +60,8 @@ func main() {
 	oandaAccount := flag.String("oanda-account", "101-004-1234567-001", "OANDA v20 account id served (MARKET_OANDA_ACCOUNT_ID)")
 	oandaToken := flag.String("oanda-token", "sim-oanda-token", "OANDA bearer token accepted (MARKET_OANDA_TOKEN)")
 	oandaPairs := flag.Int("oanda-pairs", 68, "OANDA CURRENCY pairs of the account (1-68, the seven USD majors first)")
+	archiveMonths := flag.Int("archive-months", 0, "serve Binance's public data archive under /archive: this many months of 1d, 4h and 1h klines before the current one (0: none)")
+	archiveSymbols := flag.Int("archive-symbols", 0, "the archive's symbols: the first spot pairs of the universe (0: every one)")
 	flag.Parse()
 	if *oandaPairs < 1 || *oandaPairs > 68 {
 		log.Fatalf("-oanda-pairs: %d is not between 1 and 68", *oandaPairs)
@@ -65,7 +71,8 @@ func main() {
 		StreamAttempts: *attempts, StreamMaxAge: *maxAge,
 		Alpaca: exchangesim.AlpacaConfig{Assets: *alpacaAssets, Inactive: *alpacaInactive, Plan: exchangesim.AlpacaPlan(*alpacaPlan),
 			DataLimit: *alpacaDataLimit, TradingLimit: *alpacaTradingLimit},
-		Oanda: exchangesim.OandaConfig{AccountID: *oandaAccount, Token: *oandaToken, Pairs: *oandaPairs}}
+		Oanda:         exchangesim.OandaConfig{AccountID: *oandaAccount, Token: *oandaToken, Pairs: *oandaPairs},
+		ArchiveMonths: *archiveMonths, ArchiveSymbols: *archiveSymbols}
 	if *alpacaPlan != string(exchangesim.AlpacaFree) && *alpacaPlan != string(exchangesim.AlpacaPaid) {
 		log.Fatalf("-alpaca-plan: %q is neither free nor paid", *alpacaPlan)
 	}

@@ -83,6 +83,9 @@ type options struct {
 	warmupUntil           string
 	stockColdLimit        time.Duration
 	stockPerMinute        int
+	importMonths          int
+	importSymbols         int
+	importConcurrency     int
 }
 
 // clockOffset shifts the clock of the run (-clock-at): the simulator's,
@@ -131,6 +134,10 @@ func main() {
 	flag.StringVar(&o.warmupUntil, "warmup-until", "", "end the warm-up (the cold starts) at this UTC time of day at the latest (HH:MM), so a close after it is in the steady window")
 	flag.DurationVar(&o.stockColdLimit, "stock-cold-limit", 30*time.Minute, "give up waiting for every stock report after this long")
 	flag.IntVar(&o.stockPerMinute, "stock-per-minute", 4, "stock series of each kind (streamed, polled) whose closed 1m bar is timed at every minute close in the session")
+	flag.IntVar(&o.importMonths, "import-months", 0, "run `marketd import` of this many months of 1d, 4h and 1h from the simulator's archive during the steady window, "+
+		"which lasts until it ends (0: no import)")
+	flag.IntVar(&o.importSymbols, "import-symbols", 80, "the archive's symbols (the universe's first spot pairs) with -import-months")
+	flag.IntVar(&o.importConcurrency, "import-concurrency", 2, "marketd import --concurrency")
 	flag.Parse()
 	if o.clockAt != "" {
 		o.bin = o.clockBin
@@ -212,6 +219,7 @@ type result struct {
 	candleRows                          []tfRows // per timeframe, steady state
 	candleRowSize                       float64  // bytes a candle row, indexes included
 	sim                                 *exchangesim.Stats
+	imp                                 *importRun    // -import-months
 	clock                               time.Duration // the run's clock offset (-clock-at)
 }
 
@@ -228,6 +236,7 @@ func runSim(o options) (*result, error) {
 		return nil, err
 	}
 	env := m.feedEnv(host, o.alpacaPlan)
+	importFeedURL(o, env, host)
 	for k, v := range o.env {
 		env[k] = v
 	}
@@ -258,6 +267,7 @@ func startSim(o options) (stop func(), err error) {
 	cmd := exec.Command(o.simBin, "-addr", o.simAddr, "-spot", fmt.Sprint(o.spot), "-perpetual", fmt.Sprint(o.perp),
 		"-clock-offset", clockOffset.String(), "-alpaca-assets", fmt.Sprint(o.alpacaAssets), "-alpaca-plan", o.alpacaPlan,
 		"-oanda-pairs", fmt.Sprint(o.oandaPairs))
+	cmd.Args = append(cmd.Args, simArchiveArgs(o)...)
 	logFile, err := os.CreateTemp("", "scalebench-sim-*.log")
 	if err != nil {
 		return nil, err
@@ -478,6 +488,12 @@ func (d *deployment) measure(o options, r *result) error {
 	if u, ok := untilTime(o.until, t0); ok && u.After(end) {
 		end = u
 	}
+	var imp *importRun
+	if r.simRun && o.importMonths > 0 {
+		imp = &importRun{}
+		r.imp = imp
+		log.Printf("%s: the import starts at %s (after -window, the baseline) and the window lasts until it ends", r.name, end.UTC().Format(time.TimeOnly))
+	}
 	log.Printf("%s: steady window until %s", r.name, end.UTC().Format(time.TimeOnly))
 	samples := minuteSamples{}
 	if r.markets.crypto {
@@ -494,8 +510,12 @@ func (d *deployment) measure(o options, r *result) error {
 	r.closes = scoredCloses(r.markets)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)); b, i = b.Add(time.Minute), i+1 {
+	for b, i := t0.Truncate(time.Minute).Add(time.Minute), 0; b.Before(end.Add(-time.Minute)) || !imp.finished(); b, i = b.Add(time.Minute), i+1 {
 		time.Sleep(b.Sub(now()))
+		if imp != nil && !imp.started() && !b.Before(end.Add(-time.Minute)) {
+			d.startImport(o, imp)
+		}
+		during, before := imp.running(b), imp != nil && !imp.started()
 		open := b.Add(-time.Minute)
 		for group, list := range samples {
 			if len(list) == 0 || group == groupForex && !forexOpen(open) ||
@@ -512,6 +532,9 @@ func (d *deployment) measure(o options, r *result) error {
 						return
 					}
 					lat, ok := d.closedCandleLatency(s, b)
+					if group == groupCrypto && (during || before) {
+						imp.sample(lat, ok, during)
+					}
 					mu.Lock()
 					defer mu.Unlock()
 					if ok {
@@ -536,6 +559,9 @@ func (d *deployment) measure(o options, r *result) error {
 		}
 	}
 	wg.Wait()
+	if r.imp != nil && now().After(end) {
+		end = now()
+	}
 	time.Sleep(end.Sub(now()))
 	c1, size1, t1 := d.cpu(), d.schemaSize(), now()
 	r.steady = t1.Sub(t0)
@@ -925,6 +951,9 @@ func report(w io.Writer, rs []*result) {
 			}
 			return out + " " + verdict(r.rescoreMiss[k] == 0 && benchkit.Pct(r.rescore[k], 0.95) < 5*time.Second)
 		})
+	}
+	if slices.ContainsFunc(rs, func(r *result) bool { return r.imp != nil }) {
+		importRows(row)
 	}
 	row("marketd CPU s per minute, cold start / steady", "", func(r *result) string {
 		return fmt.Sprintf("%.1f / %.1f (steady window %s)", r.coldCPU, r.steadyCPU, r.steady.Round(time.Second))

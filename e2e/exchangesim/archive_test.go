@@ -1,0 +1,37 @@
+package exchangesim_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/e2e/exchangesim"
+	"github.com/marketscreener/market/feeds"
+)
+
+// TestArchiveServed: with ArchiveMonths the simulator serves the spot
+// universe's archive under /archive, readable by feeds.BinanceArchive.
+func TestArchiveServed(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	sim := exchangesim.New(exchangesim.Config{Spot: 30, Perpetual: 2, ArchiveMonths: 2, ArchiveSymbols: 12, Now: func() time.Time { return now }})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	a := &feeds.BinanceArchive{BaseURL: srv.URL + "/archive", HTTP: srv.Client()}
+	ctx := context.Background()
+	syms, _, err := a.Symbols(ctx, "spot")
+	if err != nil || len(syms) != 12 {
+		t.Fatalf("symbols %v, %v; want 12", syms, err)
+	}
+	files, err := a.Files(ctx, "spot", syms[0].Exchange, domain.TF4h)
+	if err != nil || len(files) != 2+9 { // 2026-01, 2026-02, 2026-03-01..09
+		t.Fatalf("files %d, %v; want 11", len(files), err)
+	}
+	cs, _, err := a.Fetch(ctx, files[1])
+	if err != nil || len(cs) != 28*6 {
+		t.Fatalf("2026-02 4h: %d candles, %v; want 168", len(cs), err)
+	}
+}
