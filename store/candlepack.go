@@ -10,7 +10,7 @@ import (
 )
 
 // A candle block (table candle_blocks, migration 00026) holds the candles
-// of one series and one period (blockStart) packed into one bytea, so that
+// of one series and one period (CandleBlockStart) packed into one bytea, so that
 // a candle older than the hot window costs its values and not a row, a
 // tuple header and an index entry. The packing is lossless by
 // construction: every value is encoded in a form whose decoding is

@@ -176,3 +176,25 @@ func TestMergeCandles(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnpackCandles decodes a month of 1h candles on exchange ticks
+// (one block of a GET /ohlcv read across the boundary).
+func BenchmarkUnpackCandles(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	start := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+	cs := make([]domain.Candle, 744)
+	p := 43_000.0
+	for i := range cs {
+		o := p
+		p = math.Round(p*(1+r.NormFloat64()*0.004)*100) / 100
+		cs[i] = domain.Candle{Time: start.Add(time.Duration(i) * time.Hour), Open: o, High: math.Max(o, p) + 1, Low: math.Min(o, p) - 1,
+			Close: p, Volume: float64(r.Int64N(5_000_000_000)) / 1e5}
+	}
+	packed := packCandles(cs, time.Hour)
+	b.SetBytes(int64(len(packed)))
+	for b.Loop() {
+		if _, err := unpackCandles(packed); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

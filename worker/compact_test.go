@@ -111,3 +111,36 @@ func TestCompactJobPacksBacklogInBoundedRuns(t *testing.T) {
 		}
 	}
 }
+
+// The retention run deletes packed candles past the retention too: whole
+// blocks whose newest candle is past the cut-off.
+func TestRetentionDeletesPackedBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	_, db := newIngester(t, clk)
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF1h}
+	start := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	n := int(clk.t.Sub(start) / time.Hour)
+	if err := db.UpsertCandles(ctx, k, flatCandles(n, start, domain.TF1h)); err != nil {
+		t.Fatal(err)
+	}
+	compact := &worker.CompactJob{Store: db, HotWindow: worker.DefaultCandleHotWindow(), Now: clk.now}
+	if moved, err := compact.Run(ctx); err != nil || moved[domain.TF1h] == 0 {
+		t.Fatalf("packed %v (%v)", moved, err)
+	}
+	// 100 days back from Nov 22 is Aug 14: July's block goes, August's
+	// (straddling the cut-off) stays whole.
+	job := &worker.RetentionJob{Store: db, Now: clk.now, Retention: map[domain.Timeframe]time.Duration{domain.TF1h: 100 * 24 * time.Hour}}
+	deleted, err := job.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted[domain.TF1h] != 31*24 {
+		t.Fatalf("retention deleted %v, want July's 744 packed candles", deleted)
+	}
+	cs, err := db.Candles(ctx, k, 100000)
+	if err != nil || len(cs) != n-31*24 || !cs[0].Time.Equal(time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("after retention: %d candles (%v), want %d from August 1st", len(cs), err, n-31*24)
+	}
+}
