@@ -164,6 +164,15 @@ func TestImportResumesAndIsIdempotent(t *testing.T) {
 	if third.Files != 0 || third.Written != 0 || len(third.Refused) != 1 || len(third.Gaps) != 4 {
 		t.Errorf("third run: %d files, %d written, %d refused, %d gaps; want 0, 0, 1, 4", third.Files, third.Written, len(third.Refused), len(third.Gaps))
 	}
+	// --recheck downloads every file again: none was replaced, none is reloaded.
+	o.Recheck = true
+	rechecked, err := archiveimport.Run(context.Background(), b.a, b.db, "spot", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rechecked.Files != 0 || rechecked.Skipped != third.Skipped || rechecked.Candles != 0 {
+		t.Errorf("recheck: %d files reloaded, %d unchanged; want 0 and %d", rechecked.Files, rechecked.Skipped, third.Skipped)
+	}
 }
 
 // TestImportSymbolsAndRetention: --symbols limits the import (an unknown
