@@ -35,6 +35,9 @@ const (
 	// this long before the newest it holds, which a longer transaction
 	// may have committed after the last read.
 	screenSinceMargin = time.Minute
+	// screenBuildTimeout bounds one build: a whole market's results
+	// (13,000 assets: tens of MB of JSON) take seconds on a loaded host.
+	screenBuildTimeout = time.Minute
 )
 
 // screenSnapshot is one build of a market's assets.
@@ -94,7 +97,7 @@ func (ss *screenSnapshots) get(ctx context.Context, s *Server, m domain.Market) 
 	if s.screenStale(snap) && h.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer h.refreshing.Store(false)
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readcache.DefaultLoadTimeout)
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), screenBuildTimeout)
 			defer cancel()
 			next, err := s.buildScreenSnapshot(bctx, m, h.cur.Load())
 			if err != nil {
@@ -108,8 +111,8 @@ func (ss *screenSnapshots) get(ctx context.Context, s *Server, m domain.Market) 
 }
 
 // first waits for m's first build, starting it when none is under way.
-// The build runs detached from the request (bounded by the read cache's
-// load timeout): a query whose budget ends first gets its context's
+// The build runs detached from the request (bounded by
+// screenBuildTimeout): a query whose budget ends first gets its context's
 // error, and the next query finds the build finished or still running.
 func (ss *screenSnapshots) first(ctx context.Context, s *Server, m domain.Market, h *screenHolder) (*screenSnapshot, error) {
 	h.mu.Lock()
@@ -122,7 +125,7 @@ func (ss *screenSnapshots) first(ctx context.Context, s *Server, m domain.Market
 		b = &screenBuild{done: make(chan struct{})}
 		h.first = b
 		go func() {
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readcache.DefaultLoadTimeout)
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), screenBuildTimeout)
 			defer cancel()
 			snap, err := s.buildScreenSnapshot(bctx, m, nil)
 			h.mu.Lock()

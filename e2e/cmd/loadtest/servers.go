@@ -226,7 +226,7 @@ func capture(ctx context.Context, url, key, body string) (capturedBody, error) {
 	// A 503 is a cache warming up (the screen snapshot's first build): ask again.
 	var req *http.Request
 	var resp *http.Response
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	for deadline := time.Now().Add(5 * time.Minute); ; {
 		var err error
 		if req, err = newRequest(ctx, url, key, body); err != nil {
 			return capturedBody{}, err
