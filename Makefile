@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -123,6 +123,11 @@ bench:
 ## (see BENCHMARKS.md). BENCH_ARGS passes flags, e.g. BENCH_ARGS="-runs 1 -paths usage".
 bench-api: bench-deps
 	$(GO) run ./e2e/cmd/loadtest $(BENCH_ARGS)
+
+## bench-screen: POST /screener/query over 13,000 crypto assets against the bare handler serving the
+## same bytes, as bench-api (see BENCHMARKS.md). BENCH_ARGS passes flags, e.g. BENCH_ARGS="-runs 1 -query-assets 2000".
+bench-screen: bench-deps
+	$(GO) run ./e2e/cmd/loadtest -paths query $(BENCH_ARGS)
 
 ## bench-flood: a paying client beside an attacker minting a fresh valid-checksum key per request.
 bench-flood: bench-deps

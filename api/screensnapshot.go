@@ -35,6 +35,9 @@ const (
 	// this long before the newest it holds, which a longer transaction
 	// may have committed after the last read.
 	screenSinceMargin = time.Minute
+	// screenBuildTimeout bounds one build: a whole market's results
+	// (13,000 assets: tens of MB of JSON) take seconds on a loaded host.
+	screenBuildTimeout = time.Minute
 )
 
 // screenSnapshot is one build of a market's assets.
@@ -58,8 +61,15 @@ type screenSnapshots struct {
 
 type screenHolder struct {
 	cur        atomic.Pointer[screenSnapshot]
-	build      sync.Mutex // the first build
+	mu         sync.Mutex
+	first      *screenBuild // the first build under way
 	refreshing atomic.Bool
+}
+
+// screenBuild is a first build that the queries arriving meanwhile wait for.
+type screenBuild struct {
+	done chan struct{}
+	err  error
 }
 
 func (ss *screenSnapshots) holder(m domain.Market) *screenHolder {
@@ -82,22 +92,12 @@ func (ss *screenSnapshots) get(ctx context.Context, s *Server, m domain.Market) 
 	h := ss.holder(m)
 	snap := h.cur.Load()
 	if snap == nil {
-		h.build.Lock()
-		defer h.build.Unlock()
-		if snap = h.cur.Load(); snap != nil {
-			return snap, nil
-		}
-		snap, err := s.buildScreenSnapshot(ctx, m, nil)
-		if err != nil {
-			return nil, err
-		}
-		h.cur.Store(snap)
-		return snap, nil
+		return ss.first(ctx, s, m, h)
 	}
 	if s.screenStale(snap) && h.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer h.refreshing.Store(false)
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readcache.DefaultLoadTimeout)
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), screenBuildTimeout)
 			defer cancel()
 			next, err := s.buildScreenSnapshot(bctx, m, h.cur.Load())
 			if err != nil {
@@ -108,6 +108,46 @@ func (ss *screenSnapshots) get(ctx context.Context, s *Server, m domain.Market) 
 		}()
 	}
 	return snap, nil
+}
+
+// first waits for m's first build, starting it when none is under way.
+// The build runs detached from the request (bounded by
+// screenBuildTimeout): a query whose budget ends first gets its context's
+// error, and the next query finds the build finished or still running.
+func (ss *screenSnapshots) first(ctx context.Context, s *Server, m domain.Market, h *screenHolder) (*screenSnapshot, error) {
+	h.mu.Lock()
+	b := h.first
+	if b == nil {
+		if snap := h.cur.Load(); snap != nil {
+			h.mu.Unlock()
+			return snap, nil
+		}
+		b = &screenBuild{done: make(chan struct{})}
+		h.first = b
+		go func() {
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), screenBuildTimeout)
+			defer cancel()
+			snap, err := s.buildScreenSnapshot(bctx, m, nil)
+			h.mu.Lock()
+			if err == nil {
+				h.cur.Store(snap)
+			}
+			b.err = err
+			h.first = nil
+			h.mu.Unlock()
+			close(b.done)
+		}()
+	}
+	h.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return h.cur.Load(), nil
 }
 
 func (s *Server) screenStale(snap *screenSnapshot) bool {
@@ -160,7 +200,7 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 		if a.Instrument == "" {
 			a.Instrument = instrument
 		}
-		a.SetReport(r.Style, r.Result)
+		a.SetReport(r.Style, slimResult(r.Result))
 		if r.UpdatedAt.After(next.newest) {
 			next.newest = r.UpdatedAt
 		}
@@ -213,4 +253,22 @@ func (s *Server) attachScreenerRows(ctx context.Context, m domain.Market, bySymb
 		a.Row = rows[a.Symbol]
 	}
 	return nil
+}
+
+// slimResult is r without its texts (summary, explanations, scenario),
+// which no expression reads: a market's snapshot holds every style's
+// result of every asset.
+func slimResult(r *analytics.Result) *analytics.Result {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Summary = analytics.Message{}
+	c.Scenario.Text, c.Scenario.Invalidation = analytics.Message{}, analytics.Message{}
+	c.Factors = make([]analytics.Factor, len(r.Factors))
+	for i, f := range r.Factors {
+		f.Text = analytics.Message{}
+		c.Factors[i] = f
+	}
+	return &c
 }

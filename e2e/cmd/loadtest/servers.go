@@ -223,13 +223,23 @@ func freeAddr() (string, error) {
 
 // capture fetches one answer of the api, which the bare handler replays.
 func capture(ctx context.Context, url, key, body string) (capturedBody, error) {
-	req, err := newRequest(ctx, url, key, body)
-	if err != nil {
-		return capturedBody{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return capturedBody{}, fmt.Errorf("capture: %w", err)
+	// A 503 is a cache warming up (the screen snapshot's first build): ask again.
+	var req *http.Request
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		var err error
+		if req, err = newRequest(ctx, url, key, body); err != nil {
+			return capturedBody{}, err
+		}
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return capturedBody{}, fmt.Errorf("capture: %w", err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(time.Second)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
