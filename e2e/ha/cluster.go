@@ -335,7 +335,7 @@ frontend fe
   bind 127.0.0.1:%d
   default_backend api
 backend api
-  balance roundrobin
+  balance leastconn
   option httpchk GET /readyz
   http-check expect status 200
 `, front)

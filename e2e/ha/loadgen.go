@@ -19,6 +19,10 @@ import (
 	"time"
 )
 
+// loadPaths are the requests of the load: the quota ledger and the rate
+// window (/usage), a screener and candles (the read replica).
+var loadPaths = []string{"/usage", "/screener/crypto/binance/spot", "/ohlcv/crypto/binance/BTC_USDT/1h?limit=5"}
+
 // phaseStats is what the load generator saw of the requests of one phase.
 type phaseStats struct {
 	Phase     string         `json:"phase"`
@@ -87,7 +91,7 @@ func runLoadgen(args []string) error {
 	key := fs.String("key", "", "API key")
 	dir := fs.String("dir", "", "where the webhook receiver's certificate is (cert.pem, key.pem)")
 	conns := fs.Int("conns", 8, "request loops")
-	streams := fs.Int("streams", 2, "event streams held")
+	streams := fs.Int("streams", 4, "event streams held")
 	_ = fs.Parse(args)
 	g := &loadgen{base: *base, key: *key, webhooks: map[string]int{}}
 
@@ -131,11 +135,10 @@ func runLoadgen(args []string) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	paths := []string{"/usage", "/screener/crypto/binance/spot", "/ohlcv/crypto/binance/BTC_USDT/1h?limit=5"}
 	for i := range *conns {
 		wg.Go(func() {
 			for n := i; ctx.Err() == nil; n++ {
-				p := paths[n%len(paths)]
+				p := loadPaths[n%len(loadPaths)]
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.base+p, nil)
 				req.Header.Set("X-API-Key", g.key)
 				resp, err := client.Do(req)

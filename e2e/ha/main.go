@@ -102,6 +102,7 @@ type Results struct {
 	StreamMissing  []int    `json:"stream_missing"`
 	StreamDups     []int    `json:"stream_dups"`
 	StreamResyncs  []int    `json:"stream_resyncs"`
+	StreamResumes  []int    `json:"stream_resumes"`
 	WebhookMissing int      `json:"webhook_missing"`
 	WebhookTwice   int      `json:"webhook_twice"`
 	CandlesChecked int      `json:"candles_checked"`
@@ -120,8 +121,8 @@ func (r *Results) Table() string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %.1f s | %s | %v |\n", f.Name, f.Requests, f.Non2xx, f.ErrorWindow.Seconds(), rec, f.Codes)
 	}
-	fmt.Fprintf(&b, "\nverdict events written: %d; missing per stream %v, twice per stream %v, resyncs %v; webhooks missing %d, delivered twice %d\n",
-		r.EventsWritten, r.StreamMissing, r.StreamDups, r.StreamResyncs, r.WebhookMissing, r.WebhookTwice)
+	fmt.Fprintf(&b, "\nverdict events written: %d; per stream: missing %v, twice %v, resyncs %v, reconnects (resumed with Last-Event-ID) %v; webhooks missing %d, delivered twice %d\n",
+		r.EventsWritten, r.StreamMissing, r.StreamDups, r.StreamResyncs, r.StreamResumes, r.WebhookMissing, r.WebhookTwice)
 	fmt.Fprintf(&b, "closed candles compared with the synthetic feed: %d, wrong or missing %d\n", r.CandlesChecked, len(r.CandlesBad))
 	return b.String()
 }

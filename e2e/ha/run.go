@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -351,7 +352,27 @@ func (d *deployment) restartAfter(p *proc, down time.Duration, ready func() erro
 }
 
 func (d *deployment) faults(res *Results) error {
-	time.Sleep(5 * time.Second) // warm: the first ingests, streams open
+	// Warm: every path the load generator asks answers 200 (the first
+	// ingests are in), then the streams have a few seconds to open.
+	for _, path := range loadPaths {
+		err := waitFor(3*time.Minute, "warm-up "+path, func() error {
+			req, _ := http.NewRequest(http.MethodGet, d.base()+path, nil)
+			req.Header.Set("X-API-Key", d.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%d", resp.StatusCode)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	time.Sleep(3 * time.Second)
 	if err := d.phase(res, "baseline (no fault)", 10*time.Second, func() (time.Duration, string, error) { return 0, "", nil }); err != nil {
 		return err
 	}
@@ -427,14 +448,29 @@ func (d *deployment) pgFailover() (time.Duration, string, error) {
 		return 0, "", err
 	}
 	killed := time.Now()
+	time.Sleep(pgDetect) // a failover manager's detection (Patroni's ttl, repmgr's checks)
 	if err := d.pgB.run("pg_ctl", "-D", d.pgB.dir, "promote", "-w"); err != nil {
 		return 0, "", err
 	}
 	err := waitFor(60*time.Second, "writes on the promoted replica", func() error {
 		return d.pgB.exec(context.Background(), "CREATE TABLE IF NOT EXISTS ha_probe (n int); INSERT INTO ha_probe VALUES (1)")
 	})
-	return time.Since(killed), "recovery: until the promoted replica takes writes", err
+	if err != nil {
+		return 0, "", err
+	}
+	// Writes back: the verdict-event writer (the multi-host URL) commits again.
+	err = waitFor(60*time.Second, "verdict events written again", func() error {
+		if d.events.longestGap(killed) == 0 || d.events.lastWrite().Before(killed) {
+			return fmt.Errorf("no write since the kill")
+		}
+		return nil
+	})
+	return d.events.longestGap(killed.Add(-time.Second)), fmt.Sprintf("promoted %s after the kill; recovery: the longest gap between two committed writes through the multi-host URL", pgDetect), err
 }
+
+// pgDetect is how long after the Postgres primary's death the replica is
+// promoted.
+const pgDetect = 5 * time.Second
 
 // rolling stops (SIGTERM) and starts every process one at a time, each
 // ready before the next.
@@ -483,7 +519,7 @@ func (d *deployment) check(ctx context.Context, res *Results) {
 			res.Problems = append(res.Problems, err.Error())
 			return
 		}
-		res.StreamMissing, res.StreamDups, res.StreamResyncs = nil, r.StreamDups, r.StreamResyncs
+		res.StreamMissing, res.StreamDups, res.StreamResyncs, res.StreamResumes = nil, r.StreamDups, r.StreamResyncs, r.Reconnects
 		missingAny := false
 		for _, ids := range r.StreamIDs {
 			got := map[string]bool{}
@@ -622,6 +658,7 @@ type producer struct {
 	began time.Time
 	mu    sync.Mutex
 	ids   []string
+	times []time.Time // when each write committed
 	quit  chan struct{}
 	done  chan struct{}
 }
@@ -656,6 +693,7 @@ func (p *producer) run() {
 			if err == nil {
 				p.mu.Lock()
 				p.ids = append(p.ids, strconv.FormatInt(id, 10))
+				p.times = append(p.times, time.Now())
 				p.mu.Unlock()
 				break
 			}
@@ -666,6 +704,32 @@ func (p *producer) run() {
 			}
 		}
 	}
+}
+
+// longestGap is the longest time between two committed writes from
+// `from` on (the writes stop meanwhile while no primary takes them).
+func (p *producer) longestGap(from time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gap time.Duration
+	prev := from
+	for _, t := range p.times {
+		if t.Before(from) {
+			continue
+		}
+		gap = max(gap, t.Sub(prev))
+		prev = t
+	}
+	return gap
+}
+
+func (p *producer) lastWrite() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.times) == 0 {
+		return time.Time{}
+	}
+	return p.times[len(p.times)-1]
 }
 
 // stop ends the writes (once) and returns the ids of the events written.
