@@ -25,7 +25,7 @@ func TestRateWindowFollowsTheOutagePolicy(t *testing.T) {
 	}
 	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
-	var logs logBuffer
+	var logs redistest.LogBuffer
 	newLimiter := func(logger *slog.Logger) *admission.FallbackLimiter {
 		return admission.NewFallbackLimiter(admission.NewRollingWindowLimiter(rdb, "p:", admission.Options{}),
 			admission.NewLocalLimiter(time.Now), logger, time.Now)
@@ -85,8 +85,8 @@ func TestRateWindowFollowsTheOutagePolicy(t *testing.T) {
 		if got := allow(other, client, 3, 5); got != 0 {
 			t.Fatalf("%s: after the outage another replica was allowed %d beyond the shared limit", fault.name, got)
 		}
-		if n, m := logs.count("redis counter outage:"), logs.count("redis counter outage over"); n != i+1 || m != i+1 {
-			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.buf.String())
+		if n, m := logs.Count("redis counter outage:"), logs.Count("redis counter outage over"); n != i+1 || m != i+1 {
+			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.String())
 		}
 	}
 }

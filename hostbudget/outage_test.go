@@ -1,11 +1,8 @@
 package hostbudget_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,23 +10,6 @@ import (
 	"github.com/marketscreener/market/rediskeys"
 	"github.com/marketscreener/market/redistest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 // The host budgets under the Redis-backed counters' outage policy, on a
 // real redis-server of the test's own, frozen (SIGSTOP) and then killed
@@ -45,7 +25,7 @@ func TestHostBudgetFollowsTheOutagePolicy(t *testing.T) {
 	}
 	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
-	var logs syncBuffer
+	var logs redistest.LogBuffer
 	b := hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: "p:", Headroom: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	other := hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: "p:", Headroom: 1})
 	l := hostbudget.Limit{Name: "h", Window: time.Minute, Max: 100} // a local share of 25
@@ -86,8 +66,8 @@ func TestHostBudgetFollowsTheOutagePolicy(t *testing.T) {
 		if got := book(other, after); got != 0 {
 			t.Fatalf("%s: another process booked %d in the window this one filled: not shared", fault.name, got)
 		}
-		if n, m := logs.count("redis counter outage:"), logs.count("redis counter outage over"); n != i+1 || m != i+1 {
-			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.b.String())
+		if n, m := logs.Count("redis counter outage:"), logs.Count("redis counter outage over"); n != i+1 || m != i+1 {
+			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.String())
 		}
 	}
 }

@@ -1,11 +1,8 @@
 package stream_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,23 +10,6 @@ import (
 	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/stream"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 // The stream slots under the Redis-backed counters' outage policy, on a
 // real redis-server of the test's own, frozen (SIGSTOP) and then killed
@@ -45,7 +25,7 @@ func TestStreamSlotsFollowTheOutagePolicy(t *testing.T) {
 	}
 	rdb := opts.NewClient()
 	t.Cleanup(func() { _ = rdb.Close() })
-	var logs syncBuffer
+	var logs redistest.LogBuffer
 	s := stream.NewSlots(rdb, "p:", time.Hour, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 	for i, fault := range []struct {
@@ -72,8 +52,8 @@ func TestStreamSlotsFollowTheOutagePolicy(t *testing.T) {
 		if n, err := s.Open(ctx, client); err != nil || n != 3 {
 			t.Fatalf("%s: %d streams registered in Redis after the outage (%v), want 3", fault.name, n, err)
 		}
-		if n, m := logs.count("redis counter outage:"), logs.count("redis counter outage over"); n != i+1 || m != i+1 {
-			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.b.String())
+		if n, m := logs.Count("redis counter outage:"), logs.Count("redis counter outage over"); n != i+1 || m != i+1 {
+			t.Fatalf("%s: outage logged %d times, its end %d times; want %d each:\n%s", fault.name, n, m, i+1, logs.String())
 		}
 		first.Release()
 		second.Release()
