@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen bench-ha clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -163,6 +163,17 @@ bench-compact: build bench-deps
 ## the sizes (default here 10: 200,000 candles, 20,000 archived reports; scale 1 is what go test runs).
 bench-migrate-locks:
 	MARKET_LOCKS_SCALE=$${MARKET_LOCKS_SCALE:-10} $(GO) test -count=1 -timeout 30m -run 'TestMigrationLocks$$' -v ./store/
+
+## bench-ha: the HA harness (e2e/ha; BENCHMARKS.md, "High availability"): Postgres primary + streaming replica,
+## Redis primary + replica + 3 sentinels, HAProxy before 2 api, 2 workers, 2 schedulers, a load generator of its
+## own; SIGKILLs an api, a worker, a scheduler, the Redis primary, the Postgres primary, then rolls every
+## process; per fault the non-2xx and their window, then 0 candles / stream events / webhooks lost.
+## .ci/ha-deps installs redis-sentinel and haproxy when missing. Ports 27000-27999, data in a temp dir.
+## ~6 minutes. HA_ARGS passes flags (-short, -keep -dir DIR to keep every process's log).
+bench-ha: build
+	.ci/ha-deps
+	$(GO) build -o bin/ha ./e2e/ha
+	bin/ha -marketd $(BIN) -json bin/ha.json $(HA_ARGS)
 
 ## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report

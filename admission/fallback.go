@@ -4,38 +4,34 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketscreener/market/rediskeys"
 )
 
-// probeInterval is how often a degraded limiter's watcher tries Redis
-// again: a dead Redis costs one failed attempt per second per replica, off
-// the request path.
-const probeInterval = time.Second
-
 // FallbackLimiter is the rate limiter the api uses: the shared Redis
-// window when Redis answers, this replica's LocalLimiter when it does not.
-// A Redis outage therefore never fails a request; it only loosens the
-// limit to N per replica until Redis is back, and Degraded reports it so
-// /readyz can say so. While degraded, requests do not wait on Redis at
-// all: Watch probes it in the background and ends the degradation as soon
-// as it answers, with or without traffic.
+// window when Redis answers, this replica's LocalLimiter when it does not,
+// under the Redis-backed counters' outage policy (rediskeys.Outage). A
+// Redis outage therefore never fails a request; it only loosens the limit
+// to N per replica until Redis is back, and Degraded reports it so /readyz
+// and the metrics can say so. While degraded, requests do not wait on
+// Redis at all: the policy's probe watches for it off the request path and
+// ends the degradation as soon as it answers, with or without traffic.
 type FallbackLimiter struct {
 	redis  *RollingWindowLimiter
 	local  *LocalLimiter
-	logger *slog.Logger
 	now    func() time.Time
-
-	degraded atomic.Bool
+	outage *rediskeys.Outage
 }
 
 // NewFallbackLimiter combines the shared and the local limiter. Every
 // request Redis admits is also observed by local, so a replica that falls
 // back already knows what it admitted in the last minute.
 func NewFallbackLimiter(shared *RollingWindowLimiter, local *LocalLimiter, logger *slog.Logger, now func() time.Time) *FallbackLimiter {
-	return &FallbackLimiter{redis: shared, local: local, logger: logger, now: now}
+	return &FallbackLimiter{redis: shared, local: local, now: now,
+		outage: rediskeys.NewOutage(rediskeys.CounterRateWindow, "rate limits per replica", logger, nil, shared.ping)}
 }
 
 // Allow decides on one request of clientID. It returns an error only when
@@ -46,7 +42,8 @@ func (f *FallbackLimiter) Allow(ctx context.Context, clientID string, limit int)
 
 // allowAt is Allow with the clock read by the caller.
 func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit int, now time.Time) (Decision, error) {
-	if f.degraded.Load() {
+	if !f.outage.Ask() {
+		f.outage.Fallback()
 		return f.local.record(clientID, max(limit, 1), false, now), nil
 	}
 	d, err := f.redis.allowAt(ctx, clientID, limit, now)
@@ -55,11 +52,11 @@ func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit in
 		// again rather than loosen the limit to per replica.
 		d, err = f.redis.allowAt(ctx, clientID, limit, now)
 	}
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return Decision{}, err
+	if !f.outage.Done(ctx, err) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Decision{}, ctxErr
 		}
-		f.markDegraded(err)
+		f.outage.Fallback()
 		return f.local.record(clientID, max(limit, 1), false, f.now()), nil
 	}
 	if d.Allowed {
@@ -68,45 +65,6 @@ func (f *FallbackLimiter) allowAt(ctx context.Context, clientID string, limit in
 	return d, nil
 }
 
-// Degraded reports whether the last attempt to reach Redis failed, i.e.
-// whether limits are currently per replica.
-func (f *FallbackLimiter) Degraded() bool { return f.degraded.Load() }
-
-// Watch probes Redis every interval (probeInterval when 0) while the
-// limiter is degraded and ends the degradation once Redis answers. It
-// returns when ctx ends; Gate.Run runs it.
-func (f *FallbackLimiter) Watch(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = probeInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !f.degraded.Load() {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := f.redis.ping(pctx)
-		cancel()
-		if err == nil {
-			f.markRecovered()
-		}
-	}
-}
-
-func (f *FallbackLimiter) markDegraded(err error) {
-	if f.degraded.CompareAndSwap(false, true) {
-		f.logger.Warn("admission: redis unreachable, rate limiting per replica until it answers", "err", err)
-	}
-}
-
-func (f *FallbackLimiter) markRecovered() {
-	if f.degraded.CompareAndSwap(true, false) {
-		f.logger.Info("admission: redis answers again, rate limiting shared across replicas")
-	}
-}
+// Degraded reports whether the limits are currently per replica (an
+// outage of Redis in progress).
+func (f *FallbackLimiter) Degraded() bool { return f.outage.Down() }

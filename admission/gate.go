@@ -129,22 +129,15 @@ func New(cfg Config) *Gate {
 }
 
 // Run keeps the key cache, its directory and the data cache in step with
-// the bus, and watches a degraded rate limiter for Redis coming back,
-// until ctx ends.
+// the bus, until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		g.keys.runDirectory(ctx, g.listKeys, g.logger)
 	}()
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		g.rate.Watch(ctx, 0)
-	}()
 	err := g.bus.Run(ctx, g.keys, g.data)
 	<-done
-	<-watched
 	return err
 }
 

@@ -97,6 +97,9 @@ type keyEntry struct {
 	err     error
 	policy  string // the RateLimit-Policy header of the client
 	expires time.Time
+	// read is when the answer was read from the store: a failing store
+	// keeps it in use for up to maxStale from then (see stale).
+	read time.Time
 	// refreshAt is when a request starts a reload in the background;
 	// refreshing says one is under way. Both under KeyCache.mu.
 	refreshAt  time.Time
@@ -216,6 +219,7 @@ func (c *KeyCache) loadEntry(keyHash string, now time.Time) *keyEntry {
 	if exp, ok := c.unknown[keyHash]; ok && now.Before(exp) {
 		return unknownEntry
 	}
+	prev := c.entries[keyHash] // before the sweep drops it: see stale
 	if !now.Before(c.sweepAt) {
 		c.sweepLocked(now)
 		c.sweepAt = now.Add(c.ttl)
@@ -225,10 +229,35 @@ func (c *KeyCache) loadEntry(keyHash string, now time.Time) *keyEntry {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.fill(keyHash, e)
+		c.fill(keyHash, e, prev)
 		close(e.ready)
 	}()
 	return e
+}
+
+// maxStale is how long a key's answer stays in use after it was read
+// while the store fails to answer again (a Postgres failover): requests
+// with a known key keep being served, and no revocation can be missed
+// meanwhile, since revoking is a write to that same store (and announced
+// on the bus once it commits).
+const maxStale = 5 * time.Minute
+
+// stale is prev's answer (a key that exists, revoked or not) kept in use
+// after a reload failed with err, when the failure is the store's and
+// prev was read within maxStale; nil otherwise.
+func stale(prev *keyEntry, err error, now time.Time) *keyEntry {
+	if prev == nil || err == nil || err == errUnknownKey || err == errRevokedKey || prev.client == nil || prev.read.IsZero() {
+		return nil
+	}
+	select {
+	case <-prev.ready:
+	default:
+		return nil
+	}
+	if prev.err != nil && prev.err != errRevokedKey || !now.Before(prev.read.Add(maxStale)) {
+		return nil
+	}
+	return prev
 }
 
 // unknownEntry is the answer for a key the negative cache holds: loaded,
@@ -252,10 +281,14 @@ func (e *keyEntry) usable(now time.Time) bool {
 // fill loads keyHash into e (not yet ready) and files the answer: a known
 // key into the directory, an unknown one into the negative cache, and a
 // failed lookup nowhere (the next request retries).
-func (c *KeyCache) fill(keyHash string, e *keyEntry) {
+func (c *KeyCache) fill(keyHash string, e, prev *keyEntry) {
 	client, key, err := c.lookup(keyHash)
 	now := c.now()
-	e.client, e.key, e.err = client, key, err
+	read := now
+	if old := stale(prev, err, now); old != nil {
+		client, key, err, read = old.client, old.key, old.err, old.read
+	}
+	e.client, e.key, e.err, e.read = client, key, err, read
 	if client != nil {
 		e.policy = policyHeader(client)
 	}
@@ -324,11 +357,19 @@ func (c *KeyCache) refreshAhead(keyHash string, e *keyEntry) {
 			c.rememberUnknownLocked(keyHash, now)
 		case err == nil || err == errRevokedKey:
 			fresh := &keyEntry{ready: make(chan struct{}), client: client, key: key, err: err,
-				policy: policyHeader(client), expires: now.Add(c.ttl), refreshAt: now.Add(c.ttl / 2)}
+				policy: policyHeader(client), expires: now.Add(c.ttl), read: now, refreshAt: now.Add(c.ttl / 2)}
 			close(fresh.ready)
 			c.entries[keyHash] = fresh
+		case stale(e, err, now) != nil:
+			// The store fails: the answer read before stays in use (see
+			// maxStale), and the next request after a quarter of the TTL
+			// asks the store again in the background.
+			kept := &keyEntry{ready: make(chan struct{}), client: e.client, key: e.key, err: e.err,
+				policy: e.policy, expires: now.Add(c.ttl), read: e.read, refreshAt: now.Add(c.ttl / 4)}
+			close(kept.ready)
+			c.entries[keyHash] = kept
 		}
-		// A failed lookup leaves e to expire: the request after that retries.
+		// Otherwise a failed lookup leaves e to expire: the request after that retries.
 	}()
 }
 

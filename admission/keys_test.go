@@ -194,3 +194,58 @@ func TestKeyCacheWaiterContext(t *testing.T) {
 		t.Errorf("Get after the load finished: %v", err)
 	}
 }
+
+// A Postgres failover: while the store fails, a key read before keeps
+// being served past its TTL, through the background reloads and through a
+// reload on expiry alike, for up to five minutes from when it was read;
+// an unknown key gets the store's error. Once the store answers again its
+// answer replaces the old one (a revocation committed meanwhile counts).
+func TestKeyCacheServesAKnownKeyWhileTheStoreFails(t *testing.T) {
+	t.Parallel()
+	keys := admissiontest.NewKeys()
+	clock := newFakeClock()
+	cache := admission.NewKeyCache(keys.Load, 2*time.Second, clock.Now)
+	ctx := context.Background()
+	if _, _, err := cache.Get(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	down := errors.New("store: failed to connect")
+	keys.Mu.Lock()
+	keys.Fail = down
+	keys.Mu.Unlock()
+	// Requests every half second for four minutes: the background reloads
+	// fail, and so do the reloads of an expired entry.
+	for i := range 480 {
+		clock.Advance(500 * time.Millisecond)
+		if i == 100 {
+			clock.Advance(3 * time.Second) // a pause in the traffic: the entry expires
+		}
+		if client, _, err := cache.Get(ctx, "h1"); err != nil || client.ID != "c1" {
+			t.Fatalf("after %s with the store failing: %v, %v", time.Duration(i+1)*500*time.Millisecond, client, err)
+		}
+		cache.Wait() // the background reload, if one started
+	}
+	if _, _, err := cache.Get(ctx, "h2-unknown"); !errors.Is(err, down) {
+		t.Fatalf("a key never read with the store failing: %v, want the store's error", err)
+	}
+	// Past five minutes from the last read, the store's error.
+	clock.Advance(90 * time.Second)
+	cache.Wait()
+	var err error
+	for range 3 { // the expired entry, then the reload on expiry
+		_, _, err = cache.Get(ctx, "h1")
+		cache.Wait()
+	}
+	if !errors.Is(err, down) {
+		t.Fatalf("five minutes after the last read: %v, want the store's error", err)
+	}
+	// The store answers again: its answer, a revocation included.
+	keys.Mu.Lock()
+	keys.Fail = nil
+	now := clock.Now()
+	keys.Keys["h1"].RevokedAt = &now
+	keys.Mu.Unlock()
+	if _, _, err := cache.Get(ctx, "h1"); !isUnauthorized(err) {
+		t.Fatalf("revoked while the store was failing, answered once it is back: %v, want unauthorized", err)
+	}
+}

@@ -34,12 +34,13 @@
 //
 // # Redis down
 //
-// When Redis does not answer, each process books in a budget of its own:
+// When Redis does not answer, the Redis-backed counters' outage policy
+// holds (rediskeys.Outage): each process books in a budget of its own,
 // LocalShare of the planned budget (a quarter by default, so up to four
-// worker processes stay within it together) and the bans it has seen.
-// Redis is asked again a second after a failure, so an outage does not
-// cost every request a time-out. The outage is logged once; every request
-// it paces is counted in marketd_upstream_budget_local_total.
+// worker processes stay within it together), and the bans it has seen,
+// without asking Redis until the policy's probe sees it answer, so an
+// outage does not cost every request a time-out. Every request it paces
+// is counted in marketd_upstream_budget_local_total.
 package hostbudget
 
 import (
@@ -75,7 +76,6 @@ const (
 	DefaultLocalShare = 0.25
 	DefaultBulkShare  = 0.75
 	maxGuard          = time.Second
-	redisRetry        = time.Second
 )
 
 // Options configure a Budget.
@@ -109,8 +109,7 @@ type Budget struct {
 	localShare float64
 	bulkShare  float64
 	log        *slog.Logger
-	failing    atomic.Bool  // Redis failed last time (logged once per outage)
-	skipUntil  atomic.Int64 // after a failure, Redis is not asked until then (Unix ns, wall clock)
+	outage     *rediskeys.Outage
 	now        func() time.Time
 	offset     atomic.Int64 // Redis's clock less this process's (ns), 0 within clockTolerance
 	offsetAt   atomic.Int64 // when offset was measured (Unix ns, this process's clock); 0: never
@@ -139,8 +138,12 @@ func New(o Options) *Budget {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Budget{rdb: o.Redis, prefix: o.Prefix, headroom: o.Headroom, localShare: o.LocalShare,
+	b := &Budget{rdb: o.Redis, prefix: o.Prefix, headroom: o.Headroom, localShare: o.LocalShare,
 		bulkShare: o.BulkShare, log: o.Logger, now: o.Now, local: make(map[string]*localHost)}
+	if o.Redis != nil {
+		b.outage = rediskeys.NewOutage(rediskeys.CounterHostBudget, "each process paces provider requests with its own share of the budget", o.Logger, o.Redis, nil)
+	}
+	return b
 }
 
 // Planned is the weight a window of l may hold: Max·Headroom, at least 1.
@@ -171,6 +174,9 @@ func (b *Budget) Reserve(ctx context.Context, l Limit, weight int, at, horizon t
 	start, ok, err := b.reserveShared(ctx, l, b.capOf(class, b.Planned(l)), weight, at, horizon)
 	if err != nil {
 		obs.UpstreamBudgetLocal(l.Name)
+		if b.outage != nil {
+			b.outage.Fallback()
+		}
 		start, ok = b.host(l).reserve(b.window(l), b.capOf(class, b.localPlanned(l)), weight, at, horizon)
 	}
 	// A ban seen by this process holds even if Redis lost it.
@@ -190,11 +196,9 @@ func (b *Budget) BannedUntil(ctx context.Context, l Limit) time.Time {
 		return local
 	}
 	ms, err := b.rdb.HGet(ctx, b.key(l), "ban").Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		b.redisFailed(err)
+	if !b.outage.Done(ctx, err) {
 		return local
 	}
-	b.redisOK()
 	if shared := time.UnixMilli(ms); ms > 0 && shared.After(local) {
 		return shared
 	}
@@ -213,11 +217,7 @@ func (b *Budget) Ban(ctx context.Context, l Limit, at, until time.Time, status i
 	w := b.window(l)
 	off := b.redisOffset(ctx)
 	err := banScript.Run(ctx, b.rdb, []string{b.key(l)}, at.Add(off).UnixMilli(), until.Add(off).UnixMilli(), w.Milliseconds()).Err()
-	if err != nil {
-		b.redisFailed(err)
-		return
-	}
-	b.redisOK()
+	b.outage.Done(ctx, err)
 }
 
 // Observe raises the count of the window holding at (when the provider
@@ -231,11 +231,9 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	w := b.window(l)
 	if b.shared() {
 		err := observeScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), at.Add(b.redisOffset(ctx)).UnixMilli(), used).Err()
-		if err == nil {
-			b.redisOK()
+		if b.outage.Done(ctx, err) {
 			return
 		}
-		b.redisFailed(err)
 	}
 	b.host(l).observe(w, at, used)
 }
@@ -248,11 +246,12 @@ func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity, weight in
 	off := b.redisOffset(ctx)
 	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), capacity, weight,
 		at.Add(off).UnixMilli(), horizon.Add(off).UnixMilli(), guard(w).Milliseconds()).Int64Slice()
-	if err != nil || len(res) != 2 {
-		b.redisFailed(err)
+	if err == nil && len(res) != 2 {
+		err = errors.New("hostbudget: reserve script: unexpected reply")
+	}
+	if !b.outage.Done(ctx, err) {
 		return time.Time{}, false, errNoRedis
 	}
-	b.redisOK()
 	start := time.UnixMilli(res[1]).Add(-off).In(at.Location())
 	if start.Before(at) {
 		start = at
@@ -327,24 +326,14 @@ func (b *Budget) host(l Limit) *localHost {
 	return h
 }
 
-// shared reports whether to ask Redis: there is one, and it has not
-// failed in the last redisRetry (so an outage does not cost every request
-// a dial time-out).
+// Degraded reports whether an outage of Redis is in progress: each
+// process paces with its own share until it ends.
+func (b *Budget) Degraded() bool { return b.outage != nil && b.outage.Down() }
+
+// shared reports whether to ask Redis: there is one, and no outage of it
+// is in progress (so an outage does not cost every request a time-out).
 func (b *Budget) shared() bool {
-	return b.rdb != nil && time.Now().UnixNano() >= b.skipUntil.Load()
-}
-
-func (b *Budget) redisFailed(err error) {
-	b.skipUntil.Store(time.Now().Add(redisRetry).UnixNano())
-	if !b.failing.Swap(true) {
-		b.log.Warn("hostbudget: Redis does not answer; each process paces provider requests with its own share of the budget until it does", "err", err)
-	}
-}
-
-func (b *Budget) redisOK() {
-	if b.failing.Swap(false) {
-		b.log.Info("hostbudget: Redis answers again; provider budgets are shared")
-	}
+	return b.rdb != nil && b.outage.Ask()
 }
 
 // guard is the end of a window not booked: a request booked just before

@@ -101,6 +101,7 @@ func Register(reg prometheus.Registerer) {
 		admissions, keyLookups, authThrottled, quotaSeconds, streamQuery)
 	reg.MustRegister(upstreamCollectors()...)
 	reg.MustRegister(pushCollectors...)
+	reg.MustRegister(redisCounterCollectors...)
 }
 
 // Feed names the ingest series of one feed combination and kind.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/marketscreener/market/rediskeys"
@@ -20,11 +20,6 @@ import (
 // DefaultSlotTTL is how long a stream's slot outlives its last refresh: a
 // replica that crashed gives its clients' slots back within this time.
 const DefaultSlotTTL = 30 * time.Second
-
-// slotsRedisTimeout bounds one call to Redis, so a frozen Redis holds a
-// client's acquires and refreshes for this long at most, then counts as
-// down.
-const slotsRedisTimeout = 2 * time.Second
 
 // Slots counts each client's open streams across every api replica: a
 // Redis sorted set per client whose members are the open streams, scored
@@ -42,10 +37,12 @@ const slotsRedisTimeout = 2 * time.Second
 // replicas, a stream admitted elsewhere after a loss of state is counted
 // against the older ones at their next refresh (within a third of the TTL).
 //
-// With Redis unreachable each replica counts its own streams of a client
+// With Redis unreachable the Redis-backed counters' outage policy holds
+// (rediskeys.Outage): each replica counts its own streams of a client
 // against the same cap (so with R replicas a client may hold up to R×N
-// meanwhile); when Redis answers again, the next refresh registers them
-// under the cap and the youngest beyond it lose their place.
+// meanwhile), without asking Redis until the policy's probe sees it
+// answer; the next refresh then registers them under the cap and the
+// youngest beyond it lose their place.
 type Slots struct {
 	rdb    *redis.Client
 	prefix string
@@ -62,8 +59,7 @@ type Slots struct {
 	clients map[string]*clientSlots // guarded by mu; their fields by locks
 	running bool                    // the refresh loop runs
 
-	// failing: Redis failed last time (logged once per outage).
-	failing atomic.Bool
+	outage *rediskeys.Outage
 }
 
 // clientSlots is one client's streams on this replica.
@@ -92,7 +88,8 @@ func NewSlots(rdb *redis.Client, prefix string, ttl time.Duration, logger *slog.
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Slots{rdb: rdb, prefix: prefix, ttl: ttl, logger: logger, seed: maphash.MakeSeed(),
-		clients: make(map[string]*clientSlots)}
+		clients: make(map[string]*clientSlots),
+		outage:  rediskeys.NewOutage(rediskeys.CounterStreamSlots, "streams counted per replica", logger, rdb, nil)}
 }
 
 // registerScript sweeps expired leases, then goes through the members
@@ -145,6 +142,7 @@ func (s *Slots) Acquire(ctx context.Context, clientID string, max int) (*Slot, b
 	held, err := s.register(ctx, clientID, candidates, max)
 	if err != nil {
 		// Redis away: count this replica's streams of the client.
+		s.outage.Fallback()
 		held = nil
 		if len(cs.held) < max {
 			held = append(slices.Repeat([]bool{true}, len(cs.held)), true)
@@ -229,11 +227,16 @@ func (sl *Slot) Fit(ctx context.Context, max int) bool {
 	if !lower {
 		return true
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slotsRedisTimeout)
-	defer cancel()
-	kept, err := fitScript.Run(rctx, s.rdb, []string{s.key(sl.clientID)}, max, sl.member).Int()
-	keep := kept == 1
-	if err != nil {
+	keep := false
+	if s.outage.Ask() {
+		rctx := context.WithoutCancel(ctx)
+		kept, err := fitScript.Run(rctx, s.rdb, []string{s.key(sl.clientID)}, max, sl.member).Int()
+		keep = kept == 1
+		if !s.outage.Done(rctx, err) {
+			keep = cs == nil || slices.Index(cs.held, sl) < max
+		}
+	} else {
+		s.outage.Fallback()
 		keep = cs == nil || slices.Index(cs.held, sl) < max
 	}
 	if keep {
@@ -249,22 +252,18 @@ func (sl *Slot) Fit(ctx context.Context, max int) bool {
 // register runs registerScript for the candidates; held[i] tells whether
 // candidates[i] holds a slot. An error is an outage (logged once).
 func (s *Slots) register(ctx context.Context, clientID string, candidates []*Slot, max int) (held []bool, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slotsRedisTimeout)
-	defer cancel()
+	if !s.outage.Ask() {
+		return nil, errOutage
+	}
+	ctx = context.WithoutCancel(ctx)
 	args := make([]any, 0, 2+len(candidates))
 	args = append(args, s.ttl.Milliseconds(), max)
 	for _, c := range candidates {
 		args = append(args, c.member)
 	}
 	res, err := registerScript.Run(ctx, s.rdb, []string{s.key(clientID)}, args...).Int64Slice()
-	if err != nil {
-		if !s.failing.Swap(true) {
-			s.logger.Warn("stream: Redis unreachable, counting streams on this replica only", "err", err)
-		}
+	if !s.outage.Done(ctx, err) {
 		return nil, err
-	}
-	if s.failing.Swap(false) {
-		s.logger.Info("stream: counting streams in Redis again")
 	}
 	held = make([]bool, len(candidates))
 	for i := range held {
@@ -401,17 +400,26 @@ func (sl *Slot) Release() {
 			return // never registered since, or already removed
 		}
 		sl.gone = true
-		ctx, cancel := context.WithTimeout(context.Background(), slotsRedisTimeout)
-		defer cancel()
-		_ = s.rdb.ZRem(ctx, s.key(sl.clientID), sl.member).Err()
+		if !s.outage.Ask() {
+			return // the lease runs out within the TTL
+		}
+		ctx := context.Background()
+		s.outage.Done(ctx, s.rdb.ZRem(ctx, s.key(sl.clientID), sl.member).Err())
 	})
 }
+
+// Degraded reports whether an outage of Redis is in progress: streams
+// are counted per replica until it ends.
+func (s *Slots) Degraded() bool { return s.outage.Down() }
 
 // Open is how many of the client's streams hold a slot in Redis (for
 // tests and operators).
 func (s *Slots) Open(ctx context.Context, clientID string) (int64, error) {
 	return s.rdb.ZCount(ctx, s.key(clientID), "("+nowMS(ctx, s.rdb), "+inf").Result()
 }
+
+// errOutage: Redis is not asked during an outage (rediskeys.Outage).
+var errOutage = errors.New("stream: redis outage in progress")
 
 func nowMS(ctx context.Context, rdb *redis.Client) string {
 	t, err := rdb.Time(ctx).Result()

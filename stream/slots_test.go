@@ -212,6 +212,7 @@ func TestSlotsCountedDuringAnOutageAreRegisteredWhenRedisReturns(t *testing.T) {
 	// Back: a registers its streams, oldest first, under the cap; the
 	// youngest finds it full.
 	down.Store(false)
+	waitUntil(t, func() bool { return !a.Degraded() }) // the outage policy's probe sees Redis again
 	a.RefreshNow()
 	if lost(a1) || lost(a2) || !lost(a3) || lost(b1) {
 		t.Fatalf("lost: a1 %v a2 %v a3 %v b1 %v, want a3 only", lost(a1), lost(a2), lost(a3), lost(b1))
@@ -264,5 +265,15 @@ func TestSlotsFitALowerCapKeepsTheOldest(t *testing.T) {
 	down.Store(true)
 	if !a1.Fit(ctx, 1) || a2.Fit(ctx, 1) || a3.Fit(ctx, 1) {
 		t.Fatal("during an outage the replica's oldest stream alone must keep its place")
+	}
+}
+
+// waitUntil polls cond until it holds (10 s at most).
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
 	}
 }
