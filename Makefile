@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-histstats clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -152,6 +152,13 @@ bench-latency: build
 ## the sizes (default here 10: 200,000 candles, 20,000 archived reports; scale 1 is what go test runs).
 bench-migrate-locks:
 	MARKET_LOCKS_SCALE=$${MARKET_LOCKS_SCALE:-10} $(GO) test -count=1 -timeout 30m -run 'TestMigrationLocks$$' -v ./store/
+
+## bench-histstats: the statistics job over HISTSTATS_YEARS (5) years of daily candles of HISTSTATS_ASSETS (1,600)
+## synthetic assets written into a schema of its own: the whole computation, one new day, and the median interval
+## width of the verdict records from 400 candles against the whole history (BENCHMARKS.md, "Statistics over the
+## whole history"). HISTSTATS_WORKERS assets are judged at once (default GOMAXPROCS).
+bench-histstats:
+	BENCH_HISTSTATS=1 $(GO) test -count=1 -timeout 3h -run '^TestBenchHistStats$$' -v ./worker/
 
 ## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report

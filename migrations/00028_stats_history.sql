@@ -12,12 +12,15 @@
 -- day (a byte per calendar day from first_day), from which the scorer's
 -- hysteresis resumes and a bar whose forward return completes later is
 -- judged. stats_progress names the scoring method the state was computed
--- with (another method recomputes everything) and a generation that two
--- overlapping runs use to detect each other.
+-- with (another method recomputes everything), a generation that two
+-- overlapping runs use to detect each other, and the day from which a run
+-- that saves its assets in several transactions (100 at a time) still has
+-- days to judge again for the assets it has not saved yet.
 CREATE TABLE stats_progress (
-    market     text PRIMARY KEY,
-    method     text   NOT NULL,
-    generation bigint NOT NULL
+    market       text PRIMARY KEY,
+    method       text   NOT NULL,
+    generation   bigint NOT NULL,
+    pending_drop date
 );
 
 CREATE TABLE stats_assets (

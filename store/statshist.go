@@ -46,7 +46,10 @@ type StatsState struct {
 	// Method is what the state was computed with ("" when none).
 	Method     string
 	Generation int64
-	Assets     map[string]StatsAsset
+	// PendingDrop, when not nil, is the day from which the assets a run
+	// did not save yet must be judged again.
+	PendingDrop *int
+	Assets      map[string]StatsAsset
 }
 
 // StatsUpdate is one run's change to a market's state.
@@ -59,8 +62,10 @@ type StatsUpdate struct {
 	Reset bool
 	// DropFrom, when not nil, drops the days from this day on first.
 	DropFrom *int
-	Days     []StatsDay
-	Assets   []StatsAsset
+	// PendingDrop is stored as the state's PendingDrop.
+	PendingDrop *int
+	Days        []StatsDay
+	Assets      []StatsAsset
 }
 
 // dayDate turns a day number into the date Postgres stores.
@@ -72,9 +77,14 @@ func dateDay(t time.Time) int { return int(t.Unix() / 86400) }
 // StatsStateOf returns the statistics job's state of a market.
 func (db *DB) StatsStateOf(ctx context.Context, m domain.Market) (StatsState, error) {
 	st := StatsState{Assets: map[string]StatsAsset{}}
-	err := db.Pool.QueryRow(ctx, `SELECT method, generation FROM stats_progress WHERE market = $1`, string(m)).Scan(&st.Method, &st.Generation)
+	var pending *time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT method, generation, pending_drop FROM stats_progress WHERE market = $1`, string(m)).Scan(&st.Method, &st.Generation, &pending)
 	if err != nil && err != pgx.ErrNoRows {
 		return st, translate(err, "statistics state")
+	}
+	if pending != nil {
+		d := dateDay(*pending)
+		st.PendingDrop = &d
 	}
 	rows, err := db.Pool.Query(ctx, `SELECT symbol, exchange, first_day, through_day, series_version, observed, backtest, live
 		FROM stats_assets WHERE market = $1`, string(m))
@@ -151,9 +161,14 @@ func (db *DB) SaveStatsState(ctx context.Context, m domain.Market, u StatsUpdate
 		return translate(err, "statistics state")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	tag, err := tx.Exec(ctx, `INSERT INTO stats_progress AS p (market, method, generation) VALUES ($1, $2, 1)
-		ON CONFLICT (market) DO UPDATE SET method = excluded.method, generation = p.generation + 1
-		WHERE p.generation = $3`, string(m), u.Method, u.Generation)
+	var pending *time.Time
+	if u.PendingDrop != nil {
+		d := dayDate(*u.PendingDrop)
+		pending = &d
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO stats_progress AS p (market, method, generation, pending_drop) VALUES ($1, $2, 1, $4)
+		ON CONFLICT (market) DO UPDATE SET method = excluded.method, generation = p.generation + 1, pending_drop = excluded.pending_drop
+		WHERE p.generation = $3`, string(m), u.Method, u.Generation, pending)
 	if err != nil {
 		return translate(err, "statistics state")
 	}

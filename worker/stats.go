@@ -78,6 +78,10 @@ type StatsJob struct {
 	Logger *slog.Logger
 	Now    func() time.Time
 	Notify func(ctx context.Context, s readcache.Scope)
+	// Workers is how many assets are judged at once (0: one).
+	Workers int
+	// Chunk is how many assets are saved at a time (0: 100).
+	Chunk int
 }
 
 // Register adds the statistics handler to a worker.

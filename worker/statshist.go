@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/marketscreener/market/domain"
@@ -131,6 +132,15 @@ func (d statsDays) at(day int) *dayObs {
 	return o
 }
 
+// merge adds o's observations, day by day.
+func (d statsDays) merge(o statsDays) {
+	for day, obs := range o {
+		into := d.at(day)
+		into.verdicts.Merge(&obs.verdicts)
+		into.factors.Merge(&obs.factors)
+	}
+}
+
 // noDay is a day after every other.
 const noDay = math.MaxInt
 
@@ -162,6 +172,9 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 		return 0, err
 	}
 	drop := invalidatedFrom(keys, prior, versions)
+	if st.PendingDrop != nil && !reset {
+		drop = min(drop, *st.PendingDrop)
+	}
 	now := j.Now().UTC()
 	since := time.Time{} // the published verdicts the run needs
 	if first := firstJudged(keys, prior, drop); first != math.MinInt {
@@ -171,23 +184,58 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	back, live := statsDays{}, statsDays{}
-	var updates []store.StatsAsset
 	assets := maps.Clone(prior)
-	for _, key := range keys {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		v := versions[key.Symbol]
-		a, ok, err := j.judgeAsset(ctx, assetRun{key: key, prior: prior[key.Symbol], drop: drop, now: now,
-			version: v.Version, newest: v.Newest, snaps: published[key.Symbol]}, back, live)
+	read, changed := 0, 0
+	gen := st.Generation
+	// Saved statsChunk assets at a time: a first computation over years of
+	// a large market is not lost when the task is cut short, the next run
+	// goes on with the assets not saved.
+	size := j.Chunk
+	if size <= 0 {
+		size = statsChunk
+	}
+	for start := 0; start < len(keys); start += size {
+		chunk := keys[start:min(start+size, len(keys))]
+		back, live, updates, err := j.judgeChunk(ctx, chunk, prior, drop, now, versions, published)
 		if err != nil {
 			return 0, err
 		}
-		if ok && !sameAsset(a, prior[key.Symbol]) {
-			updates = append(updates, a)
-			assets[key.Symbol] = a
+		firstChunk, lastChunk := start == 0, start+size >= len(keys)
+		changes := len(updates) > 0 || len(back) > 0 || len(live) > 0 ||
+			firstChunk && (reset || drop != noDay) || lastChunk && st.PendingDrop != nil
+		if !changes {
+			continue
 		}
+		update := store.StatsUpdate{Method: method, Generation: gen, Reset: reset && firstChunk, Assets: updates}
+		dropNow := noDay
+		if drop != noDay && !reset {
+			if firstChunk {
+				dropNow = drop
+				update.DropFrom = &dropNow
+			}
+			if !lastChunk {
+				update.PendingDrop = &drop
+			}
+		}
+		for _, src := range []struct {
+			name string
+			days statsDays
+		}{{stats.SourceBacktest, back}, {stats.SourceLive, live}} {
+			days, err := j.mergeDays(ctx, m, src.name, src.days, reset && firstChunk, dropNow)
+			if err != nil {
+				return 0, err
+			}
+			update.Days = append(update.Days, days...)
+		}
+		if err := j.Store.SaveStatsState(ctx, m, update); err != nil {
+			return 0, err
+		}
+		gen++
+		for _, a := range updates {
+			assets[a.Symbol] = a
+		}
+		read += len(updates)
+		changed += len(back)
 	}
 	observed := 0
 	for _, a := range assets {
@@ -198,23 +246,6 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	if observed == 0 {
 		return 0, nil
 	}
-	update := store.StatsUpdate{Method: method, Generation: st.Generation, Reset: reset, Assets: updates}
-	if drop != noDay && !reset {
-		update.DropFrom = &drop
-	}
-	for _, src := range []struct {
-		name string
-		days statsDays
-	}{{stats.SourceBacktest, back}, {stats.SourceLive, live}} {
-		days, err := j.mergeDays(ctx, m, src.name, src.days, reset, drop)
-		if err != nil {
-			return 0, err
-		}
-		update.Days = append(update.Days, days...)
-	}
-	if err := j.Store.SaveStatsState(ctx, m, update); err != nil {
-		return 0, err
-	}
 	for _, src := range stats.Sources {
 		if err := j.saveRecords(ctx, m, src, observed, now); err != nil {
 			return 0, err
@@ -224,10 +255,59 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 		j.Notify(ctx, readcache.Analytics(m))
 	}
 	if j.Logger != nil {
-		j.Logger.Info("statistics computed", "market", m, "assets", observed, "assets_read", len(updates),
-			"days_changed", len(back), "took", time.Since(started).Round(time.Millisecond).String())
+		j.Logger.Info("statistics computed", "market", m, "assets", observed, "assets_changed", read,
+			"days_changed", changed, "took", time.Since(started).Round(time.Millisecond).String())
 	}
 	return observed, nil
+}
+
+// statsChunk is how many assets a run judges between two saves, unless
+// StatsJob.Chunk says otherwise.
+const statsChunk = 100
+
+// judgeChunk judges assets, Workers at a time, and returns their new
+// observations, added asset by asset in the keys' order whatever the
+// workers' timing, and the states that changed.
+func (j *StatsJob) judgeChunk(ctx context.Context, keys []store.CandleKey, prior map[string]store.StatsAsset, drop int,
+	now time.Time, versions map[string]store.SeriesVersion, published map[string][]store.AnalyticsSnapshot,
+) (back, live statsDays, updates []store.StatsAsset, err error) {
+	type judged struct {
+		back, live statsDays
+		asset      store.StatsAsset
+		ok         bool
+		err        error
+	}
+	workers := max(1, j.Workers)
+	back, live = statsDays{}, statsDays{}
+	for start := 0; start < len(keys); start += workers {
+		group := keys[start:min(start+workers, len(keys))]
+		out := make([]judged, len(group))
+		var wg sync.WaitGroup
+		for i, key := range group {
+			wg.Go(func() {
+				v := versions[key.Symbol]
+				o := judged{back: statsDays{}, live: statsDays{}}
+				o.asset, o.ok, o.err = j.judgeAsset(ctx, assetRun{key: key, prior: prior[key.Symbol], drop: drop, now: now,
+					version: v.Version, newest: v.Newest, snaps: published[key.Symbol]}, o.back, o.live)
+				out[i] = o
+			})
+		}
+		wg.Wait()
+		for _, o := range out {
+			if o.err != nil {
+				return nil, nil, nil, o.err
+			}
+			back.merge(o.back)
+			live.merge(o.live)
+			if o.ok && !sameAsset(o.asset, prior[o.asset.Symbol]) {
+				updates = append(updates, o.asset)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return back, live, updates, nil
 }
 
 // sameAsset reports whether a run left an asset's state as it was.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/stats"
@@ -154,6 +155,24 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 		if v.Assets != 7 || v.WindowStart == "" || v.WindowEnd != "2025-03-20" {
 			t.Fatalf("record %+v: want 7 assets and a window ending 2025-03-20", v)
 		}
+	}
+	// Judged two assets at once and saved three at a time, the records are
+	// the same but for the rounding of the merged means and co-moments.
+	if err := db.ResetStatsState(ctx, domain.Crypto); err != nil {
+		t.Fatal(err)
+	}
+	job.Workers, job.Chunk = 2, 3
+	run(446)
+	chunked, err := db.Stats(ctx, domain.Crypto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approx := cmpopts.EquateApprox(0, 1e-9)
+	if diff := cmp.Diff(full.Verdicts, chunked.Verdicts, approx); diff != "" {
+		t.Errorf("verdict records: in chunks differ from one pass (-one +chunks):\n%.3000s", diff)
+	}
+	if diff := cmp.Diff(full.Factors, chunked.Factors, approx); diff != "" {
+		t.Errorf("factor records: in chunks differ from one pass (-one +chunks):\n%.3000s", diff)
 	}
 	if full.Verdicts[0].SampleSize == 0 || len(full.Factors) == 0 || full.Factors[0].Assets != 7 {
 		t.Fatalf("records without observations: %+v", full.Verdicts[0])

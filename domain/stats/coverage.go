@@ -8,11 +8,11 @@ import "time"
 type Coverage struct {
 	// WindowStart and WindowEnd are the first and last day (YYYY-MM-DD,
 	// UTC) of the bars judged; empty when none was.
-	WindowStart string `json:"window_start,omitempty" doc:"First day (YYYY-MM-DD) of the bars the statistics judged"`
-	WindowEnd   string `json:"window_end,omitempty" doc:"Last day (YYYY-MM-DD) of the bars the statistics judged"`
+	WindowStart string `json:"window_start,omitempty"`
+	WindowEnd   string `json:"window_end,omitempty"`
 	// Assets is how many assets the observations come from, delisted
 	// ones included.
-	Assets int `json:"assets" doc:"How many assets the statistics cover, delisted ones included"`
+	Assets int `json:"assets"`
 }
 
 // NewCoverage returns the coverage of the days first to last (see
