@@ -12,7 +12,7 @@ type Coverage struct {
 	WindowEnd   string `json:"window_end,omitempty"`
 	// Assets is how many assets the observations come from, delisted
 	// ones included.
-	Assets int `json:"assets"`
+	Assets int `json:"assets,omitempty"`
 }
 
 // NewCoverage returns the coverage of the days first to last (see
