@@ -111,16 +111,16 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 	if most := reads.reset(); most < days {
 		t.Errorf("first run read at most %d candles of a series, want the whole history", most)
 	}
-	for n := 421; n <= 440; n++ {
+	for n := 421; n <= 428; n++ {
 		store(n-1, n)
 		run(n)
 		if most := reads.reset(); most > 500 {
 			t.Errorf("day %d: a series read with limit %d: a new day must read a bounded tail", n, most)
 		}
 	}
-	store(440, 445) // five days at once
+	store(428, 445) // seventeen days at once
 	run(445)
-	// A late correction of a candle read 12 days ago.
+	// A late correction of a candle an earlier run read, 13 days before the newest.
 	fix := series["CCC_USDT"][432]
 	fix.Close *= 1.2
 	fix.High = math.Max(fix.High, fix.Close)
