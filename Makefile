@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen bench-ha clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen bench-ha bench-histstats clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -164,6 +164,7 @@ bench-compact: build bench-deps
 bench-migrate-locks:
 	MARKET_LOCKS_SCALE=$${MARKET_LOCKS_SCALE:-10} $(GO) test -count=1 -timeout 30m -run 'TestMigrationLocks$$' -v ./store/
 
+<<<<<<< HEAD
 ## bench-ha: the HA harness (e2e/ha; BENCHMARKS.md, "High availability"): Postgres primary + streaming replica,
 ## Redis primary + replica + 3 sentinels, HAProxy before 2 api, 2 workers, 2 schedulers, a load generator of its
 ## own; SIGKILLs an api, a worker, a scheduler, the Redis primary, the Postgres primary, then rolls every
@@ -174,6 +175,14 @@ bench-ha: build
 	.ci/ha-deps
 	$(GO) build -o bin/ha ./e2e/ha
 	bin/ha -marketd $(BIN) -json bin/ha.json $(HA_ARGS)
+=======
+## bench-histstats: the statistics job over HISTSTATS_YEARS (5) years of daily candles of HISTSTATS_ASSETS (1,600)
+## synthetic assets written into a schema of its own: the whole computation, one new day, and the median interval
+## width of the verdict records from 400 candles against the whole history (BENCHMARKS.md, "Statistics over the
+## whole history"). HISTSTATS_WORKERS assets are judged at once (default GOMAXPROCS).
+bench-histstats:
+	BENCH_HISTSTATS=1 $(GO) test -count=1 -timeout 3h -run '^TestBenchHistStats$$' -v ./worker/
+>>>>>>> histstats
 
 ## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report

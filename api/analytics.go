@@ -92,6 +92,9 @@ type VerdictStat struct {
 	BaseRate            *float64          `json:"base_rate" nullable:"true" doc:"Unconditional win rate of the same rule over every bar of the horizon, the rate with no edge; null when no bar was seen"`
 	PValue              *float64          `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'win_rate equals base_rate' on effective_sample_size; null when there is nothing to test"`
 	AvgReturnPct        float64           `json:"avg_return_pct"`
+	WindowStart         *string           `json:"window_start" nullable:"true" format:"date" doc:"First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown"`
+	WindowEnd           *string           `json:"window_end" nullable:"true" format:"date" doc:"Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown"`
+	Assets              int               `json:"assets" minimum:"0" doc:"How many assets the observations come from, delisted ones included (they count up to their last day)"`
 	Source              statsSource       `json:"source"`
 }
 
@@ -109,6 +112,9 @@ type FactorStat struct {
 	BaseRate            *float64      `json:"base_rate" nullable:"true" minimum:"0" maximum:"1" doc:"The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0"`
 	PValue              *float64      `json:"p_value" nullable:"true" minimum:"0" maximum:"1" doc:"Two-sided p-value of 'hit_rate equals base_rate' on effective_sample_size; null with base_rate"`
 	PValueAdjusted      *float64      `json:"p_value_adjusted" nullable:"true" minimum:"0" maximum:"1" doc:"p_value after the Benjamini–Hochberg adjustment over every factor and horizon of this market and source: among records with p_value_adjusted ≤ 0.05, at most 5% are expected to be chance findings"`
+	WindowStart         *string       `json:"window_start" nullable:"true" format:"date" doc:"First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown"`
+	WindowEnd           *string       `json:"window_end" nullable:"true" format:"date" doc:"Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown"`
+	Assets              int           `json:"assets" minimum:"0" doc:"How many assets the observations come from, delisted ones included (they count up to their last day)"`
 	Source              statsSource   `json:"source"`
 }
 
@@ -775,7 +781,8 @@ func verdictStats(in []stats.VerdictStat, verdict analytics.Verdict) []VerdictSt
 		out = append(out, VerdictStat{Verdict: analytics.Verdict(v.Verdict), HorizonDays: verdictHorizon(v.HorizonDays), SampleSize: v.SampleSize,
 			EffectiveSampleSize: v.EffectiveSampleSize, IsSignificant: v.IsSignificant, WinRate: v.WinRate,
 			WinRateCILow: v.WinRateCILow, WinRateCIHigh: v.WinRateCIHigh, BaseRate: v.BaseRate, PValue: v.PValue,
-			AvgReturnPct: v.AvgReturnPct, Source: statsSource(v.Source)})
+			AvgReturnPct: v.AvgReturnPct, WindowStart: optionalString(v.WindowStart), WindowEnd: optionalString(v.WindowEnd),
+			Assets: v.Assets, Source: statsSource(v.Source)})
 	}
 	return out
 }
@@ -784,5 +791,14 @@ func factorStat(f stats.FactorStat) FactorStat {
 	return FactorStat{Factor: f.Factor, HorizonDays: factorHorizon(f.HorizonDays), SampleSize: f.SampleSize,
 		EffectiveSampleSize: f.EffectiveSampleSize, IsSignificant: f.IsSignificant, HitRate: f.HitRate,
 		HitRateCILow: f.HitRateCILow, HitRateCIHigh: f.HitRateCIHigh, Correlation: f.Correlation,
-		BaseRate: f.BaseRate, PValue: f.PValue, PValueAdjusted: f.PValueAdjusted, Source: statsSource(f.Source)}
+		BaseRate: f.BaseRate, PValue: f.PValue, PValueAdjusted: f.PValueAdjusted,
+		WindowStart: optionalString(f.WindowStart), WindowEnd: optionalString(f.WindowEnd), Assets: f.Assets, Source: statsSource(f.Source)}
+}
+
+// optionalString is nil for "".
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

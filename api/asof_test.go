@@ -268,3 +268,31 @@ func TestDataQualityDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A delisted asset leaves the analytics list, and its report stays
+// readable as of any instant inside its life.
+func TestDelistedReportAsOf(t *testing.T) {
+	t.Parallel()
+	f := newMarketFixture(t)
+	t0 := f.now
+	rec := publish(t, f, "GONE_USDT", 0.004, t0.Truncate(4*time.Hour), t0, nil)
+	publish(t, f, "BTC_USDT", 0.004, t0.Truncate(4*time.Hour), t0, nil)
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	ctx := context.Background()
+	if _, _, err := f.db.SyncListings(ctx, spot, []string{"BTC_USDT", "GONE_USDT"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.db.SyncListings(ctx, spot, []string{"BTC_USDT"}, t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Invalidate(readcache.Analytics(domain.Crypto))
+	f.now = t0.Add(3 * time.Hour)
+	status, body := f.get(t, "/analytics/crypto/list")
+	if status != http.StatusOK || !strings.Contains(string(body), "BTC_USDT") || strings.Contains(string(body), "GONE_USDT") {
+		t.Fatalf("list after the delisting: %d %s; want BTC_USDT without GONE_USDT", status, body)
+	}
+	rep := getReport(t, f, "/analytics/crypto/GONE_USDT?lang=en&as_of="+t0.Add(time.Hour).Format(time.RFC3339))
+	if rep.OverallScore != rec.OverallScore || !rep.UpdatedAt.Equal(rec.UpdatedAt) {
+		t.Fatalf("delisted asset as of its life: score %d published %s; want %d published %s", rep.OverallScore, rep.UpdatedAt, rec.OverallScore, rec.UpdatedAt)
+	}
+}

@@ -31,6 +31,12 @@ func TestMethodologyListsTheVersionsTheEngineRuns(t *testing.T) {
 	if last.Rules.Fingerprint() != last.Fingerprint {
 		t.Errorf("the served rules hash to %s, the version says %s", last.Rules.Fingerprint(), last.Fingerprint)
 	}
+	// What the statistics include: the whole history, delisted assets.
+	st := got.Statistics
+	if !strings.Contains(st.History, "Every stored daily candle") || !strings.Contains(st.Delisted, "up to its last day") ||
+		!strings.Contains(st.Window, "window_start") || !strings.Contains(st.Window, "delisted ones included") || st.Updates == "" || st.Neutral == "" {
+		t.Errorf("statistics scope served incomplete: %+v", st)
+	}
 	for _, v := range got.Versions {
 		if len(v.Rules.Votes) == 0 || len(v.Rules.Fundamentals) == 0 || v.Changelog == "" || v.Rules.Verdict.GrowthEnter == 0 {
 			t.Errorf("version %s is served incomplete: %+v", v.Name, v)

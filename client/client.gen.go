@@ -2026,6 +2026,9 @@ type ErrorModel struct {
 
 // FactorStat defines model for FactorStat.
 type FactorStat struct {
+	// Assets How many assets the observations come from, delisted ones included (they count up to their last day)
+	Assets int64 `json:"assets"`
+
 	// BaseRate The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0
 	BaseRate    *float64 `json:"base_rate"`
 	Correlation float64  `json:"correlation"`
@@ -2056,6 +2059,12 @@ type FactorStat struct {
 	// SampleSize Number of observations with a bullish or bearish reading (neutral readings are not counted)
 	SampleSize int64            `json:"sample_size"`
 	Source     FactorStatSource `json:"source"`
+
+	// WindowEnd Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown
+	WindowEnd *openapi_types.Date `json:"window_end"`
+
+	// WindowStart First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown
+	WindowStart *openapi_types.Date `json:"window_start"`
 }
 
 // FactorStatHorizonDays defines model for FactorStat.HorizonDays.
@@ -2149,7 +2158,8 @@ type Methodology struct {
 	// CurrentVersion The version new reports are made with
 	//
 	// Example: v1
-	CurrentVersion string `json:"current_version"`
+	CurrentVersion string          `json:"current_version"`
+	Statistics     StatisticsScope `json:"statistics"`
 
 	// Versions Every version of the method, oldest first
 	Versions *[]Method `json:"versions"`
@@ -2510,6 +2520,27 @@ type ScreenerRecord struct {
 	//
 	// Example: 1843000000
 	Volume float64 `json:"volume"`
+}
+
+// StatisticsScope defines model for StatisticsScope.
+type StatisticsScope struct {
+	// Assets Which assets they include
+	Assets string `json:"assets"`
+
+	// Delisted How delisted assets count
+	Delisted string `json:"delisted"`
+
+	// History Which candles the statistics read
+	History string `json:"history"`
+
+	// Neutral What a neutral verdict is judged against
+	Neutral string `json:"neutral"`
+
+	// Updates When the statistics change
+	Updates string `json:"updates"`
+
+	// Window What each record states about its coverage
+	Window string `json:"window"`
 }
 
 // StreamClosed defines model for StreamClosed.
@@ -2939,6 +2970,8 @@ type VerdictRules struct {
 
 // VerdictStat defines model for VerdictStat.
 type VerdictStat struct {
+	// Assets How many assets the observations come from, delisted ones included (they count up to their last day)
+	Assets       int64   `json:"assets"`
 	AvgReturnPct float64 `json:"avg_return_pct"`
 
 	// BaseRate Unconditional win rate of the same rule over every bar of the horizon, the rate with no edge; null when no bar was seen
@@ -2967,6 +3000,12 @@ type VerdictStat struct {
 
 	// WinRateCiLow Lower bound of the 95% Wilson interval on effective_sample_size (Student's t critical value); 0 when sample_size is 0
 	WinRateCiLow float64 `json:"win_rate_ci_low"`
+
+	// WindowEnd Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown
+	WindowEnd *openapi_types.Date `json:"window_end"`
+
+	// WindowStart First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown
+	WindowStart *openapi_types.Date `json:"window_start"`
 }
 
 // VerdictStatHorizonDays defines model for VerdictStat.HorizonDays.
@@ -3510,7 +3549,7 @@ type ClientInterface interface {
 
 	// GetAnalyticsMethodology The scoring method, every version
 	//
-	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 	//
 	// Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
 	GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3790,7 +3829,7 @@ type ClientInterface interface {
 
 // GetAnalyticsMethodology The scoring method, every version
 //
-// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 //
 // Corresponds with GET /analytics/methodology (the `GetAnalyticsMethodology` operationId).
 func (c *Client) GetAnalyticsMethodology(ctx context.Context, params *GetAnalyticsMethodologyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5922,7 +5961,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetAnalyticsMethodologyWithResponse The scoring method, every version
 	//
-	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8429,7 +8468,7 @@ func (r TestWebhookResponse) ContentType() string {
 
 // GetAnalyticsMethodologyWithResponse The scoring method, every version
 //
-// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -61,14 +61,9 @@ func (db *DB) Stats(ctx context.Context, m domain.Market) (MarketStats, error) {
 	return scanStats(rows, m)
 }
 
-// SnapshotVerdicts returns, per symbol, the verdict snapshots of a market
-// and style, oldest first: what the service published, for live statistics.
-func (db *DB) SnapshotVerdicts(ctx context.Context, m domain.Market, style analytics.Style) (map[string][]AnalyticsSnapshot, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT symbol, at, verdict FROM analytics_snapshots
-		WHERE market = $1 AND style = $2 ORDER BY symbol, at`, string(m), string(style))
-	if err != nil {
-		return nil, translate(err, "analytics history")
-	}
+// collectSnapshotVerdicts reads rows of symbol, at and verdict, ordered by
+// symbol and time.
+func collectSnapshotVerdicts(rows pgx.Rows) (map[string][]AnalyticsSnapshot, error) {
 	defer rows.Close()
 	out := map[string][]AnalyticsSnapshot{}
 	for rows.Next() {

@@ -18,7 +18,7 @@ const TypeCandleRetention = "candles:retention"
 // DefaultCandleRetention is how long candles of each timeframe are kept;
 // a timeframe without an entry is kept forever. The largest read of any
 // timeframe is GET /ohlcv's 1,000 newest candles (scoring reads 500 of
-// 15m, 1h, 4h and 1d, the statistics 400 daily ones), so each intraday
+// 15m, 1h, 4h and 1d; the statistics every daily one), so each intraday
 // timeframe keeps three to four times that: a series that missed ingest for
 // a while still serves a full page. Daily and weekly candles, at most 365
 // rows a year per symbol, are the statistics' history: kept.

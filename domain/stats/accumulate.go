@@ -30,6 +30,10 @@ func (m *runningMean) merge(o runningMean) {
 	if o.n == 0 {
 		return
 	}
+	if m.n == 0 {
+		*m = o // exactly: the statistics job merges stored days into empty ones
+		return
+	}
 	n := m.n + o.n
 	m.mean += (o.mean - m.mean) * float64(o.n) / float64(n)
 	m.n = n

@@ -39,7 +39,7 @@ func (b *byDay[T]) at(day int) *T {
 	switch {
 	case len(b.v) == 0:
 		b.first = day
-		b.v = make([]T, 1, 64)
+		b.v = make([]T, 1)
 	case day < b.first:
 		grown := make([]T, b.first-day+len(b.v), b.first-day+cap(b.v))
 		copy(grown[b.first-day:], b.v)

@@ -44,7 +44,8 @@ type FactorStat struct {
 	// a PValue, which keeps the expected share of false discoveries among
 	// the significant records at 5 %.
 	PValueAdjusted *float64 `json:"p_value_adjusted"`
-	Source         string   `json:"source"`
+	Coverage
+	Source string `json:"source"`
 }
 
 // FalseDiscoveryRate is the level at which factor statistics are declared

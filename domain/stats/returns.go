@@ -74,3 +74,74 @@ func median(xs []float64) (float64, bool) {
 func validPrice(p float64) bool { return p > 0 && isFinite(p) }
 
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// MedianWindow is how many h-bar moves, the newest ones completed by a
+// bar, make the median absolute move a neutral verdict of that bar is
+// judged against (see TrailingMedianMoves).
+const MedianWindow = 365
+
+// MinMedianMoves is how many moves a bar's median absolute move needs;
+// bars with fewer are not judged.
+const MinMedianMoves = 20
+
+// TrailingMedianMoves returns, for every index i of closes from from on,
+// the median absolute h-bar move known at bar i: over the moves j → j+h
+// completed by it (j+h ≤ i), the newest MedianWindow of them. It is NaN
+// where fewer than MinMedianMoves are defined. Each value depends only on
+// the closes up to its bar, so a bar judged today is judged the same
+// whatever history follows it, and the same from any from. Indices
+// before from are NaN.
+func TrailingMedianMoves(closes []float64, h, from int) []float64 {
+	out := make([]float64, len(closes))
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	if h < 1 {
+		return out
+	}
+	from = max(from, 0)
+	// window is the sorted absolute moves ending at lo+h..i; a move that
+	// is not defined (a bad price) takes no place.
+	var window []float64
+	move := func(j int) (float64, bool) {
+		r, ok := ForwardReturn(closes, j, h)
+		return math.Abs(r), ok
+	}
+	insert := func(x float64) {
+		k, _ := slices.BinarySearch(window, x)
+		window = slices.Insert(window, k, x)
+	}
+	remove := func(x float64) {
+		if k, found := slices.BinarySearch(window, x); found {
+			window = slices.Delete(window, k, k+1)
+		}
+	}
+	first := max(0, from-h-MedianWindow+1) // the oldest move start in from's window
+	for j := first; j <= from-h && j < len(closes); j++ {
+		if x, ok := move(j); ok {
+			insert(x)
+		}
+	}
+	for i := from; i < len(closes); i++ {
+		if i > from {
+			if j := i - h; j >= 0 {
+				if x, ok := move(j); ok {
+					insert(x)
+				}
+			}
+			if j := i - h - MedianWindow; j >= 0 {
+				if x, ok := move(j); ok {
+					remove(x)
+				}
+			}
+		}
+		if n := len(window); n >= MinMedianMoves {
+			if n%2 == 1 {
+				out[i] = window[n/2]
+			} else {
+				out[i] = window[n/2-1]/2 + window[n/2]/2
+			}
+		}
+	}
+	return out
+}

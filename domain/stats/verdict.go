@@ -35,7 +35,8 @@ type VerdictStat struct {
 	// (below 0.05 exactly when the interval excludes BaseRate); nil when
 	// there is nothing to test.
 	PValue *float64 `json:"p_value"`
-	Source string   `json:"source"`
+	Coverage
+	Source string `json:"source"`
 }
 
 // VerdictAccumulator collects verdict observations, typically from a worker

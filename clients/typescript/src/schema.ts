@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * The scoring method, every version
-         * @description Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed. Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
+         * @description Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
          */
         get: operations["get-analytics-methodology"];
         put?: never;
@@ -957,6 +957,11 @@ export interface components {
         };
         FactorStat: {
             /**
+             * Format: int64
+             * @description How many assets the observations come from, delisted ones included (they count up to their last day)
+             */
+            assets: number;
+            /**
              * Format: double
              * @description The hit rate with no edge: the factor's share of bullish readings times how often the market's forward returns of this horizon were up, plus its bearish share times how often they were down; null when sample_size is 0
              */
@@ -1008,6 +1013,16 @@ export interface components {
             sample_size: number;
             /** @enum {string} */
             source: "backtest" | "live";
+            /**
+             * Format: date
+             * @description Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown
+             */
+            window_end: string | null;
+            /**
+             * Format: date
+             * @description First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown
+             */
+            window_start: string | null;
         };
         FundamentalRule: {
             /** @example funding ≥ 0.0005 */
@@ -1095,6 +1110,8 @@ export interface components {
              * @example v1
              */
             current_version: string;
+            /** @description What the verdict and factor statistics (GET /analytics/{market}/stats, /factor-stats and a report's verdict_stats and factor_stats) are computed over */
+            statistics: components["schemas"]["StatisticsScope"];
             /** @description Every version of the method, oldest first */
             versions: components["schemas"]["Method"][] | null;
         };
@@ -1422,6 +1439,20 @@ export interface components {
              * @example 1843000000
              */
             volume: number;
+        };
+        StatisticsScope: {
+            /** @description Which assets they include */
+            assets: string;
+            /** @description How delisted assets count */
+            delisted: string;
+            /** @description Which candles the statistics read */
+            history: string;
+            /** @description What a neutral verdict is judged against */
+            neutral: string;
+            /** @description When the statistics change */
+            updates: string;
+            /** @description What each record states about its coverage */
+            window: string;
         };
         StreamClosed: {
             /** @example invalid API key: the key has been revoked */
@@ -1824,6 +1855,11 @@ export interface components {
             rule: string;
         };
         VerdictStat: {
+            /**
+             * Format: int64
+             * @description How many assets the observations come from, delisted ones included (they count up to their last day)
+             */
+            assets: number;
             /** Format: double */
             avg_return_pct: number;
             /**
@@ -1872,6 +1908,16 @@ export interface components {
              * @description Lower bound of the 95% Wilson interval on effective_sample_size (Student's t critical value); 0 when sample_size is 0
              */
             win_rate_ci_low: number;
+            /**
+             * Format: date
+             * @description Last day (YYYY-MM-DD, UTC) of the bars judged; null when unknown
+             */
+            window_end: string | null;
+            /**
+             * Format: date
+             * @description First day (YYYY-MM-DD, UTC) of the bars judged: the statistics cover every stored daily candle of the market's assets; null when unknown
+             */
+            window_start: string | null;
         };
         VoteRule: {
             /**
