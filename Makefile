@@ -164,7 +164,6 @@ bench-compact: build bench-deps
 bench-migrate-locks:
 	MARKET_LOCKS_SCALE=$${MARKET_LOCKS_SCALE:-10} $(GO) test -count=1 -timeout 30m -run 'TestMigrationLocks$$' -v ./store/
 
-<<<<<<< HEAD
 ## bench-ha: the HA harness (e2e/ha; BENCHMARKS.md, "High availability"): Postgres primary + streaming replica,
 ## Redis primary + replica + 3 sentinels, HAProxy before 2 api, 2 workers, 2 schedulers, a load generator of its
 ## own; SIGKILLs an api, a worker, a scheduler, the Redis primary, the Postgres primary, then rolls every
@@ -175,14 +174,13 @@ bench-ha: build
 	.ci/ha-deps
 	$(GO) build -o bin/ha ./e2e/ha
 	bin/ha -marketd $(BIN) -json bin/ha.json $(HA_ARGS)
-=======
+
 ## bench-histstats: the statistics job over HISTSTATS_YEARS (5) years of daily candles of HISTSTATS_ASSETS (1,600)
 ## synthetic assets written into a schema of its own: the whole computation, one new day, and the median interval
 ## width of the verdict records from 400 candles against the whole history (BENCHMARKS.md, "Statistics over the
 ## whole history"). HISTSTATS_WORKERS assets are judged at once (default GOMAXPROCS).
 bench-histstats:
 	BENCH_HISTSTATS=1 $(GO) test -count=1 -timeout 3h -run '^TestBenchHistStats$$' -v ./worker/
->>>>>>> histstats
 
 ## bench-scale: `marketd all` against the local Binance simulator (1,200 spot + 400 perpetual, REST and websockets),
 ## both processes of their own: cold start to every report, closed candle -> /ohlcv and -> rescored report
