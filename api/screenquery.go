@@ -337,11 +337,12 @@ type queryHit struct {
 // of them, plus one more when there is a next page.
 func runQuery(snap *screenSnapshot, p *screen.Program, st analytics.Style, o queryOrder, after *orderKey, limit int) ([]queryHit, error) {
 	var hits []queryHit
+	match := p.Matcher()
 	for _, a := range snap.assets {
 		if a.Report(st) == nil {
 			continue
 		}
-		ok, err := p.Match(a)
+		ok, err := match(a)
 		if err != nil {
 			return nil, err
 		}

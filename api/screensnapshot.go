@@ -21,7 +21,7 @@ import (
 //
 // It is stale once the market's analytics scope or one of its screener
 // rows' scopes is invalidated (the worker's announcements, readcache), or
-// after readcache.DefaultTTL when an announcement was lost. A stale
+// after screenMaxAge when an announcement was lost. A stale
 // snapshot keeps answering while one rebuild per market runs in the
 // background, so no query waits for a reload; only the first query of a
 // market waits for its first build. A rebuild reads the results scored
@@ -31,6 +31,9 @@ import (
 
 const (
 	screenFullReload = 5 * time.Minute
+	// screenMaxAge rebuilds a snapshot that saw no invalidation, in case
+	// an announcement was lost.
+	screenMaxAge = time.Minute
 	// screenSinceMargin: a rebuild reads again the results scored up to
 	// this long before the newest it holds, which a longer transaction
 	// may have committed after the last read.
@@ -151,7 +154,7 @@ func (ss *screenSnapshots) first(ctx context.Context, s *Server, m domain.Market
 }
 
 func (s *Server) screenStale(snap *screenSnapshot) bool {
-	if s.cfg.Now().Sub(snap.builtAt) > readcache.DefaultTTL {
+	if s.cfg.Now().Sub(snap.builtAt) > screenMaxAge {
 		return true
 	}
 	for i, sc := range snap.scopes {

@@ -265,7 +265,21 @@ func (p *Program) Eval(a *Asset) (matched bool, read map[string]any, err error) 
 
 // Match is Eval without read, for the hot paths that do not need it.
 func (p *Program) Match(a *Asset) (bool, error) {
-	out, _, err := p.prg.Eval(&activation{p: p, a: a})
+	return p.match(&activation{p: p, a: a})
+}
+
+// Matcher is Match for one goroutine evaluating many assets in turn: it
+// reuses one activation instead of allocating one per asset.
+func (p *Program) Matcher() func(*Asset) (bool, error) {
+	act := &activation{p: p}
+	return func(a *Asset) (bool, error) {
+		act.a = a
+		return p.match(act)
+	}
+}
+
+func (p *Program) match(act *activation) (bool, error) {
+	out, _, err := p.prg.Eval(act)
 	if err != nil {
 		if isCostError(err) {
 			return false, &ExprError{Kind: KindCost, Message: "the evaluation went past its cost limit"}

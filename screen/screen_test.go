@@ -268,3 +268,21 @@ func TestAssetReport(t *testing.T) {
 		t.Error("SetReport(nil) kept the report")
 	}
 }
+
+// Matcher answers as Match, asset after asset.
+func TestMatcher(t *testing.T) {
+	t.Parallel()
+	p, err := Compile("crypto", `overall_score > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, down := testAsset(), NewAsset("crypto", "X_USDT", nil, map[analytics.Style]*analytics.Result{"": {OverallScore: -5}})
+	match := p.Matcher()
+	for _, a := range []*Asset{up, down, up} {
+		got, err := match(a)
+		want, _ := p.Match(a)
+		if err != nil || got != want {
+			t.Errorf("%s: Matcher %v, %v; Match %v", a.Symbol, got, err, want)
+		}
+	}
+}
