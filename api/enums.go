@@ -68,6 +68,8 @@ type (
 	pingErrorCat       string
 	verdictChangedName string
 	screenerEventName  string
+	deliveryEventName  string
+	alertEventName     string
 )
 
 func (directionalVerdict) Schema(huma.Registry) *huma.Schema {
@@ -89,6 +91,12 @@ func (verdictChangedName) Schema(huma.Registry) *huma.Schema {
 }
 func (screenerEventName) Schema(huma.Registry) *huma.Schema {
 	return stringEnum([]string{domain.EventScreener})
+}
+func (deliveryEventName) Schema(huma.Registry) *huma.Schema {
+	return stringEnum([]string{domain.EventVerdictChanged, domain.EventAlertTriggered})
+}
+func (alertEventName) Schema(huma.Registry) *huma.Schema {
+	return stringEnum([]string{domain.EventAlertTriggered})
 }
 
 // stringEnum is the schema of a string allowed only vals. The values are
