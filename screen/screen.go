@@ -1,0 +1,382 @@
+package screen
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+)
+
+// The limits of an expression. Compile refuses an expression longer than
+// MaxLength bytes, nested deeper than MaxDepth, or whose estimated cost
+// exceeds MaxCost; Eval stops an evaluation past MaxEvalCost. A cost unit
+// is about one operation (CEL's cost model): a comparison of two
+// variables costs 3, a regular expression match costs its text's length.
+const (
+	MaxLength   = 2048
+	MaxDepth    = 32
+	MaxCost     = 1000
+	MaxEvalCost = MaxCost
+	// maxStringSize bounds the strings the variables hold (symbols,
+	// verdicts, factor readings), for the cost estimate.
+	maxStringSize = 64
+)
+
+// The kinds of ExprError.
+const (
+	KindSyntax  = "syntax"
+	KindType    = "type"
+	KindTooLong = "too_long"
+	KindTooDeep = "too_deep"
+	KindCost    = "cost"
+)
+
+// ExprError is an expression refused, with where: Line and Column count
+// from 1 (Column in characters), Offset from 0 (in characters); all three
+// are 0 when the error concerns the whole expression.
+type ExprError struct {
+	Kind                 string
+	Line, Column, Offset int
+	Message              string
+}
+
+func (e *ExprError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s error: %s", e.Kind, e.Message)
+	}
+	return fmt.Sprintf("%s error at line %d, column %d: %s", e.Kind, e.Line, e.Column, e.Message)
+}
+
+// env is a market's compiler environment and its variables by name.
+type env struct {
+	cel    *cel.Env
+	vars   []Variable
+	byName map[string]*Variable
+}
+
+var envs = func() map[domain.Market]*env {
+	out := make(map[domain.Market]*env, len(domain.Markets))
+	for _, m := range domain.Markets {
+		e, err := newEnv(m)
+		if err != nil {
+			panic(err)
+		}
+		out[m] = e
+	}
+	return out
+}()
+
+func newEnv(m domain.Market) (*env, error) {
+	vars := marketVariables(m)
+	opts := []cel.EnvOption{
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserRecursionLimit(MaxDepth),
+		cel.ParserExpressionSizeLimit(MaxLength),
+		cel.ASTValidators(cel.ValidateComprehensionNestingLimit(1)),
+	}
+	e := &env{vars: vars, byName: make(map[string]*Variable, len(vars))}
+	for i := range vars {
+		opts = append(opts, cel.Variable(vars[i].Name, vars[i].celType))
+		e.byName[vars[i].Name] = &vars[i]
+	}
+	ce, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("screen: environment of %s: %w", m, err)
+	}
+	e.cel = ce
+	return e, nil
+}
+
+// Program is a compiled expression. It is safe for concurrent use.
+type Program struct {
+	market domain.Market
+	style  analytics.Style
+	expr   string
+	prg    cel.Program
+	// reads are the variables the expression names, by name.
+	names []string
+	reads map[string]reader
+}
+
+// reader reads one variable of an asset.
+type reader struct {
+	v     *Variable
+	style int // index in analytics.Styles; -1 for an asset field
+}
+
+// Compile compiles expr for the assets of market, the unprefixed report
+// fields meaning analytics.DefaultStyle. A refused expression is an
+// *ExprError; an unknown market is another error.
+func Compile(market, expr string) (*Program, error) {
+	return CompileStyle(market, analytics.DefaultStyle, expr)
+}
+
+// CompileStyle is Compile with the unprefixed report fields meaning
+// style (in crypto; the other markets are scored in the default style
+// whatever style says).
+func CompileStyle(market string, style analytics.Style, expr string) (*Program, error) {
+	return compile(market, style, expr, MaxEvalCost)
+}
+
+// compile is CompileStyle with the runtime cost limit evalCost.
+func compile(market string, style analytics.Style, expr string, evalCost uint64) (*Program, error) {
+	m := domain.Market(market)
+	e, ok := envs[m]
+	if !ok {
+		return nil, fmt.Errorf("screen: unknown market %q", market)
+	}
+	if m != domain.Crypto || style == "" {
+		style = analytics.DefaultStyle
+	}
+	si := slices.Index(analytics.Styles, style)
+	if si < 0 {
+		return nil, fmt.Errorf("screen: unknown style %q", style)
+	}
+	if len(expr) > MaxLength {
+		return nil, &ExprError{Kind: KindTooLong, Message: fmt.Sprintf("the expression is %d bytes long; at most %d are allowed", len(expr), MaxLength)}
+	}
+	if !utf8.ValidString(expr) {
+		return nil, &ExprError{Kind: KindSyntax, Message: "the expression is not valid UTF-8"}
+	}
+	if strings.TrimSpace(expr) == "" {
+		return nil, &ExprError{Kind: KindSyntax, Message: "the expression is empty"}
+	}
+	ast, iss := e.cel.Parse(expr)
+	if iss.Err() != nil {
+		return nil, issueError(expr, iss, KindSyntax)
+	}
+	ast, iss = e.cel.Check(ast)
+	if iss.Err() != nil {
+		return nil, issueError(expr, iss, KindType)
+	}
+	if !ast.OutputType().IsExactType(types.BoolType) {
+		return nil, &ExprError{Kind: KindType, Line: 1, Column: 1,
+			Message: fmt.Sprintf("the expression must be a condition (bool); it is %s", ast.OutputType())}
+	}
+	est, err := e.cel.EstimateCost(ast, sizeEstimator{})
+	if err != nil {
+		return nil, &ExprError{Kind: KindCost, Message: err.Error()}
+	}
+	if est.Max > MaxCost {
+		return nil, &ExprError{Kind: KindCost, Message: fmt.Sprintf("the expression's estimated cost is up to %d; at most %d is allowed", est.Max, MaxCost)}
+	}
+	prg, err := e.cel.Program(ast, cel.CostLimit(evalCost), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, &ExprError{Kind: KindType, Message: err.Error()}
+	}
+	p := &Program{market: m, style: style, expr: expr, prg: prg, reads: map[string]reader{}}
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		v, ok := e.byName[ref.Name]
+		if !ok || len(ref.OverloadIDs) > 0 {
+			continue
+		}
+		if _, seen := p.reads[v.Name]; seen {
+			continue
+		}
+		r := reader{v: v, style: -1}
+		if !v.AssetField {
+			st := v.Style
+			if st == "" {
+				st = style
+			}
+			r.style = slices.Index(analytics.Styles, st)
+		}
+		p.reads[v.Name] = r
+		p.names = append(p.names, v.Name)
+	}
+	slices.Sort(p.names)
+	return p, nil
+}
+
+// issueError is the first of the issues as an ExprError of kind.
+func issueError(expr string, iss *cel.Issues, kind string) error {
+	errs := iss.Errors()
+	if len(errs) == 0 {
+		return &ExprError{Kind: kind, Message: iss.String()}
+	}
+	first := errs[0]
+	msg := first.Message
+	if strings.Contains(msg, "recursion") || strings.Contains(msg, "nesting") {
+		kind = KindTooDeep
+	}
+	xe := &ExprError{Kind: kind, Message: msg}
+	loc := first.Location
+	if loc != nil && loc.Line() > 0 {
+		xe.Line, xe.Column = loc.Line(), loc.Column()+1
+		xe.Offset = offsetOf(expr, xe.Line, xe.Column)
+	}
+	return xe
+}
+
+// offsetOf is the character offset of line and column (from 1) in expr.
+func offsetOf(expr string, line, column int) int {
+	off := 0
+	for l := 1; l < line; l++ {
+		i := strings.IndexByte(expr, '\n')
+		if i < 0 {
+			break
+		}
+		off += utf8.RuneCountInString(expr[:i+1])
+		expr = expr[i+1:]
+	}
+	return off + column - 1
+}
+
+// sizeEstimator bounds the strings of the variables for the cost estimate.
+type sizeEstimator struct{}
+
+func (sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if len(n.Path()) > 0 {
+		return &checker.SizeEstimate{Min: 0, Max: maxStringSize}
+	}
+	return nil
+}
+
+func (sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// Market is the market the program was compiled for.
+func (p *Program) Market() string { return string(p.market) }
+
+// Style is the style of the program's unprefixed report fields.
+func (p *Program) Style() analytics.Style { return p.style }
+
+// String is the expression as written.
+func (p *Program) String() string { return p.expr }
+
+// Variables lists the variables the expression names, sorted.
+func (p *Program) Variables() []string { return slices.Clone(p.names) }
+
+// Eval evaluates the program over a (an asset of the program's market).
+// matched is whether the condition holds; an evaluation that errors
+// (null in an ordering, a report of a style the asset was not scored in,
+// a division by zero) does not match, without an error. err is an
+// *ExprError of kind "cost" when the evaluation went past MaxEvalCost.
+// read holds the value of every variable the expression names: int64,
+// float64, string, or nil for null and for a style the asset was not
+// scored in.
+func (p *Program) Eval(a *Asset) (matched bool, read map[string]any, err error) {
+	matched, err = p.Match(a)
+	return matched, p.Read(a), err
+}
+
+// Match is Eval without read, for the hot paths that do not need it.
+func (p *Program) Match(a *Asset) (bool, error) {
+	out, _, err := p.prg.Eval(&activation{p: p, a: a})
+	if err != nil {
+		if isCostError(err) {
+			return false, &ExprError{Kind: KindCost, Message: "the evaluation went past its cost limit"}
+		}
+		return false, nil
+	}
+	b, ok := out.(types.Bool)
+	return ok && bool(b), nil
+}
+
+func isCostError(err error) bool {
+	return strings.Contains(err.Error(), "cost limit exceeded")
+}
+
+// Read is the value of each variable the expression names.
+func (p *Program) Read(a *Asset) map[string]any {
+	read := make(map[string]any, len(p.names))
+	for _, n := range p.names {
+		read[n] = native(p.value(a, n))
+	}
+	return read
+}
+
+// Value is the value of variable name (one of the market's Variables,
+// the unprefixed report fields in the program's style) of a, nil for
+// null or unknown.
+func (p *Program) Value(a *Asset, name string) any {
+	if _, ok := p.reads[name]; !ok {
+		v, ok := envs[p.market].byName[name]
+		if !ok {
+			return nil
+		}
+		return native(p.resolve(a, p.readerOf(v)))
+	}
+	return native(p.value(a, name))
+}
+
+func (p *Program) readerOf(v *Variable) reader {
+	r := reader{v: v, style: -1}
+	if !v.AssetField {
+		st := v.Style
+		if st == "" {
+			st = p.style
+		}
+		r.style = slices.Index(analytics.Styles, st)
+	}
+	return r
+}
+
+func (p *Program) value(a *Asset, name string) ref.Val {
+	r, ok := p.reads[name]
+	if !ok {
+		return nil
+	}
+	return p.resolve(a, r)
+}
+
+func (p *Program) resolve(a *Asset, r reader) ref.Val {
+	if r.style < 0 {
+		return r.v.get(a, nil)
+	}
+	res := a.reports[r.style]
+	if res == nil {
+		return nil
+	}
+	return r.v.get(a, res)
+}
+
+func native(v ref.Val) any {
+	switch v := v.(type) {
+	case nil, types.Null:
+		return nil
+	case types.Int:
+		return int64(v)
+	case types.Double:
+		return float64(v)
+	case types.String:
+		return string(v)
+	case types.Bool:
+		return bool(v)
+	}
+	return v.Value()
+}
+
+// activation resolves the program's variables over one asset.
+type activation struct {
+	p *Program
+	a *Asset
+}
+
+func (x *activation) ResolveName(name string) (any, bool) {
+	v := x.p.value(x.a, name)
+	if v == nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func (x *activation) Parent() interpreter.Activation { return nil }
+
+// IsExprError reports whether err is an *ExprError and returns it.
+func IsExprError(err error) (*ExprError, bool) {
+	var xe *ExprError
+	ok := errors.As(err, &xe)
+	return xe, ok
+}
