@@ -58,7 +58,7 @@ func newSandboxFixture(t *testing.T, rate int) *sandboxFixture {
 	live = api.New(cfg, f.db, gate)
 	cfg.Sandbox, cfg.SandboxPusher = true, store.SandboxPusher{Live: f.db, Sandbox: f.sandboxDB}
 	cfg.Stream, cfg.StreamData = sandboxHub, f.sandboxDB
-	sandbox = api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db}, gate)
+	sandbox = api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db, AlertData: f.db}, gate)
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(3)

@@ -21,16 +21,22 @@ type AlertAsset struct {
 	// Ticker is the screener row of the report's combination (nil when
 	// the screener has none).
 	Ticker *domain.Ticker
+	// Prepared is the matcher's own form of the asset, built on first use
+	// and kept for the other alerts evaluated on it.
+	Prepared any
 }
 
 // AlertMatcher evaluates alert conditions. It is called inside the
-// transaction that saves a rescoring, so it must be quick and pure.
+// transaction that saves a rescoring, so it must be quick; one asset is
+// evaluated by one goroutine at a time.
 type AlertMatcher interface {
-	// Match reports whether a's condition holds on the asset, with the
-	// value of every variable it read. An error (the condition cannot be
-	// evaluated on this asset: a field it reads is missing) leaves the
-	// alert's state on the asset as it was.
-	Match(a domain.Alert, asset *AlertAsset) (matched bool, read map[string]any, err error)
+	// Match reports whether a's condition holds on the asset. An error
+	// (the condition does not compile, or went past its cost limit)
+	// leaves the alert's state on the asset as it was.
+	Match(a domain.Alert, asset *AlertAsset) (bool, error)
+	// Read is the value of every variable a's condition reads on the
+	// asset (the payload of the event when it fires).
+	Read(a domain.Alert, asset *AlertAsset) map[string]any
 }
 
 // SaveAnalyticsAlerting is SaveAnalytics with the alerts of the saved
@@ -222,7 +228,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 			if a.Market != ch.key.market || !a.Watches(ch.key.symbol) {
 				continue
 			}
-			matched, read, err := m.Match(a, ch.after)
+			matched, err := m.Match(a, ch.after)
 			if err != nil {
 				continue
 			}
@@ -232,14 +238,14 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 			}
 			baseline := matched // first sight of the asset: no change
 			if !st.Known && len(ch.before.Reports) > 0 {
-				if b, _, err := m.Match(a, ch.before); err == nil {
+				if b, err := m.Match(a, ch.before); err == nil {
 					baseline = b
 				}
 			}
 			next, fire := st.Next(a, matched, baseline, ch.at)
 			w.state(a.ID, ch.key.symbol, next, ch.at)
 			if fire {
-				w.event(a, ch.key.symbol, ch.at, read)
+				w.event(a, ch.key.symbol, ch.at, m.Read(a, ch.after))
 			}
 		}
 	}
