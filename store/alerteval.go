@@ -110,7 +110,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	for _, r := range recs {
 		old, had := before[assetKey{r.Market, r.Symbol}][r.Style]
 		p, read := prev[r.Symbol]
-		if !had || read && old.UpdatedAt.Equal(p.UpdatedAt.UTC()) && !old.CandleTime.After(r.CandleTime.UTC()) {
+		if !had || read && old.UpdatedAt.Equal(pgTime(p.UpdatedAt)) && !old.CandleTime.After(pgTime(r.CandleTime)) {
 			saved = append(saved, r)
 		}
 	}
@@ -119,6 +119,9 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	}
 	return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
 }
+
+// pgTime is t as Postgres stores it (microseconds).
+func pgTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 type assetKey struct {
 	market domain.Market
@@ -201,8 +204,8 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 		r := r
 		ch.after.Reports[r.Style] = &r
-		if r.UpdatedAt.After(ch.at) {
-			ch.at = r.UpdatedAt.UTC()
+		if at := pgTime(r.UpdatedAt); at.After(ch.at) {
+			ch.at = at
 		}
 	}
 	if err := attachTickers(ctx, tx, changes, func(ch *change) (*AlertAsset, *AlertAsset, AnalyticsRecord) {
