@@ -69,7 +69,6 @@ type (
 	verdictChangedName string
 	screenerEventName  string
 	deliveryEventName  string
-	alertEventName     string
 )
 
 func (directionalVerdict) Schema(huma.Registry) *huma.Schema {
@@ -93,10 +92,7 @@ func (screenerEventName) Schema(huma.Registry) *huma.Schema {
 	return stringEnum([]string{domain.EventScreener})
 }
 func (deliveryEventName) Schema(huma.Registry) *huma.Schema {
-	return stringEnum([]string{domain.EventVerdictChanged, domain.EventAlertTriggered})
-}
-func (alertEventName) Schema(huma.Registry) *huma.Schema {
-	return stringEnum([]string{domain.EventAlertTriggered})
+	return stringEnum(domain.WebhookEventKinds)
 }
 
 // stringEnum is the schema of a string allowed only vals. The values are

@@ -12,6 +12,9 @@ const (
 	EventAlert          = "alert"
 )
 
+// WebhookEventKinds are the events a webhook subscription receives.
+var WebhookEventKinds = []string{EventVerdictChanged, EventAlertTriggered}
+
 // Bounds of an alert's definition.
 const (
 	MaxAlertNameLen  = 100

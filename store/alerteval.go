@@ -362,3 +362,88 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 	}
 	return nil
 }
+
+// fireSandboxAlerts fires the client's alerts on a sandbox push, in the
+// push's transaction (tx, the service's database): the asset is the
+// sandbox's, its default-style report taking the pushed verdict and score
+// (before: the old verdict). An alert whose condition is false before and
+// true after fires (no state, no cooldown: a push is a test). Each firing
+// is an alert_events row marked sandbox (the live worker delivers it to
+// the client's webhooks) and a row in the sandbox's stream log, for the
+// client's sandbox streams.
+func (p SandboxPusher) fireSandboxAlerts(ctx context.Context, tx pgx.Tx, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string,
+	score int, at time.Time) error {
+	if p.Alerts == nil {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.client_id = $1 AND a.market = $2 ORDER BY a.id`, clientID, string(m))
+	if err != nil {
+		return translate(err, "alerts")
+	}
+	alerts, err := pgx.CollectRows(rows, scanAlert)
+	if err != nil || len(alerts) == 0 {
+		return translate(err, "alerts")
+	}
+	rows, err = p.Sandbox.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports WHERE market = $1 AND symbol = $2`,
+		string(m), symbol)
+	if err != nil {
+		return translate(err, "analytics")
+	}
+	reports, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	if err != nil {
+		return translate(err, "analytics")
+	}
+	before := &AlertAsset{Market: m, Symbol: symbol, Reports: map[analytics.Style]*AnalyticsRecord{}}
+	after := &AlertAsset{Market: m, Symbol: symbol, Reports: map[analytics.Style]*AnalyticsRecord{}}
+	for i := range reports {
+		before.Reports[reports[i].Style], after.Reports[reports[i].Style] = &reports[i], &reports[i]
+	}
+	forced := func(verdict string, score int) *AnalyticsRecord {
+		var r AnalyticsRecord
+		res := analytics.Result{}
+		if cur := before.Reports[analytics.DefaultStyle]; cur != nil {
+			r = *cur
+			if cur.Result != nil {
+				res = *cur.Result
+			}
+		} else {
+			r = AnalyticsRecord{Market: m, Style: analytics.DefaultStyle, Symbol: symbol}
+		}
+		res.Verdict, res.OverallScore = analytics.Verdict(verdict), score
+		r.Verdict, r.OverallScore, r.Result = res.Verdict, score, &res
+		return &r
+	}
+	oldScore := score
+	if cur := before.Reports[analytics.DefaultStyle]; cur != nil {
+		oldScore = cur.OverallScore
+	}
+	before.Reports[analytics.DefaultStyle] = forced(oldVerdict, oldScore)
+	after.Reports[analytics.DefaultStyle] = forced(newVerdict, score)
+	for _, a := range alerts {
+		if !a.Watches(symbol) {
+			continue
+		}
+		now, err := p.Alerts.Match(a, after)
+		if err != nil || !now {
+			continue
+		}
+		if was, err := p.Alerts.Match(a, before); err != nil || was {
+			continue
+		}
+		read := p.Alerts.Read(a, after)
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, true) RETURNING id`,
+			a.ID, a.Name, clientID, string(m), symbol, at, read).Scan(&id); err != nil {
+			return translate(err, "sandbox alert event")
+		}
+		if _, err := p.Sandbox.Pool.Exec(ctx, `INSERT INTO stream_events (kind, market, sandbox_client_id, client_id, alert_event_id, payload)
+			SELECT 'alert', $1, $2, $2, $3, jsonb_build_object('alert_id', $4::text, 'alert_name', $5::text, 'symbol', $6::text,
+				'at', $7::timestamptz, 'values', $8::jsonb)
+			FROM (SELECT stream_written(current_schema())) w`,
+			string(m), clientID, id, a.ID, a.Name, symbol, at, read); err != nil {
+			return translate(err, "sandbox stream event")
+		}
+	}
+	return nil
+}

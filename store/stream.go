@@ -197,10 +197,14 @@ func (db *DB) PruneStreamEvents(ctx context.Context, before time.Time) (int64, e
 // streams read its log).
 type SandboxPusher struct {
 	Live, Sandbox *DB
+	// Alerts evaluates the client's alerts on the pushed change (nil: a
+	// push fires no alert).
+	Alerts AlertMatcher
 }
 
 // InsertSandboxVerdictEvent stores a verdict change pushed by a client's
-// sandbox key, in both databases: a verdict_events row marked with the
+// sandbox key, and the alerts of the client it fires (fireSandboxAlerts),
+// in both databases: a verdict_events row marked with the
 // client in the service's (the live worker fans it out to that client's
 // webhooks only; its id is the event's id), and a stream_events row
 // scoped to the client in the sandbox's, carrying the event (that
@@ -232,6 +236,9 @@ func (p SandboxPusher) InsertSandboxVerdictEvent(ctx context.Context, clientID s
 		SELECT 'verdict_changed', $1, $2, $3, $4, $5, $6, $7, $8 FROM (SELECT stream_written(current_schema())) w`,
 		string(m), clientID, v.EventID, symbol, oldVerdict, newVerdict, score, v.At); err != nil {
 		return v, translate(err, "sandbox stream event")
+	}
+	if err := p.fireSandboxAlerts(ctx, tx, clientID, m, symbol, oldVerdict, newVerdict, score, v.At); err != nil {
+		return v, err
 	}
 	return v, translate(tx.Commit(ctx), "sandbox verdict event")
 }

@@ -104,7 +104,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	}
 	logger = logger.With("sandbox", true)
 	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
-	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
+	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb, Alerts: &alerting.Matcher{}}
 	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
 	apiCfg.DataFeed = func(domain.Combination) string { return feeds.NameSynthetic }
 	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
