@@ -24,6 +24,8 @@ import (
 type AnalyticsData interface {
 	AnalyticsList(ctx context.Context, m domain.Market, style analytics.Style) ([]store.AnalyticsRecord, error)
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
+	// AnalyticsResults: every style's full results, for POST /screener/query.
+	AnalyticsResults(ctx context.Context, m domain.Market, since time.Time) ([]store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
 	AnalyticsHistoryRange(ctx context.Context, q store.HistoryRange) ([]store.AnalyticsSnapshot, error)

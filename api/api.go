@@ -141,6 +141,10 @@ type Server struct {
 	// it changes only with the binary (methodologyErr when it cannot be built).
 	methodology    readcache.Body
 	methodologyErr error
+	// screens are the markets' snapshots POST /screener/query evaluates
+	// over, programs its compiled expressions.
+	screens  screenSnapshots
+	programs screenPrograms
 }
 
 // New builds the api with every operation registered.
@@ -203,6 +207,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerUsage()
 	s.registerMarketData()
 	s.registerAnalytics()
+	s.registerScreenerQuery()
 	s.registerMethodology()
 	s.registerBatch()
 	s.documentMarketHeaders()

@@ -35,6 +35,34 @@ synthetic market data (its event stream carries the synthetic events), never cou
 ` + "`verdict_changed`" + ` event to your own webhooks and streams with ` + "`POST /sandbox/verdict-change`" + `. Live keys never
 reach sandbox data, nor sandbox keys live data.
 
+<a id="screens"></a>
+## Screens: your own conditions
+
+` + "`POST /screener/query`" + ` screens a market with a condition you write over every precomputed field: scores,
+verdicts, each factor's value and sentiment, the scenario levels and the screener row, and for crypto every
+style at once. The language is [CEL](https://cel.dev): typed, checked before it runs, with a cost limit. The
+operation's description lists every variable with its type.
+
+` + "```" + `
+verdict == "growth" && factors.rsi_14.value < 40
+swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7
+factors.rsi_14.value < 30 && factors.macd_12_26_9.sentiment == "bullish"
+fundamental_score != null && fundamental_score > 30 && technical_score > 0
+price > scenario.resistance && change_pct > 3
+symbol.endsWith("_USDT") && verdict != "decline" && factors.adx_14.value > 25
+` + "```" + `
+
+` + "```" + `
+POST /api/v1/public/screener/query
+{"market": "crypto", "where": "swing.verdict == \"growth\" && scalp.overall_score > 40",
+ "order_by": "overall_score desc", "limit": 50, "style": "swing"}
+` + "```" + `
+
+The answer lists the matching assets with the fields your condition and ` + "`order_by`" + ` read, and a
+` + "`next_cursor`" + ` for the next page. A mistake in the condition is a 400 naming ` + "`body.where`" + ` with its line,
+column and the compiler's message. A value that may be missing (` + "`fundamental_score`" + `, a factor the report
+lacks) is null: test it with ` + "`!= null`" + `; an ordering on null does not match the asset.
+
 <a id="errors"></a>
 ## Errors
 

@@ -33,6 +33,7 @@ type route struct {
 // (routeAdapter).
 var routes = []route{
 	{id: "get-usage", method: http.MethodGet, path: "/usage", hot: hotUsage},
+	{id: "query-screener", method: http.MethodPost, path: "/screener/query"},
 	{id: "get-screener", method: http.MethodGet, path: "/screener/{market_type}/{exchange}/{instrument}", hot: hotScreener},
 	{id: "get-ohlcv", method: http.MethodGet, path: "/ohlcv/{market_type}/{exchange}/{symbol}/{timeframe}", hot: hotOHLCV},
 	{id: "get-ohlcv-slash-symbol", method: http.MethodGet, path: "/ohlcv/{market_type}/{exchange}/{base}/{quote}/{timeframe}"},

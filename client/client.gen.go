@@ -624,6 +624,93 @@ func (e SandboxPushOldVerdict) Valid() bool {
 	}
 }
 
+// Defines values for ScreenerQueryMarket.
+const (
+	ScreenerQueryMarketCrypto ScreenerQueryMarket = "crypto"
+	ScreenerQueryMarketForex  ScreenerQueryMarket = "forex"
+	ScreenerQueryMarketStocks ScreenerQueryMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the ScreenerQueryMarket enum.
+func (e ScreenerQueryMarket) Valid() bool {
+	switch e {
+	case ScreenerQueryMarketCrypto:
+		return true
+	case ScreenerQueryMarketForex:
+		return true
+	case ScreenerQueryMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScreenerQueryStyle.
+const (
+	ScreenerQueryStyleIntraday ScreenerQueryStyle = "intraday"
+	ScreenerQueryStylePosition ScreenerQueryStyle = "position"
+	ScreenerQueryStyleScalp    ScreenerQueryStyle = "scalp"
+	ScreenerQueryStyleSwing    ScreenerQueryStyle = "swing"
+)
+
+// Valid indicates whether the value is a known member of the ScreenerQueryStyle enum.
+func (e ScreenerQueryStyle) Valid() bool {
+	switch e {
+	case ScreenerQueryStyleIntraday:
+		return true
+	case ScreenerQueryStylePosition:
+		return true
+	case ScreenerQueryStyleScalp:
+		return true
+	case ScreenerQueryStyleSwing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScreenerQueryItemMarket.
+const (
+	ScreenerQueryItemMarketCrypto ScreenerQueryItemMarket = "crypto"
+	ScreenerQueryItemMarketForex  ScreenerQueryItemMarket = "forex"
+	ScreenerQueryItemMarketStocks ScreenerQueryItemMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the ScreenerQueryItemMarket enum.
+func (e ScreenerQueryItemMarket) Valid() bool {
+	switch e {
+	case ScreenerQueryItemMarketCrypto:
+		return true
+	case ScreenerQueryItemMarketForex:
+		return true
+	case ScreenerQueryItemMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScreenerQueryItemVerdict.
+const (
+	ScreenerQueryItemVerdictDecline ScreenerQueryItemVerdict = "decline"
+	ScreenerQueryItemVerdictGrowth  ScreenerQueryItemVerdict = "growth"
+	ScreenerQueryItemVerdictNeutral ScreenerQueryItemVerdict = "neutral"
+)
+
+// Valid indicates whether the value is a known member of the ScreenerQueryItemVerdict enum.
+func (e ScreenerQueryItemVerdict) Valid() bool {
+	switch e {
+	case ScreenerQueryItemVerdictDecline:
+		return true
+	case ScreenerQueryItemVerdictGrowth:
+		return true
+	case ScreenerQueryItemVerdictNeutral:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamClosedStatus.
 const (
 	N401 StreamClosedStatus = 401
@@ -2309,6 +2396,94 @@ type SandboxPushNewVerdict string
 // Example: neutral
 type SandboxPushOldVerdict string
 
+// ScreenerQuery defines model for ScreenerQuery.
+type ScreenerQuery struct {
+	// Cursor The next_cursor of the previous page; send the other fields unchanged
+	Cursor *string `json:"cursor,omitempty"`
+
+	// Limit Items per page, 1..500; default 50
+	//
+	// Example: 50
+	Limit *int64 `json:"limit,omitempty"`
+
+	// Market Market to screen; must be in your tier
+	//
+	// Example: crypto
+	Market ScreenerQueryMarket `json:"market"`
+
+	// OrderBy A variable and a direction, asc or desc (default asc); nulls last either way, ties by symbol. Default: overall_score desc
+	//
+	// Example: overall_score desc
+	OrderBy *string `json:"order_by,omitempty"`
+
+	// Style Style of the unprefixed report fields and of the items' overall_score and verdict (crypto; the other markets are scored in swing): scalp, intraday, swing (default), position
+	//
+	// Example: swing
+	Style *ScreenerQueryStyle `json:"style,omitempty"`
+
+	// Where The condition, in the expression language of the operation's description (at most 2048 bytes); omitted or empty: every scored asset
+	//
+	// Example: verdict == "growth" && factors.rsi_14.value < 40
+	Where *string `json:"where,omitempty"`
+}
+
+// ScreenerQueryMarket Market to screen; must be in your tier
+//
+// Example: crypto
+type ScreenerQueryMarket string
+
+// ScreenerQueryStyle Style of the unprefixed report fields and of the items' overall_score and verdict (crypto; the other markets are scored in swing): scalp, intraday, swing (default), position
+//
+// Example: swing
+type ScreenerQueryStyle string
+
+// ScreenerQueryItem defines model for ScreenerQueryItem.
+type ScreenerQueryItem struct {
+	// Exchange Exchange whose candles were scored
+	//
+	// Example: binance
+	Exchange string `json:"exchange"`
+
+	// Instrument Instrument of the scored candles
+	//
+	// Example: spot
+	Instrument string `json:"instrument"`
+
+	// Market Example: crypto
+	Market ScreenerQueryItemMarket `json:"market"`
+
+	// OverallScore Overall score in the query's style
+	//
+	// Example: 42
+	OverallScore int64 `json:"overall_score"`
+
+	// Symbol Example: BTC_USDT
+	Symbol string `json:"symbol"`
+
+	// Verdict Verdict in the query's style
+	//
+	// Example: growth
+	Verdict              ScreenerQueryItemVerdict `json:"verdict"`
+	AdditionalProperties map[string]interface{}   `json:"-"`
+}
+
+// ScreenerQueryItemMarket Example: crypto
+type ScreenerQueryItemMarket string
+
+// ScreenerQueryItemVerdict Verdict in the query's style
+//
+// Example: growth
+type ScreenerQueryItemVerdict string
+
+// ScreenerQueryPage defines model for ScreenerQueryPage.
+type ScreenerQueryPage struct {
+	// Items The matching assets of this page, in order_by order. Each item also carries a field per variable the expression and order_by read, named as written ("factors.rsi_14.value": 28.4), null when the asset has no such value
+	Items []ScreenerQueryItem `json:"items"`
+
+	// NextCursor Send it back as cursor for the next page; null on the last page
+	NextCursor *string `json:"next_cursor"`
+}
+
 // ScreenerRecord defines model for ScreenerRecord.
 type ScreenerRecord struct {
 	// ChangePct Percent change over 24 hours
@@ -3062,6 +3237,15 @@ type GetOhlcvParamsMarketType string
 // GetOhlcvParamsTimeframe defines parameters for GetOhlcv.
 type GetOhlcvParamsTimeframe string
 
+// QueryScreenerParams defines parameters for QueryScreener.
+type QueryScreenerParams struct {
+	// IfNoneMatch ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
+
+	// IfModifiedSince Last-Modified of a copy you hold (HTTP-date). When the data has not changed since, the answer is 304 Not Modified, without a body, still counted. Ignored when If-None-Match is sent
+	IfModifiedSince *string `json:"If-Modified-Since,omitempty"`
+}
+
 // GetScreenerParams defines parameters for GetScreener.
 type GetScreenerParams struct {
 	// VolumeMin Keep rows with volume ≥ this (inclusive)
@@ -3113,8 +3297,142 @@ type ListWebhookDeliveriesParams struct {
 // PostSandboxVerdictChangeJSONRequestBody defines body for PostSandboxVerdictChange for application/json ContentType.
 type PostSandboxVerdictChangeJSONRequestBody = SandboxPush
 
+// QueryScreenerJSONRequestBody defines body for QueryScreener for application/json ContentType.
+type QueryScreenerJSONRequestBody = ScreenerQuery
+
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = CreateWebhookInputBody
+
+// Getter for additional properties for ScreenerQueryItem. Returns the specified
+// element and whether it was found
+func (a ScreenerQueryItem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ScreenerQueryItem
+func (a *ScreenerQueryItem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ScreenerQueryItem to handle AdditionalProperties
+func (a *ScreenerQueryItem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["exchange"]; found {
+		err = json.Unmarshal(raw, &a.Exchange)
+		if err != nil {
+			return fmt.Errorf("error reading 'exchange': %w", err)
+		}
+		delete(object, "exchange")
+	}
+
+	if raw, found := object["instrument"]; found {
+		err = json.Unmarshal(raw, &a.Instrument)
+		if err != nil {
+			return fmt.Errorf("error reading 'instrument': %w", err)
+		}
+		delete(object, "instrument")
+	}
+
+	if raw, found := object["market"]; found {
+		err = json.Unmarshal(raw, &a.Market)
+		if err != nil {
+			return fmt.Errorf("error reading 'market': %w", err)
+		}
+		delete(object, "market")
+	}
+
+	if raw, found := object["overall_score"]; found {
+		err = json.Unmarshal(raw, &a.OverallScore)
+		if err != nil {
+			return fmt.Errorf("error reading 'overall_score': %w", err)
+		}
+		delete(object, "overall_score")
+	}
+
+	if raw, found := object["symbol"]; found {
+		err = json.Unmarshal(raw, &a.Symbol)
+		if err != nil {
+			return fmt.Errorf("error reading 'symbol': %w", err)
+		}
+		delete(object, "symbol")
+	}
+
+	if raw, found := object["verdict"]; found {
+		err = json.Unmarshal(raw, &a.Verdict)
+		if err != nil {
+			return fmt.Errorf("error reading 'verdict': %w", err)
+		}
+		delete(object, "verdict")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ScreenerQueryItem to handle AdditionalProperties
+func (a ScreenerQueryItem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["exchange"], err = json.Marshal(a.Exchange)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'exchange': %w", err)
+	}
+
+	object["instrument"], err = json.Marshal(a.Instrument)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'instrument': %w", err)
+	}
+
+	object["market"], err = json.Marshal(a.Market)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'market': %w", err)
+	}
+
+	object["overall_score"], err = json.Marshal(a.OverallScore)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'overall_score': %w", err)
+	}
+
+	object["symbol"], err = json.Marshal(a.Symbol)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'symbol': %w", err)
+	}
+
+	object["verdict"], err = json.Marshal(a.Verdict)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'verdict': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -3270,6 +3588,112 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /sandbox/verdict-change (the `PostSandboxVerdictChange` operationId).
 	PostSandboxVerdictChange(ctx context.Context, body PostSandboxVerdictChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryScreenerWithBody Screen a market with your own condition
+	//
+	// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+	//
+	// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+	//
+	// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+	//
+	// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+	//
+	// **Examples**
+	//
+	// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+	// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+	// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+	// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+	// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+	// - `price > scenario.resistance`: breaking out
+	// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+	//
+	// **Variables**
+	//
+	// | Name | Type | Meaning | Example |
+	// |---|---|---|---|
+	// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+	// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+	// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+	// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+	// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+	// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+	// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+	// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+	// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+	// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+	// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+	// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+	// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+	// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+	// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+	// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+	// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+	// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+	// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+	//
+	// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+	//
+	// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+	QueryScreenerWithBody(ctx context.Context, params *QueryScreenerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryScreener Screen a market with your own condition
+	//
+	// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+	//
+	// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+	//
+	// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+	//
+	// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+	//
+	// **Examples**
+	//
+	// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+	// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+	// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+	// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+	// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+	// - `price > scenario.resistance`: breaking out
+	// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+	//
+	// **Variables**
+	//
+	// | Name | Type | Meaning | Example |
+	// |---|---|---|---|
+	// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+	// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+	// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+	// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+	// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+	// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+	// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+	// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+	// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+	// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+	// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+	// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+	// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+	// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+	// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+	// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+	// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+	// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+	// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+	//
+	// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+	//
+	// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+	QueryScreener(ctx context.Context, params *QueryScreenerParams, body QueryScreenerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetScreener Live screener: price, change and volume of every instrument of a combination
 	//
@@ -3545,6 +3969,132 @@ func (c *Client) PostSandboxVerdictChangeWithBody(ctx context.Context, contentTy
 // Corresponds with POST /sandbox/verdict-change (the `PostSandboxVerdictChange` operationId).
 func (c *Client) PostSandboxVerdictChange(ctx context.Context, body PostSandboxVerdictChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxVerdictChangeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryScreenerWithBody Screen a market with your own condition
+//
+// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+//
+// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+//
+// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+//
+// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+//
+// **Examples**
+//
+// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+// - `price > scenario.resistance`: breaking out
+// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+//
+// **Variables**
+//
+// | Name | Type | Meaning | Example |
+// |---|---|---|---|
+// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+//
+// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+//
+// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+func (c *Client) QueryScreenerWithBody(ctx context.Context, params *QueryScreenerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryScreenerRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryScreener Screen a market with your own condition
+//
+// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+//
+// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+//
+// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+//
+// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+//
+// **Examples**
+//
+// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+// - `price > scenario.resistance`: breaking out
+// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+//
+// **Variables**
+//
+// | Name | Type | Meaning | Example |
+// |---|---|---|---|
+// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+//
+// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+//
+// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+func (c *Client) QueryScreener(ctx context.Context, params *QueryScreenerParams, body QueryScreenerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryScreenerRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4686,6 +5236,72 @@ func NewPostSandboxVerdictChangeRequestWithBody(server string, contentType strin
 	return req, nil
 }
 
+// NewQueryScreenerRequest calls the generic QueryScreener builder with application/json body
+func NewQueryScreenerRequest(server string, params *QueryScreenerParams, body QueryScreenerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewQueryScreenerRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewQueryScreenerRequestWithBody constructs an http.Request for the QueryScreener method, with any body, and a specified content type
+func NewQueryScreenerRequestWithBody(server string, params *QueryScreenerParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/screener/query")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfNoneMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam0)
+		}
+
+		if params.IfModifiedSince != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "If-Modified-Since", *params.IfModifiedSince, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Modified-Since", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetScreenerRequest constructs an http.Request for the GetScreener method
 func NewGetScreenerRequest(server string, marketType GetScreenerParamsMarketType, exchange string, instrument string, params *GetScreenerParams) (*http.Request, error) {
 	var err error
@@ -5402,6 +6018,112 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /sandbox/verdict-change (the `PostSandboxVerdictChange` operationId).
 	PostSandboxVerdictChangeWithResponse(ctx context.Context, body PostSandboxVerdictChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxVerdictChangeResponse, error)
+
+	// QueryScreenerWithBodyWithResponse Screen a market with your own condition
+	//
+	// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+	//
+	// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+	//
+	// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+	//
+	// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+	//
+	// **Examples**
+	//
+	// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+	// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+	// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+	// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+	// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+	// - `price > scenario.resistance`: breaking out
+	// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+	//
+	// **Variables**
+	//
+	// | Name | Type | Meaning | Example |
+	// |---|---|---|---|
+	// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+	// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+	// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+	// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+	// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+	// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+	// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+	// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+	// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+	// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+	// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+	// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+	// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+	// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+	// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+	// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+	// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+	// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+	// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+	//
+	// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+	//
+	// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+	QueryScreenerWithBodyWithResponse(ctx context.Context, params *QueryScreenerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryScreenerResponse, error)
+
+	// QueryScreenerWithResponse Screen a market with your own condition
+	//
+	// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+	//
+	// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+	//
+	// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+	//
+	// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+	//
+	// **Examples**
+	//
+	// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+	// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+	// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+	// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+	// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+	// - `price > scenario.resistance`: breaking out
+	// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+	//
+	// **Variables**
+	//
+	// | Name | Type | Meaning | Example |
+	// |---|---|---|---|
+	// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+	// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+	// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+	// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+	// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+	// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+	// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+	// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+	// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+	// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+	// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+	// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+	// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+	// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+	// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+	// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+	// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+	// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+	// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+	//
+	// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+	//
+	// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+	QueryScreenerWithResponse(ctx context.Context, params *QueryScreenerParams, body QueryScreenerJSONRequestBody, reqEditors ...RequestEditorFn) (*QueryScreenerResponse, error)
 
 	// GetScreenerWithResponse Live screener: price, change and volume of every instrument of a combination
 	//
@@ -6544,6 +7266,112 @@ func (r PostSandboxVerdictChangeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostSandboxVerdictChangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryScreenerResponse200Headers the declared response headers of an HTTP 200 response for QueryScreener
+type QueryScreenerResponse200Headers struct {
+	CacheControl        *string
+	ContentLength       *string
+	ContentType         *string
+	ETag                *string
+	LastModified        *string
+	XMarketNextOpen     *string
+	XMarketOpen         *string
+	XMarketSessionClose *string
+	XUnknownSymbols     *string
+}
+
+// QueryScreenerResponse304Headers the declared response headers of an HTTP 304 response for QueryScreener
+type QueryScreenerResponse304Headers struct {
+	CacheControl *string
+	ETag         *string
+}
+
+type QueryScreenerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScreenerQueryPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *QueryScreenerResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *QueryScreenerResponse304Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryScreenerResponse) GetJSON200() *ScreenerQueryPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r QueryScreenerResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryScreenerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryScreenerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryScreenerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryScreenerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7762,6 +8590,124 @@ func (c *ClientWithResponses) PostSandboxVerdictChangeWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParsePostSandboxVerdictChangeResponse(rsp)
+}
+
+// QueryScreenerWithBodyWithResponse Screen a market with your own condition
+//
+// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+//
+// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+//
+// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+//
+// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+//
+// **Examples**
+//
+// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+// - `price > scenario.resistance`: breaking out
+// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+//
+// **Variables**
+//
+// | Name | Type | Meaning | Example |
+// |---|---|---|---|
+// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+//
+// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+//
+// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+func (c *ClientWithResponses) QueryScreenerWithBodyWithResponse(ctx context.Context, params *QueryScreenerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryScreenerResponse, error) {
+	rsp, err := c.QueryScreenerWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryScreenerResponse(rsp)
+}
+
+// QueryScreenerWithResponse Screen a market with your own condition
+//
+// Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+//
+// **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+//
+// **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+//
+// **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+//
+// **Examples**
+//
+// - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+// - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+// - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+// - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+// - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+// - `price > scenario.resistance`: breaking out
+// - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+//
+// **Variables**
+//
+// | Name | Type | Meaning | Example |
+// |---|---|---|---|
+// | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+// | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+// | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+// | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+// | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+// | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+// | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+// | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+// | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+// | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+// | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+// | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+// | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+// | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+// | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+// | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+// | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+// | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+// | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+//
+// `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+//
+// **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /screener/query (the `QueryScreener` operationId).
+func (c *ClientWithResponses) QueryScreenerWithResponse(ctx context.Context, params *QueryScreenerParams, body QueryScreenerJSONRequestBody, reqEditors ...RequestEditorFn) (*QueryScreenerResponse, error) {
+	rsp, err := c.QueryScreener(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryScreenerResponse(rsp)
 }
 
 // GetScreenerWithResponse Live screener: price, change and volume of every instrument of a combination
@@ -9235,6 +10181,163 @@ func ParsePostSandboxVerdictChangeResponse(rsp *http.Response) (*PostSandboxVerd
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseQueryScreenerResponse parses an HTTP response from a QueryScreenerWithResponse call
+func ParseQueryScreenerResponse(rsp *http.Response) (*QueryScreenerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryScreenerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScreenerQueryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers QueryScreenerResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Content-Length"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Length", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Last-Modified"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Last-Modified", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.LastModified = &value
+		}
+		if values := rsp.Header.Values("X-Market-Next-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Next-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketNextOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Open"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Open", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketOpen = &value
+		}
+		if values := rsp.Header.Values("X-Market-Session-Close"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Market-Session-Close", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XMarketSessionClose = &value
+		}
+		if values := rsp.Header.Values("X-Unknown-Symbols"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Unknown-Symbols", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XUnknownSymbols = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers QueryScreenerResponse304Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers304 = &headers
 	}
 
 	return response, nil

@@ -73,6 +73,25 @@ func (c *Cache) get(k Key) (any, bool) {
 	return e.value, true
 }
 
+// Generation is a number that changes whenever scope s is invalidated
+// (Invalidate, InvalidateAll): a value built outside the cache from data
+// of s is stale once it differs from the number read before the build.
+func (c *Cache) Generation(s Scope) uint64 {
+	c.mu.RLock()
+	se := c.scopes[s]
+	var gen uint64
+	if se != nil {
+		gen = se.gen
+	}
+	c.mu.RUnlock()
+	if se != nil {
+		return gen
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scopeLocked(s).gen
+}
+
 // Invalidate drops every value of scope s.
 func (c *Cache) Invalidate(s Scope) {
 	c.mu.Lock()

@@ -178,3 +178,28 @@ func TestErrorsAreNotCached(t *testing.T) {
 		t.Errorf("after an error: %d, %v; want a new load", got, err)
 	}
 }
+
+// A generation moves with every invalidation of its scope, also for a
+// scope nothing was cached in, and only then.
+func TestGenerationMovesWithInvalidation(t *testing.T) {
+	t.Parallel()
+	c := readcache.New(time.Minute, time.Now)
+	a, b := readcache.Analytics(domain.Crypto), readcache.Analytics(domain.Stocks)
+	g0 := c.Generation(a)
+	if c.Generation(a) != g0 {
+		t.Fatal("generation moved without an invalidation")
+	}
+	c.Invalidate(b)
+	if c.Generation(a) != g0 {
+		t.Fatal("another scope's invalidation moved the generation")
+	}
+	c.Invalidate(a)
+	g1 := c.Generation(a)
+	if g1 == g0 {
+		t.Fatal("Invalidate did not move the generation")
+	}
+	c.InvalidateAll()
+	if c.Generation(a) == g1 {
+		t.Fatal("InvalidateAll did not move the generation")
+	}
+}

@@ -183,15 +183,7 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 		if _, seen := p.reads[v.Name]; seen {
 			continue
 		}
-		r := reader{v: v, style: -1}
-		if !v.AssetField {
-			st := v.Style
-			if st == "" {
-				st = style
-			}
-			r.style = slices.Index(analytics.Styles, st)
-		}
-		p.reads[v.Name] = r
+		p.reads[v.Name] = readerFor(v, style)
 		p.names = append(p.names, v.Name)
 	}
 	slices.Sort(p.names)
@@ -298,25 +290,35 @@ func (p *Program) Read(a *Asset) map[string]any {
 }
 
 // Value is the value of variable name (one of the market's Variables,
-// the unprefixed report fields in the program's style) of a, nil for
-// null or unknown.
+// an unprefixed report field in the program's style) of a: int64,
+// float64, string, or nil for null and for an unknown name.
 func (p *Program) Value(a *Asset, name string) any {
-	if _, ok := p.reads[name]; !ok {
-		v, ok := envs[p.market].byName[name]
-		if !ok {
-			return nil
-		}
-		return native(p.resolve(a, p.readerOf(v)))
+	get, ok := p.Field(name)
+	if !ok {
+		return nil
 	}
-	return native(p.value(a, name))
+	return get(a)
 }
 
-func (p *Program) readerOf(v *Variable) reader {
+// Field is the reader of variable name (one of the market's Variables,
+// an unprefixed report field in the program's style), whether or not the
+// expression reads it; false for a name the market does not have.
+func (p *Program) Field(name string) (func(*Asset) any, bool) {
+	v, ok := envs[p.market].byName[name]
+	if !ok {
+		return nil, false
+	}
+	r := readerFor(v, p.style)
+	return func(a *Asset) any { return native(p.resolve(a, r)) }, true
+}
+
+// readerFor reads v, an unprefixed report field in style.
+func readerFor(v *Variable, style analytics.Style) reader {
 	r := reader{v: v, style: -1}
 	if !v.AssetField {
 		st := v.Style
 		if st == "" {
-			st = p.style
+			st = style
 		}
 		r.style = slices.Index(analytics.Styles, st)
 	}

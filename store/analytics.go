@@ -109,6 +109,21 @@ func (db *DB) AnalyticsList(ctx context.Context, m domain.Market, style analytic
 	return out, translate(err, "analytics")
 }
 
+// AnalyticsResults returns the latest analytics of every listed asset of
+// a market in every style, with the full results, scored at since or
+// later (every one for the zero time), ordered by symbol and style: the
+// api's screen snapshot (POST /screener/query) loads a market with it and
+// then follows what was scored since.
+func (db *DB) AnalyticsResults(ctx context.Context, m domain.Market, since time.Time) ([]AnalyticsRecord, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports t
+		WHERE market = $1 AND updated_at >= $2 AND `+listedOnly+` ORDER BY symbol, style`, string(m), since)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	return out, translate(err, "analytics")
+}
+
 // AnalyticsReport returns the latest analytics of one asset with its full
 // result; domain.ENOTFOUND when it was never scored.
 func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {

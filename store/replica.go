@@ -201,6 +201,10 @@ func (r *ReadRouter) AnalyticsList(ctx context.Context, m domain.Market, style a
 	return r.db().AnalyticsList(ctx, m, style)
 }
 
+func (r *ReadRouter) AnalyticsResults(ctx context.Context, m domain.Market, since time.Time) ([]AnalyticsRecord, error) {
+	return r.db().AnalyticsResults(ctx, m, since)
+}
+
 func (r *ReadRouter) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {
 	return r.db().AnalyticsReport(ctx, m, symbol, style)
 }

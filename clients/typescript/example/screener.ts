@@ -1,5 +1,6 @@
-// Prints your usage this month and the five biggest movers of Binance spot,
-// with the verdict of each. Run from clients/typescript:
+// Prints your usage this month, the five biggest movers of Binance spot
+// with the verdict of each, and a screen of growth assets not yet overbought.
+// Run from clients/typescript:
 //   MARKET_API_URL=https://host/api/v1/public MARKET_API_KEY=msk_live_… \
 //     npx tsc && node .build/example/screener.js
 import { ApiError, createClient } from "../src/index.js";
@@ -24,6 +25,14 @@ try {
       query: { style: "swing", lang: "en" },
     });
     console.log(`${row.symbol} ${row.change_pct.toFixed(2)}% → ${report.verdict} (${report.overall_score})`);
+  }
+
+  // Your own condition over every report of the market, in one call.
+  const page = await api.post("/screener/query", {
+    body: { market: "crypto", where: 'verdict == "growth" && factors.rsi_14.value < 40', order_by: "overall_score desc", limit: 5 },
+  });
+  for (const it of page.items) {
+    console.log(`${it.symbol} ${it.verdict} (${it.overall_score}), RSI ${it["factors.rsi_14.value"]}`);
   }
 } catch (e) {
   if (e instanceof ApiError) {

@@ -204,6 +204,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/screener/query": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Screen a market with your own condition
+         * @description Every scored asset of `market` whose report satisfies `where`, in `order_by` order, a page at a time (`limit`, then `cursor` = the previous page's `next_cursor`). Read-only over the precomputed reports (those of GET /analytics/{market}/list and /analytics/{market}/{symbol}, every style) and the screener rows (GET /screener/...): the answer is what filtering those client-side gives, and follows new reports within seconds. One request counts as one call against your rate limit and quota. Answers carry an ETag; If-None-Match with it is answered 304 while the answer has not changed (a read, like the data GETs).
+         *
+         *     **The language** is [CEL](https://cel.dev) (Common Expression Language): `&&`, `||`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+ - * / %`, `in`, `? :`, parentheses, string functions (`startsWith`, `endsWith`, `contains`, `matches` with RE2 syntax, `size`), and `[...]` lists with `.all(x, ...)` / `.exists(x, ...)`. Numbers compare across int and double (`price > 100`). The expression must be a condition (true or false). It is type-checked: an unknown variable, a misspelt factor or comparing a number with a string is a 400 naming `body.where` with the line, column and offset and the compiler's message. An expression longer than 2048 bytes, nested deeper than 32 levels, or whose estimated cost exceeds 1000 (about one unit per comparison) is a 400 too.
+         *
+         *     **Missing values.** Values that may be missing are null (`fundamental_score` without fundamental data, a factor the report lacks, `volume` without a screener row). `x != null` tests for one. Equality with null is false; an ordering (`<`, `>`) or arithmetic on null does not match the asset (it is not an error of the request), and neither does a field of a crypto style the asset was not scored in. `&&` and `||` decide when either side decides: `fundamental_score > 20 || overall_score > 50` matches an asset without fundamentals whose overall score is 60.
+         *
+         *     **Styles (crypto).** Every report field also exists under each style's name: `swing.verdict == "growth" && scalp.overall_score > 40`. An unprefixed report field is the request's `style` (default swing). Only the assets scored in the request's style are screened. The other markets are scored in swing and have no prefixed names.
+         *
+         *     **Examples**
+         *
+         *     - `verdict == "growth" && factors.rsi_14.value < 40`: growth, not yet overbought
+         *     - `factors.rsi_14.value < 30 && swing.verdict == "growth"` (crypto): oversold on the request's style, growth on swing
+         *     - `swing.verdict == "growth" && scalp.overall_score > 40 && volume > 5e7`: aligned across horizons, liquid
+         *     - `fundamental_score != null && fundamental_score > 30 && technical_score > 0`
+         *     - `factors.macd_12_26_9.sentiment == "bullish" && factors.adx_14.value > 25`: trend confirmed
+         *     - `price > scenario.resistance`: breaking out
+         *     - `symbol.endsWith("_USDT") && change_pct < -5 && verdict != "decline"`
+         *
+         *     **Variables**
+         *
+         *     | Name | Type | Meaning | Example |
+         *     |---|---|---|---|
+         *     | `symbol` | string | Canonical symbol | `symbol == "BTC_USDT"` |
+         *     | `market` | string | Market: crypto, forex or stocks | `market == "crypto"` |
+         *     | `exchange` | string | Exchange whose candles were scored | `exchange == "binance"` |
+         *     | `price` | double or null | Last price in the quote currency (screener row); null without a row | `price > 100` |
+         *     | `change_pct` | double or null | Percent change over 24 hours (screener row); null without a row | `change_pct < -5` |
+         *     | `volume` | double or null | 24-hour volume in the quote currency (screener row); null without a row | `volume >= 1e9` |
+         *     | `overall_score` | int | Overall score, -100..100 | `overall_score >= 40` |
+         *     | `technical_score` | int | Technical score, -100..100 | `technical_score > 50` |
+         *     | `fundamental_score` | int or null | Fundamental score, -100..100; null without fundamental data | `fundamental_score != null && fundamental_score > 20` |
+         *     | `verdict` | string | Verdict: growth, neutral or decline | `verdict == "growth"` |
+         *     | `model_version` | string | Version of the scoring method that made the report | `model_version == "v1"` |
+         *     | `scenario.support` | double | Support level of the scenario | `price < scenario.support * 1.02` |
+         *     | `scenario.resistance` | double | Resistance level of the scenario | `price > scenario.resistance` |
+         *     | `scenario.last_close` | double | Close of the last candle scored | `scenario.last_close > scenario.resistance` |
+         *     | `factors.rsi_14.value` | double or null | The indicator's reading; null when the factor is absent or its reading is not one number | `factors.rsi_14.value < 30` |
+         *     | `factors.rsi_14.value_text` | string or null | The reading as the report writes it | `factors.ichimoku_9_26_52.value_text != null` |
+         *     | `factors.rsi_14.sentiment` | string or null | bullish, bearish or neutral | `factors.macd_12_26_9.sentiment == "bullish"` |
+         *     | `factors.rsi_14.weight` | double or null | The factor's share of the overall score, 0..1 | `factors.rsi_14.weight > 0.05` |
+         *     | `factors.rsi_14.group` | string or null | ma, oscillator, pattern, volume or fundamental | `factors.funding_rate.group == "fundamental"` |
+         *
+         *     `factors.<name>.*` exists for every factor name: `sma_10`, `sma_20`, `sma_30`, `sma_50`, `sma_100`, `sma_200`, `ema_10`, `ema_20`, `ema_30`, `ema_50`, `ema_100`, `ema_200`, `hma_9`, `vwma_20`, `ichimoku_9_26_52`, `rsi_14`, `stoch_14_3_3`, `cci_20`, `adx_14`, `awesome_oscillator`, `momentum_10`, `macd_12_26_9`, `stoch_rsi_14_14_3_3`, `williams_r_14`, `bull_bear_power_13`, `ultimate_oscillator_7_14_28`, `pattern_bullish_engulfing`, `pattern_bearish_engulfing`, `pattern_hammer`, `pattern_shooting_star`, `pattern_doji`, `pattern_morning_star`, `pattern_evening_star`, `pattern_three_white_soldiers`, `pattern_three_black_crows`, `volume_confirmation`, `obv_trend`, `funding_rate`, `open_interest_change`, `volume_to_market_cap`, `valuation_pe`, `revenue_growth`, `net_margin`, `debt_to_equity`, `policy_rate_differential`, `inflation_differential` (the fields shown for rsi_14). In crypto each report field also exists as `scalp.…`, `intraday.…`, `swing.…`, `position.…`.
+         *
+         *     **Items** carry `market`, `exchange`, `instrument`, `symbol`, `overall_score` and `verdict` (in the request's style), then one field per variable the expression and `order_by` read, named as written, null when missing.
+         */
+        post: operations["query-screener"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/screener/{market_type}/{exchange}/{instrument}": {
         parameters: {
             query?: never;
@@ -1256,6 +1320,77 @@ export interface components {
              * @example BTC_USDT
              */
             symbol: string;
+        };
+        ScreenerQuery: {
+            /** @description The next_cursor of the previous page; send the other fields unchanged */
+            cursor?: string;
+            /**
+             * Format: int64
+             * @description Items per page, 1..500; default 50
+             * @example 50
+             */
+            limit?: number;
+            /**
+             * @description Market to screen; must be in your tier
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /**
+             * @description A variable and a direction, asc or desc (default asc); nulls last either way, ties by symbol. Default: overall_score desc
+             * @example overall_score desc
+             */
+            order_by?: string;
+            /**
+             * @description Style of the unprefixed report fields and of the items' overall_score and verdict (crypto; the other markets are scored in swing): scalp, intraday, swing (default), position
+             * @example swing
+             * @enum {string}
+             */
+            style?: "scalp" | "intraday" | "swing" | "position";
+            /**
+             * @description The condition, in the expression language of the operation's description (at most 2048 bytes); omitted or empty: every scored asset
+             * @example verdict == "growth" && factors.rsi_14.value < 40
+             */
+            where?: string;
+        };
+        ScreenerQueryItem: {
+            /**
+             * @description Exchange whose candles were scored
+             * @example binance
+             */
+            exchange: string;
+            /**
+             * @description Instrument of the scored candles
+             * @example spot
+             */
+            instrument: string;
+            /**
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /**
+             * Format: int64
+             * @description Overall score in the query's style
+             * @example 42
+             */
+            overall_score: number;
+            /** @example BTC_USDT */
+            symbol: string;
+            /**
+             * @description Verdict in the query's style
+             * @example growth
+             * @enum {string}
+             */
+            verdict: "growth" | "decline" | "neutral";
+        } & {
+            [key: string]: unknown;
+        };
+        ScreenerQueryPage: {
+            /** @description The matching assets of this page, in order_by order. Each item also carries a field per variable the expression and order_by read, named as written ("factors.rsi_14.value": 28.4), null when the asset has no such value */
+            items: components["schemas"]["ScreenerQueryItem"][];
+            /** @description Send it back as cursor for the next page; null on the last page */
+            next_cursor: string | null;
         };
         ScreenerRecord: {
             /**
@@ -2811,6 +2946,109 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["StreamVerdictChanged"];
                 };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "query-screener": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETag(s) of a copy you hold (comma-separated, or *). When one matches the current body the answer is 304 Not Modified, without a body, still counted against your limits. Takes precedence over If-Modified-Since */
+                "If-None-Match"?: string;
+                /** @description Last-Modified of a copy you hold (HTTP-date). When the data has not changed since, the answer is 304 Not Modified, without a body, still counted. Ignored when If-None-Match is sent */
+                "If-Modified-Since"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScreenerQuery"];
+            };
+        };
+        responses: {
+            /** @description The matching assets */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    "Content-Length"?: string;
+                    "Content-Type"?: string;
+                    ETag?: string;
+                    "Last-Modified"?: string;
+                    "X-Market-Next-Open"?: string;
+                    "X-Market-Open"?: string;
+                    "X-Market-Session-Close"?: string;
+                    "X-Unknown-Symbols"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScreenerQueryPage"];
+                };
+            };
+            /** @description The validators sent (If-None-Match, else If-Modified-Since) match the current data: no body. ETag and Cache-Control are sent as on a 200. */
+            304: {
+                headers: {
+                    /** @description As on a 200 */
+                    "Cache-Control"?: string;
+                    /** @description The current entity tag (the one you sent, under weak comparison) */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Bad Request */
             400: {

@@ -67,3 +67,14 @@ test("Retry-After as seconds or an HTTP-date", () => {
   assert.equal(parseRetryAfter(null, now), undefined);
   assert.equal(parseRetryAfter("soon", now), undefined);
 });
+
+test("posts a screen query as JSON", async () => {
+  const page = { items: [{ market: "crypto", exchange: "binance", instrument: "spot", symbol: "SOL_USDT", overall_score: 55, verdict: "growth", "scalp.overall_score": 47 }], next_cursor: null };
+  const { fetch, calls } = fakeFetch([[200, page]]);
+  const api = createClient({ baseUrl: "http://api.test", apiKey: "k", fetch });
+  const got = await api.post("/screener/query", { body: { market: "crypto", where: 'swing.verdict == "growth" && scalp.overall_score > 40', limit: 50 } });
+  assert.equal(got.items[0]["scalp.overall_score"], 47);
+  assert.equal(calls[0].url, "http://api.test/screener/query");
+  assert.equal(calls[0].init.method, "POST");
+  assert.deepEqual(JSON.parse(calls[0].init.body), { market: "crypto", where: 'swing.verdict == "growth" && scalp.overall_score > 40', limit: 50 });
+});

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,11 @@ func prepare(ctx context.Context, o options) (*benchEnv, func() error, error) {
 	}
 	if err := seed(ctx, dbURL); err != nil {
 		return fail(err)
+	}
+	if slices.Contains(o.paths, queryPath) {
+		if err := seedScreen(ctx, dbURL, o.queryAssets); err != nil {
+			return fail(err)
+		}
 	}
 	if e.clientID, err = cli(ctx, e.vars, "clients", "create", "--org", "loadtest", "--tier", "enterprise", "--rate-limit", "100000000"); err != nil {
 		return fail(err)

@@ -70,7 +70,12 @@ var pathAliases = map[string]string{
 	"report":    basePath + "/analytics/crypto/BTC_USDT?lang=en",
 	"list":      basePath + "/analytics/crypto/list",
 	"topsetups": basePath + "/analytics/top-setups?limit=20",
+	"query":     queryPath,
 }
+
+// queryPath is POST /screener/query, the one path measured with a body
+// (-query-body); its market is seeded up to -query-assets assets.
+const queryPath = basePath + "/screener/query"
 
 type options struct {
 	runs        int
@@ -92,6 +97,21 @@ type options struct {
 	payConns    int
 	conditional bool
 	bareHeaders bool
+	queryBody   string
+	queryAssets int
+}
+
+// bodyOf is the request body of a path ("" for a GET).
+func (o options) bodyOf(path string) string {
+	if path == queryPath {
+		return o.queryBody
+	}
+	return ""
+}
+
+// postLua makes wrk send body as a JSON POST.
+func postLua(body string) string {
+	return "wrk.method = \"POST\"\nwrk.body = [==[" + body + "]==]\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
 }
 
 func main() {
@@ -119,6 +139,9 @@ func main() {
 	flag.IntVar(&o.payConns, "pay-conns", 16, "-flood: paying client connections")
 	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
 	flag.BoolVar(&o.bareHeaders, "bare-headers", true, "also measure, in every run, a second bare server replaying the api's whole captured answer (every header but Date, which net/http writes; Content-Length included), and report the api's ratio to both baselines")
+	flag.StringVar(&o.queryBody, "query-body", `{"market":"crypto","where":"verdict == \"growth\" && factors.rsi_14.value < 70","order_by":"overall_score desc","limit":50}`,
+		"-paths query: the body of POST /screener/query")
+	flag.IntVar(&o.queryAssets, "query-assets", 13000, "-paths query: crypto assets scored in the seeded market (copies of the synthetic feed's reports under other symbols)")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
 		fmt.Fprintln(os.Stderr, "loadtest: -runs ≥ 1, -duration > 0, -warmup ≥ 0, -conns ≥ 1")
@@ -157,7 +180,7 @@ func main() {
 	}
 }
 
-func aliasList() string { return "usage, screener, ohlcv, report, list, topsetups" }
+func aliasList() string { return "usage, screener, ohlcv, report, list, topsetups, query" }
 
 // run is the throughput comparison: bare handler vs api, path by path.
 func run(ctx context.Context, o options, out io.Writer) (err error) {
@@ -181,13 +204,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	bodies := map[string]capturedBody{}
 	for _, p := range o.paths {
-		b, err := capture(ctx, api.base+p, env.key)
+		b, err := capture(ctx, api.base+p, env.key, o.bodyOf(p))
 		if err != nil {
 			return err
 		}
 		bodies[p] = b
 		if o.conditional && b.ETag != "" {
-			if err := checkNotModified(ctx, api.base+p, env.key, b.ETag); err != nil {
+			if err := checkNotModified(ctx, api.base+p, env.key, b.ETag, o.bodyOf(p)); err != nil {
 				return err
 			}
 		}
@@ -247,13 +270,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 // measure runs a warm-up and then the measured wrk run of one target.
 func measure(ctx context.Context, o options, s *server, path, key string, headers ...string) (wrkResult, error) {
+	var script string
+	if body := o.bodyOf(path); body != "" {
+		script = postLua(body)
+	}
 	if o.warmup > 0 {
-		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.warmup}); err != nil {
+		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.warmup, script: script}); err != nil {
 			return wrkResult{}, fmt.Errorf("%s warm-up: %w", s.name, err)
 		}
 	}
 	cpu0 := s.cpu()
-	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.duration})
+	res, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.duration, script: script})
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("%s: %w", s.name, err)
 	}

@@ -222,39 +222,54 @@ func freeAddr() (string, error) {
 }
 
 // capture fetches one answer of the api, which the bare handler replays.
-func capture(ctx context.Context, url, key string) (capturedBody, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func capture(ctx context.Context, url, key, body string) (capturedBody, error) {
+	req, err := newRequest(ctx, url, key, body)
 	if err != nil {
 		return capturedBody{}, err
 	}
-	req.Header.Set("X-API-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return capturedBody{}, fmt.Errorf("capture: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return capturedBody{}, fmt.Errorf("capture: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return capturedBody{}, fmt.Errorf("capture: GET %s answered %d: %s (the tool seeds binance spot screener rows, 1h candles and crypto swing analytics only)",
-			req.URL.RequestURI(), resp.StatusCode, strings.TrimSpace(string(body)))
+		return capturedBody{}, fmt.Errorf("capture: %s %s answered %d: %s (the tool seeds binance spot screener rows, 1h candles and crypto swing analytics only)",
+			req.Method, req.URL.RequestURI(), resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	h := resp.Header.Clone()
 	h.Del("Date") // net/http writes its own
 	// Content-Length stays: the api sets it on every data 200 (net/http
 	// would otherwise chunk a body over 2 KB), so the replay does too.
-	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: body, ETag: resp.Header.Get("ETag"), Header: h}, nil
+	return capturedBody{ContentType: resp.Header.Get("Content-Type"), Body: b, ETag: resp.Header.Get("ETag"), Header: h}, nil
+}
+
+// newRequest is a GET of url, or a JSON POST of body when there is one.
+func newRequest(ctx context.Context, url, key, body string) (*http.Request, error) {
+	method := http.MethodGet
+	if body != "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-API-Key", key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
 }
 
 // checkNotModified makes sure the api answers url with 304 to etag (-conditional).
-func checkNotModified(ctx context.Context, url, key, etag string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func checkNotModified(ctx context.Context, url, key, etag, body string) error {
+	req, err := newRequest(ctx, url, key, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("X-API-Key", key)
 	req.Header.Set("If-None-Match", etag)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -263,7 +278,7 @@ func checkNotModified(ctx context.Context, url, key, etag string) error {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if etag == "" || resp.StatusCode != http.StatusNotModified {
-		return fmt.Errorf("conditional: GET %s with If-None-Match %q answered %d, want 304", req.URL.RequestURI(), etag, resp.StatusCode)
+		return fmt.Errorf("conditional: %s %s with If-None-Match %q answered %d, want 304", req.Method, req.URL.RequestURI(), etag, resp.StatusCode)
 	}
 	return nil
 }

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/readcache"
+	"github.com/marketscreener/market/screen"
+	"github.com/marketscreener/market/store"
+)
+
+// The screen snapshot is a market's assets as package screen reads them:
+// every style's latest result and the screener row, in memory, so a query
+// evaluates over a slice and never scans the database.
+//
+// It is stale once the market's analytics scope or one of its screener
+// rows' scopes is invalidated (the worker's announcements, readcache), or
+// after readcache.DefaultTTL when an announcement was lost. A stale
+// snapshot keeps answering while one rebuild per market runs in the
+// background, so no query waits for a reload; only the first query of a
+// market waits for its first build. A rebuild reads the results scored
+// since the newest it holds (with a margin for transactions that commit
+// late) and takes the screener rows from the read cache; every
+// screenFullReload it reads the whole market, which drops delisted assets.
+
+const (
+	screenFullReload = 5 * time.Minute
+	// screenSinceMargin: a rebuild reads again the results scored up to
+	// this long before the newest it holds, which a longer transaction
+	// may have committed after the last read.
+	screenSinceMargin = time.Minute
+)
+
+// screenSnapshot is one build of a market's assets.
+type screenSnapshot struct {
+	// assets, by symbol; each read-only once published.
+	assets []*screen.Asset
+	// newest is the newest report's updated_at (the answers'
+	// Last-Modified); fullAt when the whole market was last read; builtAt
+	// when this build was made.
+	newest, fullAt, builtAt time.Time
+	// gens are the generations of the scopes it was built from.
+	scopes []readcache.Scope
+	gens   []uint64
+}
+
+// screenSnapshots holds each market's current snapshot.
+type screenSnapshots struct {
+	mu      sync.Mutex
+	markets map[domain.Market]*screenHolder
+}
+
+type screenHolder struct {
+	cur        atomic.Pointer[screenSnapshot]
+	build      sync.Mutex // the first build
+	refreshing atomic.Bool
+}
+
+func (ss *screenSnapshots) holder(m domain.Market) *screenHolder {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.markets == nil {
+		ss.markets = make(map[domain.Market]*screenHolder)
+	}
+	h := ss.markets[m]
+	if h == nil {
+		h = &screenHolder{}
+		ss.markets[m] = h
+	}
+	return h
+}
+
+// get is m's current snapshot: built now when there is none, else the
+// one held, with a rebuild started when it is stale.
+func (ss *screenSnapshots) get(ctx context.Context, s *Server, m domain.Market) (*screenSnapshot, error) {
+	h := ss.holder(m)
+	snap := h.cur.Load()
+	if snap == nil {
+		h.build.Lock()
+		defer h.build.Unlock()
+		if snap = h.cur.Load(); snap != nil {
+			return snap, nil
+		}
+		snap, err := s.buildScreenSnapshot(ctx, m, nil)
+		if err != nil {
+			return nil, err
+		}
+		h.cur.Store(snap)
+		return snap, nil
+	}
+	if s.screenStale(snap) && h.refreshing.CompareAndSwap(false, true) {
+		go func() {
+			defer h.refreshing.Store(false)
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readcache.DefaultLoadTimeout)
+			defer cancel()
+			next, err := s.buildScreenSnapshot(bctx, m, h.cur.Load())
+			if err != nil {
+				s.cfg.Logger.Warn("screen snapshot: rebuild failed; serving the previous one", "market", m, "err", err)
+				return
+			}
+			h.cur.Store(next)
+		}()
+	}
+	return snap, nil
+}
+
+func (s *Server) screenStale(snap *screenSnapshot) bool {
+	if s.cfg.Now().Sub(snap.builtAt) > readcache.DefaultTTL {
+		return true
+	}
+	for i, sc := range snap.scopes {
+		if s.cache.Generation(sc) != snap.gens[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// buildScreenSnapshot builds m's snapshot, from prev's when given and not
+// due for a full reload.
+func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev *screenSnapshot) (*screenSnapshot, error) {
+	now := s.cfg.Now()
+	next := &screenSnapshot{builtAt: now}
+	// The generations are read before the data: an invalidation that
+	// lands during the build leaves the snapshot stale, not wrongly fresh.
+	next.scopes = append(next.scopes, readcache.Analytics(m))
+	next.gens = append(next.gens, s.cache.Generation(readcache.Analytics(m)))
+	var since time.Time
+	bySymbol := map[string]*screen.Asset{}
+	if prev != nil && now.Sub(prev.fullAt) < screenFullReload {
+		since = prev.newest.Add(-screenSinceMargin)
+		next.fullAt, next.newest = prev.fullAt, prev.newest
+		for _, a := range prev.assets {
+			c := *a
+			bySymbol[a.Symbol] = &c
+		}
+	} else {
+		next.fullAt = now
+	}
+	recs, err := s.analytics.AnalyticsResults(ctx, m, since)
+	if err != nil {
+		return nil, err
+	}
+	instrument := s.sourceInstrument(m)
+	for _, r := range recs {
+		a := bySymbol[r.Symbol]
+		if a == nil {
+			a = &screen.Asset{Market: m, Symbol: r.Symbol, Exchange: r.Exchange, Instrument: r.Instrument}
+			bySymbol[r.Symbol] = a
+		}
+		if r.Style == analytics.DefaultStyle || a.Exchange == "" {
+			a.Exchange, a.Instrument = r.Exchange, r.Instrument
+		}
+		if a.Instrument == "" {
+			a.Instrument = instrument
+		}
+		a.SetReport(r.Style, r.Result)
+		if r.UpdatedAt.After(next.newest) {
+			next.newest = r.UpdatedAt
+		}
+	}
+	if err := s.attachScreenerRows(ctx, m, bySymbol, next); err != nil {
+		return nil, err
+	}
+	next.assets = make([]*screen.Asset, 0, len(bySymbol))
+	for _, a := range bySymbol {
+		next.assets = append(next.assets, a)
+	}
+	slices.SortFunc(next.assets, func(a, b *screen.Asset) int { return strings.Compare(a.Symbol, b.Symbol) })
+	if domain.Scored(s.cfg.Region, m, s.cfg.Served) && len(next.assets) == 0 {
+		return nil, domain.Errorf(domain.EUNAVAILABLE, "the %s analytics are warming up: no asset scored yet since the start; "+
+			"scoring starts as soon as its candles are stored (seconds); retry shortly", m)
+	}
+	return next, nil
+}
+
+// attachScreenerRows sets each asset's screener row from the cached
+// screener snapshot of its exchange's analytics combination.
+func (s *Server) attachScreenerRows(ctx context.Context, m domain.Market, bySymbol map[string]*screen.Asset, next *screenSnapshot) error {
+	combos := map[domain.Combination]map[string]*domain.Ticker{}
+	for _, a := range bySymbol {
+		a.Row = nil
+		c := domain.Combination{Market: m, Exchange: a.Exchange, Instrument: a.Instrument}
+		rows, seen := combos[c]
+		if !seen {
+			combos[c] = nil
+			if _, ok := domain.LookupCombination(s.cfg.Region, m, c.Exchange, c.Instrument); !ok || !s.cfg.Served.Has(c) {
+				continue
+			}
+			next.scopes = append(next.scopes, readcache.Tickers(c))
+			next.gens = append(next.gens, s.cache.Generation(readcache.Tickers(c)))
+			snap, err := readcache.Load(ctx, s.cache, readcache.TickerSnapshot(c), func(ctx context.Context) (tickerSnapshot, error) {
+				return s.loadTickers(ctx, c)
+			})
+			if err != nil {
+				if store.Unavailable(err) {
+					return err
+				}
+				continue // no rows yet: the row fields are null
+			}
+			rows = make(map[string]*domain.Ticker, len(snap.rows))
+			for i := range snap.rows {
+				rows[snap.rows[i].Symbol] = &snap.rows[i]
+			}
+			combos[c] = rows
+		}
+		a.Row = rows[a.Symbol]
+	}
+	return nil
+}
