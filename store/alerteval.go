@@ -37,6 +37,9 @@ type AlertMatcher interface {
 	// Read is the value of every variable a's condition reads on the
 	// asset (the payload of the event when it fires).
 	Read(a domain.Alert, asset *AlertAsset) map[string]any
+	// Reads reports whether a rescoring in style can change the value of
+	// a's condition (false: it reads no field of that style's report).
+	Reads(a domain.Alert, style analytics.Style) bool
 }
 
 // SaveAnalyticsAlerting is SaveAnalytics with the alerts of the saved
@@ -187,6 +190,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		before, after *AlertAsset
 		at            time.Time
 		rec           AnalyticsRecord
+		styles        []analytics.Style
 	}
 	var changes []*change
 	byKey := map[assetKey]*change{}
@@ -204,6 +208,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 		r := r
 		ch.after.Reports[r.Style] = &r
+		ch.styles = append(ch.styles, r.Style)
 		if at := pgTime(r.UpdatedAt); at.After(ch.at) {
 			ch.at = at
 		}
@@ -228,7 +233,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	var w alertWrites
 	for _, ch := range changes {
 		for _, a := range alerts {
-			if a.Market != ch.key.market || !a.Watches(ch.key.symbol) {
+			if a.Market != ch.key.market || !a.Watches(ch.key.symbol) || !readsAny(m, a, ch.styles) {
 				continue
 			}
 			matched, err := m.Match(a, ch.after)
@@ -253,6 +258,15 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 	}
 	return w.write(ctx, tx, false)
+}
+
+func readsAny(m AlertMatcher, a domain.Alert, styles []analytics.Style) bool {
+	for _, st := range styles {
+		if m.Reads(a, st) {
+			return true
+		}
+	}
+	return false
 }
 
 // attachTickers sets the screener rows of the assets: each report's own
