@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -62,19 +61,14 @@ func (db *DB) SaveAnalyticsAlerting(ctx context.Context, recs []AnalyticsRecord,
 	if m == nil {
 		return db.SaveAnalytics(ctx, recs, prev)
 	}
-	recs = slices.SortedStableFunc(slices.Values(recs), func(a, b AnalyticsRecord) int {
-		return cmp.Or(cmp.Compare(a.Market, b.Market), cmp.Compare(a.Style, b.Style), cmp.Compare(a.Symbol, b.Symbol))
-	})
-	var c saveColumns
-	for _, r := range recs {
-		if err := c.add(r, prev); err != nil {
-			return 0, err
-		}
+	recs, c, err := newSaveColumns(recs, prev)
+	if err != nil {
+		return 0, err
 	}
 	var n int
-	err := retryDeadlock(func() error {
+	err = retryDeadlock(func() error {
 		var err error
-		n, err = db.saveAlerting(ctx, recs, prev, &c, m)
+		n, err = db.saveAlerting(ctx, recs, prev, c, m)
 		return err
 	})
 	return n, err

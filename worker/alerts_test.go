@@ -67,7 +67,9 @@ func TestAlertsMatchVerdictEventsOverASyntheticRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := func(alertID, symbol string, at time.Time) string { return alertID + "|" + symbol + "|" + at.UTC().Format(time.RFC3339Nano) }
+	key := func(alertID, symbol string, at time.Time) string {
+		return alertID + "|" + symbol + "|" + at.UTC().Format(time.RFC3339Nano)
+	}
 	expected := map[string]bool{}
 	for _, v := range verdicts {
 		if id, ok := want[v.NewVerdict]; ok {

@@ -125,7 +125,9 @@ func seedAlerts(b *testing.B, db *store.DB, syms []string, n int) {
 	conditions := []func() string{
 		func() string { return fmt.Sprintf("overall_score > %d", rng.IntN(60)) },
 		func() string { return `verdict == "growth"` },
-		func() string { return fmt.Sprintf(`swing.verdict == "growth" && scalp.overall_score > %d`, rng.IntN(40)) },
+		func() string {
+			return fmt.Sprintf(`swing.verdict == "growth" && scalp.overall_score > %d`, rng.IntN(40))
+		},
 		func() string { return fmt.Sprintf("factors.rsi_14.value < %d", 30+rng.IntN(30)) },
 		func() string { return fmt.Sprintf("intraday.overall_score < -%d", rng.IntN(40)) },
 		func() string { return `position.verdict == "decline" && volume > 1000.0` },
