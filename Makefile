@@ -14,7 +14,7 @@ export MARKET_FEEDS ?= synthetic
 # A development key for webhook secrets, made once and kept out of git.
 export MARKET_SECRET_KEY ?= $(shell test -f .marketd-dev-secret || od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > .marketd-dev-secret; cat .marketd-dev-secret)
 
-.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen bench-ha bench-histstats clean
+.PHONY: build test test-deps test-short vet fmt generate lint-openapi run bench bench-api bench-flood bench-deps bench-webhooks bench-latency bench-stream bench-stream-replay bench-stream-hold bench-scale bench-scale-bins bench-markets bench-markets-session bench-markets-midnight bench-migrate-locks bench-compact bench-import bench-screen bench-ha bench-histstats bench-alerts clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/marketd
@@ -93,6 +93,12 @@ $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
 generate: $(TS_CLIENT)/node_modules/.package-lock.json
 	$(GO) test ./client -run TestGeneratedFromDocument -count=1 -update
 	npm --prefix $(TS_CLIENT) run --silent generate
+
+## bench-alerts: a close of 2,000 crypto assets (four styles) with 10,000 alerts of 100 clients, and the same
+## close without alerts (the baseline): close → alert committed p50/p95/max and the CPU per close (BENCHMARKS.md).
+bench-alerts:
+	BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=0 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
+	BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
 
 ## lint-openapi: Redocly's and Spectral's recommended rules on clients/openapi.json (make test runs it too).
 lint-openapi: $(TS_CLIENT)/node_modules/.package-lock.json

@@ -36,6 +36,7 @@ type Store interface {
 	MarketData
 	AnalyticsData
 	WebhookData
+	AlertData
 }
 
 // Config configures the api.
@@ -117,6 +118,7 @@ type Server struct {
 	data      MarketData
 	analytics AnalyticsData
 	webhooks  WebhookData
+	alerts    AlertData
 	cache     *readcache.Cache
 	usage     *usageBodies
 	// hotDecoded counts the requests a hot route's decoder took; noHot
@@ -176,7 +178,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	if cfg.Cache == nil {
 		cfg.Cache = readcache.New(readcache.DefaultTTL, cfg.Now)
 	}
-	s := &Server{replays: newReplayPool(cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, gate: gate, mux: http.NewServeMux(),
+	s := &Server{replays: newReplayPool(cfg.StreamReplays), cfg: cfg, data: store, analytics: store, webhooks: store, alerts: store, gate: gate, mux: http.NewServeMux(),
 		metrics: newMetrics(), cache: cfg.Cache, usage: newUsageBodies(), webhookClient: cfg.WebhookClient,
 		realClock: realClock}
 	s.methodology, s.methodologyErr = methodologyBody()
@@ -210,6 +212,7 @@ func New(cfg Config, store Store, gate Gate) *Server {
 	s.registerBatch()
 	s.documentMarketHeaders()
 	s.registerWebhooks()
+	s.registerAlerts()
 	s.documentWebhookPayloads()
 	s.registerStream()
 	s.registerSandbox()
@@ -234,6 +237,7 @@ var apiTags = []*huma.Tag{
 	{Name: tagAnalytics, Description: "Technical and fundamental scores, verdicts with their factors, history and statistics."},
 	{Name: tagEvents, Description: "The resumable Server-Sent Events stream of verdict changes and screener refreshes."},
 	{Name: tagWebhooks, Description: "Signed webhooks on verdict changes: subscriptions, deliveries, secrets."},
+	{Name: tagAlerts, Description: "Conditions you define over every precomputed field, evaluated after each rescoring, delivered by webhook and on the event stream."},
 	{Name: tagSandbox, Description: "Test events on sandbox keys."},
 }
 
@@ -244,6 +248,7 @@ const (
 	tagEvents     = "Events"
 	tagWebhooks   = "Webhooks"
 	tagSandbox    = "Sandbox"
+	tagAlerts     = "Alerts"
 )
 
 // Handler returns the http.Handler of the public listener.

@@ -68,6 +68,7 @@ type (
 	pingErrorCat       string
 	verdictChangedName string
 	screenerEventName  string
+	deliveryEventName  string
 )
 
 func (directionalVerdict) Schema(huma.Registry) *huma.Schema {
@@ -89,6 +90,9 @@ func (verdictChangedName) Schema(huma.Registry) *huma.Schema {
 }
 func (screenerEventName) Schema(huma.Registry) *huma.Schema {
 	return stringEnum([]string{domain.EventScreener})
+}
+func (deliveryEventName) Schema(huma.Registry) *huma.Schema {
+	return stringEnum(domain.WebhookEventKinds)
 }
 
 // stringEnum is the schema of a string allowed only vals. The values are

@@ -51,6 +51,7 @@ func TestOpenAPIEnumsAreDomains(t *testing.T) {
 		"ping errors":         domain.PingErrorCategories,
 		"verdict_changed":     {domain.EventVerdictChanged},
 		"screener":            {domain.EventScreener},
+		"webhook events":      domain.WebhookEventKinds,
 		"stream close status": {"401", "403", "429"}, // HTTP statuses, the api's own
 	}
 	// The names that always carry one list, wherever they appear.

@@ -54,6 +54,10 @@ var routes = []route{
 	{id: "test-webhook", method: http.MethodPost, path: "/webhooks/{id}/test", budget: webhook.Timeout + DefaultRequestTimeout},
 	{id: "enable-webhook", method: http.MethodPost, path: "/webhooks/{id}/enable"},
 	{id: "rotate-webhook-secret", method: http.MethodPost, path: "/webhooks/{id}/rotate-secret"},
+	{id: "create-alert", method: http.MethodPost, path: "/alerts"},
+	{id: "list-alerts", method: http.MethodGet, path: "/alerts"},
+	{id: "get-alert", method: http.MethodGet, path: "/alerts/{id}"},
+	{id: "delete-alert", method: http.MethodDelete, path: "/alerts/{id}"},
 	{id: "get-stream", method: http.MethodGet, path: "/stream", budget: -1},
 	{id: "post-sandbox-verdict-change", method: http.MethodPost, path: "/sandbox/verdict-change"},
 }

@@ -28,6 +28,7 @@ type SandboxStore struct {
 	MarketData
 	AnalyticsData
 	WebhookData
+	AlertData
 }
 
 // SandboxPusher is what a sandbox server writes (store.SandboxPusher): it

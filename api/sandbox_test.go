@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/alerting"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
@@ -21,6 +22,7 @@ import (
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 	"github.com/marketscreener/market/stream"
+	"github.com/marketscreener/market/webhook"
 )
 
 // sandboxFixture is a live and a sandbox database behind one router, as
@@ -56,9 +58,9 @@ func newSandboxFixture(t *testing.T, rate int) *sandboxFixture {
 		}})
 	cfg := api.Config{Region: "global", Stream: hub, StreamData: f.db, StreamSlots: stream.NewSlots(rdb, f.prefix, 0, nil)}
 	live = api.New(cfg, f.db, gate)
-	cfg.Sandbox, cfg.SandboxPusher = true, store.SandboxPusher{Live: f.db, Sandbox: f.sandboxDB}
+	cfg.Sandbox, cfg.SandboxPusher = true, store.SandboxPusher{Live: f.db, Sandbox: f.sandboxDB, Alerts: &alerting.Matcher{}}
 	cfg.Stream, cfg.StreamData = sandboxHub, f.sandboxDB
-	sandbox = api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db}, gate)
+	sandbox = api.New(cfg, api.SandboxStore{MarketData: f.sandboxDB, AnalyticsData: f.sandboxDB, WebhookData: f.db, AlertData: f.db}, gate)
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -185,6 +187,38 @@ func TestSandboxPushReachesTheClientsSandboxStreamsOnly(t *testing.T) {
 	case ev := <-otherStream.events:
 		t.Fatalf("another client's sandbox stream got the push: %+v", ev)
 	case <-time.After(500 * time.Millisecond): // the hub polls every 250 ms
+	}
+}
+
+// A sandbox push fires the client's matching alerts through the same
+// path: an alert event in the outbox (sandbox, the client's webhooks) and
+// an alert event on the client's sandbox stream, with the same id.
+func TestSandboxPushFiresTheClientsAlerts(t *testing.T) {
+	t.Parallel()
+	f := newSandboxFixture(t, 100)
+	status, body := f.do(t, http.MethodPost, "/alerts", f.sandboxKey, `{"name":"decline","market":"crypto","where":"verdict == \"decline\""}`)
+	var a api.AlertDefinition
+	if status != http.StatusCreated || json.Unmarshal(body, &a) != nil {
+		t.Fatalf("create alert: %d %s", status, body)
+	}
+	f.do(t, http.MethodPost, "/alerts", f.sandboxKey, `{"name":"growth","market":"crypto","where":"verdict == \"growth\""}`)
+	sandboxStream, resp := openStream(t, f.url, f.sandboxKey, "?events=alert", nil)
+	if sandboxStream == nil {
+		t.Fatalf("sandbox stream: %d", resp.StatusCode)
+	}
+	if status, body := f.do(t, http.MethodPost, "/sandbox/verdict-change", f.sandboxKey,
+		`{"market":"crypto","symbol":"btc/usdt","new_verdict":"decline"}`); status != http.StatusAccepted {
+		t.Fatalf("push: %d %s", status, body)
+	}
+	evs, err := f.db.AlertEvents(context.Background(), 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].AlertID != a.ID || !evs[0].Sandbox || evs[0].Symbol != "BTC_USDT" || evs[0].Read["verdict"] != "decline" {
+		t.Fatalf("alert events = %+v, %v; want the decline alert's, sandbox", evs, err)
+	}
+	ev := sandboxStream.next(t)
+	var data webhook.AlertTriggered
+	if ev.Event != "alert" || json.Unmarshal([]byte(ev.Data), &data) != nil || data.ID != webhook.EventID(evs[0].ID) ||
+		data.AlertID != a.ID || !data.Sandbox || data.Event != "alert.triggered" {
+		t.Fatalf("sandbox stream got %+v", ev)
 	}
 }
 

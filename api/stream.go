@@ -96,7 +96,7 @@ type StreamResync struct {
 
 type streamInput struct {
 	Market      string `query:"market" maxLength:"64" doc:"Comma-separated markets (crypto, forex, stocks); omitted means every market of your tier" example:"crypto"`
-	Events      string `query:"events" maxLength:"64" doc:"Comma-separated event kinds: verdict_changed, screener; omitted means both" example:"verdict_changed,screener"`
+	Events      string `query:"events" maxLength:"64" doc:"Comma-separated event kinds: verdict_changed, screener, alert (your alerts' firings); omitted means all three" example:"verdict_changed,screener"`
 	LastEventID string `header:"Last-Event-ID" maxLength:"20" doc:"The id of the last event you received: the stream first sends every event after it (kept at least 24 hours), then live events. Browsers' EventSource sends it by itself when it reconnects" example:"18234"`
 	LastEventQ  string `query:"last_event_id" maxLength:"20" doc:"Same as the Last-Event-ID header, for clients that cannot set headers; the header wins" example:"18234"`
 }
@@ -109,11 +109,12 @@ func (s *Server) registerStream() {
 	events := map[string]any{
 		domain.EventVerdictChanged: StreamVerdictChanged{},
 		domain.EventScreener:       StreamScreener{},
+		domain.EventAlert:          webhook.AlertTriggered{},
 		"closed":                   StreamClosed{},
 		"resync":                   StreamResync{},
 	}
 	var schemas []*huma.Schema
-	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, "closed", "resync"} {
+	for _, name := range []string{domain.EventVerdictChanged, domain.EventScreener, domain.EventAlert, "closed", "resync"} {
 		schemas = append(schemas, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject,
 			Properties: map[string]*huma.Schema{
 				"id":    {Type: huma.TypeInteger, Description: "The event's id (absent on closed and resync), opaque and not monotonic: send the last one received back as Last-Event-ID"},
@@ -149,7 +150,8 @@ func (s *Server) registerStream() {
 			"A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the " +
 			"`verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked " +
 			"`\"sandbox\": true`), under one id space: resuming works across both. It never carries live events, " +
-			"nor another client's pushes.",
+			"nor another client's pushes.\n\n" +
+			"`alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.",
 		Tags: []string{tagEvents},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "The stream, until you close it or the service ends it. Example:\n\n```\n" + example + "```",
@@ -192,8 +194,9 @@ func (s *Server) getStream(ctx context.Context, in *streamInput) (*huma.StreamRe
 	match := func(e domain.StreamEvent) bool {
 		// A push is its client's only (a live stream has no client here:
 		// "" takes none, and the service's log holds none anyway).
-		return (e.SandboxClientID == "" || e.SandboxClientID == req.filter.SandboxClientID) && slices.Contains(req.filter.Kinds, e.Kind) &&
-			slices.Contains(req.filter.Markets, e.Market)
+		// An alert event is its client's only.
+		return (e.SandboxClientID == "" || e.SandboxClientID == req.filter.SandboxClientID) && (e.ClientID == "" || e.ClientID == req.filter.ClientID) &&
+			slices.Contains(req.filter.Kinds, e.Kind) && slices.Contains(req.filter.Markets, e.Market)
 	}
 	sub, err := s.cfg.Stream.Subscribe(ctx, match)
 	if err != nil {
@@ -251,7 +254,7 @@ func (s *Server) checkStream(ctx context.Context, p *principal, in *streamInput)
 			return req, err
 		}
 	}
-	req.filter = store.StreamFilter{Markets: markets, Kinds: kinds}
+	req.filter = store.StreamFilter{Markets: markets, Kinds: kinds, ClientID: p.Client.ID}
 	if p.Key.Sandbox() {
 		// The sandbox server's log (the sandbox's schema): its synthetic
 		// events and this client's pushes.
@@ -489,6 +492,27 @@ func (s *Server) RenderStreamEvent(ctx context.Context, e domain.StreamEvent) ([
 			out.Rows[i] = ScreenerRecord{Symbol: t.Symbol, Price: t.Price, ChangePct: t.ChangePct, Volume: t.Volume, UpdatedAt: t.UpdatedAt}
 		}
 		return json.Marshal(out)
+	case domain.EventAlert:
+		if e.Alert == nil {
+			return nil, fmt.Errorf("api: stream event %d has no alert event", e.ID)
+		}
+		return alertStreamData(e)
 	}
 	return nil, fmt.Errorf("api: unknown stream event kind %q", e.Kind)
+}
+
+// alertStreamData is an alert event's data: the alert.triggered body of
+// its webhook deliveries.
+func alertStreamData(e domain.StreamEvent) ([]byte, error) {
+	var p struct {
+		AlertID   string         `json:"alert_id"`
+		AlertName string         `json:"alert_name"`
+		Symbol    string         `json:"symbol"`
+		At        time.Time      `json:"at"`
+		Values    map[string]any `json:"values"`
+	}
+	if err := json.Unmarshal(e.Alert.Payload, &p); err != nil {
+		return nil, fmt.Errorf("api: stream event %d: alert payload: %w", e.ID, err)
+	}
+	return webhook.AlertBody(e.Alert.EventID, p.AlertID, p.AlertName, e.Market, p.Symbol, p.At, p.Values, e.SandboxClientID != ""), nil
 }

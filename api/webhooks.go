@@ -87,21 +87,21 @@ type webhookIDInput struct {
 
 // Delivery is one entry of a subscription's delivery log.
 type Delivery struct {
-	ID             int64              `json:"id" doc:"Delivery id, used in POST /webhooks/{id}/deliveries/{delivery_id}/redeliver" example:"1842"`
-	EventID        string             `json:"event_id" doc:"Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt" example:"90211"`
-	Event          verdictChangedName `json:"event" example:"verdict_changed"`
-	Market         domain.Market      `json:"market" example:"crypto"`
-	Symbol         string             `json:"symbol" example:"BTC_USDT"`
-	Attempt        int                `json:"attempt" doc:"Attempts made so far (a redelivery goes on counting)" example:"2"`
-	State          deliveryState      `json:"state" doc:"pending: waiting for its next attempt; delivered: answered 2xx; dropped: will not be sent (see drop_reason)" example:"delivered"`
-	ResponseStatus *int               `json:"response_status" nullable:"true" doc:"HTTP status of the last answer; null when there was none" example:"200"`
-	ErrorCategory  *deliveryErrorCat  `json:"error_category" nullable:"true" doc:"Why the last attempt failed; null when it succeeded or none was made" example:"timeout"`
-	LatencyMS      *int               `json:"latency_ms" nullable:"true" doc:"Duration of the last attempt in milliseconds" example:"184"`
-	LastAttemptAt  *time.Time         `json:"last_attempt_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
-	NextAttemptAt  *time.Time         `json:"next_attempt_at" nullable:"true" doc:"When a pending delivery is tried next" example:"2026-11-22T10:16:35Z"`
-	DeliveredAt    *time.Time         `json:"delivered_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
-	DropReason     *dropReason        `json:"drop_reason" nullable:"true" doc:"Why a dropped delivery will not be sent" example:"subscription_disabled"`
-	CreatedAt      time.Time          `json:"created_at" doc:"When the event was queued for this subscription" example:"2026-11-22T10:16:04Z"`
+	ID             int64             `json:"id" doc:"Delivery id, used in POST /webhooks/{id}/deliveries/{delivery_id}/redeliver" example:"1842"`
+	EventID        string            `json:"event_id" doc:"Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt" example:"90211"`
+	Event          deliveryEventName `json:"event" doc:"The event's kind: verdict_changed or alert.triggered" example:"verdict_changed"`
+	Market         domain.Market     `json:"market" example:"crypto"`
+	Symbol         string            `json:"symbol" example:"BTC_USDT"`
+	Attempt        int               `json:"attempt" doc:"Attempts made so far (a redelivery goes on counting)" example:"2"`
+	State          deliveryState     `json:"state" doc:"pending: waiting for its next attempt; delivered: answered 2xx; dropped: will not be sent (see drop_reason)" example:"delivered"`
+	ResponseStatus *int              `json:"response_status" nullable:"true" doc:"HTTP status of the last answer; null when there was none" example:"200"`
+	ErrorCategory  *deliveryErrorCat `json:"error_category" nullable:"true" doc:"Why the last attempt failed; null when it succeeded or none was made" example:"timeout"`
+	LatencyMS      *int              `json:"latency_ms" nullable:"true" doc:"Duration of the last attempt in milliseconds" example:"184"`
+	LastAttemptAt  *time.Time        `json:"last_attempt_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
+	NextAttemptAt  *time.Time        `json:"next_attempt_at" nullable:"true" doc:"When a pending delivery is tried next" example:"2026-11-22T10:16:35Z"`
+	DeliveredAt    *time.Time        `json:"delivered_at" nullable:"true" example:"2026-11-22T10:16:05Z"`
+	DropReason     *dropReason       `json:"drop_reason" nullable:"true" doc:"Why a dropped delivery will not be sent" example:"subscription_disabled"`
+	CreatedAt      time.Time         `json:"created_at" doc:"When the event was queued for this subscription" example:"2026-11-22T10:16:04Z"`
 }
 
 type deliveriesInput struct {
@@ -170,7 +170,7 @@ func subscription(w domain.Webhook) Subscription {
 }
 
 func delivery(d domain.WebhookDelivery) Delivery {
-	out := Delivery{ID: d.ID, EventID: webhook.EventID(d.EventID), Event: domain.EventVerdictChanged, Market: d.Market, Symbol: d.Symbol,
+	out := Delivery{ID: d.ID, EventID: webhook.EventID(d.EventID), Event: deliveryEventName(d.Event), Market: d.Market, Symbol: d.Symbol,
 		Attempt: d.Attempts, State: deliveryState(d.Status), ResponseStatus: d.ResponseStatus, LatencyMS: d.LatencyMS,
 		LastAttemptAt: d.LastAttemptAt, NextAttemptAt: d.NextAttemptAt, DeliveredAt: d.DeliveredAt, CreatedAt: d.CreatedAt}
 	if !d.LastError.OK() {

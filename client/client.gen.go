@@ -18,6 +18,48 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AlertDefinitionMarket.
+const (
+	AlertDefinitionMarketCrypto AlertDefinitionMarket = "crypto"
+	AlertDefinitionMarketForex  AlertDefinitionMarket = "forex"
+	AlertDefinitionMarketStocks AlertDefinitionMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the AlertDefinitionMarket enum.
+func (e AlertDefinitionMarket) Valid() bool {
+	switch e {
+	case AlertDefinitionMarketCrypto:
+		return true
+	case AlertDefinitionMarketForex:
+		return true
+	case AlertDefinitionMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertTriggeredMarket.
+const (
+	AlertTriggeredMarketCrypto AlertTriggeredMarket = "crypto"
+	AlertTriggeredMarketForex  AlertTriggeredMarket = "forex"
+	AlertTriggeredMarketStocks AlertTriggeredMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the AlertTriggeredMarket enum.
+func (e AlertTriggeredMarket) Valid() bool {
+	switch e {
+	case AlertTriggeredMarketCrypto:
+		return true
+	case AlertTriggeredMarketForex:
+		return true
+	case AlertTriggeredMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AnalyticsListItemVerdict.
 const (
 	AnalyticsListItemVerdictDecline AnalyticsListItemVerdict = "decline"
@@ -180,6 +222,27 @@ func (e BatchReportsStyle) Valid() bool {
 	}
 }
 
+// Defines values for CreateAlertInputBodyMarket.
+const (
+	CreateAlertInputBodyMarketCrypto CreateAlertInputBodyMarket = "crypto"
+	CreateAlertInputBodyMarketForex  CreateAlertInputBodyMarket = "forex"
+	CreateAlertInputBodyMarketStocks CreateAlertInputBodyMarket = "stocks"
+)
+
+// Valid indicates whether the value is a known member of the CreateAlertInputBodyMarket enum.
+func (e CreateAlertInputBodyMarket) Valid() bool {
+	switch e {
+	case CreateAlertInputBodyMarketCrypto:
+		return true
+	case CreateAlertInputBodyMarketForex:
+		return true
+	case CreateAlertInputBodyMarketStocks:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateWebhookInputBodyMarket.
 const (
 	CreateWebhookInputBodyMarketCrypto CreateWebhookInputBodyMarket = "crypto"
@@ -299,12 +362,15 @@ func (e DeliveryErrorCategory) Valid() bool {
 
 // Defines values for DeliveryEvent.
 const (
+	DeliveryEventAlertTriggered DeliveryEvent = "alert.triggered"
 	DeliveryEventVerdictChanged DeliveryEvent = "verdict_changed"
 )
 
 // Valid indicates whether the value is a known member of the DeliveryEvent enum.
 func (e DeliveryEvent) Valid() bool {
 	switch e {
+	case DeliveryEventAlertTriggered:
+		return true
 	case DeliveryEventVerdictChanged:
 		return true
 	default:
@@ -1590,6 +1656,97 @@ func (e GetScreenerParamsMarketType) Valid() bool {
 	}
 }
 
+// AlertDefinition defines model for AlertDefinition.
+type AlertDefinition struct {
+	// CooldownSeconds Least time between two firings on one asset
+	//
+	// Example: 3600
+	CooldownSeconds int64 `json:"cooldown_seconds"`
+
+	// CreatedAt Example: 2026-11-22T10:15:00Z
+	CreatedAt time.Time `json:"created_at"`
+
+	// Id Identifier, used in the /alerts/{id} paths and in every alert.triggered event
+	//
+	// Example: 0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11
+	Id openapi_types.UUID `json:"id"`
+
+	// Market Example: crypto
+	Market AlertDefinitionMarket `json:"market"`
+
+	// Name Example: oversold growth
+	Name string `json:"name"`
+
+	// Symbols The assets watched (canonical form); null means every asset of the market
+	//
+	// Example: ["BTC_USDT","ETH_USDT"]
+	Symbols *[]string `json:"symbols"`
+
+	// Variables The variables the condition reads: their values are in every event's values
+	//
+	// Example: ["factors.rsi_14.value","swing.verdict"]
+	Variables *[]string `json:"variables"`
+
+	// Where The condition, as written
+	//
+	// Example: swing.verdict == "growth" && factors.rsi_14.value < 30
+	Where string `json:"where"`
+}
+
+// AlertDefinitionMarket Example: crypto
+type AlertDefinitionMarket string
+
+// AlertTriggered defines model for AlertTriggered.
+type AlertTriggered struct {
+	// AlertId The alert that fired (GET /alerts/{id})
+	//
+	// Example: 0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11
+	AlertId openapi_types.UUID `json:"alert_id"`
+
+	// AlertName The alert's name
+	//
+	// Example: oversold growth
+	AlertName string `json:"alert_name"`
+
+	// Event Always alert.triggered
+	//
+	// Example: alert.triggered
+	Event string `json:"event"`
+
+	// Id The event id (a decimal string), the same on every attempt and on the event stream: de-duplicate on it
+	//
+	// Example: 4212
+	Id string `json:"id"`
+
+	// Market The asset's market
+	//
+	// Example: crypto
+	Market AlertTriggeredMarket `json:"market"`
+
+	// Sandbox true on an event fired by a sandbox push (POST /sandbox/verdict-change); absent otherwise
+	Sandbox *bool `json:"sandbox,omitempty"`
+
+	// Symbol The asset
+	//
+	// Example: BTC_USDT
+	Symbol string `json:"symbol"`
+
+	// Timestamp The instant of the rescoring that made the condition true (RFC 3339 UTC); a verdict_changed event of the same rescoring carries the same timestamp
+	//
+	// Example: 2026-11-22T10:15:00Z
+	Timestamp string `json:"timestamp"`
+
+	// Values The value of every variable the condition read, by its name in the condition (for example swing.verdict)
+	//
+	// Example: {"overall_score":27,"verdict":"growth"}
+	Values map[string]interface{} `json:"values"`
+}
+
+// AlertTriggeredMarket The asset's market
+//
+// Example: crypto
+type AlertTriggeredMarket string
+
 // AnalyticsListItem defines model for AnalyticsListItem.
 type AnalyticsListItem struct {
 	// AsOf Close time of the last candle the score used (RFC 3339 UTC): its open time plus the style's timeframe, or the session's close when the market closed within that candle (a stock's last 4h candle of the day ends at the 16:00 New York close); later than updated_at when that candle was still open
@@ -1850,6 +2007,39 @@ type CandleRules struct {
 	Recommended int64 `json:"recommended"`
 }
 
+// CreateAlertInputBody defines model for CreateAlertInputBody.
+type CreateAlertInputBody struct {
+	// CooldownSeconds Least time between two firings on one asset, 0 to 604800 (7 days); default 0
+	//
+	// Example: 3600
+	CooldownSeconds *int64 `json:"cooldown_seconds,omitempty"`
+
+	// Market The market whose assets the alert watches
+	//
+	// Example: crypto
+	Market CreateAlertInputBodyMarket `json:"market"`
+
+	// Name Your name for the alert (1 to 100 characters); it is in every event
+	//
+	// Example: oversold growth
+	Name string `json:"name"`
+
+	// Symbols Only these assets (at most 50, any symbol form); omitted means every asset of the market
+	//
+	// Example: ["BTC_USDT","ETH/USDT"]
+	Symbols *[]string `json:"symbols,omitempty"`
+
+	// Where The condition, in the expression language of POST /screener/query (CEL): it must yield a boolean
+	//
+	// Example: swing.verdict == "growth" && factors.rsi_14.value < 30
+	Where string `json:"where"`
+}
+
+// CreateAlertInputBodyMarket The market whose assets the alert watches
+//
+// Example: crypto
+type CreateAlertInputBodyMarket string
+
 // CreateWebhookInputBody defines model for CreateWebhookInputBody.
 type CreateWebhookInputBody struct {
 	// CallbackUrl https:// URL of your endpoint, on port 443 (the default) or 1024-65535; private and internal addresses are refused
@@ -1919,7 +2109,9 @@ type Delivery struct {
 	// Example: timeout
 	ErrorCategory *DeliveryErrorCategory `json:"error_category"`
 
-	// Event Example: verdict_changed
+	// Event The event's kind: verdict_changed or alert.triggered
+	//
+	// Example: verdict_changed
 	Event DeliveryEvent `json:"event"`
 
 	// EventId Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt
@@ -1972,7 +2164,9 @@ type DeliveryDropReason string
 // Example: timeout
 type DeliveryErrorCategory string
 
-// DeliveryEvent Example: verdict_changed
+// DeliveryEvent The event's kind: verdict_changed or alert.triggered
+//
+// Example: verdict_changed
 type DeliveryEvent string
 
 // DeliveryMarket Example: crypto
@@ -3317,7 +3511,7 @@ type GetStreamParams struct {
 	// Market Comma-separated markets (crypto, forex, stocks); omitted means every market of your tier
 	Market *string `form:"market,omitempty" json:"market,omitempty"`
 
-	// Events Comma-separated event kinds: verdict_changed, screener; omitted means both
+	// Events Comma-separated event kinds: verdict_changed, screener, alert (your alerts' firings); omitted means all three
 	Events *string `form:"events,omitempty" json:"events,omitempty"`
 
 	// LastEventId Same as the Last-Event-ID header, for clients that cannot set headers; the header wins
@@ -3332,6 +3526,9 @@ type ListWebhookDeliveriesParams struct {
 	// Limit How many deliveries, newest first (1..100)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// CreateAlertJSONRequestBody defines body for CreateAlert for application/json ContentType.
+type CreateAlertJSONRequestBody = CreateAlertInputBody
 
 // PostSandboxVerdictChangeJSONRequestBody defines body for PostSandboxVerdictChange for application/json ContentType.
 type PostSandboxVerdictChangeJSONRequestBody = SandboxPush
@@ -3547,6 +3744,45 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAlerts Your alerts
+	//
+	// Every alert of your organisation, oldest first.
+	//
+	// Corresponds with GET /alerts (the `ListAlerts` operationId).
+	ListAlerts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAlertWithBody Create an alert
+	//
+	// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /alerts (the `CreateAlert` operationId).
+	CreateAlertWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAlert Create an alert
+	//
+	// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /alerts (the `CreateAlert` operationId).
+	CreateAlert(ctx context.Context, body CreateAlertJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteAlert Delete an alert
+	//
+	// Deletes the alert: it fires no more. Events it fired before are still delivered. 404 for an unknown id.
+	//
+	// Corresponds with DELETE /alerts/{id} (the `DeleteAlert` operationId).
+	DeleteAlert(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAlert One alert
+	//
+	// The alert. 404 for an unknown id (or another organisation's).
+	//
+	// Corresponds with GET /alerts/{id} (the `GetAlert` operationId).
+	GetAlert(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetAnalyticsMethodology The scoring method, every version
 	//
 	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
@@ -3749,6 +3985,8 @@ type ClientInterface interface {
 	//
 	// A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the `verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked `"sandbox": true`), under one id space: resuming works across both. It never carries live events, nor another client's pushes.
 	//
+	// `alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.
+	//
 	// Corresponds with GET /stream (the `GetStream` operationId).
 	GetStream(ctx context.Context, params *GetStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -3825,6 +4063,95 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhook(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAlerts Your alerts
+//
+// Every alert of your organisation, oldest first.
+//
+// Corresponds with GET /alerts (the `ListAlerts` operationId).
+func (c *Client) ListAlerts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAlertsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAlertWithBody Create an alert
+//
+// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /alerts (the `CreateAlert` operationId).
+func (c *Client) CreateAlertWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAlertRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAlert Create an alert
+//
+// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /alerts (the `CreateAlert` operationId).
+func (c *Client) CreateAlert(ctx context.Context, body CreateAlertJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAlertRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteAlert Delete an alert
+//
+// Deletes the alert: it fires no more. Events it fired before are still delivered. 404 for an unknown id.
+//
+// Corresponds with DELETE /alerts/{id} (the `DeleteAlert` operationId).
+func (c *Client) DeleteAlert(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteAlertRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAlert One alert
+//
+// The alert. 404 for an unknown id (or another organisation's).
+//
+// Corresponds with GET /alerts/{id} (the `GetAlert` operationId).
+func (c *Client) GetAlert(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAlertRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetAnalyticsMethodology The scoring method, every version
@@ -4169,6 +4496,8 @@ func (c *Client) GetScreener(ctx context.Context, marketType GetScreenerParamsMa
 //
 // A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the `verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked `"sandbox": true`), under one id space: resuming works across both. It never carries live events, nor another client's pushes.
 //
+// `alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.
+//
 // Corresponds with GET /stream (the `GetStream` operationId).
 func (c *Client) GetStream(ctx context.Context, params *GetStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStreamRequest(c.Server, params)
@@ -4354,6 +4683,141 @@ func (c *Client) TestWebhook(ctx context.Context, id openapi_types.UUID, reqEdit
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAlertsRequest constructs an http.Request for the ListAlerts method
+func NewListAlertsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/alerts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateAlertRequest calls the generic CreateAlert builder with application/json body
+func NewCreateAlertRequest(server string, body CreateAlertJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateAlertRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateAlertRequestWithBody constructs an http.Request for the CreateAlert method, with any body, and a specified content type
+func NewCreateAlertRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/alerts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteAlertRequest constructs an http.Request for the DeleteAlert method
+func NewDeleteAlertRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/alerts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAlertRequest constructs an http.Request for the GetAlert method
+func NewGetAlertRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/alerts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetAnalyticsMethodologyRequest constructs an http.Request for the GetAnalyticsMethodology method
@@ -5959,6 +6423,51 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAlertsWithResponse Your alerts
+	//
+	// Every alert of your organisation, oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /alerts (the `ListAlerts` operationId).
+	ListAlertsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlertsResponse, error)
+
+	// CreateAlertWithBodyWithResponse Create an alert
+	//
+	// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /alerts (the `CreateAlert` operationId).
+	CreateAlertWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAlertResponse, error)
+
+	// CreateAlertWithResponse Create an alert
+	//
+	// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /alerts (the `CreateAlert` operationId).
+	CreateAlertWithResponse(ctx context.Context, body CreateAlertJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAlertResponse, error)
+
+	// DeleteAlertWithResponse Delete an alert
+	//
+	// Deletes the alert: it fires no more. Events it fired before are still delivered. 404 for an unknown id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /alerts/{id} (the `DeleteAlert` operationId).
+	DeleteAlertWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeleteAlertResponse, error)
+
+	// GetAlertWithResponse One alert
+	//
+	// The alert. 404 for an unknown id (or another organisation's).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /alerts/{id} (the `GetAlert` operationId).
+	GetAlertWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetAlertResponse, error)
+
 	// GetAnalyticsMethodologyWithResponse The scoring method, every version
 	//
 	// Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
@@ -6181,6 +6690,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the `verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked `"sandbox": true`), under one id space: resuming works across both. It never carries live events, nor another client's pushes.
 	//
+	// `alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /stream (the `GetStream` operationId).
@@ -6275,6 +6786,373 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhookWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*TestWebhookResponse, error)
+}
+
+// ListAlertsResponse200Headers the declared response headers of an HTTP 200 response for ListAlerts
+type ListAlertsResponse200Headers struct {
+	CacheControl *string
+}
+
+type ListAlertsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]AlertDefinition
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAlertsResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAlertsResponse) GetJSON200() *[]AlertDefinition {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAlertsResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAlertsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAlertsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAlertsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAlertsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateAlertResponse201Headers the declared response headers of an HTTP 201 response for CreateAlert
+type CreateAlertResponse201Headers struct {
+	CacheControl *string
+}
+
+type CreateAlertResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *AlertDefinition
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateAlertResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateAlertResponse) GetJSON201() *AlertDefinition {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateAlertResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateAlertResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateAlertResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateAlertResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateAlertResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteAlertResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteAlertResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteAlertResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteAlertResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteAlertResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteAlertResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAlertResponse200Headers the declared response headers of an HTTP 200 response for GetAlert
+type GetAlertResponse200Headers struct {
+	CacheControl *string
+}
+
+type GetAlertResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AlertDefinition
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAlertResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAlertResponse) GetJSON200() *AlertDefinition {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetAlertResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAlertResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAlertResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAlertResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAlertResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetAnalyticsMethodologyResponse200Headers the declared response headers of an HTTP 200 response for GetAnalyticsMethodology
@@ -8466,6 +9344,81 @@ func (r TestWebhookResponse) ContentType() string {
 	return ""
 }
 
+// ListAlertsWithResponse Your alerts
+//
+// Every alert of your organisation, oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /alerts (the `ListAlerts` operationId).
+func (c *ClientWithResponses) ListAlertsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlertsResponse, error) {
+	rsp, err := c.ListAlerts(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAlertsResponse(rsp)
+}
+
+// CreateAlertWithBodyWithResponse Create an alert
+//
+// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /alerts (the `CreateAlert` operationId).
+func (c *ClientWithResponses) CreateAlertWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAlertResponse, error) {
+	rsp, err := c.CreateAlertWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAlertResponse(rsp)
+}
+
+// CreateAlertWithResponse Create an alert
+//
+// An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /alerts (the `CreateAlert` operationId).
+func (c *ClientWithResponses) CreateAlertWithResponse(ctx context.Context, body CreateAlertJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAlertResponse, error) {
+	rsp, err := c.CreateAlert(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAlertResponse(rsp)
+}
+
+// DeleteAlertWithResponse Delete an alert
+//
+// Deletes the alert: it fires no more. Events it fired before are still delivered. 404 for an unknown id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /alerts/{id} (the `DeleteAlert` operationId).
+func (c *ClientWithResponses) DeleteAlertWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeleteAlertResponse, error) {
+	rsp, err := c.DeleteAlert(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteAlertResponse(rsp)
+}
+
+// GetAlertWithResponse One alert
+//
+// The alert. 404 for an unknown id (or another organisation's).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /alerts/{id} (the `GetAlert` operationId).
+func (c *ClientWithResponses) GetAlertWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetAlertResponse, error) {
+	rsp, err := c.GetAlert(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAlertResponse(rsp)
+}
+
 // GetAnalyticsMethodologyWithResponse The scoring method, every version
 //
 // Each version of the method that makes the scores and verdicts: the rule of every factor (indicator, settings, when it votes buy or sell, when it casts no vote), the weights, the verdict thresholds and their hysteresis, the fundamental inputs of each market, and what changed; and what the verdict and factor statistics are computed over (`statistics`: the whole stored daily history, delisted assets included). Every report, history snapshot, webhook payload and verdict stream event names the version that made it in `model_version`. A change of any rule is a new version with a new `fingerprint`; the rules are generated from the values the scoring engine runs, and test vectors of each version (candles in, votes, scores and verdicts out) are published in the repository under docs/vectors/{version}/.
@@ -8772,6 +9725,8 @@ func (c *ClientWithResponses) GetScreenerWithResponse(ctx context.Context, marke
 //
 // A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the `verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked `"sandbox": true`), under one id space: resuming works across both. It never carries live events, nor another client's pushes.
 //
+// `alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /stream (the `GetStream` operationId).
@@ -8931,6 +9886,334 @@ func (c *ClientWithResponses) TestWebhookWithResponse(ctx context.Context, id op
 		return nil, err
 	}
 	return ParseTestWebhookResponse(rsp)
+}
+
+// ParseListAlertsResponse parses an HTTP response from a ListAlertsWithResponse call
+func ParseListAlertsResponse(rsp *http.Response) (*ListAlertsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAlertsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []AlertDefinition
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAlertsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateAlertResponse parses an HTTP response from a CreateAlertWithResponse call
+func ParseCreateAlertResponse(rsp *http.Response) (*CreateAlertResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateAlertResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest AlertDefinition
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateAlertResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteAlertResponse parses an HTTP response from a DeleteAlertWithResponse call
+func ParseDeleteAlertResponse(rsp *http.Response) (*DeleteAlertResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteAlertResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetAlertResponse parses an HTTP response from a GetAlertWithResponse call
+func ParseGetAlertResponse(rsp *http.Response) (*GetAlertResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAlertResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AlertDefinition
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAlertResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetAnalyticsMethodologyResponse parses an HTTP response from a GetAnalyticsMethodologyWithResponse call

@@ -14,8 +14,8 @@ const (
 	EventScreener = "screener"
 )
 
-// StreamEventKinds lists the kinds in canonical order.
-var StreamEventKinds = []string{EventVerdictChanged, EventScreener}
+// StreamEventKinds lists the kinds in canonical order (EventAlert: alert.go).
+var StreamEventKinds = []string{EventVerdictChanged, EventScreener, EventAlert}
 
 // StreamPos is a position in the stream's log: the row's place in commit
 // order (migration 00016). The rows committed at any moment are the
@@ -47,7 +47,20 @@ type StreamEvent struct {
 	// (POST /sandbox/verdict-change); "" for the service's own events. A
 	// sandbox event reaches that client's sandbox streams and webhooks only.
 	SandboxClientID string
-	At              time.Time
+	// ClientID is the only client whose streams take the event (its
+	// alerts); "" for events every stream may take.
+	ClientID string
+	// Alert is set for EventAlert.
+	Alert *StreamAlert
+	At    time.Time
+}
+
+// StreamAlert is what an alert event says: its outbox event's id (the
+// webhook delivery's) and the event's fields as stored (alert_id,
+// alert_name, symbol, at, values).
+type StreamAlert struct {
+	EventID int64
+	Payload []byte
 }
 
 // VerdictChange is what a verdict_changed event says.

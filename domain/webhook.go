@@ -87,8 +87,10 @@ type WebhookDelivery struct {
 	ID        int64
 	WebhookID string
 	EventID   int64
-	Market    Market
-	Symbol    string
+	// Event is the event's kind: EventVerdictChanged or EventAlertTriggered.
+	Event  string
+	Market Market
+	Symbol string
 	// Attempts is how many times it was sent (a redelivery goes on counting).
 	Attempts  int
 	Status    string

@@ -224,19 +224,12 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	// The primary key's order, whatever the caller's: every saver locks
-	// reports (and their snapshots, archive rows, events) in one order.
-	recs = slices.SortedStableFunc(slices.Values(recs), func(a, b AnalyticsRecord) int {
-		return cmp.Or(cmp.Compare(a.Market, b.Market), cmp.Compare(a.Style, b.Style), cmp.Compare(a.Symbol, b.Symbol))
-	})
-	var c saveColumns
-	for _, r := range recs {
-		if err := c.add(r, prev); err != nil {
-			return 0, err
-		}
+	_, c, err := newSaveColumns(recs, prev)
+	if err != nil {
+		return 0, err
 	}
 	var n int64
-	err := retryDeadlock(func() error {
+	err = retryDeadlock(func() error {
 		tag, err := db.Pool.Exec(ctx, saveAnalyticsSQL, c.args()...)
 		n = tag.RowsAffected()
 		return err
@@ -304,6 +297,22 @@ type saveColumns struct {
 	candleTime, updatedAt                                                                  []time.Time
 	prevUpdated, fundamentalsAt                                                            []*time.Time
 	snapshot, event                                                                        []bool
+}
+
+// newSaveColumns sorts recs in the primary key's order, whatever the
+// caller's (every saver locks reports, and their snapshots, archive rows
+// and events, in one order), and lays them out as saveColumns.
+func newSaveColumns(recs []AnalyticsRecord, prev map[string]AnalyticsRecord) ([]AnalyticsRecord, *saveColumns, error) {
+	recs = slices.SortedStableFunc(slices.Values(recs), func(a, b AnalyticsRecord) int {
+		return cmp.Or(cmp.Compare(a.Market, b.Market), cmp.Compare(a.Style, b.Style), cmp.Compare(a.Symbol, b.Symbol))
+	})
+	c := &saveColumns{}
+	for _, r := range recs {
+		if err := c.add(r, prev); err != nil {
+			return nil, nil, err
+		}
+	}
+	return recs, c, nil
 }
 
 func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) error {

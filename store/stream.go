@@ -23,6 +23,8 @@ type StreamFilter struct {
 	// own events ("" = the log's own events only). A sandbox's log holds
 	// pushes (client-scoped rows); the service's never does.
 	SandboxClientID string
+	// ClientID is the stream's client: its alert events are in the stream.
+	ClientID string
 }
 
 // streamEventColumns: a verdict_changed row carries its event in
@@ -31,7 +33,7 @@ type StreamFilter struct {
 const streamEventColumns = `s.id, s.seq, s.kind, s.market, s.exchange, s.instrument, s.sandbox_client_id::text, s.at,
 	coalesce(e.id, s.push_event_id), coalesce(e.symbol, s.push_symbol), coalesce(e.old_verdict, s.push_old_verdict),
 	coalesce(e.new_verdict, s.push_new_verdict), coalesce(e.overall_score, s.push_overall_score), coalesce(e.at, s.push_at),
-	e.model_version`
+	e.model_version, s.client_id::text, s.alert_event_id, s.payload`
 
 func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 	var (
@@ -41,11 +43,19 @@ func scanStreamEvent(row pgx.CollectableRow) (domain.StreamEvent, error) {
 		eid, score                    *int64
 		symbol, oldV, newV            *string
 		eat                           *time.Time
-		version                       *string
+		version, client               *string
+		alertID                       *int64
+		payload                       []byte
 	)
 	if err := row.Scan(&ev.ID, &ev.Pos.Seq, &ev.Kind, &market, &exchange, &instrument, &sandbox, &ev.At,
-		&eid, &symbol, &oldV, &newV, &score, &eat, &version); err != nil {
+		&eid, &symbol, &oldV, &newV, &score, &eat, &version, &client, &alertID, &payload); err != nil {
 		return ev, err
+	}
+	if client != nil {
+		ev.ClientID = *client
+	}
+	if alertID != nil {
+		ev.Alert = &domain.StreamAlert{EventID: *alertID, Payload: payload}
 	}
 	ev.Market, ev.At = domain.Market(market), ev.At.UTC()
 	if exchange != nil {
@@ -115,7 +125,7 @@ func (db *DB) StreamPosOf(ctx context.Context, id int64) (domain.StreamPos, bool
 // ReplayStreamEvents returns up to limit events of f after a position, up
 // to and including upTo (a position the hub reached), in stream order:
 // what a stream resumed with Last-Event-ID missed. Every verdict_changed
-// event is returned; of the screener events only each combination's
+// event is returned, and every alert event of the filter's client; of the screener events only each combination's
 // newest (a screener event is a full snapshot that supersedes the older
 // ones), and only when it is in the range: a combination refreshed after
 // upTo has its newest event among the live ones that follow the replay.
@@ -134,12 +144,18 @@ func (db *DB) ReplayStreamEvents(ctx context.Context, f StreamFilter, after, upT
 			(SELECT l.event_id, l.seq FROM stream_screener_latest l
 			WHERE $7 AND l.seq > $1 AND l.seq <= $2 AND l.market = ANY($3)
 			ORDER BY l.seq LIMIT $5)
+			UNION ALL
+			(SELECT s.id, s.seq FROM stream_events s
+			WHERE $8 AND s.kind = 'alert' AND s.seq > $1 AND s.seq <= $2 AND s.market = ANY($3)
+				AND s.client_id = nullif($9, '')::uuid
+			ORDER BY s.seq LIMIT $5)
 			ORDER BY seq LIMIT $5)
 		SELECT `+streamEventColumns+` FROM page p JOIN stream_events s ON s.id = p.id
 		LEFT JOIN verdict_events e ON e.id = s.verdict_event_id
 		ORDER BY s.seq`,
 		after.Seq, upTo.Seq, domain.MarketNames(f.Markets), f.SandboxClientID, limit,
-		slices.Contains(f.Kinds, domain.EventVerdictChanged), slices.Contains(f.Kinds, domain.EventScreener))
+		slices.Contains(f.Kinds, domain.EventVerdictChanged), slices.Contains(f.Kinds, domain.EventScreener),
+		slices.Contains(f.Kinds, domain.EventAlert), f.ClientID)
 	if err != nil {
 		return nil, translate(err, "stream events")
 	}
@@ -181,10 +197,14 @@ func (db *DB) PruneStreamEvents(ctx context.Context, before time.Time) (int64, e
 // streams read its log).
 type SandboxPusher struct {
 	Live, Sandbox *DB
+	// Alerts evaluates the client's alerts on the pushed change (nil: a
+	// push fires no alert).
+	Alerts AlertMatcher
 }
 
 // InsertSandboxVerdictEvent stores a verdict change pushed by a client's
-// sandbox key, in both databases: a verdict_events row marked with the
+// sandbox key, and the alerts of the client it fires (fireSandboxAlerts),
+// in both databases: a verdict_events row marked with the
 // client in the service's (the live worker fans it out to that client's
 // webhooks only; its id is the event's id), and a stream_events row
 // scoped to the client in the sandbox's, carrying the event (that
@@ -216,6 +236,9 @@ func (p SandboxPusher) InsertSandboxVerdictEvent(ctx context.Context, clientID s
 		SELECT 'verdict_changed', $1, $2, $3, $4, $5, $6, $7, $8 FROM (SELECT stream_written(current_schema())) w`,
 		string(m), clientID, v.EventID, symbol, oldVerdict, newVerdict, score, v.At); err != nil {
 		return v, translate(err, "sandbox stream event")
+	}
+	if err := p.fireSandboxAlerts(ctx, tx, clientID, m, symbol, oldVerdict, newVerdict, score, v.At); err != nil {
+		return v, err
 	}
 	return v, translate(tx.Commit(ctx), "sandbox verdict event")
 }

@@ -274,34 +274,42 @@ func openSecrets(box *domain.SecretBox, id string, sealed, prevSealed []byte) (s
 // eligible is the condition under which delivery d of event e may go to
 // subscription w of client c: an active subscription of an active client
 // whose contract has not ended, and the event's market in the client's
-// tier (and the subscription's market, when it names one); a sandbox push
-// (POST /sandbox/verdict-change) goes to its own client's subscriptions only.
+// tier (and the subscription's market, when it names one); an alert event
+// and a sandbox push (POST /sandbox/verdict-change) go to their own
+// client's subscriptions only. e is a row of outbox_events.
 const eligible = `w.status = 'active' AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
 	AND e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
-	AND (e.sandbox_client_id IS NULL OR e.sandbox_client_id = w.client_id)`
+	AND (e.client_id IS NULL OR e.client_id = w.client_id)`
 
-// FanOut turns up to limit verdict events not fanned out yet into one
-// pending delivery per eligible subscription (only subscriptions that
-// existed when the event happened) and marks them fanned out, in one
-// transaction. Concurrent fan-outs take disjoint events. It returns how
-// many events it read.
+// FanOut turns up to limit events not fanned out yet (verdict events,
+// then alert events) into one pending delivery per eligible subscription
+// (only subscriptions that existed when the event happened) and marks them
+// fanned out, in one transaction per kind. Concurrent fan-outs take
+// disjoint events. It returns how many events it read.
 func (db *DB) FanOut(ctx context.Context, limit int) (int, error) {
 	var events int
-	err := db.Pool.QueryRow(ctx, `WITH ev AS (
-			SELECT id FROM verdict_events WHERE NOT fanned_out ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
-		), ins AS (
-			INSERT INTO webhook_deliveries (event_id, webhook_id)
-			SELECT e.id, w.id FROM ev JOIN verdict_events e ON e.id = ev.id
-			JOIN webhooks w ON w.created_at <= e.created_at
-			JOIN clients c ON c.id = w.client_id
-			WHERE `+eligible+`
-			ORDER BY e.id
-			ON CONFLICT DO NOTHING
-		), mark AS (
-			UPDATE verdict_events v SET fanned_out = true FROM ev WHERE v.id = ev.id
-		)
-		SELECT count(*) FROM ev`, limit).Scan(&events)
-	return events, translate(err, "webhook fan-out")
+	for _, table := range []string{"verdict_events", "alert_events"} {
+		var n int
+		err := db.Pool.QueryRow(ctx, `WITH ev AS (
+				SELECT id FROM `+table+` WHERE NOT fanned_out ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+			), ins AS (
+				INSERT INTO webhook_deliveries (event_id, webhook_id)
+				SELECT e.id, w.id FROM ev JOIN outbox_events e ON e.id = ev.id
+				JOIN webhooks w ON w.created_at <= e.created_at
+				JOIN clients c ON c.id = w.client_id
+				WHERE `+eligible+`
+				ORDER BY e.id
+				ON CONFLICT DO NOTHING
+			), mark AS (
+				UPDATE `+table+` v SET fanned_out = true FROM ev WHERE v.id = ev.id
+			)
+			SELECT count(*) FROM ev`, limit).Scan(&n)
+		if err != nil {
+			return events, translate(err, "webhook fan-out")
+		}
+		events += n
+	}
+	return events, nil
 }
 
 // DropIneligible drops the pending deliveries that may no longer be sent:
@@ -311,7 +319,7 @@ func (db *DB) FanOut(ctx context.Context, limit int) (int, error) {
 func (db *DB) DropIneligible(ctx context.Context) (int64, error) {
 	tag, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries d SET status = 'dropped',
 			drop_reason = CASE WHEN c.status <> 'active' OR c.contract_expires_at <= now() THEN 'client_inactive' ELSE 'market_not_in_tier' END
-		FROM webhooks w, clients c, verdict_events e
+		FROM webhooks w, clients c, outbox_events e
 		WHERE d.status = 'pending' AND w.id = d.webhook_id AND c.id = w.client_id AND e.id = d.event_id
 			AND (w.lease_until IS NULL OR w.lease_until < now())
 			AND w.status = 'active' AND NOT (`+eligible+`)`)
@@ -335,7 +343,12 @@ type Delivery struct {
 	PreviousSecret string
 	// SecretErr is set when the secrets would not open: nothing may be sent.
 	SecretErr error
-	Event     VerdictEvent
+	// Kind is domain.EventVerdictChanged (Event is set) or
+	// domain.EventAlertTriggered (Alert is set; Event carries its market,
+	// symbol and instant).
+	Kind  string
+	Event VerdictEvent
+	Alert AlertEvent
 }
 
 // ClaimDeliveries leases up to limit subscriptions for lease and returns
@@ -360,7 +373,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 			SELECT w.id FROM heads h
 			JOIN webhooks w ON w.id = h.webhook_id
 			JOIN clients c ON c.id = w.client_id
-			JOIN verdict_events e ON e.id = h.event_id
+			JOIN outbox_events e ON e.id = h.event_id
 			WHERE h.next_attempt_at <= now() AND (w.lease_until IS NULL OR w.lease_until < now()) AND `+eligible+`
 			ORDER BY w.consecutive_failures > 0, h.next_attempt_at, h.event_id
 			LIMIT $1
@@ -386,14 +399,15 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		), sent AS (
 			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, last_attempt_at = now()
 			FROM heads h JOIN webhooks w ON w.id = h.webhook_id JOIN clients c ON c.id = w.client_id
-				JOIN verdict_events e ON e.id = h.event_id
+				JOIN outbox_events e ON e.id = h.event_id
 			WHERE d.id = h.id AND d.status = 'pending' AND h.next_attempt_at <= now() AND `+eligible+`
 			RETURNING d.id, d.event_id, d.webhook_id, d.attempts
 		)
 		SELECT s.id, s.event_id, w.id::text, w.client_id::text, w.lease_token::text, s.attempts, w.callback_url, w.secret_sealed,
 			CASE WHEN w.secret_prev_until > now() THEN w.secret_prev_sealed END,
-			e.market, e.symbol, e.old_verdict, e.new_verdict, e.overall_score, e.at, e.sandbox_client_id IS NOT NULL, e.model_version
-		FROM sent s JOIN webhooks w ON w.id = s.webhook_id JOIN verdict_events e ON e.id = s.event_id
+			e.kind, e.market, e.symbol, coalesce(e.old_verdict, ''), coalesce(e.new_verdict, ''), coalesce(e.overall_score, 0), e.at,
+			e.sandbox, coalesce(e.model_version, ''), coalesce(e.alert_id::text, ''), coalesce(e.alert_name, ''), e.read
+		FROM sent s JOIN webhooks w ON w.id = s.webhook_id JOIN outbox_events e ON e.id = s.event_id
 		ORDER BY s.event_id`, leased)
 	if err != nil {
 		return nil, translate(err, "webhook claim")
@@ -405,7 +419,8 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		var sealed, prev []byte
 		var market, oldV, newV string
 		if err := rows.Scan(&d.ID, &d.EventID, &d.WebhookID, &d.ClientID, &d.LeaseToken, &d.Attempt, &d.CallbackURL, &sealed, &prev,
-			&market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At, &d.Event.Sandbox, &d.Event.ModelVersion); err != nil {
+			&d.Kind, &market, &d.Event.Symbol, &oldV, &newV, &d.Event.OverallScore, &d.Event.At, &d.Event.Sandbox, &d.Event.ModelVersion,
+			&d.Alert.AlertID, &d.Alert.AlertName, &d.Alert.Read); err != nil {
 			rows.Close()
 			return nil, translate(err, "webhook claim")
 		}
@@ -413,6 +428,10 @@ func (db *DB) ClaimDeliveries(ctx context.Context, box *domain.SecretBox, limit 
 		d.Secret, d.PreviousSecret, d.SecretErr = openSecrets(box, d.WebhookID, sealed, prev)
 		d.Event.ID, d.Event.Market = d.EventID, domain.Market(market)
 		d.Event.OldVerdict, d.Event.NewVerdict, d.Event.At = analytics.Verdict(oldV), analytics.Verdict(newV), d.Event.At.UTC()
+		if d.Kind == domain.EventAlertTriggered {
+			d.Alert.ID, d.Alert.ClientID, d.Alert.Market, d.Alert.Symbol = d.EventID, d.ClientID, d.Event.Market, d.Event.Symbol
+			d.Alert.At, d.Alert.Sandbox = d.Event.At, d.Event.Sandbox
+		}
 		claimed[d.WebhookID] = true
 		out = append(out, d)
 	}
@@ -568,7 +587,7 @@ func (db *DB) SealedSecrets(ctx context.Context, exceptID string, n int) (map[st
 	return out, translate(rows.Err(), "webhooks")
 }
 
-const deliveryColumns = `d.id, d.webhook_id::text, d.event_id, e.market, e.symbol, d.attempts, d.status, d.error_category, d.response_status,
+const deliveryColumns = `d.id, d.webhook_id::text, d.event_id, e.kind, e.market, e.symbol, d.attempts, d.status, d.error_category, d.response_status,
 	d.latency_ms, d.last_attempt_at, CASE WHEN d.status = 'pending' THEN d.next_attempt_at END, d.delivered_at,
 	coalesce(d.drop_reason, ''), d.created_at`
 
@@ -577,7 +596,7 @@ func scanDelivery(row pgx.CollectableRow) (domain.WebhookDelivery, error) {
 	var market string
 	var category *string
 	var status *int
-	err := row.Scan(&d.ID, &d.WebhookID, &d.EventID, &market, &d.Symbol, &d.Attempts, &d.Status, &category, &status,
+	err := row.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Event, &market, &d.Symbol, &d.Attempts, &d.Status, &category, &status,
 		&d.LatencyMS, &d.LastAttemptAt, &d.NextAttemptAt, &d.DeliveredAt, &d.DropReason, &d.CreatedAt)
 	d.Market = domain.Market(market)
 	d.ResponseStatus = status
@@ -613,7 +632,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, clientID, webhookID string,
 	if err := db.ownWebhook(ctx, clientID, webhookID); err != nil {
 		return nil, err
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN verdict_events e ON e.id = d.event_id
+	rows, err := db.Pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
 		WHERE d.webhook_id = $1 ORDER BY d.id DESC LIMIT $2`, webhookID, limit)
 	if err != nil {
 		return nil, translate(err, "webhook deliveries")
@@ -652,7 +671,7 @@ func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliver
 	// its deliveries, and so does this.)
 	err = tx.QueryRow(ctx, `SELECT w.status, e.market, e.market = ANY (c.markets) AND (w.market IS NULL OR w.market = e.market)
 		FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN clients c ON c.id = w.client_id
-		JOIN verdict_events e ON e.id = d.event_id WHERE d.id = $1 AND d.webhook_id = $2
+		JOIN outbox_events e ON e.id = d.event_id WHERE d.id = $1 AND d.webhook_id = $2
 		FOR SHARE OF w, c`, deliveryID, webhookID).Scan(&status, &market, &allowed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.WebhookDelivery{}, domain.Errorf(domain.ENOTFOUND, "no delivery %d of webhook subscription %s", deliveryID, webhookID)
@@ -672,7 +691,7 @@ func (db *DB) Redeliver(ctx context.Context, clientID, webhookID string, deliver
 			UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), drop_reason = NULL, delivered_at = NULL
 			WHERE id = $1 RETURNING *
 		)
-		SELECT `+deliveryColumns+` FROM upd d JOIN verdict_events e ON e.id = d.event_id`, deliveryID)
+		SELECT `+deliveryColumns+` FROM upd d JOIN outbox_events e ON e.id = d.event_id`, deliveryID)
 	if err != nil {
 		return domain.WebhookDelivery{}, translate(err, "webhook delivery")
 	}

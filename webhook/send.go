@@ -195,3 +195,30 @@ func VerdictBody(id int64, market domain.Market, symbol, oldVerdict, newVerdict 
 		ModelVersion: modelVersion})
 	return b
 }
+
+// AlertTriggered is the body of an alert.triggered delivery, and the data
+// of the event stream's alert event: the alert, the asset, the instant of
+// the rescoring that made the condition true, and the value of every
+// variable the condition read.
+type AlertTriggered struct {
+	ID        string         `json:"id" doc:"The event id (a decimal string), the same on every attempt and on the event stream: de-duplicate on it" example:"4212"`
+	Event     string         `json:"event" doc:"Always alert.triggered" example:"alert.triggered"`
+	AlertID   string         `json:"alert_id" format:"uuid" doc:"The alert that fired (GET /alerts/{id})" example:"0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11"`
+	AlertName string         `json:"alert_name" doc:"The alert's name" example:"oversold growth"`
+	Market    domain.Market  `json:"market" doc:"The asset's market" example:"crypto"`
+	Symbol    string         `json:"symbol" doc:"The asset" example:"BTC_USDT"`
+	Timestamp string         `json:"timestamp" doc:"The instant of the rescoring that made the condition true (RFC 3339 UTC); a verdict_changed event of the same rescoring carries the same timestamp" example:"2026-11-22T10:15:00Z"`
+	Values    map[string]any `json:"values" doc:"The value of every variable the condition read, by its name in the condition (for example swing.verdict)" example:"{\"verdict\":\"growth\",\"overall_score\":27}"`
+	// Sandbox marks an event fired by a sandbox push (absent otherwise).
+	Sandbox bool `json:"sandbox,omitempty" doc:"true on an event fired by a sandbox push (POST /sandbox/verdict-change); absent otherwise"`
+}
+
+// AlertBody encodes an alert.triggered body.
+func AlertBody(id int64, alertID, alertName string, market domain.Market, symbol string, at time.Time, values map[string]any, sandbox bool) []byte {
+	if values == nil {
+		values = map[string]any{}
+	}
+	b, _ := json.Marshal(AlertTriggered{ID: EventID(id), Event: domain.EventAlertTriggered, AlertID: alertID, AlertName: alertName,
+		Market: market, Symbol: symbol, Timestamp: at.UTC().Format(time.RFC3339), Values: values, Sandbox: sandbox})
+	return b
+}

@@ -56,6 +56,12 @@ type ScoreStore interface {
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
+// AlertingStore saves a run's records with the alerts on them evaluated
+// in the same transaction (store.DB.SaveAnalyticsAlerting).
+type AlertingStore interface {
+	SaveAnalyticsAlerting(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord, m store.AlertMatcher) (int, error)
+}
+
 // Scorer runs the scoring tasks: the stored candles of the market's
 // analytics source go through analytics.Score, and the results replace the
 // reports the api serves.
@@ -73,6 +79,10 @@ type Scorer struct {
 	// series reads only its newest ones (nil: every run reads every
 	// candle). At a close that is two candles a series instead of 500.
 	Candles *store.CandleCache
+	// Alerts evaluates the clients' alerts on the assets each save
+	// changed, in the save's transaction (nil: alerts are not evaluated).
+	// It takes effect when Store is an AlertingStore.
+	Alerts store.AlertMatcher
 
 	runs sync.Map // market/style → *sync.Mutex
 
@@ -396,7 +406,7 @@ func (sv *runSaver) run() {
 		// A save under way finishes on the run's context, not the
 		// savers': cancelling it when another save failed could leave it
 		// committed but reported failed, and stored reports uncounted.
-		n, err := sv.s.Store.SaveAnalytics(sv.parent, recs, sv.prev)
+		n, err := sv.s.save(sv.parent, recs, sv.prev)
 		<-sv.s.saveSlots
 		sv.mu.Lock()
 		sv.took += time.Since(t0)
@@ -410,6 +420,15 @@ func (sv *runSaver) run() {
 		}
 		sv.mu.Unlock()
 	}
+}
+
+// save stores records, with the alerts on them when the scorer has a
+// matcher and the store evaluates alerts.
+func (s *Scorer) save(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error) {
+	if as, ok := s.Store.(AlertingStore); ok && s.Alerts != nil {
+		return as.SaveAnalyticsAlerting(ctx, recs, prev, s.Alerts)
+	}
+	return s.Store.SaveAnalytics(ctx, recs, prev)
 }
 
 // save hands a batch to a saver; false once saving has failed (or the

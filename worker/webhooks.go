@@ -17,7 +17,7 @@ import (
 	"github.com/marketscreener/market/webhook"
 )
 
-// TypeWebhookDispatch fans verdict events out to subscriptions and sends
+// TypeWebhookDispatch fans verdict and alert events out to subscriptions and sends
 // the deliveries that are due.
 const TypeWebhookDispatch = "webhooks:dispatch"
 
@@ -275,9 +275,15 @@ func (d *Dispatcher) deliver(ctx context.Context, dl store.Delivery, claimedAt t
 	sctx, cancel := context.WithDeadline(ctx, cutoff)
 	defer cancel()
 	e := dl.Event
-	body := webhook.VerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At, e.ModelVersion)
-	if e.Sandbox {
+	var body []byte
+	switch {
+	case dl.Kind == domain.EventAlertTriggered:
+		a := dl.Alert
+		body = webhook.AlertBody(dl.EventID, a.AlertID, a.AlertName, a.Market, a.Symbol, a.At, a.Read, a.Sandbox)
+	case e.Sandbox:
 		body = webhook.SandboxVerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At, e.ModelVersion)
+	default:
+		body = webhook.VerdictBody(dl.EventID, e.Market, e.Symbol, string(e.OldVerdict), string(e.NewVerdict), e.OverallScore, e.At, e.ModelVersion)
 	}
 	sender := webhook.Sender{Client: d.Client, Now: d.Now}
 	res := sender.Send(sctx, dl.CallbackURL, webhook.Message{ID: webhook.EventID(dl.EventID), Body: body,

@@ -11,6 +11,9 @@ export type Problem = components["schemas"]["ErrorModel"];
 /** The body POSTed to a subscription's callback_url when a verdict changes. */
 export type VerdictChanged = components["schemas"]["VerdictChanged"];
 
+/** The body POSTed to a subscription's callback_url when one of your alerts fires. */
+export type AlertTriggered = components["schemas"]["AlertTriggered"];
+
 /** The body of a test delivery (POST /webhooks/{id}/test). */
 export type Ping = components["schemas"]["Ping"];
 

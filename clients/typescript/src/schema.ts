@@ -4,6 +4,54 @@
  */
 
 export interface paths {
+    "/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Your alerts
+         * @description Every alert of your organisation, oldest first.
+         */
+        get: operations["list-alerts"];
+        put?: never;
+        /**
+         * Create an alert
+         * @description An alert fires when its condition turns from false to true on one asset, at most once per cooldown. It is evaluated after every rescoring of an asset (a closed candle, new fundamentals), on the asset's reports after it: a verdict_changed event and an alert on `verdict` come from the same rescoring and carry the same timestamp. An alert is first evaluated on an asset at its next rescoring, against the value before it: an alert created while its condition already holds fires only once the condition has been false. Each firing is an `alert.triggered` event `{id, event, alert_id, alert_name, market, symbol, timestamp, values}` (values: every variable the condition read) POSTed to every active webhook subscription of yours for the market, signed and retried like verdict_changed (one queue per subscription, in event order), and an `alert` event on your GET /stream. The variables are those of POST /screener/query: `overall_score`, `verdict`, `technical_score`, `fundamental_score`, `factors.<name>.value` and `.sentiment`, `price`, `change_pct`, `volume`, and for crypto each style under its name (`scalp.`, `intraday.`, `swing.`, `position.`; unprefixed means swing). Examples: `verdict == "growth" && factors.rsi_14.value < 30`; `swing.verdict == "growth" && scalp.overall_score > 40`; `overall_score <= -50 && volume > 1e6`. The condition is compiled at once: a syntax or type error, or one too long (2048 characters), too deeply nested (32 levels) or too costly (an estimated cost over 1000 operations), is a 400 naming `body.where` with the line, column and message. At most 20 alerts per client on starter, 200 on business, 2000 on enterprise (409 beyond).
+         */
+        post: operations["create-alert"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/alerts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One alert
+         * @description The alert. 404 for an unknown id (or another organisation's).
+         */
+        get: operations["get-alert"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an alert
+         * @description Deletes the alert: it fires no more. Events it fired before are still delivered. 404 for an unknown id.
+         */
+        delete: operations["delete-alert"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/analytics/methodology": {
         parameters: {
             query?: never;
@@ -302,6 +350,8 @@ export interface paths {
          *     Opening a stream is one request against the rate limit and the quota; it then lasts as long as you keep it. At most 2 (starter), 10 (business) or 50 (enterprise) streams per client are open at once, over all keys and servers: one more is 429. Your key, status and tier are checked for the life of the stream: a revoked key's stream ends within a second, with a last `closed` event saying why (401 or 403), whatever the stream is doing (replaying, idle, or waiting on a client that does not read: that one has 250 ms to take the event, then its connection is closed). If the service loses its count of open streams (a Redis failure), the streams are counted again in the order they re-register, and one that finds the cap full ends with `closed` (429).
          *
          *     A sandbox key's stream carries the sandbox's synthetic events (the same kinds and shapes) and the `verdict_changed` events its own client pushed with `POST /sandbox/verdict-change` (marked `"sandbox": true`), under one id space: resuming works across both. It never carries live events, nor another client's pushes.
+         *
+         *     `alert` events are your own alerts' firings (POST /alerts): the data is the `alert.triggered` webhook body, with the same `id`.
          */
         get: operations["get-stream"];
         put?: never;
@@ -521,6 +571,104 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        AlertDefinition: {
+            /**
+             * Format: int64
+             * @description Least time between two firings on one asset
+             * @example 3600
+             */
+            cooldown_seconds: number;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00Z
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Identifier, used in the /alerts/{id} paths and in every alert.triggered event
+             * @example 0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11
+             */
+            id: string;
+            /**
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /** @example oversold growth */
+            name: string;
+            /**
+             * @description The assets watched (canonical form); null means every asset of the market
+             * @example [
+             *       "BTC_USDT",
+             *       "ETH_USDT"
+             *     ]
+             */
+            symbols: string[] | null;
+            /**
+             * @description The variables the condition reads: their values are in every event's values
+             * @example [
+             *       "factors.rsi_14.value",
+             *       "swing.verdict"
+             *     ]
+             */
+            variables: string[] | null;
+            /**
+             * @description The condition, as written
+             * @example swing.verdict == "growth" && factors.rsi_14.value < 30
+             */
+            where: string;
+        };
+        AlertTriggered: {
+            /**
+             * Format: uuid
+             * @description The alert that fired (GET /alerts/{id})
+             * @example 0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11
+             */
+            alert_id: string;
+            /**
+             * @description The alert's name
+             * @example oversold growth
+             */
+            alert_name: string;
+            /**
+             * @description Always alert.triggered
+             * @example alert.triggered
+             */
+            event: string;
+            /**
+             * @description The event id (a decimal string), the same on every attempt and on the event stream: de-duplicate on it
+             * @example 4212
+             */
+            id: string;
+            /**
+             * @description The asset's market
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /** @description true on an event fired by a sandbox push (POST /sandbox/verdict-change); absent otherwise */
+            sandbox?: boolean;
+            /**
+             * @description The asset
+             * @example BTC_USDT
+             */
+            symbol: string;
+            /**
+             * @description The instant of the rescoring that made the condition true (RFC 3339 UTC); a verdict_changed event of the same rescoring carries the same timestamp
+             * @example 2026-11-22T10:15:00Z
+             */
+            timestamp: string;
+            /**
+             * @description The value of every variable the condition read, by its name in the condition (for example swing.verdict)
+             * @example {
+             *       "overall_score": 27,
+             *       "verdict": "growth"
+             *     }
+             */
+            values: {
+                [key: string]: unknown;
+            };
+        };
         AnalyticsListItem: {
             /**
              * Format: date-time
@@ -799,6 +947,39 @@ export interface components {
              */
             recommended: number;
         };
+        CreateAlertInputBody: {
+            /**
+             * Format: int64
+             * @description Least time between two firings on one asset, 0 to 604800 (7 days); default 0
+             * @default 0
+             * @example 3600
+             */
+            cooldown_seconds: number;
+            /**
+             * @description The market whose assets the alert watches
+             * @example crypto
+             * @enum {string}
+             */
+            market: "crypto" | "forex" | "stocks";
+            /**
+             * @description Your name for the alert (1 to 100 characters); it is in every event
+             * @example oversold growth
+             */
+            name: string;
+            /**
+             * @description Only these assets (at most 50, any symbol form); omitted means every asset of the market
+             * @example [
+             *       "BTC_USDT",
+             *       "ETH/USDT"
+             *     ]
+             */
+            symbols?: string[] | null;
+            /**
+             * @description The condition, in the expression language of POST /screener/query (CEL): it must yield a boolean
+             * @example swing.verdict == "growth" && factors.rsi_14.value < 30
+             */
+            where: string;
+        };
         CreateWebhookInputBody: {
             /**
              * @description https:// URL of your endpoint, on port 443 (the default) or 1024-65535; private and internal addresses are refused
@@ -863,10 +1044,11 @@ export interface components {
              */
             error_category: "dns_failure" | "address_not_allowed" | "connect_failed" | "tls_error" | "timeout" | "http_status" | "invalid_response" | "internal_error" | "unknown" | null;
             /**
+             * @description The event's kind: verdict_changed or alert.triggered
              * @example verdict_changed
              * @enum {string}
              */
-            event: "verdict_changed";
+            event: "verdict_changed" | "alert.triggered";
             /**
              * @description Event id: the body's id and the webhook-id / X-Webhook-Id header, the same on every attempt
              * @example 90211
@@ -2002,6 +2184,340 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    "list-alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDefinition"][] | null;
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "create-alert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAlertInputBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDefinition"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-alert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Alert id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDefinition"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "delete-alert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Alert id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "get-analytics-methodology": {
         parameters: {
             query?: never;
@@ -3292,7 +3808,7 @@ export interface operations {
             query?: {
                 /** @description Comma-separated markets (crypto, forex, stocks); omitted means every market of your tier */
                 market?: string;
-                /** @description Comma-separated event kinds: verdict_changed, screener; omitted means both */
+                /** @description Comma-separated event kinds: verdict_changed, screener, alert (your alerts' firings); omitted means all three */
                 events?: string;
                 /** @description Same as the Last-Event-ID header, for clients that cannot set headers; the header wins */
                 last_event_id?: string;
@@ -3345,6 +3861,15 @@ export interface operations {
                          * @constant
                          */
                         event: "screener";
+                        /** @description The event's id (absent on closed and resync), opaque and not monotonic: send the last one received back as Last-Event-ID */
+                        id?: number;
+                    } | {
+                        data: components["schemas"]["AlertTriggered"];
+                        /**
+                         * @description The event name
+                         * @constant
+                         */
+                        event: "alert";
                         /** @description The event's id (absent on closed and resync), opaque and not monotonic: send the last one received back as Last-Event-ID */
                         id?: number;
                     } | {

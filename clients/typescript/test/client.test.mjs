@@ -78,3 +78,17 @@ test("posts a screen query as JSON", async () => {
   assert.equal(calls[0].init.method, "POST");
   assert.deepEqual(JSON.parse(calls[0].init.body), { market: "crypto", where: 'swing.verdict == "growth" && scalp.overall_score > 40', limit: 50 });
 });
+
+test("creates, lists and deletes an alert", async () => {
+  const alert = { id: "0b7e5a59-61c4-4a4c-9f0c-2f3c3a0d9e11", name: "oversold growth", market: "crypto", where: 'verdict == "growth"', symbols: null, cooldown_seconds: 3600, variables: ["verdict"], created_at: "2026-11-22T10:15:00Z" };
+  const { fetch, calls } = fakeFetch([[201, alert], [200, [alert]], [204, null]]);
+  const api = createClient({ baseUrl: "http://api.test", apiKey: "k", fetch });
+  const created = await api.post("/alerts", { body: { name: "oversold growth", market: "crypto", where: 'verdict == "growth"', cooldown_seconds: 3600 } });
+  assert.equal(created.id, alert.id);
+  const list = await api.get("/alerts");
+  assert.equal(list[0].variables[0], "verdict");
+  await api.delete("/alerts/{id}", { path: { id: alert.id } });
+  assert.equal(calls[0].init.method, "POST");
+  assert.equal(calls[2].url, `http://api.test/alerts/${alert.id}`);
+  assert.equal(calls[2].init.method, "DELETE");
+});

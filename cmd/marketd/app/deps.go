@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketscreener/market/admission"
+	"github.com/marketscreener/market/alerting"
 	"github.com/marketscreener/market/api"
 	"github.com/marketscreener/market/calendar"
 	"github.com/marketscreener/market/domain"
@@ -103,7 +104,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	}
 	logger = logger.With("sandbox", true)
 	hub := newStreamHub(streamDB, func() *api.Server { return srv }, logger)
-	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb}
+	apiCfg.Sandbox, apiCfg.SandboxPusher = true, store.SandboxPusher{Live: db, Sandbox: sdb, Alerts: &alerting.Matcher{}}
 	apiCfg.Served = nil // the sandbox runs the synthetic feed, which serves every combination
 	apiCfg.DataFeed = func(domain.Combination) string { return feeds.NameSynthetic }
 	apiCfg.Stream, apiCfg.StreamData = hub, streamDB
@@ -114,7 +115,7 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 	apiCfg.Hours = book
 	cache := readcache.New(readcache.DefaultTTL, time.Now)
 	apiCfg.Cache = cache
-	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db}, d.gate)
+	srv = api.New(apiCfg, api.SandboxStore{MarketData: sdb, AnalyticsData: sdb, WebhookData: db, AlertData: db}, d.gate)
 	bus := invalidation.NewSandboxBus(d.rdb, "", logger)
 	run = func(ctx context.Context) error {
 		g, ctx := errgroup.WithContext(ctx)
@@ -159,7 +160,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	served := cfg.served()
 	clock := cfg.now()
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify,
-		Candles: store.NewCandleCache(cfg.ScoreCandleCache)}
+		Candles: store.NewCandleCache(cfg.ScoreCandleCache), Alerts: &alerting.Matcher{}}
 	sc.Register(w)
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}

@@ -181,7 +181,7 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 		r.onStop(replica.Close)
 		router := store.NewReadRouter(db, replica, cfg.ReadMaxLag)
 		g.Go(func() error { return router.Run(ctx) })
-		reads = api.SandboxStore{MarketData: router, AnalyticsData: router, WebhookData: db}
+		reads = api.SandboxStore{MarketData: router, AnalyticsData: router, WebhookData: db, AlertData: db}
 		r.readRouter = router
 	}
 	apiServer = api.New(apiCfg, reads, deps.gate)

@@ -1,0 +1,457 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+)
+
+// AlertAsset is what an alert's condition reads of one asset: its report
+// in every style scored (with results) and its screener row.
+type AlertAsset struct {
+	Market  domain.Market
+	Symbol  string
+	Reports map[analytics.Style]*AnalyticsRecord
+	// Ticker is the screener row of the report's combination (nil when
+	// the screener has none).
+	Ticker *domain.Ticker
+	// Prepared is the matcher's own form of the asset, built on first use
+	// and kept for the other alerts evaluated on it.
+	Prepared any
+}
+
+// AlertMatcher evaluates alert conditions. It is called inside the
+// transaction that saves a rescoring, so it must be quick; one asset is
+// evaluated by one goroutine at a time.
+type AlertMatcher interface {
+	// Match reports whether a's condition holds on the asset. An error
+	// (the condition does not compile, or went past its cost limit)
+	// leaves the alert's state on the asset as it was.
+	Match(a domain.Alert, asset *AlertAsset) (bool, error)
+	// Read is the value of every variable a's condition reads on the
+	// asset (the payload of the event when it fires).
+	Read(a domain.Alert, asset *AlertAsset) map[string]any
+	// Reads reports whether a rescoring in style can change the value of
+	// a's condition (false: it reads no field of that style's report).
+	Reads(a domain.Alert, style analytics.Style) bool
+}
+
+// SaveAnalyticsAlerting is SaveAnalytics with the alerts of the saved
+// assets evaluated in the same transaction: an alert whose condition
+// turns true on an asset fires (an alert_events row, delivered like a
+// verdict event), and the alert's state on the asset is written. So a
+// verdict event and the alert it makes true come from the same rescoring
+// and commit together, and a worker that dies after the save has neither
+// lost nor doubled an alert. Without alerts on the markets of recs it is
+// SaveAnalytics. It returns the verdict events written.
+//
+// The reports of the saved assets, in every style, are locked in primary
+// key order (the order every saver locks them in) before they are read:
+// two runs of different styles on one asset evaluate one after the other,
+// each on the other's committed report.
+func (db *DB) SaveAnalyticsAlerting(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord, m AlertMatcher) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	if m == nil {
+		return db.SaveAnalytics(ctx, recs, prev)
+	}
+	recs, c, err := newSaveColumns(recs, prev)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = retryDeadlock(func() error {
+		var err error
+		n, err = db.saveAlerting(ctx, recs, prev, c, m)
+		return err
+	})
+	return n, err
+}
+
+func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord, c *saveColumns, m AlertMatcher) (int, error) {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	markets := uniqueSorted(recs, func(r AnalyticsRecord) string { return string(r.Market) })
+	alerts, err := liveAlerts(ctx, tx, markets)
+	if err != nil {
+		return 0, err
+	}
+	if len(alerts) == 0 {
+		tag, err := tx.Exec(ctx, saveAnalyticsSQL, c.args()...)
+		if err != nil {
+			return 0, translate(err, "analytics")
+		}
+		return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
+	}
+	symbols := uniqueSorted(recs, func(r AnalyticsRecord) string { return r.Symbol })
+	before, err := lockedReports(ctx, tx, markets, symbols)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, saveAnalyticsSQL, c.args()...)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	// A record was stored when the report it replaces is the one its run
+	// read (the statement's own condition, on the rows now locked).
+	var saved []AnalyticsRecord
+	for _, r := range recs {
+		old, had := before[assetKey{r.Market, r.Symbol}][r.Style]
+		p, read := prev[r.Symbol]
+		if !had || read && old.UpdatedAt.Equal(pgTime(p.UpdatedAt)) && !old.CandleTime.After(pgTime(r.CandleTime)) {
+			saved = append(saved, r)
+		}
+	}
+	if err := evaluateAlerts(ctx, tx, m, alerts, before, saved); err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
+}
+
+// pgTime is t as Postgres stores it (microseconds).
+func pgTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+type assetKey struct {
+	market domain.Market
+	symbol string
+}
+
+func uniqueSorted(recs []AnalyticsRecord, key func(AnalyticsRecord) string) []string {
+	out := make([]string, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, key(r))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// liveAlerts are the alerts on the markets whose client may receive them
+// now (active, contract running, the market in its tier).
+func liveAlerts(ctx context.Context, tx pgx.Tx, markets []string) ([]domain.Alert, error) {
+	rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts a JOIN clients c ON c.id = a.client_id
+		WHERE a.market = ANY ($1) AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
+			AND a.market = ANY (c.markets)
+		ORDER BY a.id`, markets)
+	if err != nil {
+		return nil, translate(err, "alerts")
+	}
+	out, err := pgx.CollectRows(rows, scanAlert)
+	return out, translate(err, "alerts")
+}
+
+// lockedReports reads and locks the reports of the assets in every style.
+func lockedReports(ctx context.Context, tx pgx.Tx, markets, symbols []string) (map[assetKey]map[analytics.Style]*AnalyticsRecord, error) {
+	rows, err := tx.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports
+		WHERE market = ANY ($1) AND symbol = ANY ($2) ORDER BY market, style, symbol FOR UPDATE`, markets, symbols)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out := map[assetKey]map[analytics.Style]*AnalyticsRecord{}
+	for i := range list {
+		k := assetKey{list[i].Market, list[i].Symbol}
+		if out[k] == nil {
+			out[k] = map[analytics.Style]*AnalyticsRecord{}
+		}
+		out[k][list[i].Style] = &list[i]
+	}
+	return out, nil
+}
+
+// evaluateAlerts evaluates the alerts on the saved assets, writes their
+// states and the events of those that fire.
+func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert,
+	before map[assetKey]map[analytics.Style]*AnalyticsRecord, saved []AnalyticsRecord) error {
+	if len(saved) == 0 {
+		return nil
+	}
+	// One asset per (market, symbol): its reports after the save (a run
+	// saves one style; several records of one asset merge).
+	type change struct {
+		key           assetKey
+		before, after *AlertAsset
+		at            time.Time
+		rec           AnalyticsRecord
+		styles        []analytics.Style
+	}
+	var changes []*change
+	byKey := map[assetKey]*change{}
+	for _, r := range saved {
+		k := assetKey{r.Market, r.Symbol}
+		ch := byKey[k]
+		if ch == nil {
+			ch = &change{key: k, before: &AlertAsset{Market: r.Market, Symbol: r.Symbol, Reports: before[k]},
+				after: &AlertAsset{Market: r.Market, Symbol: r.Symbol, Reports: map[analytics.Style]*AnalyticsRecord{}}, rec: r}
+			for s, rep := range before[k] {
+				ch.after.Reports[s] = rep
+			}
+			byKey[k] = ch
+			changes = append(changes, ch)
+		}
+		r := r
+		ch.after.Reports[r.Style] = &r
+		ch.styles = append(ch.styles, r.Style)
+		if at := pgTime(r.UpdatedAt); at.After(ch.at) {
+			ch.at = at
+		}
+	}
+	if err := attachTickers(ctx, tx, changes, func(ch *change) (*AlertAsset, *AlertAsset, AnalyticsRecord) {
+		return ch.before, ch.after, ch.rec
+	}); err != nil {
+		return err
+	}
+	ids := make([]string, len(alerts))
+	for i, a := range alerts {
+		ids[i] = a.ID
+	}
+	symbols := make([]string, len(changes))
+	for i, ch := range changes {
+		symbols[i] = ch.key.symbol
+	}
+	states, err := alertStates(ctx, tx, ids, symbols)
+	if err != nil {
+		return err
+	}
+	var w alertWrites
+	for _, ch := range changes {
+		for _, a := range alerts {
+			if a.Market != ch.key.market || !a.Watches(ch.key.symbol) || !readsAny(m, a, ch.styles) {
+				continue
+			}
+			matched, err := m.Match(a, ch.after)
+			if err != nil {
+				continue
+			}
+			st := states[alertStateKey{a.ID, ch.key.symbol}]
+			if !st.Known && !matched {
+				continue // false so far: nothing to keep
+			}
+			baseline := matched // first sight of the asset: no change
+			if !st.Known && len(ch.before.Reports) > 0 {
+				if b, err := m.Match(a, ch.before); err == nil {
+					baseline = b
+				}
+			}
+			next, fire := st.Next(a, matched, baseline, ch.at)
+			w.state(a.ID, ch.key.symbol, next, ch.at)
+			if fire {
+				w.event(a, ch.key.symbol, ch.at, m.Read(a, ch.after))
+			}
+		}
+	}
+	return w.write(ctx, tx, false)
+}
+
+func readsAny(m AlertMatcher, a domain.Alert, styles []analytics.Style) bool {
+	for _, st := range styles {
+		if m.Reads(a, st) {
+			return true
+		}
+	}
+	return false
+}
+
+// attachTickers sets the screener rows of the assets: each report's own
+// combination (exchange and instrument).
+func attachTickers[T any](ctx context.Context, tx pgx.Tx, items []T, assets func(T) (before, after *AlertAsset, rec AnalyticsRecord)) error {
+	var mk, ex, in, sy []string
+	for _, it := range items {
+		_, _, r := assets(it)
+		mk, ex, in, sy = append(mk, string(r.Market)), append(ex, r.Exchange), append(in, r.Instrument), append(sy, r.Symbol)
+	}
+	rows, err := tx.Query(ctx, `SELECT t.market, t.symbol, t.price, t.change_pct, t.volume, t.updated_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(market, exchange, instrument, symbol)
+		JOIN tickers t ON t.market = k.market AND t.exchange = k.exchange AND t.instrument = k.instrument AND t.symbol = k.symbol`,
+		mk, ex, in, sy)
+	if err != nil {
+		return translate(err, "tickers")
+	}
+	got := map[assetKey]*domain.Ticker{}
+	for rows.Next() {
+		var t domain.Ticker
+		var market string
+		if err := rows.Scan(&market, &t.Symbol, &t.Price, &t.ChangePct, &t.Volume, &t.UpdatedAt); err != nil {
+			rows.Close()
+			return translate(err, "tickers")
+		}
+		t.UpdatedAt = t.UpdatedAt.UTC()
+		got[assetKey{domain.Market(market), t.Symbol}] = &t
+	}
+	if err := rows.Err(); err != nil {
+		return translate(err, "tickers")
+	}
+	for _, it := range items {
+		b, a, r := assets(it)
+		t := got[assetKey{r.Market, r.Symbol}]
+		b.Ticker, a.Ticker = t, t
+	}
+	return nil
+}
+
+type alertStateKey struct{ alert, symbol string }
+
+func alertStates(ctx context.Context, tx pgx.Tx, alertIDs, symbols []string) (map[alertStateKey]domain.AlertState, error) {
+	rows, err := tx.Query(ctx, `SELECT alert_id::text, symbol, matched, last_fired_at FROM alert_states
+		WHERE alert_id = ANY ($1::uuid[]) AND symbol = ANY ($2) ORDER BY alert_id, symbol FOR UPDATE`, alertIDs, symbols)
+	if err != nil {
+		return nil, translate(err, "alert states")
+	}
+	defer rows.Close()
+	out := map[alertStateKey]domain.AlertState{}
+	for rows.Next() {
+		var k alertStateKey
+		s := domain.AlertState{Known: true}
+		if err := rows.Scan(&k.alert, &k.symbol, &s.Matched, &s.LastFiredAt); err != nil {
+			return nil, translate(err, "alert states")
+		}
+		out[k] = s
+	}
+	return out, translate(rows.Err(), "alert states")
+}
+
+// alertWrites collects the states and events of one evaluation, written
+// as one statement each.
+type alertWrites struct {
+	stAlert, stSymbol []string
+	stMatched         []bool
+	stAt              []time.Time
+	stFired           []*time.Time
+
+	evAlert, evName, evClient, evMarket, evSymbol []string
+	evAt                                          []time.Time
+	evRead                                        []map[string]any
+}
+
+func (w *alertWrites) state(alertID, symbol string, s domain.AlertState, at time.Time) {
+	w.stAlert, w.stSymbol, w.stMatched = append(w.stAlert, alertID), append(w.stSymbol, symbol), append(w.stMatched, s.Matched)
+	w.stAt, w.stFired = append(w.stAt, at), append(w.stFired, s.LastFiredAt)
+}
+
+func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read map[string]any) {
+	if read == nil {
+		read = map[string]any{}
+	}
+	w.evAlert, w.evName, w.evClient = append(w.evAlert, a.ID), append(w.evName, a.Name), append(w.evClient, a.ClientID)
+	w.evMarket, w.evSymbol = append(w.evMarket, string(a.Market)), append(w.evSymbol, symbol)
+	w.evAt, w.evRead = append(w.evAt, at.UTC()), append(w.evRead, read)
+}
+
+func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
+	if len(w.stAlert) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
+			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
+				last_fired_at = excluded.last_fired_at`,
+			w.stAlert, w.stSymbol, w.stMatched, w.stAt, w.stFired); err != nil {
+			return translate(err, "alert states")
+		}
+	}
+	if len(w.evAlert) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
+			SELECT a, n, c, m, s, t, r, $8 FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])
+				AS e(a, n, c, m, s, t, r)
+			ORDER BY m, s, a
+			ON CONFLICT (alert_id, symbol, at) DO NOTHING`,
+			w.evAlert, w.evName, w.evClient, w.evMarket, w.evSymbol, w.evAt, w.evRead, sandbox); err != nil {
+			return translate(err, "alert events")
+		}
+	}
+	return nil
+}
+
+// fireSandboxAlerts fires the client's alerts on a sandbox push, in the
+// push's transaction (tx, the service's database): the asset is the
+// sandbox's, its default-style report taking the pushed verdict and score
+// (before: the old verdict). An alert whose condition is false before and
+// true after fires (no state, no cooldown: a push is a test). Each firing
+// is an alert_events row marked sandbox (the live worker delivers it to
+// the client's webhooks) and a row in the sandbox's stream log, for the
+// client's sandbox streams.
+func (p SandboxPusher) fireSandboxAlerts(ctx context.Context, tx pgx.Tx, clientID string, m domain.Market, symbol, oldVerdict, newVerdict string,
+	score int, at time.Time) error {
+	if p.Alerts == nil {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.client_id = $1 AND a.market = $2 ORDER BY a.id`, clientID, string(m))
+	if err != nil {
+		return translate(err, "alerts")
+	}
+	alerts, err := pgx.CollectRows(rows, scanAlert)
+	if err != nil || len(alerts) == 0 {
+		return translate(err, "alerts")
+	}
+	rows, err = p.Sandbox.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports WHERE market = $1 AND symbol = $2`,
+		string(m), symbol)
+	if err != nil {
+		return translate(err, "analytics")
+	}
+	reports, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	if err != nil {
+		return translate(err, "analytics")
+	}
+	before := &AlertAsset{Market: m, Symbol: symbol, Reports: map[analytics.Style]*AnalyticsRecord{}}
+	after := &AlertAsset{Market: m, Symbol: symbol, Reports: map[analytics.Style]*AnalyticsRecord{}}
+	for i := range reports {
+		before.Reports[reports[i].Style], after.Reports[reports[i].Style] = &reports[i], &reports[i]
+	}
+	forced := func(verdict string, score int) *AnalyticsRecord {
+		var r AnalyticsRecord
+		res := analytics.Result{}
+		if cur := before.Reports[analytics.DefaultStyle]; cur != nil {
+			r = *cur
+			if cur.Result != nil {
+				res = *cur.Result
+			}
+		} else {
+			r = AnalyticsRecord{Market: m, Style: analytics.DefaultStyle, Symbol: symbol}
+		}
+		res.Verdict, res.OverallScore = analytics.Verdict(verdict), score
+		r.Verdict, r.OverallScore, r.Result = res.Verdict, score, &res
+		return &r
+	}
+	oldScore := score
+	if cur := before.Reports[analytics.DefaultStyle]; cur != nil {
+		oldScore = cur.OverallScore
+	}
+	before.Reports[analytics.DefaultStyle] = forced(oldVerdict, oldScore)
+	after.Reports[analytics.DefaultStyle] = forced(newVerdict, score)
+	for _, a := range alerts {
+		if !a.Watches(symbol) {
+			continue
+		}
+		now, err := p.Alerts.Match(a, after)
+		if err != nil || !now {
+			continue
+		}
+		if was, err := p.Alerts.Match(a, before); err != nil || was {
+			continue
+		}
+		read := p.Alerts.Read(a, after)
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, true) RETURNING id`,
+			a.ID, a.Name, clientID, string(m), symbol, at, read).Scan(&id); err != nil {
+			return translate(err, "sandbox alert event")
+		}
+		if _, err := p.Sandbox.Pool.Exec(ctx, `INSERT INTO stream_events (kind, market, sandbox_client_id, client_id, alert_event_id, payload)
+			SELECT 'alert', $1, $2, $2, $3, jsonb_build_object('alert_id', $4::text, 'alert_name', $5::text, 'symbol', $6::text,
+				'at', $7::timestamptz, 'values', $8::jsonb)
+			FROM (SELECT stream_written(current_schema())) w`,
+			string(m), clientID, id, a.ID, a.Name, symbol, at, read); err != nil {
+			return translate(err, "sandbox stream event")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/alerting"
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+)
+
+func newAlert(t *testing.T, db *store.DB, c *domain.Client, name, where string, cooldown int, symbols ...string) domain.Alert {
+	t.Helper()
+	a := domain.Alert{ClientID: c.ID, Name: name, Market: domain.Crypto, Expression: where, CooldownSeconds: cooldown}
+	if len(symbols) > 0 {
+		a.Symbols = symbols
+	}
+	out, err := db.CreateAlert(context.Background(), a, c.Tier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// One client never sees, reads or deletes another's alerts; the tier caps
+// how many a client holds.
+func TestAlertsScopedByClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	a := newClient(t, db, func(c *domain.Client) { c.Tier = domain.Starter; c.Markets = []domain.Market{domain.Crypto} })
+	b := newClient(t, db, nil)
+	mine := newAlert(t, db, a, "mine", `verdict == "growth"`, 0, "BTC_USDT")
+	if mine.ID == "" || mine.Symbols[0] != "BTC_USDT" || mine.CreatedAt.IsZero() {
+		t.Fatalf("created = %+v", mine)
+	}
+	if list, err := db.Alerts(ctx, b.ID); err != nil || len(list) != 0 {
+		t.Fatalf("b's alerts = %+v, %v; want none", list, err)
+	}
+	if _, err := db.Alert(ctx, b.ID, mine.ID); domain.ErrorCode(err) != domain.ENOTFOUND {
+		t.Fatalf("b reads a's alert: %v, want ENOTFOUND", err)
+	}
+	if err := db.DeleteAlert(ctx, b.ID, mine.ID); domain.ErrorCode(err) != domain.ENOTFOUND {
+		t.Fatalf("b deletes a's alert: %v, want ENOTFOUND", err)
+	}
+	if got, err := db.Alert(ctx, a.ID, mine.ID); err != nil || got.Expression != mine.Expression || got.Symbols[0] != "BTC_USDT" {
+		t.Fatalf("a reads its alert: %+v, %v", got, err)
+	}
+	for i := 1; i < domain.Starter.MaxAlerts(); i++ {
+		newAlert(t, db, a, "more", `overall_score > 50`, 0)
+	}
+	if _, err := db.CreateAlert(ctx, domain.Alert{ClientID: a.ID, Name: "one too many", Market: domain.Crypto, Expression: "true"}, a.Tier); domain.ErrorCode(err) != domain.ECONFLICT {
+		t.Fatalf("alert over the starter cap: %v, want ECONFLICT", err)
+	}
+	if err := db.DeleteAlert(ctx, a.ID, mine.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteAlert(ctx, a.ID, "not-a-uuid"); domain.ErrorCode(err) != domain.ENOTFOUND {
+		t.Fatalf("malformed id: %v, want ENOTFOUND", err)
+	}
+}
+
+// An alert fires on the rescoring that makes its condition true, in the
+// transaction that stores the verdict event of that rescoring, with the
+// values it read; not again while it holds; again after it was false,
+// once the cooldown has passed; not on an asset it does not watch.
+func TestAlertFiresOnTransitionWithCooldown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	growth := newAlert(t, db, c, "growth", `verdict == "growth"`, 3600)
+	newAlert(t, db, c, "eth only", `overall_score > 20`, 0, "ETH_USDT")
+	m := &alerting.Matcher{}
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	step := func(i int, score int, v analytics.Verdict) {
+		t.Helper()
+		rec := analyticsRecord("BTC_USDT", score, v, t0.Add(time.Duration(i)*4*time.Hour))
+		if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
+			t.Fatal(err)
+		}
+		prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+	}
+	step(0, 30, analytics.VerdictGrowth) // first sight: no change, no alert
+	step(1, 0, analytics.VerdictNeutral)
+	step(2, 30, analytics.VerdictGrowth) // fires
+	step(3, 35, analytics.VerdictGrowth) // still true: no
+	step(4, 0, analytics.VerdictNeutral)
+	step(5, 30, analytics.VerdictGrowth) // 12 h after the firing: fires
+	step(6, 0, analytics.VerdictNeutral)
+	evs, err := db.AlertEvents(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts, err := db.VerdictEvents(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toGrowth []time.Time
+	for _, v := range verdicts {
+		if v.NewVerdict == analytics.VerdictGrowth {
+			toGrowth = append(toGrowth, v.At)
+		}
+	}
+	if len(evs) != 2 || len(toGrowth) != 2 {
+		t.Fatalf("alert events = %+v, verdict events to growth at %v; want two of each", evs, toGrowth)
+	}
+	for i, e := range evs {
+		if e.AlertID != growth.ID || e.ClientID != c.ID || e.Symbol != "BTC_USDT" || !e.At.Equal(toGrowth[i]) || e.Read["verdict"] != "growth" {
+			t.Errorf("event %d = %+v; want alert %s on BTC_USDT at %v reading verdict growth", i, e, growth.ID, toGrowth[i])
+		}
+		if e.ID <= 0 || (i > 0 && e.ID <= evs[i-1].ID) {
+			t.Errorf("event ids %d not increasing", e.ID)
+		}
+	}
+}
+
+// The cooldown holds a second firing back: a transition within it moves
+// the state without an event.
+func TestAlertCooldownSuppresses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	newAlert(t, db, c, "growth", `verdict == "growth"`, 86400)
+	m := &alerting.Matcher{}
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	for i, v := range []analytics.Verdict{analytics.VerdictNeutral, analytics.VerdictGrowth, analytics.VerdictNeutral, analytics.VerdictGrowth} {
+		rec := analyticsRecord("BTC_USDT", 0, v, t0.Add(time.Duration(i)*4*time.Hour))
+		if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
+			t.Fatal(err)
+		}
+		prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+	}
+	evs, err := db.AlertEvents(ctx, 0, 100)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events = %+v, %v; want one (the second transition is within the day's cooldown)", evs, err)
+	}
+}
+
+// An alert event goes to its client's active subscriptions for the
+// market, in the same queue as verdict events (one id space, in order),
+// never to another client's; the delivery log names its kind.
+func TestAlertEventFanOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, box, owner := hookFixture(t)
+	other := newClient(t, db, nil)
+	crypto := domain.Crypto
+	hook, _, err := db.CreateWebhook(ctx, box, owner.ID, "https://a.example/h", &crypto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherHook, _, err := db.CreateWebhook(ctx, box, other.ID, "https://b.example/h", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAlert(t, db, owner, "growth", `verdict == "growth"`, 0)
+	m := &alerting.Matcher{}
+	t0 := time.Now().UTC().Add(-time.Hour)
+	first := analyticsRecord("BTC_USDT", 0, analytics.VerdictNeutral, t0)
+	if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{first}, nil, m); err != nil {
+		t.Fatal(err)
+	}
+	second := analyticsRecord("BTC_USDT", 30, analytics.VerdictGrowth, t0.Add(4*time.Hour))
+	if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{second}, map[string]store.AnalyticsRecord{"BTC_USDT": first}, m); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := db.AlertEvents(ctx, 0, 10); err != nil || len(evs) != 1 {
+		t.Fatalf("alert events = %+v, %v; want one", evs, err)
+	}
+	if _, err := db.FanOut(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	log, err := db.WebhookDeliveries(ctx, owner.ID, hook.ID, 10)
+	if err != nil || len(log) != 2 {
+		t.Fatalf("owner's deliveries = %+v, %v; want the verdict event and the alert", log, err)
+	}
+	kinds := map[string]bool{log[0].Event: true, log[1].Event: true}
+	if !kinds[domain.EventVerdictChanged] || !kinds[domain.EventAlertTriggered] {
+		t.Fatalf("delivery kinds = %v", kinds)
+	}
+	otherLog, err := db.WebhookDeliveries(ctx, other.ID, otherHook.ID, 10)
+	if err != nil || len(otherLog) != 1 || otherLog[0].Event != domain.EventVerdictChanged {
+		t.Fatalf("other client's deliveries = %+v, %v; want the verdict event only", otherLog, err)
+	}
+	// The claim sends the verdict event first (its id is lower), then the
+	// alert, with the alert's body fields.
+	var got []store.Delivery
+	for range 2 {
+		ds, err := db.ClaimDeliveries(ctx, box, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.WebhookID == hook.ID {
+				got = append(got, d)
+			}
+			if _, err := db.RecordDelivery(ctx, d, domain.DeliveryError{}, 200, time.Millisecond, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(got) != 2 || got[0].Kind != domain.EventVerdictChanged || got[1].Kind != domain.EventAlertTriggered ||
+		got[1].Alert.Symbol != "BTC_USDT" || got[1].Alert.Read["verdict"] != "growth" || got[1].EventID <= got[0].EventID {
+		t.Fatalf("claimed = %+v", got)
+	}
+}

@@ -1,0 +1,197 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketscreener/market/alerting"
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
+	"github.com/marketscreener/market/worker"
+)
+
+// BenchmarkCloseAlerts rescores a crypto universe at a close (all four
+// styles at once, as at 00:00 UTC) with clients' alerts on it, and
+// reports how long after the close each alert that fired was committed
+// in the outbox (p50, p95, max: from the start of the close's rescoring
+// to the commit of the save that fired it; the webhook send follows,
+// woken by the commit) and the CPU a close costs in Postgres and in this
+// process. Run it with BENCH_CLOSE_ALERTS=0 for the baseline (the same
+// close without alerts); the difference is the alerts' cost:
+//
+//	BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 go test ./worker -run '^$' -bench CloseAlerts -benchtime 3x -timeout 30m
+//
+// The alerts belong to 100 clients; 1 in 100 watches the whole market,
+// the others 1 to 10 symbols each; the conditions mix verdicts, scores of
+// one or two styles, a factor's value and the screener row's volume, with
+// thresholds spread so that some fire at each close.
+func BenchmarkCloseAlerts(b *testing.B) {
+	assets := envInt(b, "BENCH_CLOSE_ASSETS", 500)
+	nAlerts := envInt(b, "BENCH_CLOSE_ALERTS", 1000)
+	src := domain.AnalyticsSources("global", domain.Crypto, nil)[0]
+	styles := analytics.ScoredStyles(domain.Crypto)
+	db := storetest.New(b)
+	ctx := context.Background()
+	close0 := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	syms := make([]string, assets)
+	for i := range syms {
+		syms[i] = fmt.Sprintf("A%05d_USDT", i)
+	}
+	seedCloseUniverse(b, db, src, styles, syms, close0)
+	seedAlerts(b, db, syms, nAlerts)
+
+	timed := &timedSaves{DB: db}
+	sc := &worker.Scorer{Store: timed, Region: "global", Logger: discard(), Now: func() time.Time { return close0 },
+		Candles: store.NewCandleCache(assets * len(styles)), Alerts: &alerting.Matcher{}}
+	rescoreAll := func(now time.Time) {
+		sc.Now = func() time.Time { return now }
+		var wg sync.WaitGroup
+		for _, st := range styles {
+			wg.Go(func() {
+				if _, _, err := sc.ScoreSymbols(ctx, domain.Crypto, st, syms); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	rescoreAll(close0.Add(time.Minute))
+	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	cpu := storetest.StartCPU(b, db)
+	var pg, client time.Duration
+	timed.reset()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		at := close0.Add(time.Duration(i+1) * 24 * time.Hour)
+		appendCloseCandles(b, db, src, styles, at)
+		pg0, client0 := cpu.Used()
+		timed.start(time.Now())
+		b.StartTimer()
+		rescoreAll(at.Add(time.Second))
+		b.StopTimer()
+		pg1, client1 := cpu.Used()
+		pg, client = pg+pg1-pg0, client+client1-client0
+		b.StartTimer()
+	}
+	b.StopTimer()
+	lat := timed.latencies()
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/close")
+	b.ReportMetric(float64(pg.Milliseconds())/float64(b.N), "pg-cpu-ms/close")
+	b.ReportMetric(float64(client.Milliseconds())/float64(b.N), "go-cpu-ms/close")
+	b.ReportMetric(float64(len(lat))/float64(b.N), "alerts/close")
+	if len(lat) > 0 {
+		q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Milliseconds()) }
+		b.ReportMetric(q(0.50), "p50-ms")
+		b.ReportMetric(q(0.95), "p95-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
+	}
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("%s=%q: want a count", name, v)
+	}
+	return n
+}
+
+// seedAlerts creates n alerts over 100 clients.
+func seedAlerts(b *testing.B, db *store.DB, syms []string, n int) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(36, 36))
+	clients := make([]*domain.Client, 100)
+	for i := range clients {
+		clients[i] = &domain.Client{OrgName: fmt.Sprintf("c%d", i), Tier: domain.Enterprise, Markets: domain.Markets}
+		if err := db.CreateClient(ctx, clients[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conditions := []func() string{
+		func() string { return fmt.Sprintf("overall_score > %d", rng.IntN(60)) },
+		func() string { return `verdict == "growth"` },
+		func() string {
+			return fmt.Sprintf(`swing.verdict == "growth" && scalp.overall_score > %d`, rng.IntN(40))
+		},
+		func() string { return fmt.Sprintf("factors.rsi_14.value < %d", 30+rng.IntN(30)) },
+		func() string { return fmt.Sprintf("intraday.overall_score < -%d", rng.IntN(40)) },
+		func() string { return `position.verdict == "decline" && volume > 1000.0` },
+	}
+	for i := range n {
+		c := clients[i%len(clients)]
+		a := domain.Alert{ClientID: c.ID, Name: fmt.Sprintf("a%d", i), Market: domain.Crypto, Expression: conditions[i%len(conditions)]()}
+		if i%100 != 0 {
+			for range 1 + rng.IntN(10) {
+				a.Symbols = append(a.Symbols, syms[rng.IntN(len(syms))])
+			}
+			slices.Sort(a.Symbols)
+			a.Symbols = slices.Compact(a.Symbols)
+		}
+		if _, err := db.CreateAlert(ctx, a, c.Tier); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// timedSaves records, for every alert a save fires, the time from the
+// close's start to the save's commit.
+type timedSaves struct {
+	*store.DB
+	mu    sync.Mutex
+	t0    time.Time
+	lat   []time.Duration
+	count bool
+}
+
+func (s *timedSaves) reset() { s.mu.Lock(); s.lat = nil; s.mu.Unlock() }
+
+func (s *timedSaves) start(t time.Time) { s.mu.Lock(); s.t0, s.count = t, true; s.mu.Unlock() }
+
+func (s *timedSaves) latencies() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.lat)
+	slices.Sort(out)
+	return out
+}
+
+func (s *timedSaves) SaveAnalyticsAlerting(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord, m store.AlertMatcher) (int, error) {
+	c := &countingMatcher{AlertMatcher: m}
+	n, err := s.DB.SaveAnalyticsAlerting(ctx, recs, prev, c)
+	s.mu.Lock()
+	if s.count {
+		d := time.Since(s.t0)
+		for range c.fired {
+			s.lat = append(s.lat, d)
+		}
+	}
+	s.mu.Unlock()
+	return n, err
+}
+
+// countingMatcher counts the firings of one save (Read is called once per
+// firing).
+type countingMatcher struct {
+	store.AlertMatcher
+	fired int
+}
+
+func (c *countingMatcher) Read(a domain.Alert, asset *store.AlertAsset) map[string]any {
+	c.fired++
+	return c.AlertMatcher.Read(a, asset)
+}
