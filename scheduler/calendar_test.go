@@ -42,8 +42,8 @@ func thanksgivingHours(t *testing.T) domain.MarketHours {
 
 // TestClosedMarketIsNotPolledButCaughtUpOnce drives the scheduler's ticks
 // across Friday's early close, the weekend and Monday's open: a closed
-// market's tickers, candles and fundamentals are not enqueued, except one
-// catch-up per series after the close (however many ticks the closure
+// market's tickers, candles and fundamentals are not enqueued, except the
+// closing read at the bell and one catch-up per series after the close (however many ticks the closure
 // has), which runs however late and is kept until the next open; crypto
 // is polled throughout; polling resumes at the open.
 func TestClosedMarketIsNotPolledButCaughtUpOnce(t *testing.T) {
@@ -94,9 +94,20 @@ func TestClosedMarketIsNotPolledButCaughtUpOnce(t *testing.T) {
 	if !all(open[domain.Stocks], ":20261127T17") || !all(open[domain.Forex], ":20261127T17") || len(open[domain.Crypto]) == 0 {
 		t.Fatalf("open markets before the close: %v", open)
 	}
+	// The tick at the bell is the closing read: every stocks series of a
+	// session tick, under the tick's own id (the bars that end with the
+	// session are read at once, not two minutes later), fundamentals
+	// (hourly, off the close) excepted.
+	bell := tick("2026-11-27T18:00:00Z")
+	closing := bell[domain.Stocks]
+	if !all(closing, ":20261127T180000") || slices.ContainsFunc(closing, func(id string) bool { return strings.Contains(id, "fundamentals") }) ||
+		!slices.Contains(closing, "ingest:candles:stocks:nyse:stock:4h:20261127T180000") ||
+		!slices.Contains(closing, "ingest:tickers:stocks:nasdaq:stock:20261127T180000") {
+		t.Fatalf("the closing read at the bell: %v", closing)
+	}
 	atClose := tick("2026-11-27T18:00:30Z")
 	if len(atClose[domain.Stocks]) != 0 || len(atClose[domain.Forex]) == 0 || len(atClose[domain.Crypto]) == 0 {
-		t.Fatalf("at the stocks' close: %v, want no stocks polled", atClose)
+		t.Fatalf("after the stocks' closing read: %v, want no stocks polled", atClose)
 	}
 	// The catch-up is every stocks series of an open tick (tickers of each
 	// combination, candles of each exchange and timeframe, fundamentals),

@@ -75,8 +75,9 @@ type Config struct {
 	Now      func() time.Time
 	Entries  []Entry
 	// Hours are the markets' calendars (calendar.Book): a job of a market
-	// is enqueued while it trades and once after each close. Nil: every
-	// market trades around the clock.
+	// is enqueued while it trades, at the tick of its close (closingRead)
+	// and once after each close (catchUp). Nil: every market trades around
+	// the clock.
 	Hours domain.MarketHours
 }
 
@@ -184,7 +185,7 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 		series, periodic := strings.CutSuffix(j.ID, ":"+stamp)
 		if j.Market != "" {
 			st := domain.StateAt(s.cfg.Hours, j.Market, tick)
-			if !st.Open {
+			if !st.Open && !closingRead(st, tick, e.Interval) {
 				if c, ok := catchUp(j, series, st, tick, e.Interval); ok && periodic {
 					out = append(out, c)
 				}
@@ -198,6 +199,19 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 		out = append(out, Planned{Job: j, Headers: headers, Retention: 2 * e.Interval})
 	}
 	return out
+}
+
+// closingRead reports whether tick is a closed market's closing read: the
+// first tick at or after its session's close, within CatchUpDelay of it,
+// which is planned as a tick of the session (with its start-by time). The
+// bars of the session's last minutes and the candles that end with the
+// session (a stock's 12:00-16:00 4h bar, its daily bar) are read at the
+// bell, so their reports are rescored within seconds of the close; the
+// catch-up CatchUpDelay later reads what settled after the bell (late
+// prints, the provider's corrections).
+func closingRead(st domain.MarketState, tick time.Time, interval time.Duration) bool {
+	closed := st.Session.Close
+	return !closed.IsZero() && !tick.Before(closed) && tick.Before(closed.Add(min(interval, CatchUpDelay)))
 }
 
 // catchUp is the catch-up of job j (of series series) at a tick when its

@@ -17,6 +17,11 @@ import (
 //     scored (a new candle: at once);
 //   - its fundamentals are newer than those its report was made with (at
 //     once);
+//   - its newest candle has ended (at its close, or at its market's
+//     session close within it) and the report read it before it ended, or
+//     its close moved since the report (at once: the final state of a
+//     candle no new candle follows yet, e.g. a stock's 12:00-16:00 4h bar
+//     at the bell, or the settled bar of the close's catch-up);
 //   - or its still-open candle's close moved since the report, or a new
 //     candle opened right after the closed one the report scored in the
 //     current slot, and the report was made before the current
@@ -103,6 +108,10 @@ type RescoreQuery struct {
 	// Now is the run's time: it picks the open-candle slot (RescoreSlot)
 	// and bounds the fundamentals' age (as Fundamentals' now does).
 	Now time.Time
+	// SessionClose is the close of the market's current or last session
+	// (its calendar's MarketState.Session at Now); zero for a market that
+	// never closes. A candle holding it ends there (api.candleEnd's rule).
+	SessionClose time.Time
 }
 
 // RescoreCandidate is an asset a scoring run must score: its stored report
@@ -139,6 +148,10 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 	if q.Symbols != nil {
 		only = q.Symbols
 	}
+	var sessionClose any // NULL: no session ends a candle
+	if !q.SessionClose.IsZero() {
+		sessionClose = q.SessionClose.UTC()
+	}
 	m := q.Source.Market
 	rows, err := db.Pool.Query(ctx, `WITH src AS (
 			SELECT symbol, price, change_pct FROM tickers WHERE market = $1 AND exchange = $2 AND instrument = $3
@@ -158,19 +171,22 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
 				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
 				ORDER BY open_time DESC LIMIT 1) l
+			CROSS JOIN LATERAL (SELECT CASE WHEN $11::timestamptz > l.open_time AND $11::timestamptz < l.open_time + $10::interval
+				THEN $11::timestamptz ELSE l.open_time + $10::interval END AS end_at) e
 			LEFT JOIN analytics_reports a ON a.market = $1 AND a.style = $6 AND a.symbol = s.symbol
 			LEFT JOIN fundamentals f ON f.market = $1 AND f.symbol = s.symbol AND f.updated_at > $7
 			WHERE a.symbol IS NULL
 				OR a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
 					AND a.updated_at >= $8 AND a.updated_at < $9)
 				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
+				OR (a.candle_time = l.open_time AND e.end_at <= $12 AND (a.updated_at < e.end_at OR a.candle_close <> l.close))
 				OR ((a.candle_close <> l.close OR a.candle_time <> l.open_time) AND (a.updated_at < $8 OR a.updated_at >= $9))
 		)
 		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
 			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
 		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`,
 		string(m), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
-		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC(), q.Timeframe.Duration())
+		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC(), q.Timeframe.Duration(), sessionClose, q.Now.UTC())
 	if err != nil {
 		return nil, 0, translate(err, "analytics")
 	}

@@ -155,3 +155,65 @@ func TestRescoreCandidatesWithoutScreenerRows(t *testing.T) {
 		t.Fatalf("candidates of B_USDT: %+v (%v)", cands, err)
 	}
 }
+
+// A candle that ends with its market's session (a 4h candle holding the
+// 16:00 New York close) has closed at the bell: a report that read it
+// before the bell is rescored at once, as is one whose candle's close
+// moved after it (the catch-up's settled bar), though no new candle
+// follows and the report is in the current open-candle slot. A report made
+// after the bell on the same close is not; before the bell, nothing is.
+// Without the session close the candle runs to its own end (22:00).
+func TestRescoreCandidatesAtTheBell(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	open := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC) // 18:00-22:00 UTC holds the 21:00 UTC (16:00 New York) close
+	bell := time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC)
+	nyse := domain.Combination{Market: domain.Stocks, Exchange: "nyse", Instrument: "stock"}
+	stored := map[string]float64{"BELL": 100, "AFTER": 100, "SETTLED": 101}
+	reported := map[string]time.Time{"BELL": bell.Add(-30 * time.Second), "AFTER": bell.Add(2 * time.Second), "SETTLED": bell.Add(2 * time.Second)}
+	var tickers []domain.Ticker
+	var recs []store.AnalyticsRecord
+	for _, sym := range []string{"AFTER", "BELL", "SETTLED"} {
+		tickers = append(tickers, domain.Ticker{Symbol: sym, Price: 100, ChangePct: 1, Volume: 1, UpdatedAt: bell})
+		if err := db.UpsertCandles(ctx, store.CandleKey{Market: domain.Stocks, Exchange: "nyse", Symbol: sym, Timeframe: domain.TF4h},
+			[]domain.Candle{{Time: open, Open: 100, High: 102, Low: 99, Close: stored[sym], Volume: 5}}); err != nil {
+			t.Fatal(err)
+		}
+		rec := analyticsRecord(sym, 15, analytics.VerdictNeutral, reported[sym]) // close 100
+		rec.Market, rec.Exchange, rec.CandleTime = domain.Stocks, "nyse", open
+		recs = append(recs, rec)
+	}
+	if err := db.ReplaceTickers(ctx, nyse, tickers); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveAnalytics(ctx, recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	candidates := func(now, sessionClose time.Time) []string {
+		t.Helper()
+		cands, _, err := db.RescoreCandidates(ctx, store.RescoreQuery{Source: nyse, Style: analytics.Swing, Timeframe: domain.TF4h,
+			Now: now, SessionClose: sessionClose})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, c := range cands {
+			got = append(got, c.Symbol)
+		}
+		return got
+	}
+	// Every report is in the slot [20:48, 21:04) of the run's time.
+	if got := candidates(bell.Add(5*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) {
+		t.Errorf("after the bell: %v, want BELL (read before the bell) and SETTLED (its close moved after)", got)
+	}
+	if got := candidates(bell.Add(5*time.Second), time.Time{}); len(got) != 0 {
+		t.Errorf("after the bell, no session close known: %v, want none (the candle runs to 22:00)", got)
+	}
+	if got := candidates(bell.Add(-10*time.Second), bell); len(got) != 0 {
+		t.Errorf("before the bell: %v, want none (in the slot, still open)", got)
+	}
+	if got := candidates(open.Add(4*time.Hour+time.Second), time.Time{}); !cmp.Equal(got, []string{"AFTER", "BELL", "SETTLED"}) {
+		t.Errorf("past the candle's own end, no session close known: %v, want all three (read before 22:00)", got)
+	}
+}

@@ -83,6 +83,11 @@ type Scorer struct {
 	// changed, in the save's transaction (nil: alerts are not evaluated).
 	// It takes effect when Store is an AlertingStore.
 	Alerts store.AlertMatcher
+	// Hours are the markets' calendars: a candle that ends with its
+	// market's session (a stock's 12:00-16:00 4h bar) has closed at the
+	// bell, and its reports are rescored then (store.RescoreQuery's
+	// SessionClose). Nil: every market trades around the clock.
+	Hours domain.MarketHours
 
 	runs sync.Map // market/style → *sync.Mutex
 
@@ -190,7 +195,7 @@ func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style 
 	// store's, which returns only the assets to score.
 	t0 := time.Now()
 	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
-		Symbols: only, Now: now})
+		Symbols: only, Now: now, SessionClose: domain.StateAt(s.Hours, m, now).Session.Close})
 	ph.decide += time.Since(t0)
 	if err != nil {
 		return 0, 0, considered, err

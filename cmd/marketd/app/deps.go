@@ -134,8 +134,10 @@ func newSandboxServer(ctx context.Context, cfg Config, apiCfg api.Config, db *st
 // changed (worker.ScoreTrigger), and committed verdict events wake the
 // dispatcher (worker.DispatchWaker, one of the returned background jobs).
 // The markets' sessions are refreshed from the feeds (worker.CalendarJob:
-// its handler, and a refresh at start among the background jobs).
-func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger) (func(), []func(context.Context) error, error) {
+// its handler, and a refresh at start among the background jobs); the
+// scorer reads them from hours (a candle ending with its session has
+// closed at the bell).
+func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Logger, hours domain.MarketHours) (func(), []func(context.Context) error, error) {
 	opts, err := rediskeys.BackgroundClientOptions(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
@@ -160,7 +162,7 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	served := cfg.served()
 	clock := cfg.now()
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify,
-		Candles: store.NewCandleCache(cfg.ScoreCandleCache), Alerts: &alerting.Matcher{}}
+		Candles: store.NewCandleCache(cfg.ScoreCandleCache), Alerts: &alerting.Matcher{}, Hours: hours}
 	sc.Register(w)
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}

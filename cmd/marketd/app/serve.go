@@ -285,7 +285,7 @@ func startWorker(ctx context.Context, r *roleRun) error {
 	if err != nil {
 		return err
 	}
-	closeIngest, jobs, err := registerIngest(r.cfg, r.db, w, r.logger)
+	closeIngest, jobs, err := registerIngest(r.cfg, r.db, w, r.logger, r.hours(ctx))
 	if err != nil {
 		return err
 	}
