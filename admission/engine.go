@@ -580,3 +580,14 @@ func (e *engine[K, P, R, G]) leaseStats() (granted, given int64) {
 	defer e.mu.Unlock()
 	return e.granted, e.given
 }
+
+// hintOf is the backend's memo of k's last call (the ledger's count after
+// it), when k is still known.
+func (e *engine[K, P, R, G]) hintOf(k K) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := e.keys[k]; st != nil && st.known {
+		return st.hint, true
+	}
+	return 0, false
+}

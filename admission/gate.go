@@ -74,6 +74,7 @@ type Gate struct {
 	rate     *FallbackLimiter
 	window   *RollingWindowLimiter
 	quota    *QuotaLedger
+	away     *ledgerAway
 	rdb      *redis.Client
 	bus      *invalidation.Bus
 	data     invalidation.DataCache
@@ -119,6 +120,7 @@ func New(cfg Config) *Gate {
 		rate:      NewFallbackLimiter(window, NewLocalLimiter(cfg.Now), cfg.Logger, cfg.Now),
 		window:    window,
 		quota:     quota,
+		away:      newLedgerAway(quota, cfg.Usage, cfg.Logger, cfg.Now),
 		rdb:       cfg.Redis,
 		bus:       invalidation.NewBus(cfg.Redis, rediskeys.Space(cfg.Prefix), cfg.Logger),
 		data:      cfg.Data,
@@ -146,6 +148,7 @@ func (g *Gate) Run(ctx context.Context) error {
 func (g *Gate) Close() {
 	g.window.Close()
 	g.quota.Close()
+	g.away.close()
 	g.keys.close()
 }
 
@@ -274,7 +277,7 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	if !g.realClock {
 		t0 = time.Now()
 	}
-	used, ok, err := g.quota.admitAt(ctx, client.ID, client.MonthlyQuota(), now, now)
+	used, ok, err := g.admitQuota(ctx, client.ID, client.MonthlyQuota(), now)
 	obs.QuotaWait(time.Since(t0))
 	if err != nil {
 		return Outcome{}, err
@@ -286,6 +289,21 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 	}
 	out.Status = http.StatusOK
 	return out, nil
+}
+
+// admitQuota decides a metered request in the ledger or, while the
+// ledger cannot commit, provisionally (ledgeraway.go).
+func (g *Gate) admitQuota(ctx context.Context, clientID string, quota *int64, now time.Time) (int64, bool, error) {
+	if g.away.active.Load() {
+		return g.away.admit(quotaKey{clientID: clientID, month: g.quota.monthOf(now)}, quota)
+	}
+	used, ok, err := g.quota.admitAt(ctx, clientID, quota, now, now)
+	if err == nil || ctx.Err() != nil || errors.Is(err, errClosed) {
+		return used, ok, err
+	}
+	k := quotaKey{clientID: clientID, month: g.quota.monthOf(now)}
+	g.away.begin(k, err)
+	return g.away.admit(k, quota)
 }
 
 // refuseInactive is the 403 of a client suspended or past its contract

@@ -35,6 +35,8 @@ type gateBundle struct {
 	keys *countingKeys
 	gate *admission.Gate
 	bus  *invalidation.Bus // another process's bus (the operator CLI's)
+	// usage is the ledger's store when set (else db).
+	usage admission.UsageStore
 }
 
 // setupGate runs a gate on a schema and a Redis prefix of its own, with
@@ -56,6 +58,9 @@ func newGateBundle(t testing.TB) *gateBundle {
 func (b *gateBundle) start(t testing.TB, cfg admission.Config) {
 	t.Helper()
 	cfg.Redis, cfg.Prefix, cfg.Keys, cfg.Usage = redistest.Client(t), redistest.Prefix(t), b.keys, b.db
+	if b.usage != nil {
+		cfg.Usage = b.usage
+	}
 	b.gate = admission.New(cfg)
 	b.bus = invalidation.NewBus(redistest.Client(t), rediskeys.Space(cfg.Prefix), nil)
 	ctx, cancel := context.WithCancel(context.Background())

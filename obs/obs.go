@@ -83,6 +83,12 @@ var (
 	authThrottled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "marketd_admission_auth_throttled_total", Help: "Requests refused (429) by the failed-authentication throttle.",
 	})
+	quotaProvisional = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "marketd_admission_quota_provisional_total", Help: "Metered requests admitted provisionally while the quota ledger (the Postgres primary) could not commit; each is counted in the ledger once it can.",
+	})
+	quotaLedgerAway = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "marketd_admission_quota_ledger_away", Help: "1 while this api process admits metered requests provisionally because the quota ledger cannot commit, else 0.",
+	})
 	streamQuery = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "marketd_stream_query_duration_seconds", Help: "Queries of the event stream (GET /stream) by query: hub (the replica's read of the log), last (where the log ends), position (of a Last-Event-ID), replay (a page of a resume). Each has a 2 s budget.",
 		Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
@@ -98,7 +104,7 @@ func Register(reg prometheus.Registerer) {
 	reg.MustRegister(ingestDuration, ingestRuns, ingestErrors, ingestRows, ingestLastSuccess,
 		scoreDuration, scoreRuns, scoreAssets, verdictChanges, scoreLastSuccess,
 		statsDuration, statsRuns, deliveries, deliveryLatency,
-		admissions, keyLookups, authThrottled, quotaSeconds, streamQuery)
+		admissions, keyLookups, authThrottled, quotaSeconds, quotaProvisional, quotaLedgerAway, streamQuery)
 	reg.MustRegister(upstreamCollectors()...)
 	reg.MustRegister(pushCollectors...)
 	reg.MustRegister(redisCounterCollectors...)
@@ -273,6 +279,18 @@ func AuthThrottled() { authThrottled.Inc() }
 
 // QuotaWait observes the time a request spent in the quota ledger.
 func QuotaWait(d time.Duration) { quotaSeconds.Observe(d.Seconds()) }
+
+// QuotaProvisional counts a request admitted while the quota ledger is away.
+func QuotaProvisional() { quotaProvisional.Inc() }
+
+// QuotaLedgerAway sets whether this process admits provisionally.
+func QuotaLedgerAway(away bool) {
+	if away {
+		quotaLedgerAway.Set(1)
+	} else {
+		quotaLedgerAway.Set(0)
+	}
+}
 
 // Up is marketd_dependency_up of one running role (its own readiness
 // probes set it).

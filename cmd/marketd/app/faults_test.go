@@ -4,156 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketscreener/market/faultproxy"
 	"github.com/marketscreener/market/redistest"
-	"github.com/marketscreener/market/store/storetest"
 )
-
-// faultProxy is a TCP proxy the test controls, between the service and
-// Postgres or Redis: it forwards, breaks every connection at its next
-// byte (EOF mid-query), freezes (holds every byte, answers nothing) or
-// refuses (closes every connection at once, like a dead server).
-type faultProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	mode   string // "pass", "break", "freeze", "refuse"
-	conns  map[net.Conn]struct{}
-	wake   chan struct{}
-}
-
-func newFaultProxy(t *testing.T, target string) *faultProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{ln: ln, target: target, mode: "pass", conns: map[net.Conn]struct{}{}, wake: make(chan struct{})}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.set("refuse")
-	})
-	return p
-}
-
-func (p *faultProxy) addr() string { return p.ln.Addr().String() }
-
-// set changes the mode; "refuse" and "break" also cut what is open.
-func (p *faultProxy) set(mode string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.mode = mode
-	close(p.wake)
-	p.wake = make(chan struct{})
-	if mode == "refuse" {
-		for c := range p.conns {
-			c.Close()
-		}
-	}
-}
-
-func (p *faultProxy) state() (string, chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mode, p.wake
-}
-
-func (p *faultProxy) track(c net.Conn, add bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if add {
-		p.conns[c] = struct{}{}
-	} else {
-		delete(p.conns, c)
-	}
-}
-
-func (p *faultProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if mode, _ := p.state(); mode == "refuse" {
-			c.Close()
-			continue
-		}
-		go p.handle(c)
-	}
-}
-
-func (p *faultProxy) handle(client net.Conn) {
-	server, err := net.Dial("tcp", p.target)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.track(client, true)
-	p.track(server, true)
-	defer func() {
-		client.Close()
-		server.Close()
-		p.track(client, false)
-		p.track(server, false)
-	}()
-	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client); done <- struct{}{} }()
-	go func() { p.pipe(client, server); done <- struct{}{} }()
-	<-done
-}
-
-// pipe copies src to dst chunk by chunk, obeying the mode before each chunk.
-func (p *faultProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			for {
-				mode, wake := p.state()
-				if mode == "freeze" {
-					<-wake
-					continue
-				}
-				if mode != "pass" {
-					return // break or refuse: the connection ends here
-				}
-				break
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// postgresTarget is host:port of the test Postgres.
-func postgresTarget(t *testing.T) string {
-	t.Helper()
-	u := storetest.DatabaseURL()
-	i := strings.Index(u, "@")
-	rest := u[i+1:]
-	if j := strings.IndexAny(rest, "/?"); j >= 0 {
-		rest = rest[:j]
-	}
-	return rest
-}
-
-// throughProxy rewrites a URL's host:port to the proxy's.
-func throughProxy(url, target, proxy string) string {
-	return strings.Replace(url, target, proxy, 1)
-}
 
 // TestPostgresFaultsAre503: a Postgres connection broken mid-query (EOF)
 // and a frozen one both answer 503 with Retry-After, the frozen one within
@@ -167,9 +27,9 @@ func TestPostgresFaultsAre503(t *testing.T) {
 	id := mustRun(t, env, "clients", "create", "--org", "Faulty", "--tier", "business")
 	key := mustRun(t, env, "keys", "issue", "--client", id)
 
-	target := postgresTarget(t)
-	proxy := newFaultProxy(t, target)
-	env["MARKET_DATABASE_URL"] = throughProxy(env["MARKET_DATABASE_URL"], target, proxy.addr())
+	target := faultproxy.PostgresTarget()
+	proxy := faultproxy.New(t, target)
+	env["MARKET_DATABASE_URL"] = faultproxy.Through(env["MARKET_DATABASE_URL"], target, proxy.Addr())
 	srv := startServer(t, env, "api")
 	waitReady(t, srv)
 	base := "http://" + srv.HTTPAddr() + "/api/v1/public"
@@ -191,14 +51,14 @@ func TestPostgresFaultsAre503(t *testing.T) {
 			t.Fatalf("%s: answered after %v, want within the request budget", name, took)
 		}
 	}
-	proxy.set("break")
+	proxy.Set("break")
 	check("connection broken mid-query")
-	proxy.set("pass")
+	proxy.Set("pass")
 	eventually(t, func() response { return get(t, base+"/usage", key) }, http.StatusOK)
 
-	proxy.set("freeze")
+	proxy.Set("freeze")
 	check("frozen connection")
-	proxy.set("pass")
+	proxy.Set("pass")
 	eventually(t, func() response { return get(t, base+"/usage", key) }, http.StatusOK)
 }
 
@@ -231,8 +91,8 @@ func TestRedisDownRequestsStayFast(t *testing.T) {
 
 	redisURL := redistest.LeaseDB(t)
 	target := strings.TrimPrefix(strings.SplitN(strings.TrimPrefix(redisURL, "redis://"), "/", 2)[0], "")
-	proxy := newFaultProxy(t, target)
-	env["MARKET_REDIS_URL"] = throughProxy(redisURL, target, proxy.addr())
+	proxy := faultproxy.New(t, target)
+	env["MARKET_REDIS_URL"] = faultproxy.Through(redisURL, target, proxy.Addr())
 	srv := startServer(t, env, "api")
 	waitReady(t, srv)
 	base := "http://" + srv.HTTPAddr() + "/api/v1/public"
@@ -240,7 +100,7 @@ func TestRedisDownRequestsStayFast(t *testing.T) {
 		t.Fatalf("healthy: %d %v", r.status, r.body)
 	}
 
-	proxy.set("freeze")
+	proxy.Set("freeze")
 	// The request that finds Redis gone pays for it once (≤ the 200 ms
 	// time-outs of rediskeys.ClientOptions); the limiter then decides locally.
 	if r := get(t, base+"/usage", key); r.status != http.StatusOK {
@@ -274,7 +134,7 @@ func TestRedisDownRequestsStayFast(t *testing.T) {
 		}
 	}
 
-	proxy.set("pass")
+	proxy.Set("pass")
 	// No request from here on: readiness must recover by itself.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		st, checks := readyz(t, srv.OpsAddr())

@@ -325,7 +325,7 @@ const (
 )
 
 // stockAndForexSamples picks the stock series Alpaca's stream delivers
-// (the worker's streams:series sets in Redis), liquid ones it does not
+// (the worker's push:series sets in Redis), liquid ones it does not
 // (REST), and forex pairs.
 func (d *deployment) stockAndForexSamples(o options, m marketSet, ref *reference, into minuteSamples) {
 	if m.forex {
@@ -340,7 +340,7 @@ func (d *deployment) stockAndForexSamples(o options, m marketSet, ref *reference
 	if opts, err := redis.ParseURL(d.vars["MARKET_REDIS_URL"]); err == nil {
 		rdb := redis.NewClient(opts)
 		ctx := context.Background()
-		keys, _ := rdb.Keys(ctx, "*streams:series:stocks:*:1m").Result()
+		keys, _ := rdb.Keys(ctx, "*push:series:stocks:*:1m").Result()
 		for _, k := range keys {
 			syms, _ := rdb.SMembers(ctx, k).Result()
 			for _, s := range syms {
@@ -362,7 +362,7 @@ func (d *deployment) stockAndForexSamples(o options, m marketSet, ref *reference
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.Volume, a.Volume) })
 	if len(streamed) == 0 { // no set read: the free plan streams the 30 highest volumes
-		log.Printf("no streams:series set in Redis: taking the 30 highest screener volumes as streamed")
+		log.Printf("no push:series set in Redis: taking the 30 highest screener volumes as streamed")
 		for _, r := range rows[:min(30, len(rows))] {
 			streamed[r.Symbol] = true
 		}
