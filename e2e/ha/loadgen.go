@@ -31,7 +31,10 @@ type phaseStats struct {
 	FirstFail time.Time      `json:"first_fail,omitzero"`
 	LastFail  time.Time      `json:"last_fail,omitzero"`
 	Codes     map[string]int `json:"codes,omitempty"`
-	Examples  []string       `json:"examples,omitempty"`
+	// ByPath counts the non-2xx per request path: /usage reads the quota
+	// ledger on the primary, the others are the read replica's.
+	ByPath   map[string]int `json:"by_path,omitempty"`
+	Examples []string       `json:"examples,omitempty"`
 }
 
 // report is what the streams and the webhook receiver got over the run.
@@ -59,7 +62,7 @@ type loadgen struct {
 	webhooks map[string]int
 }
 
-func (g *loadgen) record(status int, detail string) {
+func (g *loadgen) record(path string, status int, detail string) {
 	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -80,6 +83,10 @@ func (g *loadgen) record(status int, detail string) {
 		g.cur.Codes = map[string]int{}
 	}
 	g.cur.Codes[code]++
+	if g.cur.ByPath == nil {
+		g.cur.ByPath = map[string]int{}
+	}
+	g.cur.ByPath[strings.SplitN(path, "?", 2)[0]]++
 	if len(g.cur.Examples) < 5 {
 		g.cur.Examples = append(g.cur.Examples, now.Format("15:04:05.000")+" "+detail)
 	}
@@ -144,16 +151,16 @@ func runLoadgen(args []string) error {
 				resp, err := client.Do(req)
 				if err != nil {
 					if ctx.Err() == nil {
-						g.record(0, p+": "+err.Error())
+						g.record(p, 0, p+": "+err.Error())
 					}
 					continue
 				}
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode/100 != 2 {
-					g.record(resp.StatusCode, p+": "+strings.TrimSpace(string(b[:min(len(b), 200)])))
+					g.record(p, resp.StatusCode, p+": "+strings.TrimSpace(string(b[:min(len(b), 200)])))
 				} else {
-					g.record(resp.StatusCode, "")
+					g.record(p, resp.StatusCode, "")
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

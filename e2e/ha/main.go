@@ -91,6 +91,7 @@ type Fault struct {
 	ErrorWindow time.Duration  `json:"error_window_ns"`
 	Recovery    time.Duration  `json:"recovery_ns,omitempty"` // the fault's own measure (promotion, restart)
 	Codes       map[string]int `json:"codes,omitempty"`
+	ByPath      map[string]int `json:"by_path,omitempty"` // non-2xx per path
 	Examples    []string       `json:"examples,omitempty"`
 	Note        string         `json:"note,omitempty"`
 }
@@ -113,13 +114,13 @@ type Results struct {
 // Table is the results as a Markdown table and the loss checks.
 func (r *Results) Table() string {
 	var b strings.Builder
-	b.WriteString("| phase | requests | non-2xx | error window | recovery | codes |\n|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| phase | requests | non-2xx | error window | recovery | codes | non-2xx by path |\n|---|---:|---:|---:|---:|---|---|\n")
 	for _, f := range r.Faults {
 		rec := ""
 		if f.Recovery > 0 {
 			rec = fmt.Sprintf("%.1f s", f.Recovery.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.1f s | %s | %v |\n", f.Name, f.Requests, f.Non2xx, f.ErrorWindow.Seconds(), rec, f.Codes)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f s | %s | %v | %v |\n", f.Name, f.Requests, f.Non2xx, f.ErrorWindow.Seconds(), rec, f.Codes, f.ByPath)
 	}
 	fmt.Fprintf(&b, "\nverdict events written: %d; per stream: missing %v, twice %v, resyncs %v, reconnects (resumed with Last-Event-ID) %v; webhooks missing %d, delivered twice %d\n",
 		r.EventsWritten, r.StreamMissing, r.StreamDups, r.StreamResyncs, r.StreamResumes, r.WebhookMissing, r.WebhookTwice)

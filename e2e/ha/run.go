@@ -329,7 +329,7 @@ func (d *deployment) phase(res *Results, name string, settle time.Duration, faul
 	if err := d.ask("mark after-"+name, &st); err != nil {
 		return err
 	}
-	f := Fault{Name: name, Requests: st.OK + st.Failed, Non2xx: st.Failed, Recovery: rec, Codes: st.Codes, Examples: st.Examples, Note: note}
+	f := Fault{Name: name, Requests: st.OK + st.Failed, Non2xx: st.Failed, Recovery: rec, Codes: st.Codes, ByPath: st.ByPath, Examples: st.Examples, Note: note}
 	if !st.FirstFail.IsZero() {
 		f.ErrorWindow = st.LastFail.Sub(st.FirstFail)
 	}
