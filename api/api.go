@@ -145,6 +145,8 @@ type Server struct {
 	// over, programs its compiled expressions.
 	screens  screenSnapshots
 	programs screenPrograms
+	// pages are the answers of POST /screener/query, per snapshot.
+	pages screenPages
 }
 
 // New builds the api with every operation registered.

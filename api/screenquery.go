@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -112,6 +113,10 @@ func (s *Server) queryScreener(ctx context.Context, in *screenerQueryInput) (*da
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
+	pk := tag + "\x00" + q.Cursor + "\x00" + strconv.Itoa(limit)
+	if body := s.pages.get(snap, pk); body != nil {
+		return s.respond(ctx, &in.ConditionalParams, readcache.NewBody(body, snap.newest), freshScores), nil
+	}
 	page, err := runQuery(snap, prg, st, order, after, limit)
 	if err != nil {
 		if xe, ok := screen.IsExprError(err); ok {
@@ -123,7 +128,47 @@ func (s *Server) queryScreener(ctx context.Context, in *screenerQueryInput) (*da
 	if err != nil {
 		return nil, s.problem(ctx, err)
 	}
+	s.pages.put(snap, pk, body)
 	return s.respond(ctx, &in.ConditionalParams, readcache.NewBody(body, snap.newest), freshScores), nil
+}
+
+// screenPages keeps the answers of the queries run on a market's current
+// snapshot: a page is a function of the snapshot and the request (market,
+// style, expression, order, cursor, limit), whoever asks (the tier's
+// markets are checked before), and clients poll the same screen until the
+// next rescoring changes the snapshot. An answer is kept with the
+// snapshot it was computed on and used only while that snapshot is the
+// market's: a new snapshot makes every older page a miss.
+type screenPages struct {
+	mu sync.Mutex
+	m  map[string]screenPage
+}
+
+type screenPage struct {
+	snap *screenSnapshot
+	body []byte
+}
+
+// maxCachedPages bounds the pages kept (all markets): past it the kept
+// ones are dropped together.
+const maxCachedPages = 512
+
+func (c *screenPages) get(snap *screenSnapshot, key string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.m[key]; ok && p.snap == snap {
+		return p.body
+	}
+	return nil
+}
+
+func (c *screenPages) put(snap *screenSnapshot, key string, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedPages {
+		c.m = make(map[string]screenPage)
+	}
+	c.m[key] = screenPage{snap: snap, body: body}
 }
 
 // screenPrograms caches compiled expressions: a client polls the same

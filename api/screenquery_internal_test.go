@@ -88,3 +88,26 @@ func TestQueryOrder(t *testing.T) {
 		t.Error("a cursor of another query was accepted")
 	}
 }
+
+// A kept page is the answer of its snapshot only: the market's next
+// snapshot (a rescoring) misses it, and so does another request.
+func TestScreenPagesFollowTheSnapshot(t *testing.T) {
+	var c screenPages
+	a, b := syntheticSnapshot(2), syntheticSnapshot(2)
+	c.put(a, "q1", []byte("page of a"))
+	if got := c.get(a, "q1"); string(got) != "page of a" {
+		t.Fatalf("the same snapshot and request: %q", got)
+	}
+	if got := c.get(b, "q1"); got != nil {
+		t.Fatalf("another snapshot: %q, want a miss", got)
+	}
+	if got := c.get(a, "q2"); got != nil {
+		t.Fatalf("another request: %q, want a miss", got)
+	}
+	for i := range maxCachedPages {
+		c.put(b, strconv.Itoa(i), []byte("x"))
+	}
+	if len(c.m) > maxCachedPages {
+		t.Fatalf("%d pages kept, want at most %d", len(c.m), maxCachedPages)
+	}
+}
