@@ -101,16 +101,25 @@ type options struct {
 	queryAssets int
 }
 
-// bodyOf is the request body of a path ("" for a GET).
+// bodyOf is the request body of a path ("" for a GET); a query body's
+// {n} (a new query each request, -query-body's) reads 0.
 func (o options) bodyOf(path string) string {
 	if path == queryPath {
-		return o.queryBody
+		return strings.ReplaceAll(o.queryBody, "{n}", "0")
 	}
 	return ""
 }
 
-// postLua makes wrk send body as a JSON POST.
+// postLua makes wrk send body as a JSON POST; a body with {n} is a new
+// body each request, {n} replaced by the request's number (so POST
+// /screener/query finds neither its compiled program nor its page kept).
 func postLua(body string) string {
+	if strings.Contains(body, "{n}") {
+		return "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n" +
+			"local template = [==[" + body + "]==]\nlocal counter = 0\n" +
+			"request = function()\n  counter = counter + 1\n  local body = (string.gsub(template, \"{n}\", tostring(counter)))\n" +
+			"  return wrk.format(nil, nil, nil, body)\nend\n"
+	}
 	return "wrk.method = \"POST\"\nwrk.body = [==[" + body + "]==]\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
 }
 
@@ -140,7 +149,7 @@ func main() {
 	flag.BoolVar(&o.conditional, "conditional", false, "also measure the api answering 304 (If-None-Match with the captured ETag) in every run, after its 200 (paths answered without an ETag, such as /usage, are not)")
 	flag.BoolVar(&o.bareHeaders, "bare-headers", true, "also measure, in every run, a second bare server replaying the api's whole captured answer (every header but Date, which net/http writes; Content-Length included), and report the api's ratio to both baselines")
 	flag.StringVar(&o.queryBody, "query-body", `{"market":"crypto","where":"verdict == \"growth\" && factors.rsi_14.value < 70","order_by":"overall_score desc","limit":50}`,
-		"-paths query: the body of POST /screener/query")
+		"-paths query: the body of POST /screener/query; {n} in it is replaced by each request's number (a new query every request: no kept program or page serves it)")
 	flag.IntVar(&o.queryAssets, "query-assets", 13000, "-paths query: crypto assets scored in the seeded market (copies of the synthetic feed's reports under other symbols)")
 	flag.Parse()
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.conns < 1 {
@@ -272,7 +281,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 func measure(ctx context.Context, o options, s *server, path, key string, headers ...string) (wrkResult, error) {
 	var script string
 	if body := o.bodyOf(path); body != "" {
-		script = postLua(body)
+		script = postLua(o.queryBody)
 	}
 	if o.warmup > 0 {
 		if _, err := runWrk(ctx, o, wrkRun{url: s.base + path, key: key, headers: headers, conns: o.conns, duration: o.warmup, script: script}); err != nil {
