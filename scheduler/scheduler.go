@@ -56,6 +56,10 @@ type Job struct {
 	// Market is the market whose sessions the job follows (its data does
 	// not move while the market is closed); empty for a job of every tick.
 	Market domain.Market
+	// Closing: the job is part of its market's closing read (closingRead):
+	// the candles scoring reads and the 1m bars. The rest waits for the
+	// catch-up, so that the close's scoring has the machine.
+	Closing bool
 }
 
 // CatchUpDelay is how long after a close a market's catch-up waits: the
@@ -185,7 +189,7 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 		series, periodic := strings.CutSuffix(j.ID, ":"+stamp)
 		if j.Market != "" {
 			st := domain.StateAt(s.cfg.Hours, j.Market, tick)
-			if !st.Open && !closingRead(st, tick, e.Interval) {
+			if !st.Open && !(j.Closing && closingRead(st, tick, e.Interval)) {
 				if c, ok := catchUp(j, series, st, tick, e.Interval); ok && periodic {
 					out = append(out, c)
 				}
@@ -203,12 +207,13 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 
 // closingRead reports whether tick is a closed market's closing read: the
 // first tick at or after its session's close, within CatchUpDelay of it,
-// which is planned as a tick of the session (with its start-by time). The
-// bars of the session's last minutes and the candles that end with the
-// session (a stock's 12:00-16:00 4h bar, its daily bar) are read at the
-// bell, so their reports are rescored within seconds of the close; the
-// catch-up CatchUpDelay later reads what settled after the bell (late
-// prints, the provider's corrections).
+// when the jobs marked Closing are planned as a tick of the session (with
+// its start-by time). The session's last 1m bar and the candles scoring
+// reads that end with the session (a stock's 12:00-16:00 4h bar) are read
+// at the bell, so their reports are rescored within seconds of the close;
+// the catch-up CatchUpDelay later reads the rest (screener rows, the
+// display-only timeframes) and what settled after the bell (late prints,
+// the provider's corrections).
 func closingRead(st domain.MarketState, tick time.Time, interval time.Duration) bool {
 	closed := st.Session.Close
 	return !closed.IsZero() && !tick.Before(closed) && tick.Before(closed.Add(min(interval, CatchUpDelay)))
@@ -270,7 +275,7 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
 					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
-					Market: c.Market,
+					Market: c.Market, Closing: sr.scored || tf == domain.TF1m,
 				})
 			}
 			return jobs
@@ -295,8 +300,9 @@ func rotated[T any](items []T, tick time.Time, every time.Duration) []T {
 }
 
 type candleSeries struct {
-	c  domain.Combination
-	tf domain.Timeframe
+	c      domain.Combination
+	tf     domain.Timeframe
+	scored bool // scoring reads it (worker.ScoresSeries)
 }
 
 // candleOrder is the order of a tick's candle ingest: first the series
@@ -313,8 +319,9 @@ func candleOrder(region string, served domain.Served) (scored, rest []candleSeri
 			if !c.HasCandles() || !served.Has(c) {
 				continue
 			}
-			sr := candleSeries{c, tf}
+			sr := candleSeries{c: c, tf: tf}
 			if worker.ScoresSeries(region, served, c.Market, c.Exchange, tf) {
+				sr.scored = true
 				scored = append(scored, sr)
 			} else {
 				rest = append(rest, sr)
