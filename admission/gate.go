@@ -295,7 +295,9 @@ func (g *Gate) admit(ctx context.Context, r Request) (Outcome, error) {
 // ledger cannot commit, provisionally (ledgeraway.go).
 func (g *Gate) admitQuota(ctx context.Context, clientID string, quota *int64, now time.Time) (int64, bool, error) {
 	if g.away.active.Load() {
-		return g.away.admit(quotaKey{clientID: clientID, month: g.quota.monthOf(now)}, quota)
+		if used, ok, away, err := g.away.admit(quotaKey{clientID: clientID, month: g.quota.monthOf(now)}, quota); away {
+			return used, ok, err
+		}
 	}
 	used, ok, err := g.quota.admitAt(ctx, clientID, quota, now, now)
 	if err == nil || ctx.Err() != nil || errors.Is(err, errClosed) {
@@ -303,7 +305,10 @@ func (g *Gate) admitQuota(ctx context.Context, clientID string, quota *int64, no
 	}
 	k := quotaKey{clientID: clientID, month: g.quota.monthOf(now)}
 	g.away.begin(k, err)
-	return g.away.admit(k, quota)
+	if used, ok, away, err := g.away.admit(k, quota); away {
+		return used, ok, err
+	}
+	return 0, false, err // closed meanwhile: the ledger's error
 }
 
 // refuseInactive is the 403 of a client suspended or past its contract

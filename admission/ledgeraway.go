@@ -93,22 +93,26 @@ func (a *ledgerAway) begin(k quotaKey, err error) {
 }
 
 // admit decides a request of k with quota provisionally: used is the
-// count it makes by this process's reckoning.
-func (a *ledgerAway) admit(k quotaKey, quota *int64) (used int64, admitted bool, err error) {
+// count it makes by this process's reckoning. away is false when the
+// outage ended meanwhile (the ledger decides the request).
+func (a *ledgerAway) admit(k quotaKey, quota *int64) (used int64, admitted, away bool, err error) {
 	base, _ := a.ledger.eng.hintOf(k)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.active.Load() {
+		return 0, false, false, nil // a request counted now would be owed to a round that has ended
+	}
 	owed := a.owed[k]
 	if quota != nil && base+owed >= *quota {
-		return base + owed, false, nil
+		return base + owed, false, true, nil
 	}
 	if owed >= ProvisionalMax {
-		return 0, false, errProvisionalFull
+		return 0, false, true, errProvisionalFull
 	}
 	a.owed[k] = owed + 1
 	a.total++
 	obs.QuotaProvisional()
-	return base + owed + 1, true, nil
+	return base + owed + 1, true, true, nil
 }
 
 // run writes what is owed every awayProbeEvery until a round commits
