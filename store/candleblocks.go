@@ -47,14 +47,20 @@ func (db *DB) CompactableSeries(ctx context.Context, tf domain.Timeframe, before
 // then inserts it again as a row (which wins over the block until the
 // next move); a repair of a candle already packed writes a row that wins
 // the same way, and a move merges it into its block, its value over the
-// block's. The rows are deleted last, so the lock the candle_series_versions
-// trigger takes (every versioned writer's) is held only to the commit.
+// block's. A move is no change of the series: it leaves the series'
+// version (candle_series_versions) as it was, so the scorers' candle
+// caches and the statistics keep what they read.
 func (db *DB) CompactSeries(ctx context.Context, k CandleKey, before time.Time, maxRows int) (int, error) {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return 0, translate(err, "candle blocks")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	// A move changes no candle a reader sees: it does not move the
+	// series' version (migration 00028's trigger condition).
+	if _, err := tx.Exec(ctx, `SET LOCAL marketd.moving_candles = 'on'`); err != nil {
+		return 0, translate(err, "candle blocks")
+	}
 	args := []any{string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe)}
 	// Two movers of one series take turns (each merges into the blocks
 	// as the other left them).

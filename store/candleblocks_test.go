@@ -415,3 +415,51 @@ func TestDeleteCandleBlocksBefore(t *testing.T) {
 		t.Fatalf("after retention: %d candles (%v), want February on", len(got), err)
 	}
 }
+
+// A move into the blocks is no change of the series: its version stays
+// (migration 00028), so a scorer's cached read goes on extending its kept
+// candles instead of reading the series in full, with the same values;
+// any other delete still moves the version.
+func TestCompactionLeavesTheSeriesVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "ETH_USDT", Timeframe: domain.TF1h}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cs := makeCandles(1000, start, domain.TF1h, 0.5)
+	if err := db.UpsertCandles(ctx, k, cs); err != nil {
+		t.Fatal(err)
+	}
+	version := func() int64 {
+		t.Helper()
+		vs, err := db.CandleSeriesVersions(ctx, k.Market, k.Exchange, k.Timeframe, []string{k.Symbol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vs[k.Symbol].Version
+	}
+	cache := store.NewCandleCache(10)
+	if _, _, err := db.CachedCandlesOf(ctx, cache, k.Market, k.Exchange, k.Timeframe, []string{k.Symbol}, 500); err != nil {
+		t.Fatal(err)
+	}
+	before := version()
+	if n := compactAll(t, db, k, start.Add(900*time.Hour), 300); n != 900 {
+		t.Fatalf("moved %d candles, want 900", n)
+	}
+	if v := version(); v != before {
+		t.Fatalf("the move took the version from %d to %d, want it unchanged", before, v)
+	}
+	got, reads, err := db.CachedCandlesOf(ctx, cache, k.Market, k.Exchange, k.Timeframe, []string{k.Symbol}, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads.Extended != 1 || reads.Full != 0 || !sameCandles(got[k.Symbol], cs[500:]) {
+		t.Fatalf("the cached read after the move: %+v, the newest 500 equal: %v", reads, sameCandles(got[k.Symbol], cs[500:]))
+	}
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE symbol = $1 AND open_time = $2`, k.Symbol, cs[950].Time); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v == before {
+		t.Fatal("a delete that is not a move left the version as it was")
+	}
+}
