@@ -110,7 +110,8 @@ type Ingester struct {
 	Retention map[domain.Timeframe]time.Duration
 
 	// polled is, by combination and timeframe, where the next bulk poll
-	// of every series may start at the latest (ingestBulk).
+	// of each series may start at the latest (a *seriesFloors: the
+	// series this process has read, ingestBulk).
 	polled sync.Map
 	// polls is, by combination and timeframe, the pollState of this
 	// process's last complete scheduled poll (pollDue).
@@ -412,19 +413,18 @@ const bulkChunk = 1000
 //
 // Each series starts where ingestCandles would start it (its newest stored
 // candle, within the retention), but never before this process's last
-// complete poll of the same series (less two candles and a minute, for
-// late corrections): a series with nothing new since then (a stock that
-// did not trade) would otherwise make every poll start at its last candle,
-// hours or days back, and a request start there. Without a poll yet (a
-// new process), each series starts at its own newest candle.
+// read of the same series that answered (less two candles and a minute,
+// for late corrections): a series with nothing new since then (a stock
+// that did not trade) would otherwise make every poll start at its last
+// candle, hours or days back, a request for each such start. The floor is
+// kept per series and set as each chunk's read returns, so a poll cut
+// short (a deadline while the budget is short) still moves the floor of
+// what it read, and the next poll is not longer for it. Without a read
+// yet (a new process), each series starts at its own newest candle.
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
 	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
-	key := pollKey(c, tf)
-	floor := time.Time{}
-	if v, ok := in.polled.Load(key); ok {
-		floor = v.(time.Time)
-	}
-	began := in.Now()
+	v, _ := in.polled.LoadOrStore(pollKey(c, tf), &seriesFloors{m: map[string]time.Time{}})
+	floors := v.(*seriesFloors)
 	failures := 0
 	var lastErr error
 	for chunk := range slices.Chunk(symbols, bulkChunk) {
@@ -432,7 +432,7 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		for _, sym := range chunk {
 			if last, ok := latest[sym]; ok {
 				since := retainedSince(in.Retention, tf, now, last)
-				if since.Before(floor) {
+				if floor := floors.get(sym); since.Before(floor) {
 					since = floor
 				}
 				from[sym] = rereadPushed(pushed, sym, tf, since)
@@ -442,6 +442,9 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		}
 		asked := in.Now()
 		got, bad, err := bp.BulkCandles(ctx, c, tf, from, InitialCandles)
+		if err == nil && scheduled {
+			floors.set(chunk, bad, asked.Add(-2*tf.Duration()-time.Minute))
+		}
 		for sym, e := range bad {
 			failures, lastErr = failures+1, e
 			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", e)
@@ -465,10 +468,32 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 	}
 	if failures > 0 {
 		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
-	} else if scheduled {
-		in.polled.Store(key, began.Add(-2*tf.Duration()-time.Minute))
 	}
 	return failures, nil
+}
+
+// seriesFloors is, by symbol, where the next bulk poll of a series may
+// start at the latest.
+type seriesFloors struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (f *seriesFloors) get(sym string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[sym]
+}
+
+// set moves the floor of the symbols read (but those that failed) to at.
+func (f *seriesFloors) set(symbols []string, failed map[string]error, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sym := range symbols {
+		if _, bad := failed[sym]; !bad && at.After(f.m[sym]) {
+			f.m[sym] = at
+		}
+	}
 }
 
 // scoredFirstFor bounds how long display-only history waits for the
