@@ -138,6 +138,35 @@ func tuneGC(_ context.Context, r *roleRun) error {
 	return nil
 }
 
+// readsCheck is an api's checks with a read replica: the primary is no
+// longer required (while it fails over the replica serves the market data
+// and the analytics, the quota is counted provisionally, cached keys stay
+// valid: /readyz is 200 "degraded" and a load balancer keeps the replica
+// in rotation), and "postgres_reads" is: the replica answers, or else the
+// primary does.
+func readsCheck(checks []api.Check, router *store.ReadRouter) []api.Check {
+	out := make([]api.Check, 0, len(checks)+1)
+	var primary func(context.Context) error
+	for _, c := range checks {
+		if c.Name == "postgres" {
+			primary, c.Required = c.Probe, false
+		}
+		out = append(out, c)
+	}
+	if primary == nil {
+		return checks
+	}
+	return append(out, api.Check{Name: "postgres_reads", Required: true, Probe: func(ctx context.Context) error {
+		if _, ok := router.Lag(); ok {
+			return nil
+		}
+		if err := primary(ctx); err != nil {
+			return fmt.Errorf("neither the read replica nor the primary answers: %w", err)
+		}
+		return nil
+	}})
+}
+
 // serveAPI serves the public api (and the sandbox's, with its database)
 // and the ops listener with asynqmon; it is ready with Postgres, the gate
 // and its caches.
@@ -152,6 +181,17 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 	for _, c := range deps.checks {
 		c.Probe = upProbe(r.up, c.Name, c.Probe, redisDown)
 		r.checks = append(r.checks, c)
+	}
+	if cfg.DatabaseReadURL != "" {
+		replica, err := store.Open(ctx, cfg.DatabaseReadURL, store.Options{Logger: logger.With("database", "replica"), MaxConns: 16})
+		if err != nil {
+			return err
+		}
+		r.onStop(replica.Close)
+		router := store.NewReadRouter(db, replica, cfg.ReadMaxLag)
+		g.Go(func() error { return router.Run(ctx) })
+		r.readRouter = router
+		r.checks = readsCheck(r.checks, router)
 	}
 	readiness := api.NewReadiness(r.checks...)
 	readiness.Warmup = analyticsWarmup(db, cfg.Region, cfg.served())
@@ -173,16 +213,8 @@ func serveAPI(ctx context.Context, r *roleRun) error {
 		RequestTimeout: cfg.RequestTimeout, Stream: hub, StreamData: streamDB, StreamSlots: deps.slots, StreamReplays: cfg.StreamDBConns - 1,
 		Refresh: api.RefreshIntervals{Tickers: cfg.TickerInterval, Candles: cfg.CandleInterval, Scores: cfg.ScoreInterval, Stats: cfg.StatsInterval}}
 	var reads api.Store = db
-	if cfg.DatabaseReadURL != "" {
-		replica, err := store.Open(ctx, cfg.DatabaseReadURL, store.Options{Logger: logger.With("database", "replica"), MaxConns: 16})
-		if err != nil {
-			return err
-		}
-		r.onStop(replica.Close)
-		router := store.NewReadRouter(db, replica, cfg.ReadMaxLag)
-		g.Go(func() error { return router.Run(ctx) })
-		reads = api.SandboxStore{MarketData: router, AnalyticsData: router, WebhookData: db, AlertData: db}
-		r.readRouter = router
+	if r.readRouter != nil {
+		reads = api.SandboxStore{MarketData: r.readRouter, AnalyticsData: r.readRouter, WebhookData: db, AlertData: db}
 	}
 	apiServer = api.New(apiCfg, reads, deps.gate)
 	if r.readRouter != nil {
