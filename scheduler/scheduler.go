@@ -256,6 +256,11 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 		}
 	}
 	scored, rest := candleOrder(region, served)
+	// The 1m series follow the scored ones at every tick, not rotated:
+	// their bars are polled every minute and read at once.
+	minute := slices.DeleteFunc(slices.Clone(rest), func(sr candleSeries) bool { return sr.tf != domain.TF1m })
+	rest = slices.DeleteFunc(rest, func(sr candleSeries) bool { return sr.tf == domain.TF1m })
+	first := append(slices.Clip(scored), minute...)
 	return []Entry{
 		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
 			jobs := make([]Job, 0, len(combos))
@@ -269,8 +274,8 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 			return jobs
 		}},
 		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
-			jobs := make([]Job, 0, len(scored)+len(rest))
-			for _, sr := range append(slices.Clip(scored), rotated(rest, tick, candleEvery)...) {
+			jobs := make([]Job, 0, len(first)+len(rest))
+			for _, sr := range append(slices.Clip(first), rotated(rest, tick, candleEvery)...) {
 				c, tf := sr.c, sr.tf
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),

@@ -86,6 +86,17 @@ func TestAlpacaBulkIngest(t *testing.T) {
 		t.Fatalf("%s 4h: %v, %v", syms[0], got, err)
 	}
 
+	// While every history slot is taken (other display-only loads under
+	// way), the 1m tick loads nothing new and does not fail: the history
+	// waits for a later tick.
+	release := in.TakeHistorySlots()
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now)); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(domain.TF1m); n != 0 {
+		t.Fatalf("1m with every history slot taken: %d series loaded, want none", n)
+	}
+	release()
 	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now)); err != nil {
 		t.Fatal(err)
 	}

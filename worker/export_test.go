@@ -6,3 +6,21 @@ func (w *Worker) RunNowCounts() (ran, copies int64) { return w.nowRuns.Load(), w
 
 // OnRunNow sets a function told each task id RunNow takes (before Run).
 func (w *Worker) OnRunNow(f func(taskID string)) { w.onRunNow = f }
+
+// TakeHistorySlots takes every display-only history slot of in, as loads
+// under way would; the returned function gives them back.
+func (in *Ingester) TakeHistorySlots() func() {
+	var releases []func()
+	for {
+		r, ok := in.historySlot()
+		if !ok {
+			break
+		}
+		releases = append(releases, r)
+	}
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+}

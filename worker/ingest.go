@@ -119,6 +119,9 @@ type Ingester struct {
 	// listed is, by combination, the digest of the symbol list last
 	// recorded by syncListings.
 	listed sync.Map
+	// history holds the display-only history loads under way (historySlot).
+	history     chan struct{}
+	historyOnce sync.Once
 	// scored is, by combination, whether scoredLoaded holds, and under
 	// "first" when this process first asked.
 	scored sync.Map
@@ -328,19 +331,46 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
 			full = full && len(symbols) == n
 		}
-		n, err := in.ingestBulk(ctx, bp, c, tf, symbols, latest, pushed, scheduled, now, func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
+		// The series with candles are polled first, then the new ones'
+		// history is loaded. A display-only timeframe's history (hundreds
+		// of pages of a whole stock market) takes one of historySlots, or
+		// waits for a later tick: a worker's bulk slots are never all held
+		// by minutes-long history loads while the next tick's polls (the
+		// 1m bars) wait in the queue behind them.
+		polls, fresh := symbols, []string(nil)
+		if scheduled {
+			polls = slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { _, stored := latest[s]; return !stored })
+			fresh = slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { _, stored := latest[s]; return stored })
+		}
+		if len(fresh) > 0 && !want {
+			if release, ok := in.historySlot(); ok {
+				defer release()
+			} else {
+				in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf, "series", len(fresh))
+				fresh, full = nil, false
+			}
+		}
+		keep := func(key store.CandleKey, cs []domain.Candle, asked time.Time) error {
 			batch[key], fetched[key] = cs, asked
 			if pending += len(cs); len(batch) >= bulkFlushEvery || pending >= bulkFlushCandles {
 				pending = 0
 				return flush()
 			}
 			return nil
-		})
-		if err != nil {
-			return stored, err
 		}
-		if err := flush(); err != nil {
-			return stored, err
+		n := 0
+		for _, part := range [][]string{polls, fresh} {
+			if len(part) == 0 {
+				continue
+			}
+			failed, err := in.ingestBulk(ctx, bp, c, tf, part, latest, pushed, scheduled, now, keep)
+			n += failed
+			if err != nil {
+				return stored, err
+			}
+			if err := flush(); err != nil {
+				return stored, err
+			}
 		}
 		if n > 0 {
 			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
@@ -470,6 +500,22 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
 	}
 	return failures, nil
+}
+
+// historySlots is how many display-only history loads a process runs at
+// once (of the bulk lane's slots, 6 by default).
+const historySlots = 2
+
+// historySlot takes one of historySlots for a display-only history load;
+// ok is false when all are taken.
+func (in *Ingester) historySlot() (release func(), ok bool) {
+	in.historyOnce.Do(func() { in.history = make(chan struct{}, historySlots) })
+	select {
+	case in.history <- struct{}{}:
+		return func() { <-in.history }, true
+	default:
+		return nil, false
+	}
 }
 
 // seriesFloors is, by symbol, where the next bulk poll of a series may
