@@ -339,8 +339,14 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		// 1m bars) wait in the queue behind them.
 		polls, fresh := symbols, []string(nil)
 		if scheduled {
-			polls = slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { _, stored := latest[s]; return !stored })
-			fresh = slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { _, stored := latest[s]; return stored })
+			polls = make([]string, 0, len(symbols))
+			for _, s := range symbols {
+				if _, stored := latest[s]; stored {
+					polls = append(polls, s)
+				} else {
+					fresh = append(fresh, s)
+				}
+			}
 		}
 		if len(fresh) > 0 && !want {
 			if release, ok := in.historySlot(); ok {
