@@ -123,6 +123,18 @@ type AlertState struct {
 	LastFiredAt *time.Time
 }
 
+// Changed reports whether s differs from before (a state that was not
+// known has changed once it is): only a changed state is written back.
+func (s AlertState) Changed(before AlertState) bool {
+	if s.Known != before.Known || s.Matched != before.Matched {
+		return true
+	}
+	if (s.LastFiredAt == nil) != (before.LastFiredAt == nil) {
+		return true
+	}
+	return s.LastFiredAt != nil && !s.LastFiredAt.Equal(*before.LastFiredAt)
+}
+
 // Next is the state after the condition evaluated to matched at instant
 // at, and whether the alert fires: on a change from false to true, at
 // most once per cooldown. baseline is the condition's value before this

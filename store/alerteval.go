@@ -81,7 +81,13 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	markets := uniqueSorted(recs, func(r AnalyticsRecord) string { return string(r.Market) })
-	alerts, err := liveAlerts(ctx, tx, markets)
+	symbols := uniqueSorted(recs, func(r AnalyticsRecord) string { return r.Symbol })
+	var gen int64
+	var xid int64
+	if err := tx.QueryRow(ctx, `SELECT (SELECT n FROM alert_generation), pg_current_xact_id()::text::bigint % 4294967296`).Scan(&gen, &xid); err != nil {
+		return 0, translate(err, "alerts")
+	}
+	alerts, err := db.liveAlerts(ctx, tx, gen, markets, symbols)
 	if err != nil {
 		return 0, err
 	}
@@ -92,8 +98,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		}
 		return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
 	}
-	symbols := uniqueSorted(recs, func(r AnalyticsRecord) string { return r.Symbol })
-	before, err := lockedReports(ctx, tx, markets, symbols)
+	before, versions, err := lockReports(ctx, tx, markets, symbols)
 	if err != nil {
 		return 0, err
 	}
@@ -104,17 +109,42 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	// A record was stored when the report it replaces is the one its run
 	// read (the statement's own condition, on the rows now locked).
 	var saved []AnalyticsRecord
+	var assets []assetKey
 	for _, r := range recs {
 		old, had := before[assetKey{r.Market, r.Symbol}][r.Style]
 		p, read := prev[r.Symbol]
 		if !had || read && old.UpdatedAt.Equal(pgTime(p.UpdatedAt)) && !old.CandleTime.After(pgTime(r.CandleTime)) {
 			saved = append(saved, r)
+			if k := (assetKey{r.Market, r.Symbol}); !slices.Contains(assets, k) {
+				assets = append(assets, k)
+			}
 		}
 	}
-	if err := evaluateAlerts(ctx, tx, m, alerts, before, saved); err != nil {
-		return 0, err
+	if len(saved) > 0 {
+		if err := db.withResults(ctx, tx, before, versions, assets); err != nil {
+			return 0, err
+		}
+		if err := evaluateAlerts(ctx, tx, m, alerts, before, saved); err != nil {
+			return 0, err
+		}
 	}
-	return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
+	if err := tx.Commit(ctx); err != nil {
+		return 0, translate(err, "analytics")
+	}
+	// The stored reports are the next saves' "before" and other styles.
+	for _, r := range saved {
+		if r.Result == nil {
+			continue
+		}
+		res := r.Result
+		if res.ModelVersion == "" {
+			cp := *res
+			cp.ModelVersion = unversioned
+			res = &cp
+		}
+		db.results.put(reportKey{r.Market, r.Style, r.Symbol}, uint32(xid), pgTime(r.UpdatedAt), res)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // pgTime is t as Postgres stores it (microseconds).
@@ -134,40 +164,26 @@ func uniqueSorted(recs []AnalyticsRecord, key func(AnalyticsRecord) string) []st
 	return slices.Compact(out)
 }
 
-// liveAlerts are the alerts on the markets whose client may receive them
-// now (active, contract running, the market in its tier).
-func liveAlerts(ctx context.Context, tx pgx.Tx, markets []string) ([]domain.Alert, error) {
-	rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts a JOIN clients c ON c.id = a.client_id
-		WHERE a.market = ANY ($1) AND c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
-			AND a.market = ANY (c.markets)
-		ORDER BY a.id`, markets)
+// liveAlertsSQL is liveAlerts read from the table: alert_symbols and the index
+// alerts_whole_market find them without reading the market's others. The
+// client is checked by a subquery per alert, not a join: the plan stays
+// index lookups whatever the statistics say (a join planned on a new
+// table's missing statistics took 700 ms).
+func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([]domain.Alert, error) {
+	rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts a
+		WHERE a.id = ANY (ARRAY(
+				SELECT alert_id FROM alert_symbols WHERE market = ANY ($1) AND symbol = ANY ($2)
+				UNION
+				SELECT id FROM alerts WHERE market = ANY ($1) AND symbols IS NULL))
+			AND coalesce((SELECT c.status = 'active' AND (c.contract_expires_at IS NULL OR c.contract_expires_at > now())
+					AND a.market = ANY (c.markets)
+				FROM clients c WHERE c.id = a.client_id), false)
+		ORDER BY a.id`, markets, symbols)
 	if err != nil {
 		return nil, translate(err, "alerts")
 	}
 	out, err := pgx.CollectRows(rows, scanAlert)
 	return out, translate(err, "alerts")
-}
-
-// lockedReports reads and locks the reports of the assets in every style.
-func lockedReports(ctx context.Context, tx pgx.Tx, markets, symbols []string) (map[assetKey]map[analytics.Style]*AnalyticsRecord, error) {
-	rows, err := tx.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports
-		WHERE market = ANY ($1) AND symbol = ANY ($2) ORDER BY market, style, symbol FOR UPDATE`, markets, symbols)
-	if err != nil {
-		return nil, translate(err, "analytics")
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
-	if err != nil {
-		return nil, translate(err, "analytics")
-	}
-	out := map[assetKey]map[analytics.Style]*AnalyticsRecord{}
-	for i := range list {
-		k := assetKey{list[i].Market, list[i].Symbol}
-		if out[k] == nil {
-			out[k] = map[analytics.Style]*AnalyticsRecord{}
-		}
-		out[k][list[i].Style] = &list[i]
-	}
-	return out, nil
 }
 
 // evaluateAlerts evaluates the alerts on the saved assets, writes their
@@ -212,55 +228,86 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	}); err != nil {
 		return err
 	}
-	ids := make([]string, len(alerts))
+	// The alerts of each asset: those on its whole market and those that
+	// name it, among the ones whose condition a saved style can change.
+	whole := map[domain.Market][]int{}
+	named := map[assetKey][]int{}
 	for i, a := range alerts {
-		ids[i] = a.ID
+		if a.Symbols == nil {
+			whole[a.Market] = append(whole[a.Market], i)
+			continue
+		}
+		for _, sym := range a.Symbols {
+			k := assetKey{a.Market, sym}
+			if byKey[k] != nil && (len(named[k]) == 0 || named[k][len(named[k])-1] != i) {
+				named[k] = append(named[k], i)
+			}
+		}
 	}
-	symbols := make([]string, len(changes))
-	for i, ch := range changes {
-		symbols[i] = ch.key.symbol
+	type pair struct {
+		ch    *change
+		alert *domain.Alert
 	}
-	states, err := alertStates(ctx, tx, ids, symbols)
+	// Whether a rescoring in a style can change an alert's condition,
+	// asked once per alert and style of the save.
+	reads := map[analytics.Style][]bool{}
+	for _, ch := range changes {
+		for _, st := range ch.styles {
+			if reads[st] == nil {
+				r := make([]bool, len(alerts))
+				for i := range alerts {
+					r[i] = m.Reads(alerts[i], st)
+				}
+				reads[st] = r
+			}
+		}
+	}
+	var pairs []pair
+	var pairAlerts, pairSymbols []string
+	for _, ch := range changes {
+		for _, list := range [2][]int{whole[ch.key.market], named[ch.key]} {
+			for _, i := range list {
+				if !slices.ContainsFunc(ch.styles, func(st analytics.Style) bool { return reads[st][i] }) {
+					continue
+				}
+				pairs = append(pairs, pair{ch, &alerts[i]})
+				pairAlerts, pairSymbols = append(pairAlerts, alerts[i].ID), append(pairSymbols, ch.key.symbol)
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	states, err := alertStates(ctx, tx, pairAlerts, pairSymbols)
 	if err != nil {
 		return err
 	}
 	var w alertWrites
-	for _, ch := range changes {
-		for _, a := range alerts {
-			if a.Market != ch.key.market || !a.Watches(ch.key.symbol) || !readsAny(m, a, ch.styles) {
-				continue
+	for _, p := range pairs {
+		a, ch := *p.alert, p.ch
+		matched, err := m.Match(a, ch.after)
+		if err != nil {
+			continue
+		}
+		st := states[alertStateKey{a.ID, ch.key.symbol}]
+		if !st.Known && !matched {
+			continue // false so far: nothing to keep
+		}
+		baseline := matched // first sight of the asset: no change
+		if !st.Known && len(ch.before.Reports) > 0 {
+			if b, err := m.Match(a, ch.before); err == nil {
+				baseline = b
 			}
-			matched, err := m.Match(a, ch.after)
-			if err != nil {
-				continue
-			}
-			st := states[alertStateKey{a.ID, ch.key.symbol}]
-			if !st.Known && !matched {
-				continue // false so far: nothing to keep
-			}
-			baseline := matched // first sight of the asset: no change
-			if !st.Known && len(ch.before.Reports) > 0 {
-				if b, err := m.Match(a, ch.before); err == nil {
-					baseline = b
-				}
-			}
-			next, fire := st.Next(a, matched, baseline, ch.at)
+		}
+		next, fire := st.Next(a, matched, baseline, ch.at)
+		if next.Changed(st) {
 			w.state(a.ID, ch.key.symbol, next, ch.at)
-			if fire {
-				w.event(a, ch.key.symbol, ch.at, m.Read(a, ch.after))
-			}
+		}
+		if fire {
+			w.event(a, ch.key.symbol, ch.at, m.Read(a, ch.after))
 		}
 	}
 	return w.write(ctx, tx, false)
-}
-
-func readsAny(m AlertMatcher, a domain.Alert, styles []analytics.Style) bool {
-	for _, st := range styles {
-		if m.Reads(a, st) {
-			return true
-		}
-	}
-	return false
 }
 
 // attachTickers sets the screener rows of the assets: each report's own
@@ -302,9 +349,14 @@ func attachTickers[T any](ctx context.Context, tx pgx.Tx, items []T, assets func
 
 type alertStateKey struct{ alert, symbol string }
 
+// alertStates reads and locks the states of the (alert, symbol) pairs
+// (the states of one asset are written only by the saves that hold its
+// reports' locks; the row lock keeps a sandbox push or a delete in order).
 func alertStates(ctx context.Context, tx pgx.Tx, alertIDs, symbols []string) (map[alertStateKey]domain.AlertState, error) {
-	rows, err := tx.Query(ctx, `SELECT alert_id::text, symbol, matched, last_fired_at FROM alert_states
-		WHERE alert_id = ANY ($1::uuid[]) AND symbol = ANY ($2) ORDER BY alert_id, symbol FOR UPDATE`, alertIDs, symbols)
+	rows, err := tx.Query(ctx, `SELECT s.alert_id::text, s.symbol, s.matched, s.last_fired_at
+		FROM unnest($1::text[]::uuid[], $2::text[]) AS k(alert_id, symbol)
+		JOIN alert_states s ON s.alert_id = k.alert_id AND s.symbol = k.symbol
+		ORDER BY s.alert_id, s.symbol FOR UPDATE OF s`, alertIDs, symbols)
 	if err != nil {
 		return nil, translate(err, "alert states")
 	}
@@ -351,7 +403,7 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
 	if len(w.stAlert) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
+			SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
 			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
 				last_fired_at = excluded.last_fired_at`,
 			w.stAlert, w.stSymbol, w.stMatched, w.stAt, w.stFired); err != nil {
@@ -360,7 +412,7 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 	}
 	if len(w.evAlert) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
-			SELECT a, n, c, m, s, t, r, $8 FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])
+			SELECT a, n, c, m, s, t, r, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])
 				AS e(a, n, c, m, s, t, r)
 			ORDER BY m, s, a
 			ON CONFLICT (alert_id, symbol, at) DO NOTHING`,

@@ -84,16 +84,25 @@ func scanAnalytics(row pgx.CollectableRow, withResult bool) (AnalyticsRecord, er
 	r.Market, r.Style, r.Verdict = domain.Market(market), analytics.Style(style), analytics.Verdict(verdict)
 	r.CandleTime, r.UpdatedAt = r.CandleTime.UTC(), r.UpdatedAt.UTC()
 	if withResult {
-		var res analytics.Result
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return r, fmt.Errorf("store: analytics result of %s/%s: %w", market, r.Symbol, err)
+		res, err := decodeResult(raw, market, r.Symbol)
+		if err != nil {
+			return r, err
 		}
-		if res.ModelVersion == "" {
-			res.ModelVersion = unversioned
-		}
-		r.Result = &res
+		r.Result = res
 	}
 	return r, nil
+}
+
+// decodeResult is a stored result (the column result) decoded.
+func decodeResult(raw []byte, market, symbol string) (*analytics.Result, error) {
+	var res analytics.Result
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("store: analytics result of %s/%s: %w", market, symbol, err)
+	}
+	if res.ModelVersion == "" {
+		res.ModelVersion = unversioned
+	}
+	return &res, nil
 }
 
 // AnalyticsList returns the latest analytics of every scored asset of a

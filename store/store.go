@@ -37,6 +37,8 @@ type DB struct {
 	Pool        *pgxpool.Pool
 	logger      *slog.Logger
 	listenCheck atomic.Int64 // nanoseconds; 0: listenCheckEvery's default
+	results     reportResults
+	alerts      alertIndex
 }
 
 // Open connects a pool to url. It does not wait for the server: readiness

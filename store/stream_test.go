@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
@@ -438,5 +440,66 @@ func TestNumberingTheLogKeepsTheOrderItWasReadIn(t *testing.T) {
 	}
 	if rest, err := db.StreamEvents(ctx, p, 10); err != nil || len(rest) != 2 || rest[0].Verdict.Symbol != "B1" {
 		t.Fatalf("after A2: %+v (%v), want B1, C1", rest, err)
+	}
+}
+
+// A transaction's stream rows are numbered in one pass when it commits,
+// in id order; rows written after a mid-transaction SET CONSTRAINTS
+// IMMEDIATE (which numbers those before) are numbered at commit after
+// them, and stream_screener_latest names the newest screener row.
+func TestStreamNumbersATransactionsRowsInIDOrder(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	screener := `INSERT INTO stream_events (kind, market, exchange, instrument) VALUES ('screener', 'crypto', 'binance', 'spot')`
+	alert := `INSERT INTO stream_events (kind, market, payload) VALUES ('alert', 'crypto', '{}')`
+	for _, q := range []string{screener, alert, screener, `SET CONSTRAINTS ALL IMMEDIATE`, alert, screener, alert} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT id, seq, kind FROM stream_events ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		id   int64
+		seq  *int64
+		kind string
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.id, &x.seq, &x.kind)
+	})
+	if err != nil || len(got) != 6 {
+		t.Fatalf("rows %+v (%v), want 6", got, err)
+	}
+	var lastScreener row
+	for i, r := range got {
+		if r.seq == nil {
+			t.Fatalf("row %d (id %d) was not numbered", i, r.id)
+		}
+		if i > 0 && *r.seq <= *got[i-1].seq {
+			t.Fatalf("row id %d has seq %d after id %d's %d: not in id order", r.id, *r.seq, got[i-1].id, *got[i-1].seq)
+		}
+		if r.kind == "screener" {
+			lastScreener = r
+		}
+	}
+	var eventID, seq int64
+	if err := db.Pool.QueryRow(ctx, `SELECT event_id, seq FROM stream_screener_latest
+		WHERE market = 'crypto' AND exchange = 'binance' AND instrument = 'spot'`).Scan(&eventID, &seq); err != nil {
+		t.Fatal(err)
+	}
+	if eventID != lastScreener.id || seq != *lastScreener.seq {
+		t.Fatalf("latest screener event %d (seq %d), want %d (seq %d)", eventID, seq, lastScreener.id, *lastScreener.seq)
 	}
 }

@@ -37,7 +37,7 @@ import (
 // crypto (default: four styles) or stocks (one style, swing, the 16:00 New
 // York close); BENCH_CLOSE_CACHE=off scores without the worker's candle
 // cache (every run reads 500 candles a series). Each series holds 520
-// candles of a random walk, seeded in Postgres; the universe is scored
+// candles of a (hashed, repeatable) random walk, seeded in Postgres; the universe is scored
 // once before the timer starts (the cache then holds what the runs before
 // a close read).
 func BenchmarkCloseRescoring(b *testing.B) {
@@ -135,7 +135,7 @@ func BenchmarkCloseRescoring(b *testing.B) {
 	b.ReportMetric(float64(phases.fullReads)/reports, "full-reads/report")
 }
 
-// seedCloseUniverse stores 520 candles of a random walk for every asset
+// seedCloseUniverse stores 520 candles of a repeatable random walk (hashed, so every run closes alike) for every asset
 // in each style's timeframe, the newest opening at close (still open), and
 // a screener row per asset, in Postgres itself (millions of rows).
 func seedCloseUniverse(b testing.TB, db *store.DB, src domain.Combination, styles []analytics.Style, syms []string, close time.Time) {
@@ -146,7 +146,7 @@ func seedCloseUniverse(b testing.TB, db *store.DB, src domain.Combination, style
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO candles (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
 			SELECT $1, $2, sym, $3, $4::timestamptz - k * $5::interval, p, p * (1.005 + greatest(w, 0)), p * (0.995 + least(w, 0)), p * (1 + w), 1000 + 100 * abs(w)
 			FROM (SELECT sym, k, w, 100 * exp(sum(w) OVER (PARTITION BY sym ORDER BY k DESC)) AS p
-				FROM unnest($6::text[]) sym, generate_series(0, 519) k, LATERAL (SELECT (random() - 0.5) * 0.04 + 0 * k AS w) r) s`,
+				FROM unnest($6::text[]) sym, generate_series(0, 519) k, LATERAL (SELECT (hashtext(sym || ':' || k || ':' || $3) % 10000) / 500000.0 AS w) r) s`,
 			string(src.Market), src.Exchange, string(tf), close, tf.Duration(), syms); err != nil {
 			b.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func appendCloseCandles(b testing.TB, db *store.DB, src domain.Combination, styl
 	b.Helper()
 	for _, st := range styles {
 		if _, err := db.Pool.Exec(context.Background(), `INSERT INTO candles (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
-			SELECT market, exchange, symbol, timeframe, $4, close, close * 1.03, close * 0.97, close * (1 + (random() - 0.5) * 0.04), 1000
+			SELECT market, exchange, symbol, timeframe, $4, close, close * 1.03, close * 0.97, close * (1 + (hashtext(symbol || ':' || open_time::text) % 10000) / 500000.0), 1000
 			FROM (SELECT DISTINCT ON (symbol) * FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3
 				ORDER BY symbol, open_time DESC) newest`, string(src.Market), src.Exchange, string(st.Timeframe()), at); err != nil {
 			b.Fatal(err)

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketscreener/market/domain"
+)
+
+// alertIndex is this process's copy of every alert and of what their
+// clients may receive, for the saves that evaluate alerts: at a close a
+// few hundred saves each need the alerts of their assets, and reading
+// them from the table each time cost more than the close itself. The copy
+// is used only while it is the table's: a save reads alert_generation (a
+// counter every change of an alert or a client moves) in its transaction
+// and compares. A stale copy is reloaded, at most once a second; between
+// reloads the saves read their alerts from the table (liveAlertsSQL), so
+// a client that creates and deletes alerts in a loop costs the others a
+// reload a second, not one a save.
+type alertIndex struct {
+	mu       sync.Mutex
+	gen      int64
+	loaded   bool
+	loadedAt time.Time
+	byMarket map[domain.Market]*marketAlerts
+}
+
+type marketAlerts struct {
+	whole []*indexedAlert            // alerts on the whole market
+	named map[string][]*indexedAlert // by symbol
+}
+
+type indexedAlert struct {
+	alert domain.Alert
+	// What the client may receive: active, its contract's end, markets.
+	active  bool
+	expires *time.Time
+	markets []string
+}
+
+func (a *indexedAlert) live(now time.Time) bool {
+	return a.active && (a.expires == nil || a.expires.After(now)) && slices.Contains(a.markets, string(a.alert.Market))
+}
+
+// maxIndexedAlerts bounds the copy; beyond it every save reads the table.
+const maxIndexedAlerts = 500_000
+
+// reloadEvery is the least time between two reloads of a stale copy.
+const reloadEvery = time.Second
+
+// liveAlerts are the alerts on the markets that watch one of symbols (or
+// the whole market) and whose client may receive them now (active,
+// contract running, the market in its tier), ordered by id. gen is
+// alert_generation as the transaction reads it.
+func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, symbols []string) ([]domain.Alert, error) {
+	ix := &db.alerts
+	ix.mu.Lock()
+	if ix.loaded && ix.gen == gen {
+		out := ix.lookup(markets, symbols, time.Now())
+		ix.mu.Unlock()
+		return out, nil
+	}
+	load := gen > ix.gen || !ix.loaded
+	load = load && time.Since(ix.loadedAt) >= reloadEvery
+	if load {
+		ix.loadedAt = time.Now() // one saver reloads; the others read the table meanwhile
+	}
+	ix.mu.Unlock()
+	if !load {
+		return liveAlertsSQL(ctx, tx, markets, symbols)
+	}
+	byMarket, n, err := loadAlertIndex(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxIndexedAlerts {
+		return liveAlertsSQL(ctx, tx, markets, symbols)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if gen >= ix.gen {
+		ix.gen, ix.loaded, ix.byMarket = gen, true, byMarket
+	}
+	tmp := alertIndex{byMarket: byMarket}
+	return tmp.lookup(markets, symbols, time.Now()), nil
+}
+
+// lookup is liveAlerts on the copy (ix.mu held).
+func (ix *alertIndex) lookup(markets, symbols []string, now time.Time) []domain.Alert {
+	var out []domain.Alert
+	seen := map[string]bool{}
+	add := func(list []*indexedAlert) {
+		for _, a := range list {
+			if !seen[a.alert.ID] && a.live(now) {
+				seen[a.alert.ID] = true
+				out = append(out, a.alert)
+			}
+		}
+	}
+	for _, m := range markets {
+		ma := ix.byMarket[domain.Market(m)]
+		if ma == nil {
+			continue
+		}
+		add(ma.whole)
+		for _, s := range symbols {
+			add(ma.named[s])
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.Alert) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// loadAlertIndex reads every alert with its client's standing.
+func loadAlertIndex(ctx context.Context, tx pgx.Tx) (map[domain.Market]*marketAlerts, int, error) {
+	rows, err := tx.Query(ctx, `SELECT `+alertColumns+`, c.status = 'active', c.contract_expires_at, c.markets
+		FROM alerts a JOIN clients c ON c.id = a.client_id ORDER BY a.id`)
+	if err != nil {
+		return nil, 0, translate(err, "alerts")
+	}
+	defer rows.Close()
+	out := map[domain.Market]*marketAlerts{}
+	n := 0
+	for rows.Next() {
+		ia := &indexedAlert{}
+		a := &ia.alert
+		var market string
+		if err := rows.Scan(&a.ID, &a.ClientID, &a.Name, &market, &a.Expression, &a.Symbols, &a.CooldownSeconds, &a.CreatedAt,
+			&ia.active, &ia.expires, &ia.markets); err != nil {
+			return nil, 0, translate(err, "alerts")
+		}
+		a.Market, a.CreatedAt = domain.Market(market), a.CreatedAt.UTC()
+		ma := out[a.Market]
+		if ma == nil {
+			ma = &marketAlerts{named: map[string][]*indexedAlert{}}
+			out[a.Market] = ma
+		}
+		if a.Symbols == nil {
+			ma.whole = append(ma.whole, ia)
+		} else {
+			for _, s := range a.Symbols {
+				if l := ma.named[s]; len(l) == 0 || l[len(l)-1] != ia {
+					ma.named[s] = append(l, ia)
+				}
+			}
+		}
+		n++
+	}
+	return out, n, translate(rows.Err(), "alerts")
+}
