@@ -64,6 +64,35 @@ func (m *Matcher) Read(a domain.Alert, asset *store.AlertAsset) map[string]any {
 	return p.Read(Asset(asset))
 }
 
+// Condition is a's condition resolved once (store.AlertConditions): the
+// program from the cache, for many evaluations.
+func (m *Matcher) Condition(a domain.Alert) store.AlertCondition {
+	return &condition{market: a.Market, c: m.compiled(a.Market, a.Expression)}
+}
+
+type condition struct {
+	market domain.Market
+	c      compiled
+}
+
+func (c *condition) Match(asset *store.AlertAsset) (bool, error) {
+	if c.c.err != nil {
+		return false, c.c.err
+	}
+	return c.c.prog.Match(Asset(asset))
+}
+
+func (c *condition) Read(asset *store.AlertAsset) map[string]any {
+	if c.c.err != nil {
+		return map[string]any{}
+	}
+	return c.c.prog.Read(Asset(asset))
+}
+
+func (c *condition) Reads(style analytics.Style) bool {
+	return c.c.err != nil || c.c.styles == nil || c.c.styles[style]
+}
+
 // Program is the compiled condition, from the cache.
 func (m *Matcher) Program(market domain.Market, expression string) (*screen.Program, error) {
 	c := m.compiled(market, expression)

@@ -41,6 +41,38 @@ type AlertMatcher interface {
 	Reads(a domain.Alert, style analytics.Style) bool
 }
 
+// AlertCondition is one alert's condition, resolved once for the many
+// assets a save evaluates it on: AlertMatcher's methods for that alert.
+type AlertCondition interface {
+	Match(asset *AlertAsset) (bool, error)
+	Read(asset *AlertAsset) map[string]any
+	Reads(style analytics.Style) bool
+}
+
+// AlertConditions is an AlertMatcher that resolves an alert's condition
+// once (alerting.Matcher: the compiled program, without a lookup by
+// expression at each evaluation).
+type AlertConditions interface {
+	Condition(a domain.Alert) AlertCondition
+}
+
+// conditionOf is a's condition from m.
+func conditionOf(m AlertMatcher, a domain.Alert) AlertCondition {
+	if c, ok := m.(AlertConditions); ok {
+		return c.Condition(a)
+	}
+	return matcherCondition{m, a}
+}
+
+type matcherCondition struct {
+	m AlertMatcher
+	a domain.Alert
+}
+
+func (c matcherCondition) Match(asset *AlertAsset) (bool, error) { return c.m.Match(c.a, asset) }
+func (c matcherCondition) Read(asset *AlertAsset) map[string]any { return c.m.Read(c.a, asset) }
+func (c matcherCondition) Reads(style analytics.Style) bool      { return c.m.Reads(c.a, style) }
+
 // SaveAnalyticsAlerting is SaveAnalytics with the alerts of the saved
 // assets evaluated in the same transaction: an alert whose condition
 // turns true on an asset fires (an alert_events row, delivered like a
@@ -247,16 +279,21 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	type pair struct {
 		ch    *change
 		alert *domain.Alert
+		cond  AlertCondition
 	}
 	// Whether a rescoring in a style can change an alert's condition,
 	// asked once per alert and style of the save.
+	conds := make([]AlertCondition, len(alerts))
+	for i, a := range alerts {
+		conds[i] = conditionOf(m, a)
+	}
 	reads := map[analytics.Style][]bool{}
 	for _, ch := range changes {
 		for _, st := range ch.styles {
 			if reads[st] == nil {
 				r := make([]bool, len(alerts))
 				for i := range alerts {
-					r[i] = m.Reads(alerts[i], st)
+					r[i] = conds[i].Reads(st)
 				}
 				reads[st] = r
 			}
@@ -270,7 +307,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 				if !slices.ContainsFunc(ch.styles, func(st analytics.Style) bool { return reads[st][i] }) {
 					continue
 				}
-				pairs = append(pairs, pair{ch, &alerts[i]})
+				pairs = append(pairs, pair{ch, &alerts[i], conds[i]})
 				pairAlerts, pairSymbols = append(pairAlerts, alerts[i].ID), append(pairSymbols, ch.key.symbol)
 			}
 		}
@@ -285,7 +322,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	var w alertWrites
 	for _, p := range pairs {
 		a, ch := *p.alert, p.ch
-		matched, err := m.Match(a, ch.after)
+		matched, err := p.cond.Match(ch.after)
 		if err != nil {
 			continue
 		}
@@ -295,7 +332,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 		baseline := matched // first sight of the asset: no change
 		if !st.Known && len(ch.before.Reports) > 0 {
-			if b, err := m.Match(a, ch.before); err == nil {
+			if b, err := p.cond.Match(ch.before); err == nil {
 				baseline = b
 			}
 		}
@@ -304,7 +341,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 			w.state(a.ID, ch.key.symbol, next, ch.at)
 		}
 		if fire {
-			w.event(a, ch.key.symbol, ch.at, m.Read(a, ch.after))
+			w.event(a, ch.key.symbol, ch.at, p.cond.Read(ch.after))
 		}
 	}
 	return w.write(ctx, tx, false)
@@ -356,7 +393,7 @@ func alertStates(ctx context.Context, tx pgx.Tx, alertIDs, symbols []string) (ma
 	rows, err := tx.Query(ctx, `SELECT s.alert_id::text, s.symbol, s.matched, s.last_fired_at
 		FROM unnest($1::text[]::uuid[], $2::text[]) AS k(alert_id, symbol)
 		JOIN alert_states s ON s.alert_id = k.alert_id AND s.symbol = k.symbol
-		ORDER BY s.alert_id, s.symbol FOR UPDATE OF s`, alertIDs, symbols)
+		`, alertIDs, symbols)
 	if err != nil {
 		return nil, translate(err, "alert states")
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +36,7 @@ type marketAlerts struct {
 
 type indexedAlert struct {
 	alert domain.Alert
+	rank  int // its place in id order
 	// What the client may receive: active, its contract's end, markets.
 	active  bool
 	expires *time.Time
@@ -92,27 +92,26 @@ func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, sym
 
 // lookup is liveAlerts on the copy (ix.mu held).
 func (ix *alertIndex) lookup(markets, symbols []string, now time.Time) []domain.Alert {
-	var out []domain.Alert
-	seen := map[string]bool{}
-	add := func(list []*indexedAlert) {
-		for _, a := range list {
-			if !seen[a.alert.ID] && a.live(now) {
-				seen[a.alert.ID] = true
-				out = append(out, a.alert)
-			}
-		}
-	}
+	var found []*indexedAlert
 	for _, m := range markets {
 		ma := ix.byMarket[domain.Market(m)]
 		if ma == nil {
 			continue
 		}
-		add(ma.whole)
+		found = append(found, ma.whole...)
 		for _, s := range symbols {
-			add(ma.named[s])
+			found = append(found, ma.named[s]...)
 		}
 	}
-	slices.SortFunc(out, func(a, b domain.Alert) int { return strings.Compare(a.ID, b.ID) })
+	// Id order, each once (an alert may name several of the symbols).
+	slices.SortFunc(found, func(a, b *indexedAlert) int { return a.rank - b.rank })
+	found = slices.Compact(found)
+	out := make([]domain.Alert, 0, len(found))
+	for _, a := range found {
+		if a.live(now) {
+			out = append(out, a.alert)
+		}
+	}
 	return out
 }
 
@@ -127,7 +126,7 @@ func loadAlertIndex(ctx context.Context, tx pgx.Tx) (map[domain.Market]*marketAl
 	out := map[domain.Market]*marketAlerts{}
 	n := 0
 	for rows.Next() {
-		ia := &indexedAlert{}
+		ia := &indexedAlert{rank: n}
 		a := &ia.alert
 		var market string
 		if err := rows.Scan(&a.ID, &a.ClientID, &a.Name, &market, &a.Expression, &a.Symbols, &a.CooldownSeconds, &a.CreatedAt,

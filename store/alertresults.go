@@ -73,10 +73,12 @@ type lockedReport struct {
 }
 
 // lockReports locks the reports of the assets in every style (primary key
-// order, as every saver) and reads them without their results, which
-// withResults adds where needed.
+// order, as every saver) and reads what an alert evaluation needs of them
+// (not the screener's fields), without their results, which withResults
+// adds where needed.
 func lockReports(ctx context.Context, tx pgx.Tx, markets, symbols []string) (map[assetKey]map[analytics.Style]*AnalyticsRecord, map[reportKey]uint32, error) {
-	rows, err := tx.Query(ctx, `SELECT `+analyticsColumns+`, xmin::text::bigint FROM analytics_reports
+	rows, err := tx.Query(ctx, `SELECT market, style, symbol, exchange, instrument, overall_score, verdict, candle_time, updated_at, xmin::text::bigint
+		FROM analytics_reports
 		WHERE market = ANY ($1) AND symbol = ANY ($2) ORDER BY market, style, symbol FOR UPDATE`, markets, symbols)
 	if err != nil {
 		return nil, nil, translate(err, "analytics")
@@ -88,8 +90,8 @@ func lockReports(ctx context.Context, tx pgx.Tx, markets, symbols []string) (map
 		var r AnalyticsRecord
 		var market, style, verdict string
 		var xmin int64
-		if err := rows.Scan(&market, &style, &r.Symbol, &r.Exchange, &r.OverallScore, &verdict, &r.Price, &r.ChangePct,
-			&r.Sparkline, &r.CandleTime, &r.CandleClose, &r.UpdatedAt, &r.CandlesUsed, &r.Instrument, &xmin); err != nil {
+		if err := rows.Scan(&market, &style, &r.Symbol, &r.Exchange, &r.Instrument, &r.OverallScore, &verdict,
+			&r.CandleTime, &r.UpdatedAt, &xmin); err != nil {
 			return nil, nil, translate(err, "analytics")
 		}
 		r.Market, r.Style, r.Verdict = domain.Market(market), analytics.Style(style), analytics.Verdict(verdict)

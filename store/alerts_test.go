@@ -211,3 +211,90 @@ func TestAlertEventFanOut(t *testing.T) {
 		t.Fatalf("claimed = %+v", got)
 	}
 }
+
+// The saves keep the alerts in memory and follow every change of an alert
+// or of its client through alert_generation: a new alert is evaluated at
+// the next save, a deleted one and a suspended client's are not, whether
+// the save finds its copy stale and reloads it or reads the table while a
+// reload waits its turn.
+func TestAlertCopyFollowsChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	other := newClient(t, db, nil)
+	m := &alerting.Matcher{}
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	i := 0
+	// flip saves BTC_USDT false then true for every alert below (score 0
+	// then 90), reloading the copy first when reload is set.
+	flip := func(reload bool) {
+		t.Helper()
+		for _, score := range []int{0, 90} {
+			if reload {
+				store.AllowAlertReload(db)
+			}
+			rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
+			i++
+			if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
+				t.Fatal(err)
+			}
+			prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+		}
+	}
+	fired := func() map[string]int {
+		t.Helper()
+		evs, err := db.AlertEvents(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, e := range evs {
+			out[e.AlertName]++
+		}
+		return out
+	}
+	newAlert(t, db, c, "named", `overall_score > 50`, 0, "BTC_USDT")
+	newAlert(t, db, other, "whole", `overall_score > 50`, 0)
+	flip(true) // first sight of the asset at 0, then fires
+	gen, loaded := store.AlertIndexGeneration(db)
+	if !loaded {
+		t.Fatal("the saves did not load their copy of the alerts")
+	}
+	flip(false) // the copy is current: both fire again
+	if g, _ := store.AlertIndexGeneration(db); g != gen {
+		t.Fatalf("copy reloaded at generation %d without a change (was %d)", g, gen)
+	}
+	if got := fired(); got["named"] != 2 || got["whole"] != 2 {
+		t.Fatalf("fired %v, want named and whole twice each", got)
+	}
+
+	for _, reload := range []bool{true, false} {
+		added := newAlert(t, db, c, "added", `overall_score > 50`, 0, "BTC_USDT")
+		if _, err := db.SetClientStatus(ctx, other.ID, domain.StatusSuspended); err != nil {
+			t.Fatal(err)
+		}
+		before := fired()
+		flip(reload)
+		after := fired()
+		if after["added"] != before["added"]+1 || after["named"] != before["named"]+1 || after["whole"] != before["whole"] {
+			t.Fatalf("reload %v: fired %v after %v; want added and named once more, whole (suspended) not", reload, after, before)
+		}
+		if err := db.DeleteAlert(ctx, c.ID, added.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.SetClientStatus(ctx, other.ID, domain.StatusActive); err != nil {
+			t.Fatal(err)
+		}
+		before = after
+		flip(reload)
+		after = fired()
+		if after["added"] != before["added"] || after["named"] != before["named"]+1 || after["whole"] != before["whole"]+1 {
+			t.Fatalf("reload %v: fired %v after %v; want named and whole once more, added (deleted) not", reload, after, before)
+		}
+	}
+	if g, _ := store.AlertIndexGeneration(db); g <= gen {
+		t.Fatalf("copy still at generation %d after the changes", g)
+	}
+}

@@ -137,3 +137,19 @@ func (db *DB) saveAnalyticsPerRecord(ctx context.Context, recs []AnalyticsRecord
 // SetListenCheckEvery sets how long db's notification listeners wait
 // before they check that their server is still the primary.
 func SetListenCheckEvery(db *DB, d time.Duration) { db.listenCheck.Store(int64(d)) }
+
+// AllowAlertReload lets the next save reload the process's copy of the
+// alerts at once (it reloads at most once a second).
+func AllowAlertReload(db *DB) {
+	db.alerts.mu.Lock()
+	db.alerts.loadedAt = time.Time{}
+	db.alerts.mu.Unlock()
+}
+
+// AlertIndexGeneration is the alert_generation the process's copy of the
+// alerts was loaded at, false before the first load.
+func AlertIndexGeneration(db *DB) (int64, bool) {
+	db.alerts.mu.Lock()
+	defer db.alerts.mu.Unlock()
+	return db.alerts.gen, db.alerts.loaded
+}

@@ -68,6 +68,9 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
+	if os.Getenv("BENCH_PGSS_RESET") != "" {
+		db.Pool.Exec(ctx, `SELECT public.pg_stat_statements_reset()`) //nolint:errcheck // profiling aid
+	}
 	cpu := storetest.StartCPU(b, db)
 	var pg, client time.Duration
 	timed.reset()
@@ -194,4 +197,21 @@ type countingMatcher struct {
 func (c *countingMatcher) Read(a domain.Alert, asset *store.AlertAsset) map[string]any {
 	c.fired++
 	return c.AlertMatcher.Read(a, asset)
+}
+
+// Condition keeps the matcher's resolved conditions (the path the worker
+// takes), counting their firings too.
+func (c *countingMatcher) Condition(a domain.Alert) store.AlertCondition {
+	cond := c.AlertMatcher.(store.AlertConditions).Condition(a)
+	return countingCondition{cond, &c.fired}
+}
+
+type countingCondition struct {
+	store.AlertCondition
+	fired *int
+}
+
+func (c countingCondition) Read(asset *store.AlertAsset) map[string]any {
+	*c.fired++
+	return c.AlertCondition.Read(asset)
 }
