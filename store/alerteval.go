@@ -300,7 +300,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 	}
 	var pairs []pair
-	var pairAlerts, pairSymbols []string
+	wanted := map[alertStateKey]bool{}
 	for _, ch := range changes {
 		for _, list := range [2][]int{whole[ch.key.market], named[ch.key]} {
 			for _, i := range list {
@@ -308,14 +308,18 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 					continue
 				}
 				pairs = append(pairs, pair{ch, &alerts[i], conds[i]})
-				pairAlerts, pairSymbols = append(pairAlerts, alerts[i].ID), append(pairSymbols, ch.key.symbol)
+				wanted[alertStateKey{alerts[i].ID, ch.key.symbol}] = true
 			}
 		}
 	}
 	if len(pairs) == 0 {
 		return nil
 	}
-	states, err := alertStates(ctx, tx, pairAlerts, pairSymbols)
+	symbols := make([]string, len(changes))
+	for i, ch := range changes {
+		symbols[i] = ch.key.symbol
+	}
+	states, err := alertStates(ctx, tx, wanted, symbols)
 	if err != nil {
 		return err
 	}
@@ -386,14 +390,11 @@ func attachTickers[T any](ctx context.Context, tx pgx.Tx, items []T, assets func
 
 type alertStateKey struct{ alert, symbol string }
 
-// alertStates reads and locks the states of the (alert, symbol) pairs
-// (the states of one asset are written only by the saves that hold its
-// reports' locks; the row lock keeps a sandbox push or a delete in order).
-func alertStates(ctx context.Context, tx pgx.Tx, alertIDs, symbols []string) (map[alertStateKey]domain.AlertState, error) {
-	rows, err := tx.Query(ctx, `SELECT s.alert_id::text, s.symbol, s.matched, s.last_fired_at
-		FROM unnest($1::text[]::uuid[], $2::text[]) AS k(alert_id, symbol)
-		JOIN alert_states s ON s.alert_id = k.alert_id AND s.symbol = k.symbol
-		`, alertIDs, symbols)
+// alertStates reads the states of the pairs on the assets (symbols), by
+// symbol (index alert_states_symbol): the states of one asset are written
+// only by the saves that hold its reports' locks, so they stay as read.
+func alertStates(ctx context.Context, tx pgx.Tx, pairs map[alertStateKey]bool, symbols []string) (map[alertStateKey]domain.AlertState, error) {
+	rows, err := tx.Query(ctx, `SELECT alert_id::text, symbol, matched, last_fired_at FROM alert_states WHERE symbol = ANY ($1)`, symbols)
 	if err != nil {
 		return nil, translate(err, "alert states")
 	}
@@ -405,7 +406,9 @@ func alertStates(ctx context.Context, tx pgx.Tx, alertIDs, symbols []string) (ma
 		if err := rows.Scan(&k.alert, &k.symbol, &s.Matched, &s.LastFiredAt); err != nil {
 			return nil, translate(err, "alert states")
 		}
-		out[k] = s
+		if pairs[k] {
+			out[k] = s
+		}
 	}
 	return out, translate(rows.Err(), "alert states")
 }
