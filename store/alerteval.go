@@ -280,6 +280,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		ch    *change
 		alert *domain.Alert
 		cond  AlertCondition
+		key   int // alert index × len(changes) + change index
 	}
 	// Whether a rescoring in a style can change an alert's condition,
 	// asked once per alert and style of the save.
@@ -300,15 +301,13 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 	}
 	var pairs []pair
-	wanted := map[alertStateKey]bool{}
-	for _, ch := range changes {
+	for j, ch := range changes {
 		for _, list := range [2][]int{whole[ch.key.market], named[ch.key]} {
 			for _, i := range list {
 				if !slices.ContainsFunc(ch.styles, func(st analytics.Style) bool { return reads[st][i] }) {
 					continue
 				}
-				pairs = append(pairs, pair{ch, &alerts[i], conds[i]})
-				wanted[alertStateKey{alerts[i].ID, ch.key.symbol}] = true
+				pairs = append(pairs, pair{ch, &alerts[i], conds[i], i*len(changes) + j})
 			}
 		}
 	}
@@ -316,10 +315,20 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		return nil
 	}
 	symbols := make([]string, len(changes))
-	for i, ch := range changes {
-		symbols[i] = ch.key.symbol
+	changeIdx := make(map[string]int, len(changes))
+	for j, ch := range changes {
+		symbols[j] = ch.key.symbol
+		changeIdx[ch.key.symbol] = j
 	}
-	states, err := alertStates(ctx, tx, wanted, symbols)
+	alertIdx := make(map[string]int, len(alerts))
+	for i, a := range alerts {
+		alertIdx[a.ID] = i
+	}
+	states, err := alertStates(ctx, tx, symbols, func(alertID, symbol string) (int, bool) {
+		i, ok := alertIdx[alertID]
+		j, ok2 := changeIdx[symbol]
+		return i*len(changes) + j, ok && ok2
+	})
 	if err != nil {
 		return err
 	}
@@ -330,7 +339,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		if err != nil {
 			continue
 		}
-		st := states[alertStateKey{a.ID, ch.key.symbol}]
+		st := states[p.key]
 		if !st.Known && !matched {
 			continue // false so far: nothing to keep
 		}
@@ -388,25 +397,25 @@ func attachTickers[T any](ctx context.Context, tx pgx.Tx, items []T, assets func
 	return nil
 }
 
-type alertStateKey struct{ alert, symbol string }
-
-// alertStates reads the states of the pairs on the assets (symbols), by
-// symbol (index alert_states_symbol): the states of one asset are written
-// only by the saves that hold its reports' locks, so they stay as read.
-func alertStates(ctx context.Context, tx pgx.Tx, pairs map[alertStateKey]bool, symbols []string) (map[alertStateKey]domain.AlertState, error) {
+// alertStates reads the states on the assets (symbols), by symbol (index
+// alert_states_symbol): the states of one asset are written only by the
+// saves that hold its reports' locks, so they stay as read. key places a
+// state (false: not one of the save's alerts or assets; a symbol of
+// another market is one of the assets only if its alert is the save's).
+func alertStates(ctx context.Context, tx pgx.Tx, symbols []string, key func(alertID, symbol string) (int, bool)) (map[int]domain.AlertState, error) {
 	rows, err := tx.Query(ctx, `SELECT alert_id::text, symbol, matched, last_fired_at FROM alert_states WHERE symbol = ANY ($1)`, symbols)
 	if err != nil {
 		return nil, translate(err, "alert states")
 	}
 	defer rows.Close()
-	out := map[alertStateKey]domain.AlertState{}
+	out := map[int]domain.AlertState{}
+	var alertID, symbol string
 	for rows.Next() {
-		var k alertStateKey
 		s := domain.AlertState{Known: true}
-		if err := rows.Scan(&k.alert, &k.symbol, &s.Matched, &s.LastFiredAt); err != nil {
+		if err := rows.Scan(&alertID, &symbol, &s.Matched, &s.LastFiredAt); err != nil {
 			return nil, translate(err, "alert states")
 		}
-		if pairs[k] {
+		if k, ok := key(alertID, symbol); ok {
 			out[k] = s
 		}
 	}
