@@ -451,8 +451,15 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 
 func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
 	if len(w.stAlert) > 0 {
+		// Only the states of alerts that still exist, locked against a
+		// delete until the commit: an alert deleted while the save ran
+		// (after its alerts were read) loses its states with it, instead
+		// of failing the save on the foreign key.
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
-			SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
+			SELECT u.* FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
+				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)
+			JOIN alerts a ON a.id = u.alert_id
+			FOR KEY SHARE OF a
 			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
 				last_fired_at = excluded.last_fired_at`,
 			w.stAlert, w.stSymbol, w.stMatched, w.stAt, w.stFired); err != nil {

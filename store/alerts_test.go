@@ -298,3 +298,77 @@ func TestAlertCopyFollowsChanges(t *testing.T) {
 		t.Fatalf("copy still at generation %d after the changes", g)
 	}
 }
+
+// An alert deleted while a save evaluates it (after the save read its
+// alerts, before it wrote their states) takes its states with it: the save
+// waits for the delete, then stores the rescoring without the deleted
+// alert's state, instead of failing on the foreign key.
+func TestAlertDeletedDuringASave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	doomed := newAlert(t, db, c, "doomed", `overall_score > 50`, 0, "BTC_USDT")
+	m := &alerting.Matcher{}
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	first := analyticsRecord("BTC_USDT", 0, analytics.VerdictNeutral, t0)
+	if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{first}, nil, m); err != nil {
+		t.Fatal(err)
+	}
+	del, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer del.Rollback(ctx) //nolint:errcheck
+	var pid int
+	if err := del.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := del.Exec(ctx, `DELETE FROM alerts WHERE id = $1`, doomed.ID); err != nil {
+		t.Fatal(err)
+	}
+	second := analyticsRecord("BTC_USDT", 90, analytics.VerdictNeutral, t0.Add(4*time.Hour))
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{second}, map[string]store.AnalyticsRecord{"BTC_USDT": first}, m)
+		done <- err
+	}()
+	// The save reads the alert (the delete has not committed) and waits
+	// for the delete's lock on it when it writes the state.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the save ended (%v) without waiting for the delete", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the save never waited for the delete")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := del.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("save with the alert deleted under it: %v", err)
+	}
+	var states int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_states`).Scan(&states); err != nil {
+		t.Fatal(err)
+	}
+	var score int
+	if err := db.Pool.QueryRow(ctx, `SELECT overall_score FROM analytics_reports WHERE symbol = 'BTC_USDT'`).Scan(&score); err != nil {
+		t.Fatal(err)
+	}
+	if states != 0 || score != 90 {
+		t.Fatalf("after the save: %d alert states, report score %d; want none and 90", states, score)
+	}
+}
