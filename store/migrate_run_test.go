@@ -342,13 +342,14 @@ func TestMigrate00020InBatches(t *testing.T) {
 func TestConcurrentOnly(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]bool{"00017_candle_retention.sql": true, "00020_report_result_json.sql": false,
-		"00023_candle_series_versions.sql": false, "00002_market_data.sql": false} {
+		"00023_candle_series_versions.sql": false, "00002_market_data.sql": false, "00031_alert_states_by_symbol.sql": true,
+		"00029_alerts_at_a_close.sql": false} {
 		if got, err := store.ConcurrentOnly(name); err != nil || got != want {
 			t.Errorf("ConcurrentOnly(%s) = %v %v, want %v", name, got, err, want)
 		}
 	}
 	idx, err := store.ConcurrentIndexes()
-	if err != nil || !cmp.Equal(idx, []string{"candles_timeframe_open_time"}) {
+	if err != nil || !cmp.Equal(idx, []string{"candles_timeframe_open_time", "alert_states_symbol"}) {
 		t.Errorf("ConcurrentIndexes() = %v %v", idx, err)
 	}
 }
