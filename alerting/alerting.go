@@ -38,42 +38,15 @@ type compiled struct {
 // pile up) it starts again empty.
 const maxPrograms = 100_000
 
-// Match evaluates a's condition on the asset (store.AlertMatcher).
-func (m *Matcher) Match(a domain.Alert, asset *store.AlertAsset) (bool, error) {
-	p, err := m.Program(a.Market, a.Expression)
-	if err != nil {
-		return false, err
-	}
-	return p.Match(Asset(asset))
-}
-
-// Reads reports whether a's condition reads the report of style (or
-// fields of the asset that any rescoring may come with): a rescoring in a
-// style the condition does not read cannot change its value.
-func (m *Matcher) Reads(a domain.Alert, style analytics.Style) bool {
-	c := m.compiled(a.Market, a.Expression)
-	return c.err != nil || c.styles == nil || c.styles[style]
-}
-
-// Read is the value of every variable a's condition reads on the asset.
-func (m *Matcher) Read(a domain.Alert, asset *store.AlertAsset) map[string]any {
-	p, err := m.Program(a.Market, a.Expression)
-	if err != nil {
-		return map[string]any{}
-	}
-	return p.Read(Asset(asset))
-}
-
-// Condition is a's condition resolved once (store.AlertConditions): the
-// program from the cache, for many evaluations.
+// Condition is a's condition (store.AlertMatcher): the program from the
+// cache, resolved once for many evaluations.
 func (m *Matcher) Condition(a domain.Alert) store.AlertCondition {
-	return &condition{market: a.Market, c: m.compiled(a.Market, a.Expression)}
+	return &condition{c: m.compiled(a.Market, a.Expression)}
 }
 
-type condition struct {
-	market domain.Market
-	c      compiled
-}
+type condition struct{ c compiled }
+
+// Match evaluates the condition on the asset.
 
 func (c *condition) Match(asset *store.AlertAsset) (bool, error) {
 	if c.c.err != nil {
@@ -82,6 +55,7 @@ func (c *condition) Match(asset *store.AlertAsset) (bool, error) {
 	return c.c.prog.Match(Asset(asset))
 }
 
+// Read is the value of every variable the condition reads on the asset.
 func (c *condition) Read(asset *store.AlertAsset) map[string]any {
 	if c.c.err != nil {
 		return map[string]any{}
@@ -89,6 +63,9 @@ func (c *condition) Read(asset *store.AlertAsset) map[string]any {
 	return c.c.prog.Read(Asset(asset))
 }
 
+// Reads reports whether the condition reads the report of style (or
+// fields of the asset that any rescoring may come with): a rescoring in a
+// style the condition does not read cannot change its value.
 func (c *condition) Reads(style analytics.Style) bool {
 	return c.c.err != nil || c.c.styles == nil || c.c.styles[style]
 }

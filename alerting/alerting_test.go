@@ -23,7 +23,7 @@ func TestReadsOnlyTheStylesTheConditionNames(t *testing.T) {
 	} {
 		a := domain.Alert{Market: domain.Crypto, Expression: tc.where}
 		for _, st := range analytics.Styles {
-			if got := m.Reads(a, st); got != tc.want[st] {
+			if got := m.Condition(a).Reads(st); got != tc.want[st] {
 				t.Errorf("%s: Reads(%s) = %v, want %v", tc.where, st, got, tc.want[st])
 			}
 		}

@@ -25,53 +25,28 @@ type AlertAsset struct {
 	Prepared any
 }
 
-// AlertMatcher evaluates alert conditions. It is called inside the
-// transaction that saves a rescoring, so it must be quick; one asset is
-// evaluated by one goroutine at a time.
+// AlertMatcher resolves alert conditions. It is called inside the
+// transaction that saves a rescoring, so it must be quick.
 type AlertMatcher interface {
-	// Match reports whether a's condition holds on the asset. An error
-	// (the condition does not compile, or went past its cost limit)
-	// leaves the alert's state on the asset as it was.
-	Match(a domain.Alert, asset *AlertAsset) (bool, error)
-	// Read is the value of every variable a's condition reads on the
-	// asset (the payload of the event when it fires).
-	Read(a domain.Alert, asset *AlertAsset) map[string]any
-	// Reads reports whether a rescoring in style can change the value of
-	// a's condition (false: it reads no field of that style's report).
-	Reads(a domain.Alert, style analytics.Style) bool
-}
-
-// AlertCondition is one alert's condition, resolved once for the many
-// assets a save evaluates it on: AlertMatcher's methods for that alert.
-type AlertCondition interface {
-	Match(asset *AlertAsset) (bool, error)
-	Read(asset *AlertAsset) map[string]any
-	Reads(style analytics.Style) bool
-}
-
-// AlertConditions is an AlertMatcher that resolves an alert's condition
-// once (alerting.Matcher: the compiled program, without a lookup by
-// expression at each evaluation).
-type AlertConditions interface {
+	// Condition is a's condition, resolved once for the many assets a
+	// save evaluates it on.
 	Condition(a domain.Alert) AlertCondition
 }
 
-// conditionOf is a's condition from m.
-func conditionOf(m AlertMatcher, a domain.Alert) AlertCondition {
-	if c, ok := m.(AlertConditions); ok {
-		return c.Condition(a)
-	}
-	return matcherCondition{m, a}
+// AlertCondition is one alert's condition; one asset is evaluated by one
+// goroutine at a time.
+type AlertCondition interface {
+	// Match reports whether the condition holds on the asset. An error
+	// (the condition does not compile, or went past its cost limit)
+	// leaves the alert's state on the asset as it was.
+	Match(asset *AlertAsset) (bool, error)
+	// Read is the value of every variable the condition reads on the
+	// asset (the payload of the event when it fires).
+	Read(asset *AlertAsset) map[string]any
+	// Reads reports whether a rescoring in style can change the value of
+	// the condition (false: it reads no field of that style's report).
+	Reads(style analytics.Style) bool
 }
-
-type matcherCondition struct {
-	m AlertMatcher
-	a domain.Alert
-}
-
-func (c matcherCondition) Match(asset *AlertAsset) (bool, error) { return c.m.Match(c.a, asset) }
-func (c matcherCondition) Read(asset *AlertAsset) map[string]any { return c.m.Read(c.a, asset) }
-func (c matcherCondition) Reads(style analytics.Style) bool      { return c.m.Reads(c.a, style) }
 
 // SaveAnalyticsAlerting is SaveAnalytics with the alerts of the saved
 // assets evaluated in the same transaction: an alert whose condition
@@ -286,7 +261,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	// asked once per alert and style of the save.
 	conds := make([]AlertCondition, len(alerts))
 	for i, a := range alerts {
-		conds[i] = conditionOf(m, a)
+		conds[i] = m.Condition(a)
 	}
 	reads := map[analytics.Style][]bool{}
 	for _, ch := range changes {
@@ -539,14 +514,15 @@ func (p SandboxPusher) fireSandboxAlerts(ctx context.Context, tx pgx.Tx, clientI
 		if !a.Watches(symbol) {
 			continue
 		}
-		now, err := p.Alerts.Match(a, after)
+		cond := p.Alerts.Condition(a)
+		now, err := cond.Match(after)
 		if err != nil || !now {
 			continue
 		}
-		if was, err := p.Alerts.Match(a, before); err != nil || was {
+		if was, err := cond.Match(before); err != nil || was {
 			continue
 		}
-		read := p.Alerts.Read(a, after)
+		read := cond.Read(after)
 		var id int64
 		if err := tx.QueryRow(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, true) RETURNING id`,

@@ -65,13 +65,6 @@ func (c *reportResults) put(k reportKey, xmin uint32, updatedAt time.Time, res *
 	c.m[k] = cachedResult{xmin: xmin, updatedAt: updatedAt, res: res}
 }
 
-// lockedReport is a report locked by an alerting save, with the version
-// of its row.
-type lockedReport struct {
-	rec  *AnalyticsRecord
-	xmin uint32
-}
-
 // lockReports locks the reports of the assets in every style (primary key
 // order, as every saver) and reads what an alert evaluation needs of them
 // (not the screener's fields), without their results, which withResults

@@ -194,15 +194,9 @@ type countingMatcher struct {
 	fired int
 }
 
-func (c *countingMatcher) Read(a domain.Alert, asset *store.AlertAsset) map[string]any {
-	c.fired++
-	return c.AlertMatcher.Read(a, asset)
-}
-
-// Condition keeps the matcher's resolved conditions (the path the worker
-// takes), counting their firings too.
+// Condition is the matcher's condition, its firings counted.
 func (c *countingMatcher) Condition(a domain.Alert) store.AlertCondition {
-	cond := c.AlertMatcher.(store.AlertConditions).Condition(a)
+	cond := c.AlertMatcher.Condition(a)
 	return countingCondition{cond, &c.fired}
 }
 
