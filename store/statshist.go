@@ -119,27 +119,92 @@ func (db *DB) StatsDaysOf(ctx context.Context, m domain.Market, source string, d
 	return collectStatsDays(rows, source)
 }
 
-// EachStatsDay calls fn with every stored day of a market and source, in
-// day order.
-func (db *DB) EachStatsDay(ctx context.Context, m domain.Market, source string, fn func(StatsDay) error) error {
-	rows, err := db.Pool.Query(ctx, `SELECT day, verdicts, factors FROM stats_days
-		WHERE market = $1 AND source = $2 ORDER BY day`, string(m), source)
+// StatsTotal is the merge, in day order, of a market's and source's
+// stored days through ThroughDay (migration 00032), encoded as the days
+// are.
+type StatsTotal struct {
+	Source            string
+	ThroughDay        int
+	Verdicts, Factors []byte
+}
+
+// EachStatsDaySinceTotal reads, in one snapshot, a market's and source's
+// stored total (total is called with it, if there is one) and every stored
+// day after it, in day order (fn is called with each). It returns the
+// state's generation that snapshot saw (SaveStatsTotal's argument).
+func (db *DB) EachStatsDaySinceTotal(ctx context.Context, m domain.Market, source string,
+	total func(StatsTotal) error, fn func(StatsDay) error,
+) (generation int64, err error) {
+	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return translate(err, "statistics days")
+		return 0, translate(err, "statistics days")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	err = tx.QueryRow(ctx, `SELECT generation FROM stats_progress WHERE market = $1`, string(m)).Scan(&generation)
+	if err != nil && err != pgx.ErrNoRows {
+		return 0, translate(err, "statistics days")
+	}
+	after := time.Time{}
+	t := StatsTotal{Source: source}
+	var through time.Time
+	err = tx.QueryRow(ctx, `SELECT through_day, verdicts, factors FROM stats_totals WHERE market = $1 AND source = $2`,
+		string(m), source).Scan(&through, &t.Verdicts, &t.Factors)
+	switch {
+	case err == nil:
+		t.ThroughDay, after = dateDay(through), through
+		if err := total(t); err != nil {
+			return 0, err
+		}
+	case err != pgx.ErrNoRows:
+		return 0, translate(err, "statistics days")
+	}
+	rows, err := tx.Query(ctx, `SELECT day, verdicts, factors FROM stats_days
+		WHERE market = $1 AND source = $2 AND day > $3 ORDER BY day`, string(m), source, after)
+	if err != nil {
+		return 0, translate(err, "statistics days")
 	}
 	defer rows.Close()
 	for rows.Next() {
 		d := StatsDay{Source: source}
 		var day time.Time
 		if err := rows.Scan(&day, &d.Verdicts, &d.Factors); err != nil {
-			return translate(err, "statistics days")
+			return 0, translate(err, "statistics days")
 		}
 		d.Day = dateDay(day)
 		if err := fn(d); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return translate(rows.Err(), "statistics days")
+	return generation, translate(rows.Err(), "statistics days")
+}
+
+// SaveStatsTotal stores a market's total of a source if the state is
+// still at generation (the one EachStatsDaySinceTotal returned): saved is
+// false when a run saved since. A later change of a day the total covers
+// deletes it (migration 00032's triggers).
+func (db *DB) SaveStatsTotal(ctx context.Context, m domain.Market, t StatsTotal, generation int64) (saved bool, err error) {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return false, translate(err, "statistics total")
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	// SaveStatsState moves the generation first, in the transaction that
+	// writes the days: holding the row keeps such a save out until the
+	// total is stored (its writes then delete it if they must).
+	var now int64
+	err = tx.QueryRow(ctx, `SELECT generation FROM stats_progress WHERE market = $1 FOR SHARE`, string(m)).Scan(&now)
+	if err == pgx.ErrNoRows || err == nil && now != generation {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(err, "statistics total")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO stats_totals (market, source, through_day, verdicts, factors) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (market, source) DO UPDATE SET through_day = excluded.through_day, verdicts = excluded.verdicts, factors = excluded.factors`,
+		string(m), t.Source, dayDate(t.ThroughDay), t.Verdicts, t.Factors); err != nil {
+		return false, translate(err, "statistics total")
+	}
+	return true, translate(tx.Commit(ctx), "statistics total")
 }
 
 func collectStatsDays(rows pgx.Rows, source string) ([]StatsDay, error) {

@@ -39,7 +39,8 @@ type StatsStore interface {
 	SnapshotVerdictsSince(ctx context.Context, m domain.Market, style analytics.Style, since time.Time) (map[string][]store.AnalyticsSnapshot, error)
 	StatsStateOf(ctx context.Context, m domain.Market) (store.StatsState, error)
 	StatsDaysOf(ctx context.Context, m domain.Market, source string, days []int) ([]store.StatsDay, error)
-	EachStatsDay(ctx context.Context, m domain.Market, source string, fn func(store.StatsDay) error) error
+	EachStatsDaySinceTotal(ctx context.Context, m domain.Market, source string, total func(store.StatsTotal) error, fn func(store.StatsDay) error) (int64, error)
+	SaveStatsTotal(ctx context.Context, m domain.Market, t store.StatsTotal, generation int64) (bool, error)
 	SaveStatsState(ctx context.Context, m domain.Market, u store.StatsUpdate) error
 	SaveStats(ctx context.Context, m domain.Market, source string, verdicts []stats.VerdictStat, factors []stats.FactorStat, assets int, at time.Time) error
 }

@@ -246,6 +246,7 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	if observed == 0 {
 		return 0, nil
 	}
+	judged := time.Since(started)
 	for _, src := range stats.Sources {
 		if err := j.saveRecords(ctx, m, src, observed, now); err != nil {
 			return 0, err
@@ -256,7 +257,8 @@ func (j *StatsJob) Compute(ctx context.Context, m domain.Market) (int, error) {
 	}
 	if j.Logger != nil {
 		j.Logger.Info("statistics computed", "market", m, "assets", observed, "assets_changed", read,
-			"days_changed", changed, "took", time.Since(started).Round(time.Millisecond).String())
+			"days_changed", changed, "took", time.Since(started).Round(time.Millisecond).String(),
+			"records_took", (time.Since(started) - judged).Round(time.Millisecond).String())
 	}
 	return observed, nil
 }
@@ -680,21 +682,71 @@ func decodeDay(r store.StatsDay, obs *dayObs) error {
 	return nil
 }
 
+// statsTotalLag is how many days before the run's day the stored total
+// (store.StatsTotal) stops: the days after it are merged at every run. A
+// new daily bar adds observations to the bars up to statsMaxHorizon bars
+// before it (trading days for stocks, over weekends and holidays), and a
+// correction of a recent candle drops the days from statsMaxHorizon bars
+// before it: those days change without touching the total. A change at or
+// before the total's day deletes it, and the run merges every day again.
+var statsTotalLag = 2*statsMaxHorizon + 21
+
 // saveRecords merges every stored day of a source, in day order, into the
-// source's records and stores them.
+// source's records and stores them: the stored total through a day, then
+// the days after it. The merge through the run's day less statsTotalLag is
+// stored as the next runs' total.
 func (j *StatsJob) saveRecords(ctx context.Context, m domain.Market, source string, assets int, now time.Time) error {
 	var total dayObs
-	err := j.Store.EachStatsDay(ctx, m, source, func(r store.StatsDay) error {
+	cut := stats.DayNumber(now) - statsTotalLag
+	var next *store.StatsTotal // the total through cut, when it moves
+	through := math.MinInt     // the last day merged
+	loaded := math.MinInt      // the stored total's day
+	keep := func() error {
+		if through == math.MinInt || through == loaded || through > cut || next != nil {
+			return nil
+		}
+		v, err := json.Marshal(&total.verdicts)
+		if err != nil {
+			return fmt.Errorf("worker: statistics of %s: %w", m, err)
+		}
+		f, err := json.Marshal(&total.factors)
+		if err != nil {
+			return fmt.Errorf("worker: statistics of %s: %w", m, err)
+		}
+		next = &store.StatsTotal{Source: source, ThroughDay: through, Verdicts: v, Factors: f}
+		return nil
+	}
+	gen, err := j.Store.EachStatsDaySinceTotal(ctx, m, source, func(t store.StatsTotal) error {
+		if err := decodeDay(store.StatsDay{Day: t.ThroughDay, Verdicts: t.Verdicts, Factors: t.Factors}, &total); err != nil {
+			return err
+		}
+		through, loaded = t.ThroughDay, t.ThroughDay
+		return nil
+	}, func(r store.StatsDay) error {
+		if r.Day > cut {
+			if err := keep(); err != nil { // through the last day merged
+				return err
+			}
+		}
 		var obs dayObs
 		if err := decodeDay(r, &obs); err != nil {
 			return err
 		}
 		total.verdicts.Merge(&obs.verdicts)
 		total.factors.Merge(&obs.factors)
+		through = r.Day
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if err := keep(); err != nil {
+		return err
+	}
+	if next != nil {
+		if _, err := j.Store.SaveStatsTotal(ctx, m, *next, gen); err != nil {
+			return err
+		}
 	}
 	verdicts := total.verdicts.Results(source)
 	first, last, ok := total.verdicts.Window()

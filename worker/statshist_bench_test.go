@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -134,7 +135,8 @@ func TestBenchHistStats(t *testing.T) {
 	t.Logf("wrote %d assets × %d daily candles in %s", assets, days, time.Since(began).Round(time.Second))
 
 	now := start.AddDate(0, 0, days).Add(2 * time.Hour)
-	job := &StatsJob{Store: db, Region: "global", Now: func() time.Time { return now }, Workers: workers}
+	job := &StatsJob{Store: db, Region: "global", Now: func() time.Time { return now }, Workers: workers,
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))}
 	began = time.Now()
 	if _, err := job.Compute(ctx, domain.Crypto); err != nil {
 		t.Fatal(err)

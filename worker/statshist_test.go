@@ -31,11 +31,33 @@ func randomSeries(r *rand.Rand, start time.Time, n int) []domain.Candle {
 	return out
 }
 
-// readCounter records the largest candle read of a run per series.
+// readCounter records the largest candle read of a run per series, and
+// how many stored statistics days a run merged.
 type readCounter struct {
 	*store.DB
 	mu   sync.Mutex
 	most int
+	days int
+}
+
+func (c *readCounter) EachStatsDaySinceTotal(ctx context.Context, m domain.Market, source string,
+	total func(store.StatsTotal) error, fn func(store.StatsDay) error,
+) (int64, error) {
+	return c.DB.EachStatsDaySinceTotal(ctx, m, source, total, func(d store.StatsDay) error {
+		c.mu.Lock()
+		c.days++
+		c.mu.Unlock()
+		return fn(d)
+	})
+}
+
+// merged returns how many stored days were merged since the last call.
+func (c *readCounter) merged() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.days
+	c.days = 0
+	return n
 }
 
 func (c *readCounter) Candles(ctx context.Context, k store.CandleKey, limit int) ([]domain.Candle, error) {
@@ -53,9 +75,11 @@ func (c *readCounter) reset() int {
 	return most
 }
 
-// The statistics computed a day at a time, with a late-corrected candle
-// and a delisted asset, equal those of one pass over the same candles;
-// and a new day reads a bounded tail of each series, not its history.
+// The statistics computed a day at a time, with late-corrected candles
+// (a recent one and one a year old) and a delisted asset, equal those of
+// one pass over the same candles; and a new day reads a bounded tail of
+// each series, not its history, and merges a bounded number of stored
+// days into the records (the rest come from the stored total).
 func TestStatsIncrementalEqualsFull(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -111,11 +135,33 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 	if most := reads.reset(); most < days {
 		t.Errorf("first run read at most %d candles of a series, want the whole history", most)
 	}
+	const boundedDays = 2 * 120 // two sources, each the days after the total
+	if n := reads.merged(); n < 2*350 {
+		t.Errorf("first run merged %d stored days, want every day of both sources", n)
+	}
 	for n := 421; n <= 428; n++ {
 		store(n-1, n)
+		if n == 425 {
+			// A correction 175 days back: the total covering it goes, and
+			// the run merges every stored day again.
+			fix := series["BBB_USDT"][250]
+			fix.Close *= 0.8
+			fix.Low = math.Min(fix.Low, fix.Close)
+			if err := db.UpsertCandles(ctx, key("BBB_USDT"), []domain.Candle{fix}); err != nil {
+				t.Fatal(err)
+			}
+			series["BBB_USDT"][250] = fix
+		}
 		run(n)
-		if most := reads.reset(); most > 500 {
+		if most := reads.reset(); most > 500 && n != 425 {
 			t.Errorf("day %d: a series read with limit %d: a new day must read a bounded tail", n, most)
+		}
+		merged := reads.merged()
+		switch {
+		case n == 425 && merged < 2*350:
+			t.Errorf("day %d: after a correction of day 250, merged %d stored days: want every day again", n, merged)
+		case n != 425 && merged > boundedDays:
+			t.Errorf("day %d: merged %d stored days into the records: a new day must merge a bounded tail onto the stored total", n, merged)
 		}
 	}
 	store(428, 445) // seventeen days at once
@@ -135,6 +181,7 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	reads.merged()
 	if err := db.ResetStatsState(ctx, domain.Crypto); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +189,9 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 	full, err := db.Stats(ctx, domain.Crypto)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := reads.merged(); n < 2*350 {
+		t.Fatalf("the run after a reset merged %d stored days onto a total: want every day, from none", n)
 	}
 	if diff := cmp.Diff(full.Verdicts, incremental.Verdicts); diff != "" {
 		t.Errorf("verdict records: incremental differs from a full computation (-full +incremental):\n%.3000s", diff)
