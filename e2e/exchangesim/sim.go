@@ -32,6 +32,7 @@ package exchangesim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -90,7 +91,9 @@ type Config struct {
 	// ten symbols delisted partway (feeds/archivetest.Universe).
 	ArchiveMonths int
 	// ArchiveSymbols limits the archive to the universe's first symbols
-	// (0: every spot symbol).
+	// (0: every spot symbol). More than the spot universe adds symbols
+	// that exist only in the archive, as delisted pairs do: listed from
+	// the archive's first month and delisted in its last year.
 	ArchiveSymbols int
 }
 
@@ -210,8 +213,17 @@ func (s *Sim) archive() *archivetest.Archive {
 		}
 		names = append(names, sym.name)
 	}
-	return archivetest.Universe(names, thisMonth.AddDate(0, -s.cfg.ArchiveMonths, 0), now,
-		[]domain.Timeframe{domain.TF1d, domain.TF4h, domain.TF1h})
+	from := thisMonth.AddDate(0, -s.cfg.ArchiveMonths, 0)
+	a := archivetest.Universe(names, from, now, []domain.Timeframe{domain.TF1d, domain.TF4h, domain.TF1h})
+	for i := len(names); i < s.cfg.ArchiveSymbols; i++ {
+		name := fmt.Sprintf("GONE%04dUSDT", i-len(names))
+		until := thisMonth.AddDate(0, -1-int(hashString(name)%12), 0)
+		if !until.After(from) {
+			until = thisMonth
+		}
+		a.Symbols = append(a.Symbols, archivetest.Symbol{Market: "spot", Name: name, From: from, Until: until})
+	}
+	return a
 }
 
 // Mark starts the figures since a mark (each budget's since_mark, and

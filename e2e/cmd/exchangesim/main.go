@@ -61,7 +61,7 @@ func main() {
 	oandaToken := flag.String("oanda-token", "sim-oanda-token", "OANDA bearer token accepted (MARKET_OANDA_TOKEN)")
 	oandaPairs := flag.Int("oanda-pairs", 68, "OANDA CURRENCY pairs of the account (1-68, the seven USD majors first)")
 	archiveMonths := flag.Int("archive-months", 0, "serve Binance's public data archive under /archive: this many months of 1d, 4h and 1h klines before the current one (0: none)")
-	archiveSymbols := flag.Int("archive-symbols", 0, "the archive's symbols: the first spot pairs of the universe (0: every one)")
+	archiveSymbols := flag.Int("archive-symbols", 0, "the archive's symbols: the first spot pairs of the universe (0: every one); beyond the universe, archive-only pairs delisted in the archive's last year")
 	flag.Parse()
 	if *oandaPairs < 1 || *oandaPairs > 68 {
 		log.Fatalf("-oanda-pairs: %d is not between 1 and 68", *oandaPairs)
