@@ -199,7 +199,8 @@ bench-scale: bench-scale-bins
 	$(if $(BENCH_LOCK),flock $(BENCH_LOCK)) bin/scalebench -bin $(BIN) -clock-bin bin/marketd-benchclock -sim-bin bin/exchangesim $(BENCH_ARGS)
 
 ## bench-import: `marketd import` of the simulator's public data archive (1d, 4h and 1h, IMPORT_MONTHS months of
-## IMPORT_SYMBOLS spot pairs; 60 and 80 by default: a twentieth of issue #37's 1,600 symbols) under nice -n 10, while
+## IMPORT_SYMBOLS spot pairs; 60 and 80 by default: a twentieth of issue #37's 1,600 symbols; past the universe's 1,200
+## pairs, archive-only pairs delisted in the archive's last year, so 1600 is the issue's size) under nice -n 10, while
 ## `marketd all` ingests the 1,200-pair universe live: time, candles a second, candles table bytes a candle, and
 ## the closed 1m candle -> GET /ohlcv latency before the import (the baseline: -window 4m after the warm-up) and
 ## while it runs (goal p95 < 3 s); the window lasts until the import ends. BENCH_ARGS and BENCH_LOCK as for bench-scale.

@@ -103,6 +103,10 @@ type Program struct {
 	style  analytics.Style
 	expr   string
 	prg    cel.Program
+	// fast is prg without the runtime cost tracker, when the compile-time
+	// estimate already bounds the cost within the limit: it serves every
+	// asset whose strings are within the estimate's sizes (see match).
+	fast cel.Program
 	// reads are the variables the expression names, by name.
 	names []string
 	reads map[string]reader
@@ -175,6 +179,14 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 		return nil, &ExprError{Kind: KindType, Message: err.Error()}
 	}
 	p := &Program{market: m, style: style, expr: expr, prg: prg, reads: map[string]reader{}}
+	if est.Max <= evalCost {
+		// The estimate is an upper bound of the runtime cost for variables
+		// of the sizes sizeEstimator gives: tracking the cost at run time
+		// (a call per step) cannot stop such an evaluation.
+		if p.fast, err = e.cel.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
+			return nil, &ExprError{Kind: KindType, Message: err.Error()}
+		}
+	}
 	for _, ref := range ast.NativeRep().ReferenceMap() {
 		v, ok := e.byName[ref.Name]
 		if !ok || len(ref.OverloadIDs) > 0 {
@@ -279,7 +291,18 @@ func (p *Program) Matcher() func(*Asset) (bool, error) {
 }
 
 func (p *Program) match(act *activation) (bool, error) {
-	out, _, err := p.prg.Eval(act)
+	var out ref.Val
+	var err error
+	if p.fast != nil {
+		act.bounded, act.oversize = true, false
+		out, _, err = p.fast.Eval(act)
+		act.bounded = false
+	}
+	if p.fast == nil || act.oversize {
+		// A string longer than the estimate assumed: the estimate does not
+		// bound this asset's cost, so it is evaluated with the tracker.
+		out, _, err = p.prg.Eval(act)
+	}
 	if err != nil {
 		if isCostError(err) {
 			return false, &ExprError{Kind: KindCost, Message: "the evaluation went past its cost limit"}
@@ -378,12 +401,21 @@ func native(v ref.Val) any {
 type activation struct {
 	p *Program
 	a *Asset
+	// bounded: the evaluation relies on the cost estimate, so a string
+	// longer than it assumed is not handed over: oversize is set and the
+	// value is an error (the evaluation is then made again with the
+	// cost tracker).
+	bounded, oversize bool
 }
 
 func (x *activation) ResolveName(name string) (any, bool) {
 	v := x.p.value(x.a, name)
 	if v == nil {
 		return nil, false
+	}
+	if s, ok := v.(types.String); ok && x.bounded && len(s) > maxStringSize {
+		x.oversize = true
+		return types.NewErr("screen: %s is longer than the cost estimate assumed", name), true
 	}
 	return v, true
 }

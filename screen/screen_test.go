@@ -193,6 +193,54 @@ func TestEvalCostLimit(t *testing.T) {
 	}
 }
 
+// TestEvalWithoutTheTrackerWithinTheEstimate: a program whose estimate
+// bounds its cost runs without the runtime cost tracker; an asset with a
+// string longer than the estimate assumed is evaluated with it, and the
+// answers are the same either way.
+func TestEvalWithoutTheTrackerWithinTheEstimate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		expr  string
+		fast  bool
+		long  bool // the answer for the long symbol
+		short bool // for BTC_USDT
+	}{
+		{`symbol.contains("Q") || overall_score > 1000`, true, true, false},
+		{`!(symbol.endsWith("_USDT") && overall_score > 40)`, true, false, false},
+		{`symbol.size() > 64 && verdict == "growth"`, true, true, false},
+		{`[1, 2, 3, 4, 5, 6, 7, 8].all(x, x < overall_score)`, true, true, true},
+	} {
+		p, err := Compile("crypto", c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if (p.fast != nil) != c.fast {
+			t.Errorf("%s: without the tracker %v, want %v", c.expr, p.fast != nil, c.fast)
+		}
+		short := testAsset()
+		long := testAsset()
+		long.Symbol = strings.Repeat("Q", 200) + "_USDT"
+		for _, a := range []struct {
+			asset *Asset
+			want  bool
+		}{{short, c.short}, {long, c.long}} {
+			got, err := p.Match(a.asset)
+			if err != nil || got != a.want {
+				t.Errorf("%s over %.12s…: %v, %v; want %v", c.expr, a.asset.Symbol, got, err, a.want)
+			}
+			m := p.Matcher()
+			if got, err := m(a.asset); err != nil || got != a.want {
+				t.Errorf("%s over %.12s… (Matcher): %v, %v; want %v", c.expr, a.asset.Symbol, got, err, a.want)
+			}
+		}
+	}
+	// Lowered below its estimate, the limit keeps the tracker.
+	p, err := compile("crypto", analytics.DefaultStyle, `[1, 2, 3, 4, 5, 6, 7, 8].all(x, x < overall_score)`, 10)
+	if err != nil || p.fast != nil {
+		t.Fatalf("compile with a limit under the estimate: fast %v, %v", p != nil && p.fast != nil, err)
+	}
+}
+
 func TestProgramAccessors(t *testing.T) {
 	t.Parallel()
 	p, err := CompileStyle("crypto", analytics.Scalp, `overall_score < 0 && swing.overall_score > 0`)

@@ -463,3 +463,60 @@ func TestCompactionLeavesTheSeriesVersion(t *testing.T) {
 		t.Fatal("a delete that is not a move left the version as it was")
 	}
 }
+
+// CandleSymbols lists, per market, exchange and timeframe, the symbols
+// with a candle of that timeframe, hot or packed only, each once, sorted:
+// never a symbol with candles of other timeframes or exchanges only.
+func TestCandleSymbolsOfATimeframe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	r := rand.New(rand.NewPCG(37, 27))
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	put := func(m domain.Market, exchange, sym string, tf domain.Timeframe) store.CandleKey {
+		t.Helper()
+		k := store.CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}
+		if err := db.UpsertCandles(ctx, k, validRandomCandles(r, 40, start, tf)); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	put(domain.Crypto, "binance", "BTC_USDT", domain.TF1h)
+	put(domain.Crypto, "binance", "BTC_USDT", domain.TF1d)
+	put(domain.Crypto, "binance", "ETH_USDT", domain.TF1h)
+	put(domain.Crypto, "binance", "AAA_USDT", domain.TF1d)
+	put(domain.Crypto, "binance", "ZZZ_USDT", domain.TF5m)
+	put(domain.Crypto, "okx", "OKX_USDT", domain.TF1d)
+	put(domain.Stocks, "binance", "XYZ", domain.TF1d)
+	// Packed whole, its last hot row deleted: in candle_blocks only.
+	packed := put(domain.Crypto, "binance", "PACKED_USDT", domain.TF1d)
+	compactAll(t, db, packed, time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), 150)
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE symbol = 'PACKED_USDT'`); err != nil {
+		t.Fatal(err)
+	}
+	// Packed in part: in both tables.
+	both := put(domain.Crypto, "binance", "BOTH_USDT", domain.TF1d)
+	compactAll(t, db, both, start.AddDate(0, 0, 20), 150)
+	for _, c := range []struct {
+		m        domain.Market
+		exchange string
+		tf       domain.Timeframe
+		want     []string
+	}{
+		{domain.Crypto, "binance", domain.TF1d, []string{"AAA_USDT", "BOTH_USDT", "BTC_USDT", "PACKED_USDT"}},
+		{domain.Crypto, "binance", domain.TF1h, []string{"BTC_USDT", "ETH_USDT"}},
+		{domain.Crypto, "binance", domain.TF5m, []string{"ZZZ_USDT"}},
+		{domain.Crypto, "binance", domain.TF4h, nil},
+		{domain.Crypto, "okx", domain.TF1d, []string{"OKX_USDT"}},
+		{domain.Stocks, "binance", domain.TF1d, []string{"XYZ"}},
+		{domain.Forex, "oanda", domain.TF1d, nil},
+	} {
+		got, err := db.CandleSymbols(ctx, c.m, c.exchange, c.tf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s/%s %s: %v, want %v", c.m, c.exchange, c.tf, got, c.want)
+		}
+	}
+}

@@ -410,16 +410,34 @@ func (db *DB) CandleCounts(ctx context.Context, m domain.Market, exchange string
 	return out, translate(rows.Err(), "candles")
 }
 
-// CandleSymbols lists the symbols with stored candles, hot or packed, of an exchange (for 404 details).
+// CandleSymbols lists the symbols with stored candles of a timeframe, hot
+// or packed, of an exchange (the statistics' assets, 404 details).
 func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe) ([]string, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT symbol FROM candles WHERE market = $1 AND exchange = $2 AND timeframe = $3
-		UNION SELECT symbol FROM candle_blocks WHERE market = $1 AND exchange = $2 AND timeframe = $3 ORDER BY symbol`,
+	// The keys lead with (market, exchange, symbol, timeframe): a plain
+	// scan for one timeframe reads every candle of the exchange (years of
+	// 1h and a week of 1m: tens of millions of index entries). Each table
+	// is walked from one symbol to the next instead (a few index probes a
+	// symbol), keeping those with a row of the timeframe.
+	rows, err := db.Pool.Query(ctx, symbolsWalk("candles")+` UNION `+symbolsWalk("candle_blocks")+` ORDER BY 1`,
 		string(m), exchange, string(tf))
 	if err != nil {
 		return nil, translate(err, "candles")
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return out, translate(err, "candles")
+}
+
+// symbolsWalk is a statement listing the symbols of table (keyed by
+// market, exchange, symbol, timeframe, ...) of $1, $2 with rows of
+// timeframe $3, one index probe from each symbol to the next.
+func symbolsWalk(table string) string {
+	return `(WITH RECURSIVE walk(symbol) AS (
+			(SELECT symbol FROM ` + table + ` WHERE market = $1 AND exchange = $2 ORDER BY symbol LIMIT 1)
+			UNION ALL
+			SELECT (SELECT t.symbol FROM ` + table + ` t WHERE t.market = $1 AND t.exchange = $2 AND t.symbol > w.symbol
+				ORDER BY t.symbol LIMIT 1) FROM walk w WHERE w.symbol IS NOT NULL)
+		SELECT w.symbol FROM walk w WHERE w.symbol IS NOT NULL AND EXISTS (
+			SELECT 1 FROM ` + table + ` t WHERE t.market = $1 AND t.exchange = $2 AND t.symbol = w.symbol AND t.timeframe = $3))`
 }
 
 // Feed-health kinds (FeedHealth.Kind) of a combination's own data; a
