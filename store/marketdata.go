@@ -429,15 +429,18 @@ func (db *DB) CandleSymbols(ctx context.Context, m domain.Market, exchange strin
 
 // symbolsWalk is a statement listing the symbols of table (keyed by
 // market, exchange, symbol, timeframe, ...) of $1, $2 with rows of
-// timeframe $3, one index probe from each symbol to the next.
+// timeframe $3, one index probe from each symbol to the next and one for
+// the timeframe. The timeframe's check is a scalar subquery: as EXISTS,
+// the planner may make it a hash semi-join over every candle of the
+// exchange (it did on a freshly filled table without statistics).
 func symbolsWalk(table string) string {
 	return `(WITH RECURSIVE walk(symbol) AS (
 			(SELECT symbol FROM ` + table + ` WHERE market = $1 AND exchange = $2 ORDER BY symbol LIMIT 1)
 			UNION ALL
 			SELECT (SELECT t.symbol FROM ` + table + ` t WHERE t.market = $1 AND t.exchange = $2 AND t.symbol > w.symbol
 				ORDER BY t.symbol LIMIT 1) FROM walk w WHERE w.symbol IS NOT NULL)
-		SELECT w.symbol FROM walk w WHERE w.symbol IS NOT NULL AND EXISTS (
-			SELECT 1 FROM ` + table + ` t WHERE t.market = $1 AND t.exchange = $2 AND t.symbol = w.symbol AND t.timeframe = $3))`
+		SELECT w.symbol FROM walk w WHERE w.symbol IS NOT NULL AND (
+			SELECT true FROM ` + table + ` t WHERE t.market = $1 AND t.exchange = $2 AND t.symbol = w.symbol AND t.timeframe = $3 LIMIT 1))`
 }
 
 // Feed-health kinds (FeedHealth.Kind) of a combination's own data; a
