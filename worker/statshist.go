@@ -327,9 +327,15 @@ func (j *StatsJob) statsAssets(ctx context.Context, m domain.Market, srcs []doma
 	var keys []store.CandleKey
 	seen := map[string]bool{}
 	for _, src := range srcs {
-		listed, _, err := sourceSymbols(ctx, j.Store, src, domain.TF1d)
+		// The screener's symbols (listed, maybe without candles yet); not
+		// sourceSymbols, whose fallback would list the stored ones twice.
+		tickers, err := j.Store.Tickers(ctx, src)
 		if err != nil {
 			return nil, err
+		}
+		listed := make([]string, len(tickers))
+		for i, t := range tickers {
+			listed[i] = t.Symbol
 		}
 		stored, err := j.Store.CandleSymbols(ctx, m, src.Exchange, domain.TF1d)
 		if err != nil {
@@ -659,17 +665,26 @@ func (j *StatsJob) mergeDays(ctx context.Context, m domain.Market, source string
 		}
 		obs.verdicts.Merge(&fresh[d].verdicts)
 		obs.factors.Merge(&fresh[d].factors)
-		v, err := json.Marshal(&obs.verdicts)
+		day, err := encodeDay(source, d, obs)
 		if err != nil {
-			return nil, fmt.Errorf("worker: statistics of %s: %w", m, err)
+			return nil, err
 		}
-		f, err := json.Marshal(&obs.factors)
-		if err != nil {
-			return nil, fmt.Errorf("worker: statistics of %s: %w", m, err)
-		}
-		out = append(out, store.StatsDay{Source: source, Day: d, Verdicts: v, Factors: f})
+		out = append(out, day)
 	}
 	return out, nil
+}
+
+// encodeDay encodes obs as the stored observations of source's day.
+func encodeDay(source string, day int, obs *dayObs) (store.StatsDay, error) {
+	v, err := json.Marshal(&obs.verdicts)
+	if err != nil {
+		return store.StatsDay{}, fmt.Errorf("worker: statistics day %d: %w", day, err)
+	}
+	f, err := json.Marshal(&obs.factors)
+	if err != nil {
+		return store.StatsDay{}, fmt.Errorf("worker: statistics day %d: %w", day, err)
+	}
+	return store.StatsDay{Source: source, Day: day, Verdicts: v, Factors: f}, nil
 }
 
 func decodeDay(r store.StatsDay, obs *dayObs) error {
@@ -705,16 +720,9 @@ func (j *StatsJob) saveRecords(ctx context.Context, m domain.Market, source stri
 		if through == math.MinInt || through == loaded || through > cut || next != nil {
 			return nil
 		}
-		v, err := json.Marshal(&total.verdicts)
-		if err != nil {
-			return fmt.Errorf("worker: statistics of %s: %w", m, err)
-		}
-		f, err := json.Marshal(&total.factors)
-		if err != nil {
-			return fmt.Errorf("worker: statistics of %s: %w", m, err)
-		}
-		next = &store.StatsTotal{Source: source, ThroughDay: through, Verdicts: v, Factors: f}
-		return nil
+		d, err := encodeDay(source, through, &total)
+		next = &store.StatsTotal{Source: source, ThroughDay: through, Verdicts: d.Verdicts, Factors: d.Factors}
+		return err
 	}
 	gen, err := j.Store.EachStatsDaySinceTotal(ctx, m, source, func(t store.StatsTotal) error {
 		if err := decodeDay(store.StatsDay{Day: t.ThroughDay, Verdicts: t.Verdicts, Factors: t.Factors}, &total); err != nil {

@@ -119,6 +119,17 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// correct scales the close of candle i of sym, as a late correction.
+	correct := func(sym string, i int, by float64) {
+		t.Helper()
+		fix := series[sym][i]
+		fix.Close *= by
+		fix.High, fix.Low = math.Max(fix.High, fix.Close), math.Min(fix.Low, fix.Close)
+		if err := db.UpsertCandles(ctx, key(sym), []domain.Candle{fix}); err != nil {
+			t.Fatal(err)
+		}
+		series[sym][i] = fix
+	}
 	clk := &clock{}
 	reads := &readCounter{DB: db}
 	job := &worker.StatsJob{Store: reads, Region: "global", Logger: discard(), Now: clk.now}
@@ -144,13 +155,7 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 		if n == 425 {
 			// A correction 175 days back: the total covering it goes, and
 			// the run merges every stored day again.
-			fix := series["BBB_USDT"][250]
-			fix.Close *= 0.8
-			fix.Low = math.Min(fix.Low, fix.Close)
-			if err := db.UpsertCandles(ctx, key("BBB_USDT"), []domain.Candle{fix}); err != nil {
-				t.Fatal(err)
-			}
-			series["BBB_USDT"][250] = fix
+			correct("BBB_USDT", 250, 0.8)
 		}
 		run(n)
 		if most := reads.reset(); most > 500 && n != 425 {
@@ -167,13 +172,7 @@ func TestStatsIncrementalEqualsFull(t *testing.T) {
 	store(428, 445) // seventeen days at once
 	run(445)
 	// A late correction of a candle an earlier run read, 13 days before the newest.
-	fix := series["CCC_USDT"][432]
-	fix.Close *= 1.2
-	fix.High = math.Max(fix.High, fix.Close)
-	if err := db.UpsertCandles(ctx, key("CCC_USDT"), []domain.Candle{fix}); err != nil {
-		t.Fatal(err)
-	}
-	series["CCC_USDT"][432] = fix
+	correct("CCC_USDT", 432, 1.2)
 	store(445, 446)
 	run(446)
 	incremental, err := db.Stats(ctx, domain.Crypto)

@@ -17,11 +17,7 @@ import (
 func TestArchiveServed(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	sim := exchangesim.New(exchangesim.Config{Spot: 30, Perpetual: 2, ArchiveMonths: 2, ArchiveSymbols: 12, Now: func() time.Time { return now }})
-	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	a := &feeds.BinanceArchive{BaseURL: srv.URL + "/archive", HTTP: srv.Client()}
+	a := serveArchive(t, now, 2, 12)
 	ctx := context.Background()
 	syms, _, err := a.Symbols(ctx, "spot")
 	if err != nil || len(syms) != 12 {
@@ -42,11 +38,7 @@ func TestArchiveServed(t *testing.T) {
 func TestArchiveDelistedBeyondTheUniverse(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	sim := exchangesim.New(exchangesim.Config{Spot: 30, Perpetual: 2, ArchiveMonths: 24, ArchiveSymbols: 40, Now: func() time.Time { return now }})
-	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	a := &feeds.BinanceArchive{BaseURL: srv.URL + "/archive", HTTP: srv.Client()}
+	a := serveArchive(t, now, 24, 40)
 	ctx := context.Background()
 	syms, _, err := a.Symbols(ctx, "spot")
 	if err != nil || len(syms) != 40 {
@@ -70,4 +62,15 @@ func TestArchiveDelistedBeyondTheUniverse(t *testing.T) {
 	if gone != 10 {
 		t.Errorf("%d archive-only symbols, want 10", gone)
 	}
+}
+
+// serveArchive serves a 30-pair simulator's archive of months and
+// symbols and returns its reader.
+func serveArchive(t *testing.T, now time.Time, months, symbols int) *feeds.BinanceArchive {
+	t.Helper()
+	sim := exchangesim.New(exchangesim.Config{Spot: 30, Perpetual: 2, ArchiveMonths: months, ArchiveSymbols: symbols, Now: func() time.Time { return now }})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return &feeds.BinanceArchive{BaseURL: srv.URL + "/archive", HTTP: srv.Client()}
 }
