@@ -456,9 +456,19 @@ func TestStreamNumbersATransactionsRowsInIDOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	c := &domain.Client{OrgName: "numbered", Tier: domain.Enterprise, Markets: domain.Markets}
+	if err := db.CreateClient(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	screener := `INSERT INTO stream_events (kind, market, exchange, instrument) VALUES ('screener', 'crypto', 'binance', 'spot')`
 	alert := `INSERT INTO stream_events (kind, market, payload) VALUES ('alert', 'crypto', '{}')`
-	for _, q := range []string{screener, alert, screener, `SET CONSTRAINTS ALL IMMEDIATE`, alert, screener, alert} {
+	// A save's alert events: their stream rows are inserted numbered, after
+	// the transaction's earlier rows are (the trigger takes the lock).
+	alertEvents := `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read)
+		SELECT gen_random_uuid(), 'a', '` + c.ID + `', 'crypto', s, now(), '{}' FROM unnest(ARRAY['B_USDT', 'A_USDT']) AS s`
+	numberedNow := `DO $$ BEGIN IF EXISTS (SELECT 1 FROM stream_events WHERE seq IS NULL) THEN
+		RAISE EXCEPTION 'rows left unnumbered after the alert events'; END IF; END $$`
+	for _, q := range []string{screener, alert, alertEvents, numberedNow, screener, alertEvents, `SET CONSTRAINTS ALL IMMEDIATE`, alert, screener, alert} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -479,8 +489,8 @@ func TestStreamNumbersATransactionsRowsInIDOrder(t *testing.T) {
 		var x row
 		return x, r.Scan(&x.id, &x.seq, &x.kind)
 	})
-	if err != nil || len(got) != 6 {
-		t.Fatalf("rows %+v (%v), want 6", got, err)
+	if err != nil || len(got) != 10 {
+		t.Fatalf("rows %+v (%v), want 10", got, err)
 	}
 	var lastScreener row
 	for i, r := range got {
