@@ -295,14 +295,17 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		symbols[j] = ch.key.symbol
 		changeIdx[ch.key.symbol] = j
 	}
+	// The states of the alerts evaluated are kept (alert index + 1): a save
+	// in one style evaluates none of the alerts that read other styles
+	// alone. (Filtering them in the query cost more than it saved.)
 	alertIdx := make(map[string]int, len(alerts))
-	for i, a := range alerts {
-		alertIdx[a.ID] = i
+	for _, p := range pairs {
+		alertIdx[alerts[p.key/len(changes)].ID] = p.key/len(changes) + 1
 	}
 	states, err := alertStates(ctx, tx, symbols, func(alertID, symbol string) (int, bool) {
-		i, ok := alertIdx[alertID]
-		j, ok2 := changeIdx[symbol]
-		return i*len(changes) + j, ok && ok2
+		i := alertIdx[alertID] - 1
+		j, ok := changeIdx[symbol]
+		return i*len(changes) + j, i >= 0 && ok
 	})
 	if err != nil {
 		return err
@@ -407,7 +410,7 @@ type alertWrites struct {
 
 	evAlert, evName, evClient, evMarket, evSymbol []string
 	evAt                                          []time.Time
-	evRead                                        []map[string]any
+	evRead                                        []string
 }
 
 func (w *alertWrites) state(alertID, symbol string, s domain.AlertState, at time.Time) {
@@ -416,12 +419,10 @@ func (w *alertWrites) state(alertID, symbol string, s domain.AlertState, at time
 }
 
 func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read map[string]any) {
-	if read == nil {
-		read = map[string]any{}
-	}
+	raw := readJSON(read)
 	w.evAlert, w.evName, w.evClient = append(w.evAlert, a.ID), append(w.evName, a.Name), append(w.evClient, a.ClientID)
 	w.evMarket, w.evSymbol = append(w.evMarket, string(a.Market)), append(w.evSymbol, symbol)
-	w.evAt, w.evRead = append(w.evAt, at.UTC()), append(w.evRead, read)
+	w.evAt, w.evRead = append(w.evAt, at.UTC()), append(w.evRead, raw)
 }
 
 func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
@@ -443,7 +444,7 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 	}
 	if len(w.evAlert) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
-			SELECT a, n, c, m, s, t, r, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])
+			SELECT a, n, c, m, s, t, r::jsonb, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
 				AS e(a, n, c, m, s, t, r)
 			ORDER BY m, s, a
 			ON CONFLICT (alert_id, symbol, at) DO NOTHING`,

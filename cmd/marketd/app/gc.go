@@ -18,24 +18,35 @@ import (
 // instead of ≈ 45 MB) and a cycle comes four times less often.
 const apiGOGC = 400
 
-// apiMemoryShare is the part of the cgroup's memory limit (when there is
-// one) given to the api as its soft limit (GOMEMLIMIT) when GOMEMLIMIT is
+// workerGOGC is the worker role's (and `marketd all`'s): its live heap is
+// mostly the candles the scorer keeps (store.CandleCache), scanned on
+// every cycle while a close allocates the reports, their JSON and the
+// alerts' payloads. At Go's default of 100 the collector took about a
+// quarter of a 00:00 close's Go CPU (2,000 assets in four styles with
+// 10,000 alerts, BenchmarkCloseAlerts); at 300 the close uses ≈ 0.35 s
+// less CPU, for a peak resident set of ≈ 2 GB instead of ≈ 1 GB in that
+// benchmark (BENCHMARKS.md, "Alerts at a close").
+const workerGOGC = 300
+
+// memoryShare is the part of the cgroup's memory limit (when there is
+// one) given to the api and the worker as their soft limit (GOMEMLIMIT) when GOMEMLIMIT is
 // not set: near it the collector runs as often as needed, whatever GOGC.
-const apiMemoryShare = 0.8
+const memoryShare = 0.8
 
 // cgroupMemoryMax is where the container's memory limit is read (cgroup v2).
 var cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
 
-// tuneAPIGC applies the api role's defaults; GOGC and GOMEMLIMIT in the
-// environment (which the runtime has applied already) take precedence.
-func tuneAPIGC(getenv func(string) string, logger *slog.Logger) {
+// tuneRoleGC applies a role's GOGC and the soft memory limit from the
+// cgroup's; GOGC and GOMEMLIMIT in the environment (which the runtime has
+// applied already) take precedence.
+func tuneRoleGC(gogc int, getenv func(string) string, logger *slog.Logger) {
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(apiGOGC)
-		logger.Debug("gc: GOGC defaults to the api role's value; set GOGC to override", "gogc", apiGOGC)
+		debug.SetGCPercent(gogc)
+		logger.Debug("gc: GOGC defaults to the role's value; set GOGC to override", "gogc", gogc)
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		if limit, ok := cgroupMemoryLimit(); ok {
-			soft := int64(float64(limit) * apiMemoryShare)
+			soft := int64(float64(limit) * memoryShare)
 			debug.SetMemoryLimit(soft)
 			logger.Debug("gc: soft memory limit from the cgroup's; set GOMEMLIMIT to override", "bytes", soft)
 		}

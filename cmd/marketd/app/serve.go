@@ -27,10 +27,10 @@ import (
 // stops them in the reverse order. The pipeline (worker, queue registry,
 // scheduler) is the same in the sandbox's process of `marketd all`.
 var roles = map[string][]component{
-	"api":       {tuneGC, serveAPI},
-	"worker":    {serveOps, startWorker, keepQueuesRegistered},
+	"api":       {tuneGC(apiGOGC), serveAPI},
+	"worker":    {tuneGC(workerGOGC), serveOps, startWorker, keepQueuesRegistered},
 	"scheduler": {serveOps, keepQueuesRegistered, startScheduler},
-	"all":       {serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
+	"all":       {tuneGC(workerGOGC), serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
 }
 
 // A component is one thing a role starts: it adds its goroutines to the
@@ -132,10 +132,13 @@ func (r *roleRun) start(ctx context.Context, components []component) error {
 	return nil
 }
 
-// tuneGC applies the api role's garbage-collector defaults.
-func tuneGC(_ context.Context, r *roleRun) error {
-	tuneAPIGC(r.m.Getenv, r.logger)
-	return nil
+// tuneGC applies a role's garbage-collector defaults (GOGC gogc, the
+// soft memory limit from the cgroup's).
+func tuneGC(gogc int) component {
+	return func(_ context.Context, r *roleRun) error {
+		tuneRoleGC(gogc, r.m.Getenv, r.logger)
+		return nil
+	}
 }
 
 // readsCheck is an api's checks with a read replica: the primary is no
