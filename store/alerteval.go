@@ -109,11 +109,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	if err != nil {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, saveAnalyticsSQL, c.args()...)
-	if err != nil {
-		return 0, translate(err, "analytics")
-	}
-	// A record was stored when the report it replaces is the one its run
+	// A record is stored when the report it replaces is the one its run
 	// read (the statement's own condition, on the rows now locked).
 	var saved []AnalyticsRecord
 	var assets []assetKey
@@ -127,15 +123,29 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 			}
 		}
 	}
+	// The reports' results are read before the save replaces them: read
+	// after, the report a record replaces would be the record itself, and
+	// an alert seen for the first time would compare the rescoring with
+	// itself (and not fire) whenever the results were not in the cache.
 	if len(saved) > 0 {
 		if err := db.withResults(ctx, tx, before, versions, assets); err != nil {
 			return 0, err
 		}
-		if err := evaluateAlerts(ctx, tx, m, alerts, before, saved); err != nil {
+	}
+	tag, err := tx.Exec(ctx, saveAnalyticsSQL, c.args()...)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	if len(saved) > 0 {
+		committed, err := db.evaluateAlerts(ctx, tx, m, alerts, before, versions, gen, saved)
+		if err != nil {
 			return 0, err
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
+		if err := tx.Commit(ctx); err != nil {
+			return 0, translate(err, "analytics")
+		}
+		committed(uint32(xid))
+	} else if err := tx.Commit(ctx); err != nil {
 		return 0, translate(err, "analytics")
 	}
 	// The stored reports are the next saves' "before" and other styles.
@@ -194,11 +204,16 @@ func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([
 }
 
 // evaluateAlerts evaluates the alerts on the saved assets, writes their
-// states and the events of those that fire.
-func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert,
-	before map[assetKey]map[analytics.Style]*AnalyticsRecord, saved []AnalyticsRecord) error {
+// states and the events of those that fire. versions are the locked
+// reports' row versions and gen the alerts' generation, which validate the
+// states kept in db.states; committed, called once the save has
+// committed (with its transaction id), keeps the assets' states there.
+func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert,
+	before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
+	saved []AnalyticsRecord) (committed func(xid uint32), err error) {
+	committed = func(uint32) {}
 	if len(saved) == 0 {
-		return nil
+		return committed, nil
 	}
 	// One asset per (market, symbol): its reports after the save (a run
 	// saves one style; several records of one asset merge).
@@ -233,7 +248,7 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 	if err := attachTickers(ctx, tx, changes, func(ch *change) (*AlertAsset, *AlertAsset, AnalyticsRecord) {
 		return ch.before, ch.after, ch.rec
 	}); err != nil {
-		return err
+		return committed, err
 	}
 	// The alerts of each asset: those on its whole market and those that
 	// name it, among the ones whose condition a saved style can change.
@@ -287,28 +302,29 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		}
 	}
 	if len(pairs) == 0 {
-		return nil
+		return committed, nil
 	}
-	symbols := make([]string, len(changes))
+	// Each asset's states (by alert id): kept from its last save in this
+	// process while its reports are the versions that save left, read
+	// otherwise.
+	states := make([]map[string]domain.AlertState, len(changes))
+	var symbols []string
 	changeIdx := make(map[string]int, len(changes))
 	for j, ch := range changes {
-		symbols[j] = ch.key.symbol
-		changeIdx[ch.key.symbol] = j
+		if states[j] = db.states.get(ch.key, gen, before[ch.key], versions); states[j] == nil {
+			states[j] = map[string]domain.AlertState{}
+			symbols = append(symbols, ch.key.symbol)
+			changeIdx[ch.key.symbol] = j
+		}
 	}
-	// The states of the alerts evaluated are kept (alert index + 1): a save
-	// in one style evaluates none of the alerts that read other styles
-	// alone. (Filtering them in the query cost more than it saved.)
-	alertIdx := make(map[string]int, len(alerts))
-	for _, p := range pairs {
-		alertIdx[alerts[p.key/len(changes)].ID] = p.key/len(changes) + 1
-	}
-	states, err := alertStates(ctx, tx, symbols, func(alertID, symbol string) (int, bool) {
-		i := alertIdx[alertID] - 1
-		j, ok := changeIdx[symbol]
-		return i*len(changes) + j, i >= 0 && ok
-	})
-	if err != nil {
-		return err
+	if len(symbols) > 0 {
+		if err := alertStates(ctx, tx, symbols, func(alertID, symbol string, s domain.AlertState) {
+			if j, ok := changeIdx[symbol]; ok {
+				states[j][alertID] = s
+			}
+		}); err != nil {
+			return committed, err
+		}
 	}
 	var w alertWrites
 	for _, p := range pairs {
@@ -317,7 +333,8 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		if err != nil {
 			continue
 		}
-		st := states[p.key]
+		j := p.key % len(changes)
+		st := states[j][a.ID]
 		if !st.Known && !matched {
 			continue // false so far: nothing to keep
 		}
@@ -330,12 +347,27 @@ func evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []dom
 		next, fire := st.Next(a, matched, baseline, ch.at)
 		if next.Changed(st) {
 			w.state(a.ID, ch.key.symbol, next, ch.at)
+			states[j][a.ID] = next
 		}
 		if fire {
 			w.event(a, ch.key.symbol, ch.at, p.cond.Read(ch.after))
 		}
 	}
-	return w.write(ctx, tx, false)
+	if err := w.write(ctx, tx, false); err != nil {
+		return committed, err
+	}
+	return func(xid uint32) {
+		for j, ch := range changes {
+			e := &assetStates{gen: gen, versions: map[analytics.Style]uint32{}, states: states[j]}
+			for st := range before[ch.key] {
+				e.versions[st] = versions[reportKey{ch.key.market, st, ch.key.symbol}]
+			}
+			for _, st := range ch.styles {
+				e.versions[st] = xid // the rows this save stored
+			}
+			db.states.put(ch.key, e)
+		}
+	}, nil
 }
 
 // attachTickers sets the screener rows of the assets: each report's own
@@ -376,28 +408,25 @@ func attachTickers[T any](ctx context.Context, tx pgx.Tx, items []T, assets func
 }
 
 // alertStates reads the states on the assets (symbols), by symbol (index
-// alert_states_symbol): the states of one asset are written only by the
-// saves that hold its reports' locks, so they stay as read. key places a
-// state (false: not one of the save's alerts or assets; a symbol of
-// another market is one of the assets only if its alert is the save's).
-func alertStates(ctx context.Context, tx pgx.Tx, symbols []string, key func(alertID, symbol string) (int, bool)) (map[int]domain.AlertState, error) {
+// alert_states_symbol), and hands each to put: the states of one asset
+// are written only by the saves that hold its reports' locks, so they stay
+// as read. (A symbol's states include those of other markets' alerts:
+// they are never looked up, an alert being of one market.)
+func alertStates(ctx context.Context, tx pgx.Tx, symbols []string, put func(alertID, symbol string, s domain.AlertState)) error {
 	rows, err := tx.Query(ctx, `SELECT alert_id::text, symbol, matched, last_fired_at FROM alert_states WHERE symbol = ANY ($1)`, symbols)
 	if err != nil {
-		return nil, translate(err, "alert states")
+		return translate(err, "alert states")
 	}
 	defer rows.Close()
-	out := map[int]domain.AlertState{}
 	var alertID, symbol string
 	for rows.Next() {
 		s := domain.AlertState{Known: true}
 		if err := rows.Scan(&alertID, &symbol, &s.Matched, &s.LastFiredAt); err != nil {
-			return nil, translate(err, "alert states")
+			return translate(err, "alert states")
 		}
-		if k, ok := key(alertID, symbol); ok {
-			out[k] = s
-		}
+		put(alertID, symbol, s)
 	}
-	return out, translate(rows.Err(), "alert states")
+	return translate(rows.Err(), "alert states")
 }
 
 // alertWrites collects the states and events of one evaluation, written

@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -370,5 +373,158 @@ func TestAlertDeletedDuringASave(t *testing.T) {
 	}
 	if states != 0 || score != 90 {
 		t.Fatalf("after the save: %d alert states, report score %d; want none and 90", states, score)
+	}
+}
+
+// A save keeps the asset's alert states for the next save of its process,
+// and they are used only while no one else has saved the asset: another
+// process's save (another handle on the same schema) moves the reports'
+// versions, and the next save reads the states again. With a stale copy
+// the last rescoring would not fire (its state would still be "true").
+func TestAlertStatesKeptOnlyWhileCurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storetest.CreateSchema(t)
+	open := func() *store.DB {
+		db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	a, b := open(), open()
+	c := newClient(t, a, nil)
+	newAlert(t, a, c, "above", `overall_score > 50`, 0, "BTC_USDT")
+	m := &alerting.Matcher{}
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	i := 0
+	save := func(db *store.DB, score int) {
+		t.Helper()
+		rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
+		i++
+		if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
+			t.Fatal(err)
+		}
+		prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+	}
+	fired := func() int {
+		t.Helper()
+		evs, err := a.AlertEvents(ctx, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	save(a, 0)
+	save(a, 90) // fires; a keeps the state (true)
+	if n, ok := store.AlertStatesKept(a, domain.Crypto, "BTC_USDT"); !ok || n != 1 {
+		t.Fatalf("a keeps %d states (%v) after its save, want 1", n, ok)
+	}
+	save(b, 0)  // false, written by the other process
+	save(a, 90) // fires: a's copy says true, but the reports moved
+	if got := fired(); got != 2 {
+		t.Fatalf("%d alerts fired, want 2 (the one after the other process's save read the states again)", got)
+	}
+	save(a, 0)
+	save(a, 90) // a's own saves: its copy is current, and fires
+	save(a, 95) // still true: no
+	if got := fired(); got != 3 {
+		t.Fatalf("%d alerts fired, want 3", got)
+	}
+}
+
+// Alerts fire the same whether the states come from the process's copy or
+// from the table: a random sequence of saves (assets in batches, the four
+// styles, two processes taking turns on one schema) against the same
+// sequence saved by a process that reads every state, over conditions on
+// one style, two styles, the screener row and with cooldowns.
+func TestAlertStatesKeptEqualRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storetest.CreateSchema(t)
+	open := func(schema string) *store.DB {
+		db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		if _, err := db.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	kept := []*store.DB{open(schema), open(schema)}
+	read := open(storetest.CreateSchema(t))
+	syms := []string{"A_USDT", "B_USDT", "C_USDT", "D_USDT", "E_USDT", "F_USDT"}
+	conds := []string{`overall_score > 40`, `verdict == "growth"`, `swing.verdict == "growth" && scalp.overall_score > 20`,
+		`intraday.overall_score < -10`, `position.verdict == "decline" || scalp.verdict == "decline"`, `price > 50.0 && swing.overall_score > 0`}
+	for _, db := range []*store.DB{kept[0], read} {
+		c := newClient(t, db, nil)
+		for i, cond := range conds {
+			newAlert(t, db, c, fmt.Sprintf("w%d", i), cond, []int{0, 0, 3 * 3600}[i%3])
+			newAlert(t, db, c, fmt.Sprintf("n%d", i), cond, 0, syms[i], syms[(i+2)%len(syms)])
+		}
+	}
+	m := &alerting.Matcher{}
+	rng := rand.New(rand.NewPCG(36, 7))
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	verdicts := []analytics.Verdict{analytics.VerdictGrowth, analytics.VerdictNeutral, analytics.VerdictDecline}
+	prev := map[analytics.Style]map[string]store.AnalyticsRecord{}
+	for step := range 300 {
+		st := analytics.Styles[rng.IntN(len(analytics.Styles))]
+		at := t0.Add(time.Duration(step) * time.Hour)
+		var recs []store.AnalyticsRecord
+		for _, s := range syms {
+			if rng.IntN(2) == 0 {
+				score := rng.IntN(121) - 60
+				rec := analyticsRecord(s, score, verdicts[rng.IntN(len(verdicts))], at)
+				rec.Style = st
+				recs = append(recs, rec)
+			}
+		}
+		db := kept[rng.IntN(2)]
+		if _, err := db.SaveAnalyticsAlerting(ctx, recs, prev[st], m); err != nil {
+			t.Fatal(err)
+		}
+		store.ForgetAlertStates(read)
+		if _, err := read.SaveAnalyticsAlerting(ctx, recs, prev[st], m); err != nil {
+			t.Fatal(err)
+		}
+		if prev[st] == nil {
+			prev[st] = map[string]store.AnalyticsRecord{}
+		}
+		for _, r := range recs {
+			prev[st][r.Symbol] = r
+		}
+	}
+	events := func(db *store.DB) []string {
+		t.Helper()
+		evs, err := db.AlertEvents(ctx, 0, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, fmt.Sprintf("%s %s %s", e.At.Format(time.RFC3339), e.AlertName, e.Symbol))
+		}
+		slices.Sort(out) // a save writes its events in alert id order, and the ids differ
+		return out
+	}
+	got, want := events(kept[0]), events(read)
+	if len(want) < 50 {
+		t.Fatalf("only %d alerts fired: the sequence does not exercise the states", len(want))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("alerts with the kept states differ from those with the states read:\n%v\nwant\n%v", got, want)
+	}
+	if n, ok := store.AlertStatesKept(kept[0], domain.Crypto, "A_USDT"); !ok && n == 0 {
+		if n, ok = store.AlertStatesKept(kept[1], domain.Crypto, "A_USDT"); !ok {
+			t.Fatal("neither process kept A_USDT's states")
+		}
 	}
 }

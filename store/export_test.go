@@ -153,3 +153,23 @@ func AlertIndexGeneration(db *DB) (int64, bool) {
 	defer db.alerts.mu.Unlock()
 	return db.alerts.gen, db.alerts.loaded
 }
+
+// AlertStatesKept is how many alert states the process keeps for the
+// asset (false: none kept).
+func AlertStatesKept(db *DB, m domain.Market, symbol string) (int, bool) {
+	db.states.mu.Lock()
+	defer db.states.mu.Unlock()
+	e := db.states.m[assetKey{m, symbol}]
+	if e == nil {
+		return 0, false
+	}
+	return len(e.states), true
+}
+
+// ForgetAlertStates empties the process's copy of alert states: its next
+// saves read every state.
+func ForgetAlertStates(db *DB) {
+	db.states.mu.Lock()
+	db.states.m = nil
+	db.states.mu.Unlock()
+}

@@ -39,6 +39,7 @@ type DB struct {
 	listenCheck atomic.Int64 // nanoseconds; 0: listenCheckEvery's default
 	results     reportResults
 	alerts      alertIndex
+	states      alertStateCache
 }
 
 // Open connects a pool to url. It does not wait for the server: readiness

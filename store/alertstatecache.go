@@ -1,0 +1,74 @@
+package store
+
+import (
+	"maps"
+	"sync"
+
+	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
+)
+
+// alertStateCache keeps, per asset, the alert states the last save of the
+// asset in this process left, so that the next save does not read them
+// again: at a close each asset is saved once per style, and each save
+// needs every state of the asset's alerts that read the style saved.
+//
+// An asset's states are written only by a save that stores one of its
+// reports, holding the locks of all of them (SaveAnalyticsAlerting), so
+// any write of its states changes the xmin of one of its report rows. An
+// entry is therefore valid while the rows' versions (style → xmin, every
+// style the asset has a report in) are the ones the entry was made with,
+// and the alerts' generation has not moved (an alert deleted or changed;
+// its states go with it). It is consulted with those rows locked. An
+// entry is put after its save commits, with the save's transaction id as
+// the version of the reports it stored.
+type alertStateCache struct {
+	mu sync.Mutex
+	m  map[assetKey]*assetStates
+}
+
+type assetStates struct {
+	gen      int64
+	versions map[analytics.Style]uint32
+	states   map[string]domain.AlertState // by alert id
+}
+
+// maxCachedAssets bounds the cache (an entry is an asset's states, a few
+// kilobytes at most); beyond it, the cache starts again empty.
+const maxCachedAssets = 50_000
+
+// get returns a copy of the asset's states if the entry matches the rows'
+// versions (versions of the asset's styles, as locked) and gen; nil
+// otherwise.
+func (c *alertStateCache) get(k assetKey, gen int64, styles map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32) map[string]domain.AlertState {
+	c.mu.Lock()
+	e := c.m[k]
+	c.mu.Unlock()
+	if e == nil || e.gen != gen || len(e.versions) != len(styles) {
+		return nil
+	}
+	for st := range styles {
+		v, ok := e.versions[st]
+		if !ok || v != versions[reportKey{k.market, st, k.symbol}] {
+			return nil
+		}
+	}
+	return maps.Clone(e.states)
+}
+
+func (c *alertStateCache) put(k assetKey, e *assetStates) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedAssets {
+		c.m = make(map[assetKey]*assetStates, 1024)
+	}
+	c.m[k] = e
+}
+
+// drop forgets the asset (a save that changed its states and did not
+// commit, or could not tell its versions).
+func (c *alertStateCache) drop(k assetKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+}
