@@ -137,29 +137,31 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		return 0, translate(err, "analytics")
 	}
 	if len(saved) > 0 {
-		committed, err := db.evaluateAlerts(ctx, tx, m, alerts, before, versions, gen, saved)
+		keep, err := db.evaluateAlerts(ctx, tx, m, alerts, before, versions, gen, saved)
 		if err != nil {
 			return 0, err
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, translate(err, "analytics")
+		// What the save leaves is kept before its commit, under its
+		// transaction id: a save waiting for these rows' locks proceeds
+		// the moment they are released, and must find it. Should the
+		// commit fail, the rows keep their versions and nothing kept
+		// matches them.
+		keep(uint32(xid))
+		for _, r := range saved {
+			if r.Result == nil {
+				continue
+			}
+			res := r.Result
+			if res.ModelVersion == "" {
+				cp := *res
+				cp.ModelVersion = unversioned
+				res = &cp
+			}
+			db.results.put(reportKey{r.Market, r.Style, r.Symbol}, uint32(xid), pgTime(r.UpdatedAt), res)
 		}
-		committed(uint32(xid))
-	} else if err := tx.Commit(ctx); err != nil {
-		return 0, translate(err, "analytics")
 	}
-	// The stored reports are the next saves' "before" and other styles.
-	for _, r := range saved {
-		if r.Result == nil {
-			continue
-		}
-		res := r.Result
-		if res.ModelVersion == "" {
-			cp := *res
-			cp.ModelVersion = unversioned
-			res = &cp
-		}
-		db.results.put(reportKey{r.Market, r.Style, r.Symbol}, uint32(xid), pgTime(r.UpdatedAt), res)
+	if err := tx.Commit(ctx); err != nil {
+		return 0, translate(err, "analytics")
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -206,14 +208,14 @@ func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([
 // evaluateAlerts evaluates the alerts on the saved assets, writes their
 // states and the events of those that fire. versions are the locked
 // reports' row versions and gen the alerts' generation, which validate the
-// states kept in db.states; committed, called once the save has
-// committed (with its transaction id), keeps the assets' states there.
+// states kept in db.states; keep, called with the save's transaction id,
+// keeps the assets' states there (valid once the save has committed).
 func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert,
 	before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
-	saved []AnalyticsRecord) (committed func(xid uint32), err error) {
-	committed = func(uint32) {}
+	saved []AnalyticsRecord) (keep func(xid uint32), err error) {
+	keep = func(uint32) {}
 	if len(saved) == 0 {
-		return committed, nil
+		return keep, nil
 	}
 	// One asset per (market, symbol): its reports after the save (a run
 	// saves one style; several records of one asset merge).
@@ -248,7 +250,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	if err := attachTickers(ctx, tx, changes, func(ch *change) (*AlertAsset, *AlertAsset, AnalyticsRecord) {
 		return ch.before, ch.after, ch.rec
 	}); err != nil {
-		return committed, err
+		return keep, err
 	}
 	// The alerts of each asset: those on its whole market and those that
 	// name it, among the ones whose condition a saved style can change.
@@ -302,7 +304,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		}
 	}
 	if len(pairs) == 0 {
-		return committed, nil
+		return keep, nil
 	}
 	// Each asset's states (by alert id): kept from its last save in this
 	// process while its reports are the versions that save left, read
@@ -323,7 +325,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 				states[j][alertID] = s
 			}
 		}); err != nil {
-			return committed, err
+			return keep, err
 		}
 	}
 	var w alertWrites
@@ -354,7 +356,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		}
 	}
 	if err := w.write(ctx, tx, false); err != nil {
-		return committed, err
+		return keep, err
 	}
 	return func(xid uint32) {
 		for j, ch := range changes {

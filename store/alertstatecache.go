@@ -20,8 +20,9 @@ import (
 // style the asset has a report in) are the ones the entry was made with,
 // and the alerts' generation has not moved (an alert deleted or changed;
 // its states go with it). It is consulted with those rows locked. An
-// entry is put after its save commits, with the save's transaction id as
-// the version of the reports it stored.
+// entry is put just before its save commits, with the save's transaction
+// id as the version of the reports it stored: a save that does not commit
+// leaves the rows' versions as they were, which the entry never matches.
 type alertStateCache struct {
 	mu sync.Mutex
 	m  map[assetKey]*assetStates
