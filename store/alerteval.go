@@ -348,7 +348,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		}
 		next, fire := st.Next(a, matched, baseline, ch.at)
 		if next.Changed(st) {
-			w.state(a.ID, ch.key.symbol, next, ch.at)
+			w.state(a.ID, ch.key.symbol, next, ch.at, st.Known)
 			states[j][a.ID] = next
 		}
 		if fire {
@@ -434,19 +434,36 @@ func alertStates(ctx context.Context, tx pgx.Tx, symbols []string, put func(aler
 // alertWrites collects the states and events of one evaluation, written
 // as one statement each.
 type alertWrites struct {
-	stAlert, stSymbol []string
-	stMatched         []bool
-	stAt              []time.Time
-	stFired           []*time.Time
+	// The states that have a row (updated) and those that do not yet
+	// (inserted).
+	up, ins stateWrites
 
 	evAlert, evName, evClient, evMarket, evSymbol []string
 	evAt                                          []time.Time
 	evRead                                        []string
 }
 
-func (w *alertWrites) state(alertID, symbol string, s domain.AlertState, at time.Time) {
-	w.stAlert, w.stSymbol, w.stMatched = append(w.stAlert, alertID), append(w.stSymbol, symbol), append(w.stMatched, s.Matched)
-	w.stAt, w.stFired = append(w.stAt, at), append(w.stFired, s.LastFiredAt)
+// stateWrites are states as one array per column.
+type stateWrites struct {
+	alert, symbol []string
+	matched       []bool
+	at            []time.Time
+	fired         []*time.Time
+}
+
+func (c *stateWrites) add(alertID, symbol string, s domain.AlertState, at time.Time) {
+	c.alert, c.symbol, c.matched = append(c.alert, alertID), append(c.symbol, symbol), append(c.matched, s.Matched)
+	c.at, c.fired = append(c.at, at), append(c.fired, s.LastFiredAt)
+}
+
+// state records the alert's new state on the asset; stored tells whether
+// the state has a row (it was read, or kept from a save, as known).
+func (w *alertWrites) state(alertID, symbol string, s domain.AlertState, at time.Time, stored bool) {
+	if stored {
+		w.up.add(alertID, symbol, s, at)
+	} else {
+		w.ins.add(alertID, symbol, s, at)
+	}
 }
 
 func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read map[string]any) {
@@ -457,7 +474,21 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 }
 
 func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
-	if len(w.stAlert) > 0 {
+	if len(w.up.alert) > 0 {
+		// A state row is updated in place: its key does not change, so
+		// neither the foreign key nor the alert's row is checked (a close
+		// updates tens of thousands). A row an alert's delete has taken
+		// meanwhile is gone, and the update passes it by.
+		if _, err := tx.Exec(ctx, `UPDATE alert_states s SET matched = u.matched, evaluated_at = u.evaluated_at,
+				last_fired_at = u.last_fired_at
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
+				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)
+			WHERE s.alert_id = u.alert_id AND s.symbol = u.symbol`,
+			w.up.alert, w.up.symbol, w.up.matched, w.up.at, w.up.fired); err != nil {
+			return translate(err, "alert states")
+		}
+	}
+	if len(w.ins.alert) > 0 {
 		// Only the states of alerts that still exist, locked against a
 		// delete until the commit: an alert deleted while the save ran
 		// (after its alerts were read) loses its states with it, instead
@@ -469,7 +500,7 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 			FOR KEY SHARE OF a
 			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
 				last_fired_at = excluded.last_fired_at`,
-			w.stAlert, w.stSymbol, w.stMatched, w.stAt, w.stFired); err != nil {
+			w.ins.alert, w.ins.symbol, w.ins.matched, w.ins.at, w.ins.fired); err != nil {
 			return translate(err, "alert states")
 		}
 	}
