@@ -166,6 +166,14 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	return int(tag.RowsAffected()), nil
 }
 
+// styleBit is style's bit in a set of styles (analytics.Styles' order).
+func styleBit(style analytics.Style) uint8 {
+	if k := slices.Index(analytics.Styles, style); k >= 0 {
+		return 1 << k
+	}
+	return 0
+}
+
 // pgTime is t as Postgres stores it (microseconds).
 func pgTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
@@ -225,6 +233,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		at            time.Time
 		rec           AnalyticsRecord
 		styles        []analytics.Style
+		saved         uint8 // the styles saved, a bit each (analytics.Styles' order)
 	}
 	var changes []*change
 	byKey := map[assetKey]*change{}
@@ -243,6 +252,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		r := r
 		ch.after.Reports[r.Style] = &r
 		ch.styles = append(ch.styles, r.Style)
+		ch.saved |= styleBit(r.Style)
 		if at := pgTime(r.UpdatedAt); at.After(ch.at) {
 			ch.at = at
 		}
@@ -254,17 +264,24 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	}
 	// The alerts of each asset: those on its whole market and those that
 	// name it, among the ones whose condition a saved style can change.
+	// (The assets by symbol: a string key hashes faster, and the alerts
+	// name thousands of symbols a save.)
 	whole := map[domain.Market][]int{}
-	named := map[assetKey][]int{}
+	named := make([][]int, len(changes))
+	bySymbol := make(map[string][]int, len(changes))
+	for j, ch := range changes {
+		bySymbol[ch.key.symbol] = append(bySymbol[ch.key.symbol], j)
+	}
 	for i, a := range alerts {
 		if a.Symbols == nil {
 			whole[a.Market] = append(whole[a.Market], i)
 			continue
 		}
 		for _, sym := range a.Symbols {
-			k := assetKey{a.Market, sym}
-			if byKey[k] != nil && (len(named[k]) == 0 || named[k][len(named[k])-1] != i) {
-				named[k] = append(named[k], i)
+			for _, j := range bySymbol[sym] {
+				if changes[j].key.market == a.Market && (len(named[j]) == 0 || named[j][len(named[j])-1] != i) {
+					named[j] = append(named[j], i)
+				}
 			}
 		}
 	}
@@ -280,23 +297,23 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	for i, a := range alerts {
 		conds[i] = m.Condition(a)
 	}
-	reads := map[analytics.Style][]bool{}
+	var savedStyles uint8
 	for _, ch := range changes {
-		for _, st := range ch.styles {
-			if reads[st] == nil {
-				r := make([]bool, len(alerts))
-				for i := range alerts {
-					r[i] = conds[i].Reads(st)
-				}
-				reads[st] = r
+		savedStyles |= ch.saved
+	}
+	reads := make([]uint8, len(alerts)) // the saved styles each alert reads, a bit each
+	for i := range alerts {
+		for k, st := range analytics.Styles {
+			if savedStyles&(1<<k) != 0 && conds[i].Reads(st) {
+				reads[i] |= 1 << k
 			}
 		}
 	}
 	var pairs []pair
 	for j, ch := range changes {
-		for _, list := range [2][]int{whole[ch.key.market], named[ch.key]} {
+		for _, list := range [2][]int{whole[ch.key.market], named[j]} {
 			for _, i := range list {
-				if !slices.ContainsFunc(ch.styles, func(st analytics.Style) bool { return reads[st][i] }) {
+				if reads[i]&ch.saved == 0 {
 					continue
 				}
 				pairs = append(pairs, pair{ch, &alerts[i], conds[i], i*len(changes) + j})
@@ -313,7 +330,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	var symbols []string
 	changeIdx := make(map[string]int, len(changes))
 	for j, ch := range changes {
-		if states[j] = db.states.get(ch.key, gen, before[ch.key], versions); states[j] == nil {
+		if states[j] = db.states.take(ch.key, gen, before[ch.key], versions); states[j] == nil {
 			states[j] = map[string]domain.AlertState{}
 			symbols = append(symbols, ch.key.symbol)
 			changeIdx[ch.key.symbol] = j

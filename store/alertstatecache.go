@@ -1,7 +1,6 @@
 package store
 
 import (
-	"maps"
 	"sync"
 
 	"github.com/marketscreener/market/domain"
@@ -38,13 +37,15 @@ type assetStates struct {
 // kilobytes at most); beyond it, the cache starts again empty.
 const maxCachedAssets = 50_000
 
-// get returns a copy of the asset's states if the entry matches the rows'
-// versions (versions of the asset's styles, as locked) and gen; nil
-// otherwise.
-func (c *alertStateCache) get(k assetKey, gen int64, styles map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32) map[string]domain.AlertState {
+// take returns the asset's states if the entry matches the rows' versions
+// (versions of the asset's styles, as locked) and gen, and removes the
+// entry: the caller, which holds the asset's rows, changes the states and
+// puts them back before its commit (a save that fails puts nothing, and
+// the next save reads the table). nil when the entry is absent or stale.
+func (c *alertStateCache) take(k assetKey, gen int64, styles map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32) map[string]domain.AlertState {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	e := c.m[k]
-	c.mu.Unlock()
 	if e == nil || e.gen != gen || len(e.versions) != len(styles) {
 		return nil
 	}
@@ -54,7 +55,8 @@ func (c *alertStateCache) get(k assetKey, gen int64, styles map[analytics.Style]
 			return nil
 		}
 	}
-	return maps.Clone(e.states)
+	delete(c.m, k)
+	return e.states
 }
 
 func (c *alertStateCache) put(k assetKey, e *assetStates) {
@@ -64,12 +66,4 @@ func (c *alertStateCache) put(k assetKey, e *assetStates) {
 		c.m = make(map[assetKey]*assetStates, 1024)
 	}
 	c.m[k] = e
-}
-
-// drop forgets the asset (a save that changed its states and did not
-// commit, or could not tell its versions).
-func (c *alertStateCache) drop(k assetKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, k)
 }
