@@ -168,6 +168,11 @@ func (g *Gate) Probe(ctx context.Context) error {
 	if !g.keys.directoryLoaded() {
 		return errors.New("key directory not loaded yet: unknown keys are not throttled")
 	}
+	if !g.bus.Subscribed() {
+		// Its first subscription empties the key cache: a replica in
+		// rotation before it would drop the keys it had just read.
+		return errors.New("invalidation bus not subscribed yet")
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,7 +91,16 @@ type Bus struct {
 	logger  *slog.Logger
 	// retry is the pause between two subscription attempts while Redis is down.
 	retry time.Duration
+	// subscribed is set once the first subscription has been confirmed
+	// and the caches emptied for it (Subscribed).
+	subscribed atomic.Bool
 }
+
+// Subscribed reports whether the bus has been subscribed once, with the
+// caches emptied for it: until then a key read into the cache is dropped
+// when the subscription comes (a replica that answered a request with it
+// would have to read it again, and could not while Postgres is away).
+func (b *Bus) Subscribed() bool { return b.subscribed.Load() }
 
 // NewBus returns the service's bus, on the space's channel
 // (rediskeys.Space.Invalidations).
@@ -179,6 +189,7 @@ func (b *Bus) Run(ctx context.Context, keys KeyCache, data DataCache) error {
 				if data != nil {
 					data.InvalidateAll()
 				}
+				b.subscribed.Store(true)
 				if failing {
 					b.logger.Info("invalidation: bus subscribed again")
 					failing = false

@@ -34,6 +34,16 @@ func TestPostgresFaultsAre503(t *testing.T) {
 	env["MARKET_DATABASE_URL"] = faultproxy.Through(env["MARKET_DATABASE_URL"], target, proxy.Addr())
 	srv := startServer(t, env, "api")
 	waitReady(t, srv)
+	// Fully up: the invalidation bus's first subscription empties the key
+	// cache, and a key read before it would be read again, from the broken
+	// Postgres, below.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, checks := readyz(t, srv.OpsAddr()); checks["redis"] != "ok"; _, checks = readyz(t, srv.OpsAddr()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis check %q after 10 s", checks["redis"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	base := "http://" + srv.HTTPAddr() + "/api/v1/public"
 	if r := get(t, base+"/usage", key); r.status != http.StatusOK {
 		t.Fatalf("healthy: %d %v", r.status, r.body)
