@@ -403,7 +403,9 @@ func TestSandboxStreamCarriesSyntheticEventsAndItsOwnPushesResumably(t *testing.
 	if err := f.db.ReplaceTickers(ctx, binanceSpot, []domain.Ticker{{Symbol: "BTC_USDT", Price: 100, Volume: 1, UpdatedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := live.next(t); ev.Event != "screener" || strings.Contains(ev.Data, "555") {
+	// The live rows (price 100), not the sandbox's (555). (A substring test
+	// on "555" also matched a timestamp's microseconds.)
+	if ev := live.next(t); ev.Event != "screener" || !strings.Contains(ev.Data, `"price":100,`) || strings.Contains(ev.Data, `"price":555`) {
 		t.Fatalf("live stream's first event %+v, want the live screener refresh", ev)
 	}
 	real := webhookID(f.verdictEvent(t, domain.Crypto, "LIVE1"))
