@@ -385,18 +385,7 @@ func TestAlertStatesKeptOnlyWhileCurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := storetest.CreateSchema(t)
-	open := func() *store.DB {
-		db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(db.Close)
-		if _, err := db.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
-	a, b := open(), open()
+	a, b := storetest.Open(t, schema), storetest.Open(t, schema)
 	c := newClient(t, a, nil)
 	newAlert(t, a, c, "above", `overall_score > 50`, 0, "BTC_USDT")
 	m := &alerting.Matcher{}
@@ -447,19 +436,8 @@ func TestAlertStatesKeptEqualRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := storetest.CreateSchema(t)
-	open := func(schema string) *store.DB {
-		db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Schema: schema, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(db.Close)
-		if _, err := db.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
-	kept := []*store.DB{open(schema), open(schema)}
-	read := open(storetest.CreateSchema(t))
+	kept := []*store.DB{storetest.Open(t, schema), storetest.Open(t, schema)}
+	read := storetest.New(t)
 	syms := []string{"A_USDT", "B_USDT", "C_USDT", "D_USDT", "E_USDT", "F_USDT"}
 	conds := []string{`overall_score > 40`, `verdict == "growth"`, `swing.verdict == "growth" && scalp.overall_score > 20`,
 		`intraday.overall_score < -10`, `position.verdict == "decline" || scalp.verdict == "decline"`, `price > 50.0 && swing.overall_score > 0`}

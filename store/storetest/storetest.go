@@ -70,7 +70,13 @@ func URLWithSchema(schema string) string {
 // New returns a DB on a fresh migrated schema of its own.
 func New(tb testing.TB) *store.DB {
 	tb.Helper()
-	schema := CreateSchema(tb)
+	return Open(tb, CreateSchema(tb))
+}
+
+// Open returns another handle (another process's, as far as the store's
+// in-process caches go) on schema, migrated, closed when the test ends.
+func Open(tb testing.TB, schema string) *store.DB {
+	tb.Helper()
 	db, err := store.Open(context.Background(), DatabaseURL(), store.Options{Schema: schema, MaxConns: 8})
 	if err != nil {
 		tb.Fatalf("storetest: open: %v", err)
