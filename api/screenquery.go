@@ -381,30 +381,66 @@ type queryHit struct {
 // after the key after (from the start when nil), in order: at most limit
 // of them, plus one more when there is a next page.
 func runQuery(snap *screenSnapshot, p *screen.Program, st analytics.Style, o queryOrder, after *orderKey, limit int) ([]queryHit, error) {
-	var hits []queryHit
-	match := p.Matcher()
-	for _, a := range snap.assets {
+	// The page is the limit+1 first hits in the order: kept in a heap
+	// whose root is the last of them, so a pass costs O(n log limit) and
+	// holds limit+1 hits, whatever the number of matches.
+	k := limit + 1
+	hits := make(queryHeap, 0, min(k, len(snap.assets)))
+	less := func(x, y *orderKey) bool { return compareKeys(x, y, o.desc) < 0 }
+	err := p.MatchTable(snap.table(), func(i int) {
+		a := snap.assets[i]
 		if a.Report(st) == nil {
-			continue
+			return
 		}
-		ok, err := match(a)
-		if err != nil {
-			return nil, err
+		key := keyOf(o.get(a), a.Symbol)
+		if after != nil && compareKeys(&key, after, o.desc) <= 0 {
+			return
 		}
-		if !ok {
-			continue
+		if len(hits) < k {
+			hits = append(hits, queryHit{asset: a, key: key})
+			hits.up(len(hits)-1, less)
+		} else if less(&key, &hits[0].key) {
+			hits[0] = queryHit{asset: a, key: key}
+			hits.down(0, less)
 		}
-		k := keyOf(o.get(a), a.Symbol)
-		if after != nil && compareKeys(&k, after, o.desc) <= 0 {
-			continue
-		}
-		hits = append(hits, queryHit{asset: a, key: k})
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(hits, func(x, y queryHit) int { return compareKeys(&x.key, &y.key, o.desc) })
-	if len(hits) > limit+1 {
-		hits = hits[:limit+1]
-	}
 	return hits, nil
+}
+
+// queryHeap is a max-heap of hits under less: the root is the last.
+type queryHeap []queryHit
+
+func (h queryHeap) up(i int, less func(x, y *orderKey) bool) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !less(&h[parent].key, &h[i].key) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func (h queryHeap) down(i int, less func(x, y *orderKey) bool) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		big := l
+		if r := l + 1; r < len(h) && less(&h[l].key, &h[r].key) {
+			big = r
+		}
+		if !less(&h[i].key, &h[big].key) {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
 }
 
 // encodeQueryPage writes the answer: each item's fixed fields, then the

@@ -54,6 +54,18 @@ type screenSnapshot struct {
 	// gens are the generations of the scopes it was built from.
 	scopes []readcache.Scope
 	gens   []uint64
+	// tab lays the assets out by variable for the queries (made on first
+	// use; its columns are filled as queries read them).
+	tab struct {
+		once sync.Once
+		t    *screen.Table
+	}
+}
+
+// table is the snapshot's assets as a screen.Table.
+func (s *screenSnapshot) table() *screen.Table {
+	s.tab.once.Do(func() { s.tab.t = screen.NewTable(s.assets) })
+	return s.tab.t
 }
 
 // screenSnapshots holds each market's current snapshot.

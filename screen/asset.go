@@ -17,6 +17,8 @@ type Asset struct {
 	// reports are the results by style, in analytics.Styles order; nil
 	// for a style the asset was not scored in.
 	reports [4]*analytics.Result
+	// tabs are the reports' factor tables, built with them.
+	tabs [4]*factorTable
 }
 
 // NewAsset builds an asset from the screener row (domain.Ticker as the
@@ -41,7 +43,10 @@ func (a *Asset) SetReport(st analytics.Style, r *analytics.Result) {
 	}
 	for i, s := range analytics.Styles {
 		if s == st {
-			a.reports[i] = r
+			a.reports[i], a.tabs[i] = r, nil
+			if r != nil {
+				a.tabs[i] = newFactorTable(r)
+			}
 		}
 	}
 }

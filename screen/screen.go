@@ -110,12 +110,18 @@ type Program struct {
 	// reads are the variables the expression names, by name.
 	names []string
 	reads map[string]reader
+	// direct is the expression as Go closures, nil when it has a node
+	// they do not cover (direct.go); it answers before prg and fast.
+	direct *direct
+	// vector is the direct form over a whole Table (vector.go).
+	vector vnode
 }
 
 // reader reads one variable of an asset.
 type reader struct {
 	v     *Variable
 	style int // index in analytics.Styles; -1 for an asset field
+	slot  int // index in the program's names
 }
 
 // Compile compiles expr for the assets of market, the unprefixed report
@@ -199,6 +205,16 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 		p.names = append(p.names, v.Name)
 	}
 	slices.Sort(p.names)
+	for i, n := range p.names {
+		r := p.reads[n]
+		r.slot = i
+		p.reads[n] = r
+	}
+	if p.fast != nil {
+		// Like fast, the direct form tracks no cost: it serves only where
+		// the estimate bounds it.
+		p.direct, p.vector = translate(ast.NativeRep(), p)
+	}
 	return p, nil
 }
 
@@ -291,6 +307,16 @@ func (p *Program) Matcher() func(*Asset) (bool, error) {
 }
 
 func (p *Program) match(act *activation) (bool, error) {
+	if p.direct != nil {
+		if matched, ok := p.direct.match(row{a: act.a}); ok {
+			return matched, nil
+		}
+	}
+	return p.matchCEL(act)
+}
+
+// matchCEL is match by cel-go alone.
+func (p *Program) matchCEL(act *activation) (bool, error) {
 	var out ref.Val
 	var err error
 	if p.fast != nil {
@@ -371,14 +397,10 @@ func (p *Program) value(a *Asset, name string) ref.Val {
 }
 
 func (p *Program) resolve(a *Asset, r reader) ref.Val {
-	if r.style < 0 {
-		return r.v.get(a, nil)
-	}
-	res := a.reports[r.style]
-	if res == nil {
+	if r.style >= 0 && a.reports[r.style] == nil {
 		return nil
 	}
-	return r.v.get(a, res)
+	return r.v.load(a, r.style).ref()
 }
 
 func native(v ref.Val) any {

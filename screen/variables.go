@@ -1,13 +1,12 @@
 package screen
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
@@ -32,16 +31,24 @@ type Variable struct {
 	AssetField bool
 
 	celType *cel.Type
-	// get reads the value; r is the style's result (nil when the asset was
-	// not scored in that style; get is not called for report fields then).
-	get func(a *Asset, r *analytics.Result) ref.Val
+	// load reads the value; st is the index in analytics.Styles of the
+	// style read (-1 for an asset field), whose report the asset has.
+	load loader
 }
+
+// text: the variable holds a string (or null).
+func (v *Variable) text() bool {
+	return v.celType == cel.StringType || v.celType == nullableString
+}
+
+// loader reads one variable of an asset (Variable.load).
+type loader func(a *Asset, st int) dval
 
 // field is a variable before its style prefix.
 type field struct {
 	name, typ, doc, example string
 	celType                 *cel.Type
-	get                     func(a *Asset, r *analytics.Result) ref.Val
+	load                    loader
 }
 
 var (
@@ -53,11 +60,11 @@ var (
 // assetFields are the asset's own fields: its identity and screener row.
 var assetFields = []field{
 	{"symbol", "string", "Canonical symbol", `symbol == "BTC_USDT"`, cel.StringType,
-		func(a *Asset, _ *analytics.Result) ref.Val { return types.String(a.Symbol) }},
+		func(a *Asset, _ int) dval { return dString(a.Symbol) }},
 	{"market", "string", "Market: crypto, forex or stocks", `market == "crypto"`, cel.StringType,
-		func(a *Asset, _ *analytics.Result) ref.Val { return types.String(a.Market) }},
+		func(a *Asset, _ int) dval { return dString(string(a.Market)) }},
 	{"exchange", "string", "Exchange whose candles were scored", `exchange == "binance"`, cel.StringType,
-		func(a *Asset, _ *analytics.Result) ref.Val { return types.String(a.Exchange) }},
+		func(a *Asset, _ int) dval { return dString(a.Exchange) }},
 	{"price", "double or null", "Last price in the quote currency (screener row); null without a row", `price > 100`, nullableDouble,
 		rowValue(func(t *domain.Ticker) float64 { return t.Price })},
 	{"change_pct", "double or null", "Percent change over 24 hours (screener row); null without a row", `change_pct < -5`, nullableDouble,
@@ -66,62 +73,84 @@ var assetFields = []field{
 		rowValue(func(t *domain.Ticker) float64 { return t.Volume })},
 }
 
-func rowValue(f func(*domain.Ticker) float64) func(*Asset, *analytics.Result) ref.Val {
-	return func(a *Asset, _ *analytics.Result) ref.Val {
+func rowValue(f func(*domain.Ticker) float64) loader {
+	return func(a *Asset, _ int) dval {
 		if a.Row == nil {
-			return types.NullValue
+			return dNull
 		}
-		return types.Double(f(a.Row))
+		return dDouble(f(a.Row))
 	}
+}
+
+// reportValue reads a field of the style's report.
+func reportValue(f func(r *analytics.Result) dval) loader {
+	return func(a *Asset, st int) dval { return f(a.reports[st]) }
 }
 
 // reportFields are the fields of one style's report.
 var reportFields = []field{
 	{"overall_score", "int", "Overall score, -100..100", `overall_score >= 40`, cel.IntType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.Int(r.OverallScore) }},
+		reportValue(func(r *analytics.Result) dval { return dInt(int64(r.OverallScore)) })},
 	{"technical_score", "int", "Technical score, -100..100", `technical_score > 50`, cel.IntType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.Int(r.TechnicalScore) }},
+		reportValue(func(r *analytics.Result) dval { return dInt(int64(r.TechnicalScore)) })},
 	{"fundamental_score", "int or null", "Fundamental score, -100..100; null without fundamental data", `fundamental_score != null && fundamental_score > 20`, nullableInt,
-		func(_ *Asset, r *analytics.Result) ref.Val {
+		reportValue(func(r *analytics.Result) dval {
 			if r.FundamentalScore == nil {
-				return types.NullValue
+				return dNull
 			}
-			return types.Int(*r.FundamentalScore)
-		}},
+			return dInt(int64(*r.FundamentalScore))
+		})},
 	{"verdict", "string", "Verdict: growth, neutral or decline", `verdict == "growth"`, cel.StringType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.String(r.Verdict) }},
+		reportValue(func(r *analytics.Result) dval { return dString(string(r.Verdict)) })},
 	{"model_version", "string", "Version of the scoring method that made the report", `model_version == "v1"`, cel.StringType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.String(r.ModelVersion) }},
+		reportValue(func(r *analytics.Result) dval { return dString(r.ModelVersion) })},
 	{"scenario.support", "double", "Support level of the scenario", `price < scenario.support * 1.02`, cel.DoubleType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.Double(r.Scenario.Support) }},
+		reportValue(func(r *analytics.Result) dval { return dDouble(r.Scenario.Support) })},
 	{"scenario.resistance", "double", "Resistance level of the scenario", `price > scenario.resistance`, cel.DoubleType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.Double(r.Scenario.Resistance) }},
+		reportValue(func(r *analytics.Result) dval { return dDouble(r.Scenario.Resistance) })},
 	{"scenario.last_close", "double", "Close of the last candle scored", `scenario.last_close > scenario.resistance`, cel.DoubleType,
-		func(_ *Asset, r *analytics.Result) ref.Val { return types.Double(r.Scenario.LastClose) }},
+		reportValue(func(r *analytics.Result) dval { return dDouble(r.Scenario.LastClose) })},
 }
 
 // factorFields are the fields of one factor, named factors.<name>.<field>.
 var factorFields = []struct {
 	name, typ, doc string
 	celType        *cel.Type
-	get            func(f *analytics.Factor) ref.Val
+	// load is the loader of the field of factor FactorNames[n].
+	load func(n int) loader
 }{
 	{"value", "double or null", "The indicator's reading; null when the factor is absent or its reading is not one number", nullableDouble,
-		func(f *analytics.Factor) ref.Val {
-			v, err := strconv.ParseFloat(f.Value, 64)
-			if err != nil {
-				return types.NullValue
+		func(n int) loader {
+			bit := uint64(1) << n
+			return func(a *Asset, st int) dval {
+				if t := a.tabs[st]; t.num&bit != 0 {
+					return dDouble(t.val[n])
+				}
+				return dNull
 			}
-			return types.Double(v)
 		}},
 	{"value_text", "string or null", "The reading as the report writes it", nullableString,
-		func(f *analytics.Factor) ref.Val { return types.String(f.Value) }},
+		factorField(func(f *analytics.Factor) dval { return dString(f.Value) })},
 	{"sentiment", "string or null", "bullish, bearish or neutral", nullableString,
-		func(f *analytics.Factor) ref.Val { return types.String(f.Sentiment) }},
+		factorField(func(f *analytics.Factor) dval { return dString(string(f.Sentiment)) })},
 	{"weight", "double or null", "The factor's share of the overall score, 0..1", nullableDouble,
-		func(f *analytics.Factor) ref.Val { return types.Double(f.Weight) }},
+		factorField(func(f *analytics.Factor) dval { return dDouble(f.Weight) })},
 	{"group", "string or null", "ma, oscillator, pattern, volume or fundamental", nullableString,
-		func(f *analytics.Factor) ref.Val { return types.String(f.Group) }},
+		factorField(func(f *analytics.Factor) dval { return dString(f.Group) })},
+}
+
+// factorField is the loader of a field of factor FactorNames[n]: null
+// when the report has no such factor.
+func factorField(get func(f *analytics.Factor) dval) func(n int) loader {
+	return func(n int) loader {
+		return func(a *Asset, st int) dval {
+			i := a.tabs[st].pos[n]
+			if i < 0 {
+				return dNull
+			}
+			return get(&a.reports[st].Factors[i])
+		}
+	}
 }
 
 // factorExample is an example per factor field.
@@ -133,25 +162,62 @@ var factorExample = map[string]string{
 	"group":      `factors.funding_rate.group == "fundamental"`,
 }
 
-// factorGetter reads field get of the factor named name.
-func factorGetter(name string, get func(*analytics.Factor) ref.Val) func(*Asset, *analytics.Result) ref.Val {
-	return func(_ *Asset, r *analytics.Result) ref.Val {
-		for i := range r.Factors {
-			if r.Factors[i].Name == name {
-				return get(&r.Factors[i])
-			}
-		}
-		return types.NullValue
+// factorTable is where each factor of a report is, and its reading
+// parsed, by index in analytics.FactorNames: built with the asset
+// (SetReport), so an expression finds a factor without a scan of the
+// report's factors and parses no text.
+type factorTable struct {
+	// pos is the factor's position in the report's Factors (the first of
+	// that name), -1 when absent.
+	pos []int16
+	// val is the factor's value parsed, where bit n of num is set: the
+	// value is one number (strconv.ParseFloat).
+	val []float64
+	num uint64
+}
+
+func init() {
+	if len(analytics.FactorNames) > 64 {
+		panic("screen: more factor names than factorTable.num has bits")
 	}
+}
+
+var factorIndex = func() map[string]int {
+	m := make(map[string]int, len(analytics.FactorNames))
+	for i, n := range analytics.FactorNames {
+		m[n] = i
+	}
+	return m
+}()
+
+func newFactorTable(r *analytics.Result) *factorTable {
+	n := len(analytics.FactorNames)
+	t := &factorTable{pos: make([]int16, n), val: make([]float64, n)}
+	for i := range t.pos {
+		t.pos[i] = -1
+	}
+	for i := range r.Factors {
+		f := &r.Factors[i]
+		k, ok := factorIndex[f.Name]
+		if !ok || t.pos[k] >= 0 || i > math.MaxInt16 {
+			continue
+		}
+		t.pos[k] = int16(i)
+		if v, err := strconv.ParseFloat(f.Value, 64); err == nil {
+			t.val[k] = v
+			t.num |= 1 << k
+		}
+	}
+	return t
 }
 
 // styleFields is every report and factor field of one style, unprefixed.
 func styleFields() []field {
 	out := slices.Clone(reportFields)
-	for _, name := range analytics.FactorNames {
+	for n, name := range analytics.FactorNames {
 		for _, ff := range factorFields {
 			out = append(out, field{name: "factors." + name + "." + ff.name, typ: ff.typ, doc: ff.doc,
-				example: factorExample[ff.name], celType: ff.celType, get: factorGetter(name, ff.get)})
+				example: factorExample[ff.name], celType: ff.celType, load: ff.load(n)})
 		}
 	}
 	return out
@@ -163,11 +229,11 @@ func styleFields() []field {
 func marketVariables(m domain.Market) []Variable {
 	var out []Variable
 	for _, f := range assetFields {
-		out = append(out, Variable{Name: f.name, Type: f.typ, Doc: f.doc, Example: f.example, AssetField: true, celType: f.celType, get: f.get})
+		out = append(out, Variable{Name: f.name, Type: f.typ, Doc: f.doc, Example: f.example, AssetField: true, celType: f.celType, load: f.load})
 	}
 	fields := styleFields()
 	for _, f := range fields {
-		out = append(out, Variable{Name: f.name, Type: f.typ, Doc: f.doc, Example: f.example, celType: f.celType, get: f.get})
+		out = append(out, Variable{Name: f.name, Type: f.typ, Doc: f.doc, Example: f.example, celType: f.celType, load: f.load})
 	}
 	if m != domain.Crypto {
 		return out
@@ -179,7 +245,7 @@ func marketVariables(m domain.Market) []Variable {
 				ex = prefixExample(string(st), f.name, f.example)
 			}
 			out = append(out, Variable{Name: string(st) + "." + f.name, Type: f.typ, Doc: f.doc + " (style " + string(st) + ")",
-				Example: ex, Style: st, celType: f.celType, get: f.get})
+				Example: ex, Style: st, celType: f.celType, load: f.load})
 		}
 	}
 	return out

@@ -1,0 +1,113 @@
+package screen
+
+import (
+	"math"
+	"sync"
+)
+
+// Table is a list of assets laid out by variable for programs that each
+// pass over all of them (a screen query over a market's snapshot). The
+// first program to read a variable fills its column, one value an asset;
+// later programs read the column in order instead of following each
+// asset's pointers to its report and factor. Columns are kept with the
+// table (at most maxTableColumns), so a table lives as long as the
+// assets it was made of are current. Safe for concurrent use.
+type Table struct {
+	assets []*Asset
+	mu     sync.Mutex
+	cols   map[colKey]*tableColumn
+}
+
+// maxTableColumns bounds the columns a table keeps: a numeric column of
+// 13,000 assets is 117 kB, a text one 325 kB. Past it, a program's
+// columns are filled for it alone.
+const maxTableColumns = 128
+
+type colKey struct {
+	v     *Variable
+	style int
+}
+
+type tableColumn struct {
+	once sync.Once
+	c    column
+}
+
+// column is one variable's value for each asset of a table: kinds, the
+// numbers as their bits, and the texts (for a text variable).
+type column struct {
+	k []kind
+	n []uint64
+	s []string
+}
+
+func (c *column) at(i int) dval {
+	switch k := c.k[i]; k {
+	case kInt:
+		return dval{k: k, i: int64(c.n[i])}
+	case kDouble:
+		return dval{k: k, d: math.Float64frombits(c.n[i])}
+	case kString:
+		return dval{k: k, s: c.s[i]}
+	default:
+		return dval{k: k}
+	}
+}
+
+// NewTable lays out assets (not copied; they must not change).
+func NewTable(assets []*Asset) *Table {
+	return &Table{assets: assets, cols: map[colKey]*tableColumn{}}
+}
+
+// Len is the number of assets.
+func (t *Table) Len() int { return len(t.assets) }
+
+// Asset is the asset at index i.
+func (t *Table) Asset(i int) *Asset { return t.assets[i] }
+
+// column is r's column, filled on first use.
+func (t *Table) column(r reader) *column {
+	key := colKey{r.v, r.style}
+	t.mu.Lock()
+	tc, ok := t.cols[key]
+	if !ok {
+		tc = &tableColumn{}
+		if len(t.cols) < maxTableColumns {
+			t.cols[key] = tc
+		}
+	}
+	t.mu.Unlock()
+	tc.once.Do(func() { tc.c = fill(t.assets, r) })
+	return &tc.c
+}
+
+// fill is r's column over assets: each value as the direct form reads it
+// from the asset (an error where the style is absent, kOversize for a
+// text over the estimate's size).
+func fill(assets []*Asset, r reader) column {
+	c := column{k: make([]kind, len(assets)), n: make([]uint64, len(assets))}
+	text := r.v.text()
+	if text {
+		c.s = make([]string, len(assets))
+	}
+	for i, a := range assets {
+		if r.style >= 0 && a.reports[r.style] == nil {
+			c.k[i] = kErr
+			continue
+		}
+		v := r.v.load(a, r.style)
+		if text {
+			v = bounded(v)
+		}
+		c.k[i] = v.k
+		switch v.k {
+		case kInt:
+			c.n[i] = uint64(v.i)
+		case kDouble:
+			c.n[i] = math.Float64bits(v.d)
+		case kString:
+			c.s[i] = v.s
+		}
+	}
+	return c
+}
