@@ -226,7 +226,6 @@ func describeExprError(xe *screen.ExprError) string {
 // queryOrder is a parsed order_by: the variable, its reader, the direction.
 type queryOrder struct {
 	name string
-	get  func(*screen.Asset) any
 	desc bool
 	text string // canonical: "name asc" or "name desc"
 }
@@ -253,11 +252,9 @@ func parseOrderBy(p *screen.Program, text string) (queryOrder, error) {
 			return bad("the direction must be asc or desc, not %q", f[1])
 		}
 	}
-	get, ok := p.Field(o.name)
-	if !ok {
+	if _, ok := p.Field(o.name); !ok {
 		return bad("%q is not a variable of %s (see the variables in the operation's description)", o.name, p.Market())
 	}
-	o.get = get
 	o.text = o.name + " asc"
 	if o.desc {
 		o.text = o.name + " desc"
@@ -281,19 +278,9 @@ type orderKey struct {
 	symbol string
 }
 
-func keyOf(v any, symbol string) orderKey {
-	k := orderKey{symbol: symbol}
-	switch v := v.(type) {
-	case int64:
-		k.num = float64(v)
-	case float64:
-		k.num = v
-	case string:
-		k.isText, k.text = true, v
-	default:
-		k.null = true
-	}
-	return k
+// scalarKey is the key of an asset whose order_by value is v.
+func scalarKey(v screen.Scalar, symbol string) orderKey {
+	return orderKey{symbol: symbol, null: v.Null, isText: v.Text, num: v.Num, text: v.Str}
 }
 
 // compareKeys orders a before b: nulls last in either direction, ties by
@@ -387,12 +374,17 @@ func runQuery(snap *screenSnapshot, p *screen.Program, st analytics.Style, o que
 	k := limit + 1
 	hits := make(queryHeap, 0, min(k, len(snap.assets)))
 	less := func(x, y *orderKey) bool { return compareKeys(x, y, o.desc) < 0 }
-	err := p.MatchTable(snap.table(), func(i int) {
+	table := snap.table()
+	value, ok := p.TableValues(table, o.name)
+	if !ok {
+		return nil, fmt.Errorf("api: order_by %q is not a variable of %s", o.name, p.Market())
+	}
+	err := p.MatchTable(table, func(i int) {
 		a := snap.assets[i]
 		if a.Report(st) == nil {
 			return
 		}
-		key := keyOf(o.get(a), a.Symbol)
+		key := scalarKey(value(i), a.Symbol)
 		if after != nil && compareKeys(&key, after, o.desc) <= 0 {
 			return
 		}

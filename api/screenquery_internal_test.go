@@ -68,18 +68,18 @@ func BenchmarkScreenQuery13k(b *testing.B) {
 // key resumes right after its item.
 func TestQueryOrder(t *testing.T) {
 	t.Parallel()
-	one, two, null := keyOf(int64(1), "B"), keyOf(2.0, "A"), keyOf(nil, "A")
+	one, two, null := scalarKey(screen.Scalar{Num: 1}, "B"), scalarKey(screen.Scalar{Num: 2}, "A"), scalarKey(screen.Scalar{Null: true}, "A")
 	if compareKeys(&one, &two, false) >= 0 || compareKeys(&one, &two, true) <= 0 {
 		t.Error("numbers do not order by value")
 	}
 	if compareKeys(&null, &one, false) <= 0 || compareKeys(&null, &one, true) <= 0 {
 		t.Error("null is not last in both directions")
 	}
-	tie := keyOf(int64(1), "A")
+	tie := scalarKey(screen.Scalar{Num: 1}, "A")
 	if compareKeys(&tie, &one, true) >= 0 {
 		t.Error("ties do not order by symbol")
 	}
-	text := keyOf("x", "A")
+	text := scalarKey(screen.Scalar{Text: true, Str: "x"}, "A")
 	back, err := decodeQueryCursor(encodeQueryCursor(text, "tag"), "tag")
 	if err != nil || compareKeys(back, &text, false) != 0 {
 		t.Errorf("cursor round trip: %+v, %v", back, err)

@@ -307,3 +307,47 @@ func (g exprGen) doubleLit() string {
 	}
 	return s
 }
+
+// A table's values of a variable are the asset's (Program.Field), texts
+// over the estimate's size included.
+func TestTableValuesAreTheFields(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	assets := make([]*Asset, 200)
+	for i := range assets {
+		assets[i] = randomAsset(rng, i)
+	}
+	table := NewTable(assets)
+	p, err := CompileStyle("crypto", analytics.Scalp, "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"symbol", "price", "overall_score", "fundamental_score", "verdict", "model_version",
+		"swing.factors.rsi_14.value", "factors.macd_12_26_9.sentiment", "position.scenario.support"} {
+		values, ok := p.TableValues(table, name)
+		field, _ := p.Field(name)
+		if !ok {
+			t.Fatalf("%s: no values", name)
+		}
+		for i, a := range assets {
+			got, want := values(i), field(a)
+			var back any
+			switch {
+			case got.Null:
+			case got.Text:
+				back = got.Str
+			default:
+				back = got.Num
+				if w, isInt := want.(int64); isInt {
+					want = float64(w)
+				}
+			}
+			if fmt.Sprint(back) != fmt.Sprint(want) {
+				t.Fatalf("%s of %s: table %+v, field %v", name, describe(a), got, want)
+			}
+		}
+	}
+	if _, ok := p.TableValues(table, "nope"); ok {
+		t.Error("a name that is not a variable has values")
+	}
+}

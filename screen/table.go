@@ -33,12 +33,14 @@ type tableColumn struct {
 	c    column
 }
 
-// column is one variable's value for each asset of a table: kinds, the
-// numbers as their bits, and the texts (for a text variable).
+// column is one variable's value for each asset of a table: kinds, and
+// the numbers as their bits or, for a text, its code in dict (each
+// distinct text once: comparing a text with a literal compares codes).
 type column struct {
-	k []kind
-	n []uint64
-	s []string
+	k    []kind
+	n    []uint64
+	dict []string
+	code map[string]uint64
 }
 
 func (c *column) at(i int) dval {
@@ -48,7 +50,7 @@ func (c *column) at(i int) dval {
 	case kDouble:
 		return dval{k: k, d: math.Float64frombits(c.n[i])}
 	case kString:
-		return dval{k: k, s: c.s[i]}
+		return dval{k: k, s: c.dict[c.n[i]]}
 	default:
 		return dval{k: k}
 	}
@@ -88,7 +90,7 @@ func fill(assets []*Asset, r reader) column {
 	c := column{k: make([]kind, len(assets)), n: make([]uint64, len(assets))}
 	text := r.v.text()
 	if text {
-		c.s = make([]string, len(assets))
+		c.code = map[string]uint64{}
 	}
 	for i, a := range assets {
 		if r.style >= 0 && a.reports[r.style] == nil {
@@ -106,8 +108,48 @@ func fill(assets []*Asset, r reader) column {
 		case kDouble:
 			c.n[i] = math.Float64bits(v.d)
 		case kString:
-			c.s[i] = v.s
+			code, ok := c.code[v.s]
+			if !ok {
+				code = uint64(len(c.dict))
+				c.dict = append(c.dict, v.s)
+				c.code[v.s] = code
+			}
+			c.n[i] = code
 		}
 	}
 	return c
+}
+
+// Scalar is a variable's value as an order reads it: a number, a text, or
+// null (also for a style the asset was not scored in).
+type Scalar struct {
+	Null, Text bool
+	Num        float64
+	Str        string
+}
+
+// TableValues reads variable name (one of the market's Variables, an
+// unprefixed report field in the program's style) of t's assets by index,
+// from t's column; false for a name the market does not have.
+func (p *Program) TableValues(t *Table, name string) (func(i int) Scalar, bool) {
+	v, ok := envs[p.market].byName[name]
+	if !ok {
+		return nil, false
+	}
+	r := readerFor(v, p.style)
+	c := t.column(r)
+	return func(i int) Scalar {
+		switch c.k[i] {
+		case kInt:
+			return Scalar{Num: float64(int64(c.n[i]))}
+		case kDouble:
+			return Scalar{Num: math.Float64frombits(c.n[i])}
+		case kString:
+			return Scalar{Text: true, Str: c.dict[c.n[i]]}
+		case kOversize:
+			// The column holds no text over the estimate's size.
+			return Scalar{Text: true, Str: p.resolve(t.assets[i], r).Value().(string)}
+		}
+		return Scalar{Null: true}
+	}, true
 }

@@ -165,17 +165,21 @@ func vcompare(op cmpOp, l, r *operand) vnode {
 func compareLit(op cmpOp, col *column, lit dval, litLeft bool, n int) answers {
 	res := newAnswers(n)
 	eq := op == opEq || op == opNe
+	litCode, inDict := uint64(0), false
+	if lit.k == kString {
+		litCode, inDict = col.code[lit.s]
+	}
 	for i := 0; i < n; i++ {
 		var c int
 		switch k := col.k[i]; {
 		case k == kString && lit.k == kString:
 			if eq {
-				if (col.s[i] == lit.s) != (op == opNe) {
+				if (inDict && col.n[i] == litCode) != (op == opNe) {
 					res.t[i/64] |= 1 << (i % 64)
 				}
 				continue
 			}
-			c = strings.Compare(col.s[i], lit.s)
+			c = strings.Compare(col.dict[col.n[i]], lit.s)
 		case k == kDouble && lit.k == kDouble:
 			d := math.Float64frombits(col.n[i])
 			if d != d || lit.d != lit.d {
