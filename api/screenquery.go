@@ -379,11 +379,8 @@ func runQuery(snap *screenSnapshot, p *screen.Program, st analytics.Style, o que
 	if !ok {
 		return nil, fmt.Errorf("api: order_by %q is not a variable of %s", o.name, p.Market())
 	}
-	err := p.MatchTable(table, func(i int) {
+	err := p.MatchTable(table, table.Scored(st), func(i int) {
 		a := snap.assets[i]
-		if a.Report(st) == nil {
-			return
-		}
 		key := scalarKey(value(i), a.Symbol)
 		if after != nil && compareKeys(&key, after, o.desc) <= 0 {
 			return

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,8 +45,13 @@ func TestDirectEqualsCEL(t *testing.T) {
 		viaCEL := *p
 		viaCEL.direct = nil
 		inTable := map[int]bool{}
-		if err := p.MatchTable(table, func(i int) { inTable[i] = true }); err != nil {
+		if err := p.MatchTable(table, nil, func(i int) { inTable[i] = true }); err != nil {
 			t.Fatalf("%q over the table: %v", expr, err)
+		}
+		inScored := map[int]bool{}
+		si := slices.Index(analytics.Styles, style)
+		if err := p.MatchTable(table, table.Scored(style), func(i int) { inScored[i] = true }); err != nil {
+			t.Fatalf("%q over the table's assets scored in %s: %v", expr, style, err)
 		}
 		for i, a := range assets {
 			got, gerr := p.Match(a)
@@ -55,6 +61,9 @@ func TestDirectEqualsCEL(t *testing.T) {
 			}
 			if inTable[i] != want {
 				t.Fatalf("%q over %s: over the table %v, cel-go %v", expr, describe(a), inTable[i], want)
+			}
+			if inScored[i] != (want && a.reports[si] != nil) {
+				t.Fatalf("%q over %s: over the assets scored in %s %v, cel-go %v", expr, describe(a), style, inScored[i], want)
 			}
 			if got {
 				matched++

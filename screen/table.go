@@ -2,7 +2,10 @@ package screen
 
 import (
 	"math"
+	"slices"
 	"sync"
+
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // Table is a list of assets laid out by variable for programs that each
@@ -16,6 +19,10 @@ type Table struct {
 	assets []*Asset
 	mu     sync.Mutex
 	cols   map[colKey]*tableColumn
+	scored [4]struct { // by index in analytics.Styles, as Asset.reports
+		once sync.Once
+		set  []uint64
+	}
 }
 
 // maxTableColumns bounds the columns a table keeps: a numeric column of
@@ -66,6 +73,28 @@ func (t *Table) Len() int { return len(t.assets) }
 
 // Asset is the asset at index i.
 func (t *Table) Asset(i int) *Asset { return t.assets[i] }
+
+// Scored is the set of the assets scored in style st ("" for
+// analytics.DefaultStyle), bit i for asset i; nil for an unknown style.
+func (t *Table) Scored(st analytics.Style) []uint64 {
+	if st == "" {
+		st = analytics.DefaultStyle
+	}
+	si := slices.Index(analytics.Styles, st)
+	if si < 0 {
+		return nil
+	}
+	sc := &t.scored[si]
+	sc.once.Do(func() {
+		sc.set = make([]uint64, (len(t.assets)+63)/64)
+		for i, a := range t.assets {
+			if a.reports[si] != nil {
+				sc.set[i/64] |= 1 << (i % 64)
+			}
+		}
+	})
+	return sc.set
+}
 
 // column is r's column, filled on first use.
 func (t *Table) column(r reader) *column {

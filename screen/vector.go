@@ -278,14 +278,19 @@ func clearTail(b []uint64, n int) {
 	}
 }
 
-// MatchTable calls yield with the index of each asset of t that matches,
-// in order. Assets the direct form cannot answer (an expression it does
-// not translate, a string over the estimate's size) are evaluated by
-// cel-go; a cost error of one of them is the error.
-func (p *Program) MatchTable(t *Table, yield func(i int)) error {
+// MatchTable calls yield with the index of each asset of t in mask (a
+// set as Table.Scored gives; nil for every asset) that matches, in
+// order. Assets the direct form cannot answer (an expression it does not
+// translate, a string over the estimate's size) are evaluated by cel-go;
+// a cost error of one of them is the error.
+func (p *Program) MatchTable(t *Table, mask []uint64, yield func(i int)) error {
+	in := func(i int) bool { return mask == nil || mask[i/64]&(1<<(i%64)) != 0 }
 	act := &activation{p: p}
 	if p.vector == nil {
 		for i, a := range t.assets {
+			if !in(i) {
+				continue
+			}
 			act.a = a
 			ok, err := p.matchCEL(act)
 			if err != nil {
@@ -304,9 +309,14 @@ func (p *Program) MatchTable(t *Table, yield func(i int)) error {
 	}
 	res := p.vector(&vctx{n: len(t.assets), cols: &cols})
 	for w := range res.t {
-		for m := res.t[w] | res.o[w]; m != 0; m &= m - 1 {
+		m := res.t[w] | res.o[w]
+		if mask != nil {
+			m &= mask[w]
+		}
+		for ; m != 0; m &= m - 1 {
+			b := m & -m
 			i := w*64 + bits.TrailingZeros64(m)
-			if res.o[w]&(1<<(i%64)) != 0 {
+			if res.o[w]&b != 0 {
 				act.a = t.assets[i]
 				ok, err := p.matchCEL(act)
 				if err != nil {
