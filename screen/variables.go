@@ -120,15 +120,13 @@ var factorFields = []struct {
 	load func(n int) loader
 }{
 	{"value", "double or null", "The indicator's reading; null when the factor is absent or its reading is not one number", nullableDouble,
-		func(n int) loader {
-			bit := uint64(1) << n
-			return func(a *Asset, st int) dval {
-				if t := a.tabs[st]; t.num&bit != 0 {
-					return dDouble(t.val[n])
-				}
+		factorField(func(f *analytics.Factor) dval {
+			v, err := strconv.ParseFloat(f.Value, 64)
+			if err != nil {
 				return dNull
 			}
-		}},
+			return dDouble(v)
+		})},
 	{"value_text", "string or null", "The reading as the report writes it", nullableString,
 		factorField(func(f *analytics.Factor) dval { return dString(f.Value) })},
 	{"sentiment", "string or null", "bullish, bearish or neutral", nullableString,
@@ -162,24 +160,13 @@ var factorExample = map[string]string{
 	"group":      `factors.funding_rate.group == "fundamental"`,
 }
 
-// factorTable is where each factor of a report is, and its reading
-// parsed, by index in analytics.FactorNames: built with the asset
-// (SetReport), so an expression finds a factor without a scan of the
-// report's factors and parses no text.
+// factorTable is where each factor of a report is, by index in
+// analytics.FactorNames: built with the asset (SetReport), so an
+// expression finds a factor without a scan of the report's factors.
 type factorTable struct {
 	// pos is the factor's position in the report's Factors (the first of
 	// that name), -1 when absent.
 	pos []int16
-	// val is the factor's value parsed, where bit n of num is set: the
-	// value is one number (strconv.ParseFloat).
-	val []float64
-	num uint64
-}
-
-func init() {
-	if len(analytics.FactorNames) > 64 {
-		panic("screen: more factor names than factorTable.num has bits")
-	}
 }
 
 var factorIndex = func() map[string]int {
@@ -191,21 +178,34 @@ var factorIndex = func() map[string]int {
 }()
 
 func newFactorTable(r *analytics.Result) *factorTable {
-	n := len(analytics.FactorNames)
-	t := &factorTable{pos: make([]int16, n), val: make([]float64, n)}
+	t := &factorTable{pos: make([]int16, len(analytics.FactorNames))}
 	for i := range t.pos {
 		t.pos[i] = -1
 	}
+	// A report lists its factors in FactorNames order (the scorer's), so
+	// the next name is looked for where the last one was found first.
+	next := 0
 	for i := range r.Factors {
-		f := &r.Factors[i]
-		k, ok := factorIndex[f.Name]
-		if !ok || t.pos[k] >= 0 || i > math.MaxInt16 {
-			continue
+		if i > math.MaxInt16 {
+			break
 		}
-		t.pos[k] = int16(i)
-		if v, err := strconv.ParseFloat(f.Value, 64); err == nil {
-			t.val[k] = v
-			t.num |= 1 << k
+		name := r.Factors[i].Name
+		k := -1
+		for j := next; j < len(analytics.FactorNames) && j < next+4; j++ {
+			if analytics.FactorNames[j] == name {
+				k = j
+				break
+			}
+		}
+		if k < 0 {
+			var ok bool
+			if k, ok = factorIndex[name]; !ok {
+				continue
+			}
+		}
+		next = k + 1
+		if t.pos[k] < 0 {
+			t.pos[k] = int16(i)
 		}
 	}
 	return t
