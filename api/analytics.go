@@ -26,6 +26,10 @@ type AnalyticsData interface {
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
 	// AnalyticsResults: every style's full results, for POST /screener/query.
 	AnalyticsResults(ctx context.Context, m domain.Market, since time.Time) ([]store.AnalyticsRecord, error)
+	// AnalyticsStamps and AnalyticsResultsOf: the snapshot's periodic
+	// check of every report it holds.
+	AnalyticsStamps(ctx context.Context, m domain.Market) ([]store.AnalyticsStamp, error)
+	AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)
 	AnalyticsHistoryRange(ctx context.Context, q store.HistoryRange) ([]store.AnalyticsSnapshot, error)

@@ -27,7 +27,10 @@ import (
 // market waits for its first build. A rebuild reads the results scored
 // since the newest it holds (with a margin for transactions that commit
 // late) and takes the screener rows from the read cache; every
-// screenFullReload it reads the whole market, which drops delisted assets.
+// screenFullReload it checks every report it holds against the table's
+// list of (symbol, style, updated_at): it drops those no longer listed
+// and reads again those written since (a transaction that committed past
+// the margin), without reading the whole market's results again.
 
 const (
 	screenFullReload = 5 * time.Minute
@@ -54,12 +57,19 @@ type screenSnapshot struct {
 	// gens are the generations of the scopes it was built from.
 	scopes []readcache.Scope
 	gens   []uint64
+	// stamps are the updated_at of each report held.
+	stamps map[reportKey]time.Time
 	// tab lays the assets out by variable for the queries (made on first
 	// use; its columns are filled as queries read them).
 	tab struct {
 		once sync.Once
 		t    *screen.Table
 	}
+}
+
+type reportKey struct {
+	symbol string
+	style  analytics.Style
 }
 
 // table is the snapshot's assets as a screen.Table.
@@ -186,19 +196,23 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 	// lands during the build leaves the snapshot stale, not wrongly fresh.
 	next.scopes = append(next.scopes, readcache.Analytics(m))
 	next.gens = append(next.gens, s.cache.Generation(readcache.Analytics(m)))
-	var since time.Time
 	bySymbol := map[string]*screen.Asset{}
-	if prev != nil && now.Sub(prev.fullAt) < screenFullReload {
-		since = prev.newest.Add(-screenSinceMargin)
-		next.fullAt, next.newest = prev.fullAt, prev.newest
-		for _, a := range prev.assets {
-			c := *a
-			bySymbol[a.Symbol] = &c
-		}
-	} else {
+	next.stamps = map[reportKey]time.Time{}
+	var recs []store.AnalyticsRecord
+	var err error
+	switch {
+	case prev == nil:
 		next.fullAt = now
+		recs, err = s.analytics.AnalyticsResults(ctx, m, time.Time{})
+	case now.Sub(prev.fullAt) < screenFullReload:
+		next.fullAt, next.newest = prev.fullAt, prev.newest
+		copyHeld(prev, next, bySymbol)
+		recs, err = s.analytics.AnalyticsResults(ctx, m, prev.newest.Add(-screenSinceMargin))
+	default:
+		next.fullAt, next.newest = now, prev.newest
+		copyHeld(prev, next, bySymbol)
+		recs, err = s.checkHeld(ctx, m, next, bySymbol)
 	}
-	recs, err := s.analytics.AnalyticsResults(ctx, m, since)
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +230,7 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 			a.Instrument = instrument
 		}
 		a.SetReport(r.Style, slimResult(r.Result))
+		next.stamps[reportKey{r.Symbol, r.Style}] = r.UpdatedAt
 		if r.UpdatedAt.After(next.newest) {
 			next.newest = r.UpdatedAt
 		}
@@ -233,6 +248,64 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 			"scoring starts as soon as its candles are stored (seconds); retry shortly", m)
 	}
 	return next, nil
+}
+
+// copyHeld copies prev's assets (each one's struct: its reports are
+// shared, read-only) and stamps into next.
+func copyHeld(prev, next *screenSnapshot, bySymbol map[string]*screen.Asset) {
+	for _, a := range prev.assets {
+		c := *a
+		bySymbol[a.Symbol] = &c
+	}
+	for k, t := range prev.stamps {
+		next.stamps[k] = t
+	}
+}
+
+// checkHeld compares the reports held in bySymbol with the market's list
+// of reports: it drops those no longer listed (the asset with its last
+// one) and returns the results of the assets with a report held at
+// another version or not held at all.
+func (s *Server) checkHeld(ctx context.Context, m domain.Market, next *screenSnapshot, bySymbol map[string]*screen.Asset) ([]store.AnalyticsRecord, error) {
+	listed, err := s.analytics.AnalyticsStamps(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[reportKey]bool, len(listed))
+	var changed []string
+	for _, l := range listed {
+		k := reportKey{l.Symbol, l.Style}
+		seen[k] = true
+		if held, ok := next.stamps[k]; !ok || !held.Equal(l.UpdatedAt) {
+			changed = append(changed, l.Symbol)
+		}
+	}
+	for k := range next.stamps {
+		if seen[k] {
+			continue
+		}
+		delete(next.stamps, k)
+		if a := bySymbol[k.symbol]; a != nil {
+			a.SetReport(k.style, nil)
+			if !scoredInAny(a) {
+				delete(bySymbol, k.symbol)
+			}
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	slices.Sort(changed)
+	return s.analytics.AnalyticsResultsOf(ctx, m, slices.Compact(changed))
+}
+
+func scoredInAny(a *screen.Asset) bool {
+	for _, st := range analytics.Styles {
+		if a.Report(st) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // attachScreenerRows sets each asset's screener row from the cached

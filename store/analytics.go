@@ -133,6 +133,46 @@ func (db *DB) AnalyticsResults(ctx context.Context, m domain.Market, since time.
 	return out, translate(err, "analytics")
 }
 
+// AnalyticsStamp is when one listed asset's report of one style was last
+// written.
+type AnalyticsStamp struct {
+	Symbol    string
+	Style     analytics.Style
+	UpdatedAt time.Time
+}
+
+// AnalyticsStamps lists every listed asset's reports of a market, without
+// their contents: the api's screen snapshot compares them with the
+// reports it holds, and reads only those that differ (AnalyticsResultsOf)
+// and drops those no longer listed.
+func (db *DB) AnalyticsStamps(ctx context.Context, m domain.Market) ([]AnalyticsStamp, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT symbol, style, updated_at FROM analytics_reports t
+		WHERE market = $1 AND `+listedOnly, string(m))
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsStamp, error) {
+		var s AnalyticsStamp
+		var style string
+		err := row.Scan(&s.Symbol, &style, &s.UpdatedAt)
+		s.Style = analytics.Style(style)
+		return s, err
+	})
+	return out, translate(err, "analytics")
+}
+
+// AnalyticsResultsOf is AnalyticsResults of the listed assets among
+// symbols, whenever scored.
+func (db *DB) AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]AnalyticsRecord, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports t
+		WHERE market = $1 AND symbol = ANY($2) AND `+listedOnly+` ORDER BY symbol, style`, string(m), symbols)
+	if err != nil {
+		return nil, translate(err, "analytics")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnalyticsRecord, error) { return scanAnalytics(row, true) })
+	return out, translate(err, "analytics")
+}
+
 // AnalyticsReport returns the latest analytics of one asset with its full
 // result; domain.ENOTFOUND when it was never scored.
 func (db *DB) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {

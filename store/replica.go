@@ -205,6 +205,14 @@ func (r *ReadRouter) AnalyticsResults(ctx context.Context, m domain.Market, sinc
 	return r.db().AnalyticsResults(ctx, m, since)
 }
 
+func (r *ReadRouter) AnalyticsStamps(ctx context.Context, m domain.Market) ([]AnalyticsStamp, error) {
+	return r.db().AnalyticsStamps(ctx, m)
+}
+
+func (r *ReadRouter) AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]AnalyticsRecord, error) {
+	return r.db().AnalyticsResultsOf(ctx, m, symbols)
+}
+
 func (r *ReadRouter) AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (AnalyticsRecord, error) {
 	return r.db().AnalyticsReport(ctx, m, symbol, style)
 }
