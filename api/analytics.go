@@ -26,9 +26,9 @@ type AnalyticsData interface {
 	AnalyticsReport(ctx context.Context, m domain.Market, symbol string, style analytics.Style) (store.AnalyticsRecord, error)
 	// AnalyticsResults: every style's full results, for POST /screener/query.
 	AnalyticsResults(ctx context.Context, m domain.Market, since time.Time) ([]store.AnalyticsRecord, error)
-	// AnalyticsStamps and AnalyticsResultsOf: the snapshot's periodic
-	// check of every report it holds.
-	AnalyticsStamps(ctx context.Context, m domain.Market) ([]store.AnalyticsStamp, error)
+	// AnalyticsStamps and AnalyticsResultsOf: the snapshot's rebuilds read
+	// only the reports that differ from those it holds.
+	AnalyticsStamps(ctx context.Context, m domain.Market, since time.Time) ([]store.AnalyticsStamp, error)
 	AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]store.AnalyticsRecord, error)
 	TopSetups(ctx context.Context, markets []domain.Market, verdict analytics.Verdict, style analytics.Style, limit int) ([]store.AnalyticsRecord, error)
 	AnalyticsHistory(ctx context.Context, m domain.Market, symbol string, style analytics.Style, limit int) ([]store.AnalyticsSnapshot, error)

@@ -26,11 +26,12 @@ import (
 // background, so no query waits for a reload; only the first query of a
 // market waits for its first build. A rebuild reads the results scored
 // since the newest it holds (with a margin for transactions that commit
-// late) and takes the screener rows from the read cache; every
-// screenFullReload it checks every report it holds against the table's
-// list of (symbol, style, updated_at): it drops those no longer listed
-// and reads again those written since (a transaction that committed past
-// the margin), without reading the whole market's results again.
+// late), skipping those it holds at the same updated_at, and takes the
+// screener rows from the read cache; every screenFullReload it checks
+// every report it holds against the table's list of (symbol, style,
+// updated_at): it drops those no longer listed and reads again those
+// written since (a transaction that committed past the margin), without
+// reading the whole market's results again.
 
 const (
 	screenFullReload = 5 * time.Minute
@@ -207,11 +208,11 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 	case now.Sub(prev.fullAt) < screenFullReload:
 		next.fullAt, next.newest = prev.fullAt, prev.newest
 		copyHeld(prev, next, bySymbol)
-		recs, err = s.analytics.AnalyticsResults(ctx, m, prev.newest.Add(-screenSinceMargin))
+		recs, err = s.readChanged(ctx, m, next, bySymbol, prev.newest.Add(-screenSinceMargin))
 	default:
 		next.fullAt, next.newest = now, prev.newest
 		copyHeld(prev, next, bySymbol)
-		recs, err = s.checkHeld(ctx, m, next, bySymbol)
+		recs, err = s.readChanged(ctx, m, next, bySymbol, time.Time{})
 	}
 	if err != nil {
 		return nil, err
@@ -262,12 +263,15 @@ func copyHeld(prev, next *screenSnapshot, bySymbol map[string]*screen.Asset) {
 	}
 }
 
-// checkHeld compares the reports held in bySymbol with the market's list
-// of reports: it drops those no longer listed (the asset with its last
-// one) and returns the results of the assets with a report held at
-// another version or not held at all.
-func (s *Server) checkHeld(ctx context.Context, m domain.Market, next *screenSnapshot, bySymbol map[string]*screen.Asset) ([]store.AnalyticsRecord, error) {
-	listed, err := s.analytics.AnalyticsStamps(ctx, m)
+// readChanged compares the reports held in bySymbol with the market's
+// reports written at since or later, and returns the results of the
+// assets with one of those held at another version or not held at all
+// (re-reading a result costs its JSON decoding: a minute's margin covers
+// every report of a close). With the zero since, the list is every report
+// of the market, and it also drops those no longer listed (the asset with
+// its last one).
+func (s *Server) readChanged(ctx context.Context, m domain.Market, next *screenSnapshot, bySymbol map[string]*screen.Asset, since time.Time) ([]store.AnalyticsRecord, error) {
+	listed, err := s.analytics.AnalyticsStamps(ctx, m, since)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +285,7 @@ func (s *Server) checkHeld(ctx context.Context, m domain.Market, next *screenSna
 		}
 	}
 	for k := range next.stamps {
-		if seen[k] {
+		if seen[k] || !since.IsZero() {
 			continue
 		}
 		delete(next.stamps, k)

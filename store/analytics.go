@@ -141,13 +141,14 @@ type AnalyticsStamp struct {
 	UpdatedAt time.Time
 }
 
-// AnalyticsStamps lists every listed asset's reports of a market, without
-// their contents: the api's screen snapshot compares them with the
-// reports it holds, and reads only those that differ (AnalyticsResultsOf)
-// and drops those no longer listed.
-func (db *DB) AnalyticsStamps(ctx context.Context, m domain.Market) ([]AnalyticsStamp, error) {
+// AnalyticsStamps lists the listed assets' reports of a market written at
+// since or later (every one for the zero time), without their contents:
+// the api's screen snapshot compares them with the reports it holds, and
+// reads only those that differ (AnalyticsResultsOf) and drops those no
+// longer listed.
+func (db *DB) AnalyticsStamps(ctx context.Context, m domain.Market, since time.Time) ([]AnalyticsStamp, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT symbol, style, updated_at FROM analytics_reports t
-		WHERE market = $1 AND `+listedOnly, string(m))
+		WHERE market = $1 AND updated_at >= $2 AND `+listedOnly, string(m), since)
 	if err != nil {
 		return nil, translate(err, "analytics")
 	}

@@ -205,8 +205,8 @@ func (r *ReadRouter) AnalyticsResults(ctx context.Context, m domain.Market, sinc
 	return r.db().AnalyticsResults(ctx, m, since)
 }
 
-func (r *ReadRouter) AnalyticsStamps(ctx context.Context, m domain.Market) ([]AnalyticsStamp, error) {
-	return r.db().AnalyticsStamps(ctx, m)
+func (r *ReadRouter) AnalyticsStamps(ctx context.Context, m domain.Market, since time.Time) ([]AnalyticsStamp, error) {
+	return r.db().AnalyticsStamps(ctx, m, since)
 }
 
 func (r *ReadRouter) AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]AnalyticsRecord, error) {
