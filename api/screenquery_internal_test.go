@@ -28,6 +28,7 @@ func syntheticSnapshot(n int) *screenSnapshot {
 		a := screen.NewAsset("crypto", sym, &domain.Ticker{Symbol: sym, Price: float64(1 + i%1000), Volume: float64(i) * 1e4},
 			map[analytics.Style]*analytics.Result{analytics.Swing: res})
 		a.Exchange, a.Instrument = "binance", "spot"
+		a.Index()
 		snap.assets = append(snap.assets, a)
 	}
 	return snap

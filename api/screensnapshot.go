@@ -241,6 +241,7 @@ func (s *Server) buildScreenSnapshot(ctx context.Context, m domain.Market, prev 
 	}
 	next.assets = make([]*screen.Asset, 0, len(bySymbol))
 	for _, a := range bySymbol {
+		a.Index()
 		next.assets = append(next.assets, a)
 	}
 	slices.SortFunc(next.assets, func(a, b *screen.Asset) int { return strings.Compare(a.Symbol, b.Symbol) })

@@ -17,8 +17,21 @@ type Asset struct {
 	// reports are the results by style, in analytics.Styles order; nil
 	// for a style the asset was not scored in.
 	reports [4]*analytics.Result
-	// tabs are the reports' factor tables, built with them.
+	// tabs are the reports' factor tables (Index); nil: a factor is
+	// found by a scan of the report's factors.
 	tabs [4]*factorTable
+}
+
+// Index builds the factor tables of a's reports that have none, so that
+// reading a factor costs no scan: worth it for an asset that many
+// expressions read (a snapshot's), not for one read by a few. Call it
+// before a is shared.
+func (a *Asset) Index() {
+	for i, r := range a.reports {
+		if r != nil && a.tabs[i] == nil {
+			a.tabs[i] = newFactorTable(r)
+		}
+	}
 }
 
 // NewAsset builds an asset from the screener row (domain.Ticker as the
@@ -44,9 +57,6 @@ func (a *Asset) SetReport(st analytics.Style, r *analytics.Result) {
 	for i, s := range analytics.Styles {
 		if s == st {
 			a.reports[i], a.tabs[i] = r, nil
-			if r != nil {
-				a.tabs[i] = newFactorTable(r)
-			}
 		}
 	}
 }

@@ -141,12 +141,21 @@ var factorFields = []struct {
 // when the report has no such factor.
 func factorField(get func(f *analytics.Factor) dval) func(n int) loader {
 	return func(n int) loader {
+		name := analytics.FactorNames[n]
 		return func(a *Asset, st int) dval {
-			i := a.tabs[st].pos[n]
-			if i < 0 {
+			r := a.reports[st]
+			if t := a.tabs[st]; t != nil {
+				if i := t.pos[n]; i >= 0 {
+					return get(&r.Factors[i])
+				}
 				return dNull
 			}
-			return get(&a.reports[st].Factors[i])
+			for i := range r.Factors {
+				if r.Factors[i].Name == name {
+					return get(&r.Factors[i])
+				}
+			}
+			return dNull
 		}
 	}
 }
@@ -161,8 +170,8 @@ var factorExample = map[string]string{
 }
 
 // factorTable is where each factor of a report is, by index in
-// analytics.FactorNames: built with the asset (SetReport), so an
-// expression finds a factor without a scan of the report's factors.
+// analytics.FactorNames (Asset.Index), so an expression finds a factor
+// without a scan of the report's factors.
 type factorTable struct {
 	// pos is the factor's position in the report's Factors (the first of
 	// that name), -1 when absent.
