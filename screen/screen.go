@@ -296,16 +296,6 @@ func (p *Program) Match(a *Asset) (bool, error) {
 	return p.match(&activation{p: p, a: a})
 }
 
-// Matcher is Match for one goroutine evaluating many assets in turn: it
-// reuses one activation instead of allocating one per asset.
-func (p *Program) Matcher() func(*Asset) (bool, error) {
-	act := &activation{p: p}
-	return func(a *Asset) (bool, error) {
-		act.a = a
-		return p.match(act)
-	}
-}
-
 func (p *Program) match(act *activation) (bool, error) {
 	if p.direct != nil {
 		if matched, ok := p.direct.match(row{a: act.a}); ok {

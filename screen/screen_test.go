@@ -228,9 +228,9 @@ func TestEvalWithoutTheTrackerWithinTheEstimate(t *testing.T) {
 			if err != nil || got != a.want {
 				t.Errorf("%s over %.12s…: %v, %v; want %v", c.expr, a.asset.Symbol, got, err, a.want)
 			}
-			m := p.Matcher()
-			if got, err := m(a.asset); err != nil || got != a.want {
-				t.Errorf("%s over %.12s… (Matcher): %v, %v; want %v", c.expr, a.asset.Symbol, got, err, a.want)
+			got = false
+			if err := p.MatchTable(NewTable([]*Asset{a.asset}), nil, func(int) { got = true }); err != nil || got != a.want {
+				t.Errorf("%s over %.12s… (MatchTable): %v, %v; want %v", c.expr, a.asset.Symbol, got, err, a.want)
 			}
 		}
 	}
@@ -314,23 +314,5 @@ func TestAssetReport(t *testing.T) {
 	a.SetReport(analytics.Scalp, nil)
 	if a.Report(analytics.Scalp) != nil {
 		t.Error("SetReport(nil) kept the report")
-	}
-}
-
-// Matcher answers as Match, asset after asset.
-func TestMatcher(t *testing.T) {
-	t.Parallel()
-	p, err := Compile("crypto", `overall_score > 0`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, down := testAsset(), NewAsset("crypto", "X_USDT", nil, map[analytics.Style]*analytics.Result{"": {OverallScore: -5}})
-	match := p.Matcher()
-	for _, a := range []*Asset{up, down, up} {
-		got, err := match(a)
-		want, _ := p.Match(a)
-		if err != nil || got != want {
-			t.Errorf("%s: Matcher %v, %v; Match %v", a.Symbol, got, err, want)
-		}
 	}
 }

@@ -25,9 +25,9 @@ type Table struct {
 	}
 }
 
-// maxTableColumns bounds the columns a table keeps: a numeric column of
-// 13,000 assets is 117 kB, a text one 325 kB. Past it, a program's
-// columns are filled for it alone.
+// maxTableColumns bounds the columns a table keeps: a column of 13,000
+// assets is 117 kB, plus its distinct texts for a text. Past it, a
+// program's columns are filled for it alone.
 const maxTableColumns = 128
 
 type colKey struct {
@@ -67,12 +67,6 @@ func (c *column) at(i int) dval {
 func NewTable(assets []*Asset) *Table {
 	return &Table{assets: assets, cols: map[colKey]*tableColumn{}}
 }
-
-// Len is the number of assets.
-func (t *Table) Len() int { return len(t.assets) }
-
-// Asset is the asset at index i.
-func (t *Table) Asset(i int) *Asset { return t.assets[i] }
 
 // Scored is the set of the assets scored in style st ("" for
 // analytics.DefaultStyle), bit i for asset i; nil for an unknown style.
