@@ -223,7 +223,7 @@ func describeExprError(xe *screen.ExprError) string {
 	return fmt.Sprintf("%s error at line %d, column %d (offset %d): %s", xe.Kind, xe.Line, xe.Column, xe.Offset, xe.Message)
 }
 
-// queryOrder is a parsed order_by: the variable, its reader, the direction.
+// queryOrder is a parsed order_by: the variable and the direction.
 type queryOrder struct {
 	name string
 	desc bool
