@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/jsonenc"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/screen"
 )
@@ -455,42 +455,46 @@ func encodeQueryPage(snap *screenSnapshot, p *screen.Program, st analytics.Style
 		}
 	}
 	getters := make([]func(*screen.Asset) any, len(extra))
+	keys := make([][]byte, len(extra))
 	for i, n := range extra {
 		getters[i], _ = p.Field(n)
+		keys[i] = append(jsonenc.AppendString([]byte{','}, n), ':')
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"items":[`)
+	// Written as encoding/json writes ScreenerQueryItem and the values
+	// (jsonenc; a value JSON cannot carry, such as a NaN price, is null).
+	b := make([]byte, 0, 64+len(hits)*(160+32*len(extra)))
+	b = append(b, `{"items":[`...)
 	for i, h := range hits {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		a := h.asset
 		r := a.Report(st)
-		item := ScreenerQueryItem{Market: a.Market, Exchange: a.Exchange, Instrument: a.Instrument, Symbol: a.Symbol,
-			OverallScore: r.OverallScore, Verdict: r.Verdict}
-		enc, err := json.Marshal(item)
-		if err != nil {
-			return nil, err
+		b = append(b, `{"market":`...)
+		b = jsonenc.AppendString(b, string(a.Market))
+		b = append(b, `,"exchange":`...)
+		b = jsonenc.AppendString(b, a.Exchange)
+		b = append(b, `,"instrument":`...)
+		b = jsonenc.AppendString(b, a.Instrument)
+		b = append(b, `,"symbol":`...)
+		b = jsonenc.AppendString(b, a.Symbol)
+		b = append(b, `,"overall_score":`...)
+		b = strconv.AppendInt(b, int64(r.OverallScore), 10)
+		b = append(b, `,"verdict":`...)
+		b = jsonenc.AppendString(b, string(r.Verdict))
+		for j := range extra {
+			b = append(b, keys[j]...)
+			b = jsonenc.AppendValue(b, getters[j](a))
 		}
-		b.Write(enc[:len(enc)-1])
-		for j, n := range extra {
-			v, err := json.Marshal(getters[j](a))
-			if err != nil {
-				return nil, err
-			}
-			b.WriteByte(',')
-			k, _ := json.Marshal(n)
-			b.Write(k)
-			b.WriteByte(':')
-			b.Write(v)
-		}
-		b.WriteByte('}')
+		b = append(b, '}')
 	}
-	b.WriteString(`],"next_cursor":`)
-	nc, _ := json.Marshal(next)
-	b.Write(nc)
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	b = append(b, `],"next_cursor":`...)
+	if next == nil {
+		b = append(b, "null"...)
+	} else {
+		b = jsonenc.AppendString(b, *next)
+	}
+	return append(b, '}'), nil
 }
 
 // screenQueryDescription documents the operation and the language: every

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -125,5 +127,68 @@ func TestScreenPagesFollowTheSnapshot(t *testing.T) {
 	}
 	if len(c.m) > maxCachedPages {
 		t.Fatalf("%d pages kept, want at most %d", len(c.m), maxCachedPages)
+	}
+}
+
+// The page is what encoding/json writes for its items and values (the
+// encoder writes it without reflection), and a value JSON cannot carry
+// is null instead of failing the query.
+func TestQueryPageIsMarshal(t *testing.T) {
+	t.Parallel()
+	snap := syntheticSnapshot(300)
+	snap.assets[7].Exchange = `bin"ance<&>`
+	snap.assets[9].Row.Price = math.NaN()
+	p, err := screen.Compile("crypto", `price > -1.0 || factors.rsi_14.value < 50 || symbol.startsWith("S0")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOrderBy(p, "change_pct asc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits, err := runQuery(snap, p, analytics.Swing, o, nil, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{len(hits), 20} {
+		got, err := encodeQueryPage(snap, p, analytics.Swing, o, hits, "tag", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reference: each item marshalled, then its variables.
+		want := []byte(`{"items":[`)
+		shown := hits
+		var next any
+		if len(hits) > limit {
+			shown = hits[:limit]
+			next = encodeQueryCursor(shown[len(shown)-1].key, "tag")
+		}
+		for i, h := range shown {
+			if i > 0 {
+				want = append(want, ',')
+			}
+			r := h.asset.Report(analytics.Swing)
+			item, _ := json.Marshal(ScreenerQueryItem{Market: h.asset.Market, Exchange: h.asset.Exchange, Instrument: h.asset.Instrument,
+				Symbol: h.asset.Symbol, OverallScore: r.OverallScore, Verdict: r.Verdict})
+			want = append(want, item[:len(item)-1]...)
+			for _, n := range []string{"change_pct", "factors.rsi_14.value", "price"} {
+				get, _ := p.Field(n)
+				v, err := json.Marshal(get(h.asset))
+				if err != nil {
+					v = []byte("null")
+				}
+				k, _ := json.Marshal(n)
+				want = append(append(append(append(want, ','), k...), ':'), v...)
+			}
+			want = append(want, '}')
+		}
+		nc, _ := json.Marshal(next)
+		want = append(append(append(want, `],"next_cursor":`...), nc...), '}')
+		if string(got) != string(want) {
+			t.Fatalf("limit %d:\n got %s\nwant %s", limit, got, want)
+		}
+		if !json.Valid(got) {
+			t.Fatalf("not JSON: %s", got)
+		}
 	}
 }
