@@ -32,4 +32,3 @@ func readJSON(read map[string]any) string {
 	}
 	return string(append(b, '}'))
 }
-
