@@ -453,18 +453,26 @@ func TestScreenerQueryChecksWhatItHolds(t *testing.T) {
 	if got := symbols(); !slices.Equal(got, []string{"A00_USDT", "A01_USDT", "A02_USDT", "A03_USDT"}) {
 		t.Fatalf("before: %v", got)
 	}
-	if _, err := f.db.Pool.Exec(context.Background(), `DELETE FROM analytics_reports WHERE symbol = 'A01_USDT'`); err != nil {
+	ctx := context.Background()
+	if _, err := f.db.Pool.Exec(ctx, `DELETE FROM analytics_reports WHERE symbol = 'A01_USDT'`); err != nil {
 		t.Fatal(err)
 	}
-	start := f.now
-	f.now = start.Add(-time.Hour)
-	seedAnalytics(t, f, "LATE_USDT", 0.004) // updated_at an hour before the newest held
-	f.now = start
-	// An incremental rebuild (the invalidation) misses both.
-	if got := symbols(); !slices.Contains(got, "A01_USDT") {
-		t.Fatalf("an incremental rebuild dropped a deleted asset (%v): this test no longer shows the periodic check", got)
+	seedAnalytics(t, f, "LATE_USDT", 0.004)
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE analytics_reports SET updated_at = updated_at - interval '1 hour' WHERE symbol = 'LATE_USDT'`); err != nil {
+		t.Fatal(err)
 	}
-	f.now = start.Add(api.ScreenFullReloadForTest + time.Minute)
+	// An incremental rebuild (the invalidation) misses both.
+	symbols()
+	if !api.WaitScreenRebuilds(f.apiS) {
+		t.Fatal("a rebuild never ended")
+	}
+	if got := symbols(); !slices.Contains(got, "A01_USDT") || slices.Contains(got, "LATE_USDT") {
+		t.Fatalf("an incremental rebuild saw the deletion or the late report (%v): this test no longer shows the periodic check", got)
+	}
+	if !api.WaitScreenRebuilds(f.apiS) {
+		t.Fatal("a rebuild never ended")
+	}
+	f.now = f.now.Add(api.ScreenFullReloadForTest + time.Minute) // no rebuild reads the clock now
 	want := []string{"A00_USDT", "A02_USDT", "A03_USDT", "LATE_USDT"}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
