@@ -154,12 +154,19 @@ func literal(v ref.Val) (dval, bool) {
 	return dval{}, false
 }
 
-func (t *translator) variable(e celast.Expr) dnode {
+// reader is the program's reader of the variable e names; false when e
+// is not one of the market's variables (a type name, a constant).
+func (t *translator) reader(e celast.Expr) (reader, bool) {
 	r, ok := t.refs[e.ID()]
 	if !ok || len(r.OverloadIDs) > 0 || r.Value != nil {
-		return nil
+		return reader{}, false
 	}
 	rd, ok := t.p.reads[r.Name]
+	return rd, ok
+}
+
+func (t *translator) variable(e celast.Expr) dnode {
+	rd, ok := t.reader(e)
 	if !ok {
 		return nil
 	}

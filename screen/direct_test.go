@@ -22,10 +22,7 @@ import (
 func TestDirectEqualsCEL(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	assets := make([]*Asset, 60)
-	for i := range assets {
-		assets[i] = randomAsset(rng, i)
-	}
+	assets := randomAssets(rng, 60)
 	table := NewTable(assets)
 	const exprs = 4000
 	translated, refused, matched := 0, 0, 0
@@ -128,6 +125,14 @@ var (
 		"oscillator", "v1", "28.5", "é", strings.Repeat("x", 70)}
 	genFactors = []string{"rsi_14", "macd_12_26_9", "ichimoku_9_26_52", "sma_10", "pattern_hammer", "funding_rate"}
 )
+
+func randomAssets(rng *rand.Rand, n int) []*Asset {
+	assets := make([]*Asset, n)
+	for i := range assets {
+		assets[i] = randomAsset(rng, i)
+	}
+	return assets
+}
 
 func randomAsset(rng *rand.Rand, i int) *Asset {
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
@@ -324,11 +329,7 @@ func (g exprGen) doubleLit() string {
 // over the estimate's size included.
 func TestTableValuesAreTheFields(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(3, 4))
-	assets := make([]*Asset, 200)
-	for i := range assets {
-		assets[i] = randomAsset(rng, i)
-	}
+	assets := randomAssets(rand.New(rand.NewPCG(3, 4)), 200)
 	table := NewTable(assets)
 	p, err := CompileStyle("crypto", analytics.Scalp, "true")
 	if err != nil {

@@ -116,15 +116,9 @@ func (t *translator) operand(e celast.Expr) *operand {
 		}
 		return &operand{lit: v, slot: -1}
 	case celast.IdentKind:
-		r, ok := t.refs[e.ID()]
-		if !ok || len(r.OverloadIDs) > 0 || r.Value != nil {
-			return nil
+		if rd, ok := t.reader(e); ok {
+			return &operand{slot: rd.slot}
 		}
-		rd, ok := t.p.reads[r.Name]
-		if !ok {
-			return nil
-		}
-		return &operand{slot: rd.slot}
 	}
 	return nil
 }
