@@ -106,8 +106,8 @@ func (d *direct) match(r row) (matched, ok bool) {
 
 // translate builds the direct form of a checked AST, one asset at a time
 // and over a table; nil when a node is outside what it translates.
-func translate(ast *celast.AST, p *Program) (*direct, vnode) {
-	t := translator{refs: ast.ReferenceMap(), p: p}
+func translate(ast *celast.AST, p *Program, lits map[int64]ref.Val) (*direct, vnode) {
+	t := translator{refs: ast.ReferenceMap(), p: p, lits: lits}
 	root := t.node(ast.Expr())
 	if root == nil {
 		return nil, nil
@@ -118,12 +118,24 @@ func translate(ast *celast.AST, p *Program) (*direct, vnode) {
 type translator struct {
 	refs map[int64]*celast.ReferenceInfo
 	p    *Program
+	// lits replaces the values of literals by their expression id: a
+	// shape's template translated for an expression of the same shape
+	// (shapes.go).
+	lits map[int64]ref.Val
+}
+
+// lit is the value of literal e.
+func (t *translator) lit(e celast.Expr) ref.Val {
+	if v, ok := t.lits[e.ID()]; ok {
+		return v
+	}
+	return e.AsLiteral()
 }
 
 func (t *translator) node(e celast.Expr) dnode {
 	switch e.Kind() {
 	case celast.LiteralKind:
-		v, ok := literal(e.AsLiteral())
+		v, ok := literal(t.lit(e))
 		if !ok {
 			return nil
 		}
@@ -624,7 +636,7 @@ func (t *translator) in(args []celast.Expr) dnode {
 		if el.Kind() != celast.LiteralKind {
 			return nil
 		}
-		elem := el.AsLiteral()
+		elem := t.lit(el)
 		if !add(elem) {
 			return nil
 		}

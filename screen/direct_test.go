@@ -30,7 +30,7 @@ func TestDirectEqualsCEL(t *testing.T) {
 		g := exprGen{rng: rng}
 		expr := g.boolean(4)
 		style := analytics.Styles[rng.IntN(len(analytics.Styles))]
-		p, err := CompileStyle("crypto", style, expr)
+		p, err := compileWith("crypto", style, expr, MaxEvalCost, nil) // in full: no shape's template
 		if err != nil {
 			refused++
 			continue
@@ -39,33 +39,7 @@ func TestDirectEqualsCEL(t *testing.T) {
 			continue
 		}
 		translated++
-		viaCEL := *p
-		viaCEL.direct = nil
-		inTable := map[int]bool{}
-		if err := p.MatchTable(table, nil, func(i int) { inTable[i] = true }); err != nil {
-			t.Fatalf("%q over the table: %v", expr, err)
-		}
-		inScored := map[int]bool{}
-		si := slices.Index(analytics.Styles, style)
-		if err := p.MatchTable(table, table.Scored(style), func(i int) { inScored[i] = true }); err != nil {
-			t.Fatalf("%q over the table's assets scored in %s: %v", expr, style, err)
-		}
-		for i, a := range assets {
-			got, gerr := p.Match(a)
-			want, werr := viaCEL.Match(a)
-			if got != want || (gerr == nil) != (werr == nil) {
-				t.Fatalf("%q over %s: direct %v (%v), cel-go %v (%v)", expr, describe(a), got, gerr, want, werr)
-			}
-			if inTable[i] != want {
-				t.Fatalf("%q over %s: over the table %v, cel-go %v", expr, describe(a), inTable[i], want)
-			}
-			if inScored[i] != (want && a.reports[si] != nil) {
-				t.Fatalf("%q over %s: over the assets scored in %s %v, cel-go %v", expr, describe(a), style, inScored[i], want)
-			}
-			if got {
-				matched++
-			}
-		}
+		matched += sameAsCEL(t, p, expr, style, assets, table)
 	}
 	t.Logf("%d expressions: %d refused by the checker, %d translated; %d matches", exprs, refused, translated, matched)
 	// The test means something only if most expressions run both ways,
@@ -73,6 +47,44 @@ func TestDirectEqualsCEL(t *testing.T) {
 	if translated < exprs/2 || matched == 0 || matched == translated*len(assets) {
 		t.Fatalf("translated %d of %d, matched %d", translated, exprs, matched)
 	}
+}
+
+// sameAsCEL checks that p (of expr, in style) answers as cel-go does over
+// every asset, one at a time and over the table; it returns the matches.
+func sameAsCEL(t *testing.T, p *Program, expr string, style analytics.Style, assets []*Asset, table *Table) int {
+	t.Helper()
+	if err := p.planned(); err != nil {
+		t.Fatalf("%q: cel-go's plan: %v", expr, err)
+	}
+	viaCEL := *p
+	viaCEL.direct = nil
+	inTable := map[int]bool{}
+	if err := p.MatchTable(table, nil, func(i int) { inTable[i] = true }); err != nil {
+		t.Fatalf("%q over the table: %v", expr, err)
+	}
+	inScored := map[int]bool{}
+	si := slices.Index(analytics.Styles, style)
+	if err := p.MatchTable(table, table.Scored(style), func(i int) { inScored[i] = true }); err != nil {
+		t.Fatalf("%q over the table's assets scored in %s: %v", expr, style, err)
+	}
+	matched := 0
+	for i, a := range assets {
+		got, gerr := p.Match(a)
+		want, werr := viaCEL.Match(a)
+		if got != want || (gerr == nil) != (werr == nil) {
+			t.Fatalf("%q over %s: direct %v (%v), cel-go %v (%v)", expr, describe(a), got, gerr, want, werr)
+		}
+		if inTable[i] != want {
+			t.Fatalf("%q over %s: over the table %v, cel-go %v", expr, describe(a), inTable[i], want)
+		}
+		if inScored[i] != (want && a.reports[si] != nil) {
+			t.Fatalf("%q over %s: over the assets scored in %s %v, cel-go %v", expr, describe(a), style, inScored[i], want)
+		}
+		if got {
+			matched++
+		}
+	}
+	return matched
 }
 
 // Expressions the direct form does not translate still run, on cel-go.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
@@ -102,11 +104,17 @@ type Program struct {
 	market domain.Market
 	style  analytics.Style
 	expr   string
-	prg    cel.Program
-	// fast is prg without the runtime cost tracker, when the compile-time
-	// estimate already bounds the cost within the limit: it serves every
-	// asset whose strings are within the estimate's sizes (see match).
-	fast cel.Program
+	env    *env
+	// prg is cel-go's program, fast the same without the runtime cost
+	// tracker, when the compile-time estimate already bounds the cost
+	// within the limit (bounded): it serves every asset whose strings are
+	// within the estimate's sizes (see match). A program with a direct
+	// form plans them only when an asset needs them (planned).
+	prg, fast cel.Program
+	bounded   bool
+	evalCost  uint64
+	checked   *cel.Ast
+	lazy      *lazyPlan
 	// reads are the variables the expression names, by name.
 	names []string
 	reads map[string]reader
@@ -140,6 +148,11 @@ func CompileStyle(market string, style analytics.Style, expr string) (*Program, 
 
 // compile is CompileStyle with the runtime cost limit evalCost.
 func compile(market string, style analytics.Style, expr string, evalCost uint64) (*Program, error) {
+	return compileWith(market, style, expr, evalCost, shapes)
+}
+
+// compileWith is compile with the shapes' templates of c (none when nil).
+func compileWith(market string, style analytics.Style, expr string, evalCost uint64, c *shapeCache) (*Program, error) {
 	m := domain.Market(market)
 	e, ok := envs[m]
 	if !ok {
@@ -161,17 +174,25 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 	if strings.TrimSpace(expr) == "" {
 		return nil, &ExprError{Kind: KindSyntax, Message: "the expression is empty"}
 	}
-	ast, iss := e.cel.Parse(expr)
-	if iss.Err() != nil {
-		return nil, issueError(expr, iss, KindSyntax)
+	p := &Program{market: m, style: style, expr: expr, env: e, evalCost: evalCost, lazy: &lazyPlan{}}
+	var shape string
+	var lits []slotLit
+	shaped := false
+	if c != nil {
+		shape, lits, shaped = shapeOf(expr)
 	}
-	ast, iss = e.cel.Check(ast)
-	if iss.Err() != nil {
-		return nil, issueError(expr, iss, KindType)
+	var key string
+	if shaped {
+		key = string(m) + "\x00" + string(style) + "\x00" + strconv.FormatUint(evalCost, 10) + "\x00" + shape
+		if t := c.get(key); t != nil {
+			p.bounded = true
+			t.instantiate(p, lits)
+			return p, nil
+		}
 	}
-	if !ast.OutputType().IsExactType(types.BoolType) {
-		return nil, &ExprError{Kind: KindType, Line: 1, Column: 1,
-			Message: fmt.Sprintf("the expression must be a condition (bool); it is %s", ast.OutputType())}
+	ast, err := p.check()
+	if err != nil {
+		return nil, err
 	}
 	est, err := e.cel.EstimateCost(ast, sizeEstimator{})
 	if err != nil {
@@ -180,19 +201,11 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 	if est.Max > MaxCost {
 		return nil, &ExprError{Kind: KindCost, Message: fmt.Sprintf("the expression's estimated cost is up to %d; at most %d is allowed", est.Max, MaxCost)}
 	}
-	prg, err := e.cel.Program(ast, cel.CostLimit(evalCost), cel.EvalOptions(cel.OptOptimize))
-	if err != nil {
-		return nil, &ExprError{Kind: KindType, Message: err.Error()}
-	}
-	p := &Program{market: m, style: style, expr: expr, prg: prg, reads: map[string]reader{}}
-	if est.Max <= evalCost {
-		// The estimate is an upper bound of the runtime cost for variables
-		// of the sizes sizeEstimator gives: tracking the cost at run time
-		// (a call per step) cannot stop such an evaluation.
-		if p.fast, err = e.cel.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
-			return nil, &ExprError{Kind: KindType, Message: err.Error()}
-		}
-	}
+	// The estimate is an upper bound of the runtime cost for variables of
+	// the sizes sizeEstimator gives: tracking the cost at run time (a call
+	// per step) cannot stop such an evaluation.
+	p.bounded = est.Max <= evalCost
+	p.reads = map[string]reader{}
 	for _, ref := range ast.NativeRep().ReferenceMap() {
 		v, ok := e.byName[ref.Name]
 		if !ok || len(ref.OverloadIDs) > 0 {
@@ -210,12 +223,81 @@ func compile(market string, style analytics.Style, expr string, evalCost uint64)
 		r.slot = i
 		p.reads[n] = r
 	}
-	if p.fast != nil {
+	if p.bounded {
 		// Like fast, the direct form tracks no cost: it serves only where
 		// the estimate bounds it.
-		p.direct, p.vector = translate(ast.NativeRep(), p)
+		p.direct, p.vector = translate(ast.NativeRep(), p, nil)
+	}
+	if p.direct == nil {
+		if err := p.plan(ast); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	// cel-go serves a direct program only for an asset holding a string
+	// over the estimate's sizes: it is planned when one first does.
+	p.checked = ast
+	if shaped {
+		if t := newTemplate(p, ast.NativeRep(), expr, lits); t != nil {
+			c.put(key, t)
+		}
 	}
 	return p, nil
+}
+
+// check parses and type-checks the program's expression.
+func (p *Program) check() (*cel.Ast, error) {
+	ast, iss := p.env.cel.Parse(p.expr)
+	if iss.Err() != nil {
+		return nil, issueError(p.expr, iss, KindSyntax)
+	}
+	ast, iss = p.env.cel.Check(ast)
+	if iss.Err() != nil {
+		return nil, issueError(p.expr, iss, KindType)
+	}
+	if !ast.OutputType().IsExactType(types.BoolType) {
+		return nil, &ExprError{Kind: KindType, Line: 1, Column: 1,
+			Message: fmt.Sprintf("the expression must be a condition (bool); it is %s", ast.OutputType())}
+	}
+	return ast, nil
+}
+
+// plan builds cel-go's programs of the checked expression.
+func (p *Program) plan(ast *cel.Ast) error {
+	var err error
+	if p.prg, err = p.env.cel.Program(ast, cel.CostLimit(p.evalCost), cel.EvalOptions(cel.OptOptimize)); err != nil {
+		return &ExprError{Kind: KindType, Message: err.Error()}
+	}
+	if p.bounded {
+		if p.fast, err = p.env.cel.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
+			return &ExprError{Kind: KindType, Message: err.Error()}
+		}
+	}
+	return nil
+}
+
+// planned is plan for a direct program, once: from its checked AST, or
+// its expression checked again (a program of a shape's template).
+func (p *Program) planned() error {
+	if p.direct == nil {
+		return nil
+	}
+	p.lazy.once.Do(func() {
+		ast := p.checked
+		if ast == nil {
+			if ast, p.lazy.err = p.check(); p.lazy.err != nil {
+				return
+			}
+		}
+		p.lazy.err = p.plan(ast)
+	})
+	return p.lazy.err
+}
+
+// lazyPlan is a direct program's planning by cel-go, once.
+type lazyPlan struct {
+	once sync.Once
+	err  error
 }
 
 // issueError is the first of the issues as an ExprError of kind.
@@ -307,6 +389,9 @@ func (p *Program) match(act *activation) (bool, error) {
 
 // matchCEL is match by cel-go alone.
 func (p *Program) matchCEL(act *activation) (bool, error) {
+	if err := p.planned(); err != nil {
+		return false, err
+	}
 	var out ref.Val
 	var err error
 	if p.fast != nil {

@@ -214,8 +214,8 @@ func TestEvalWithoutTheTrackerWithinTheEstimate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.expr, err)
 		}
-		if (p.fast != nil) != c.fast {
-			t.Errorf("%s: without the tracker %v, want %v", c.expr, p.fast != nil, c.fast)
+		if p.bounded != c.fast {
+			t.Errorf("%s: without the tracker %v, want %v", c.expr, p.bounded, c.fast)
 		}
 		short := testAsset()
 		long := testAsset()
@@ -236,8 +236,8 @@ func TestEvalWithoutTheTrackerWithinTheEstimate(t *testing.T) {
 	}
 	// Lowered below its estimate, the limit keeps the tracker.
 	p, err := compile("crypto", analytics.DefaultStyle, `[1, 2, 3, 4, 5, 6, 7, 8].all(x, x < overall_score)`, 10)
-	if err != nil || p.fast != nil {
-		t.Fatalf("compile with a limit under the estimate: fast %v, %v", p != nil && p.fast != nil, err)
+	if err != nil || p.bounded {
+		t.Fatalf("compile with a limit under the estimate: fast %v, %v", p != nil && p.bounded, err)
 	}
 }
 

@@ -110,7 +110,7 @@ type operand struct {
 func (t *translator) operand(e celast.Expr) *operand {
 	switch e.Kind() {
 	case celast.LiteralKind:
-		v, ok := literal(e.AsLiteral())
+		v, ok := literal(t.lit(e))
 		if !ok {
 			return nil
 		}
