@@ -70,9 +70,12 @@ func alpacaPerMinute(host, feed string) int {
 }
 
 // alpacaLimit is the budget of an Alpaca host at perMinute requests a
-// minute, in alpacaBudgetWindow windows: a seventh of the minute each.
+// minute, in alpacaBudgetWindow windows: a seventh of the minute each. The
+// bars are polled every minute: the window that opens each minute is kept
+// for the just-closed bars' reads (hostbudget.Live), so they are not
+// booked behind a minute of history loads and screener refreshes.
 func alpacaLimit(perMinute int) hostbudget.Limit {
-	return hostbudget.Limit{Window: alpacaBudgetWindow, Max: max(perMinute/7, 1)}
+	return hostbudget.Limit{Window: alpacaBudgetWindow, Max: max(perMinute/7, 1), Tick: time.Minute}
 }
 
 // alpacaExchangeOf maps the exchange field of Alpaca's assets onto the

@@ -68,6 +68,10 @@ type Limit struct {
 	// Max is the weight allowed in a window; 0 means the host has no weight
 	// budget, only the bans its 429s and 418s impose.
 	Max int
+	// Tick, when set (a multiple of Window), is the period of the host's
+	// scheduled polls, on the callers' clock: the window that opens each
+	// tick is kept for Live requests (see Live).
+	Tick time.Duration
 }
 
 // Defaults of Options.
@@ -76,6 +80,9 @@ const (
 	DefaultLocalShare = 0.25
 	DefaultBulkShare  = 0.75
 	maxGuard          = time.Second
+	// TickUrgentShare is the share of a tick's window (Limit.Tick) that
+	// Urgent requests may fill; Live ones may fill all of it.
+	TickUrgentShare = 1.0 / 3
 )
 
 // Options configure a Budget.
@@ -151,13 +158,22 @@ func (b *Budget) Planned(l Limit) int {
 	return max(1, int(math.Floor(float64(l.Max)*b.headroom)))
 }
 
-// capOf is the weight requests of class c may fill a window of l up to,
-// of planned: all of it for Urgent, BulkShare of it for Bulk.
-func (b *Budget) capOf(c Class, planned int) int {
-	if c == Bulk {
-		return max(1, int(math.Floor(float64(planned)*b.bulkShare)))
+// caps are the weights requests of one class may fill a window up to:
+// any window, and a window that opens a tick (Limit.Tick).
+type caps struct{ window, tick int }
+
+// capOf is what requests of class c may fill a window of l up to, of
+// planned: all of it for Urgent and Live, BulkShare of it for Bulk; of a
+// tick's window, all of it for Live, TickUrgentShare for Urgent, none for
+// Bulk.
+func (b *Budget) capOf(c Class, planned int) caps {
+	switch c {
+	case Bulk:
+		return caps{window: max(1, int(math.Floor(float64(planned)*b.bulkShare)))}
+	case Live:
+		return caps{window: planned, tick: planned}
 	}
-	return planned
+	return caps{window: planned, tick: max(1, int(math.Floor(float64(planned)*TickUrgentShare)))}
 }
 
 // Reserve books weight on l's host in the first window from at that has
@@ -177,7 +193,7 @@ func (b *Budget) Reserve(ctx context.Context, l Limit, weight int, at, horizon t
 		if b.outage != nil {
 			b.outage.Fallback()
 		}
-		start, ok = b.host(l).reserve(b.window(l), b.capOf(class, b.localPlanned(l)), weight, at, horizon)
+		start, ok = b.host(l).reserve(b.window(l), l.Tick, b.capOf(class, b.localPlanned(l)), weight, at, horizon)
 	}
 	// A ban seen by this process holds even if Redis lost it.
 	if ban := b.host(l).bannedUntil(); ok && ban.After(start) {
@@ -238,14 +254,15 @@ func (b *Budget) Observe(ctx context.Context, l Limit, at time.Time, used int) {
 	b.host(l).observe(w, at, used)
 }
 
-func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity, weight int, at, horizon time.Time) (time.Time, bool, error) {
+func (b *Budget) reserveShared(ctx context.Context, l Limit, capacity caps, weight int, at, horizon time.Time) (time.Time, bool, error) {
 	if !b.shared() {
 		return time.Time{}, false, errNoRedis
 	}
 	w := b.window(l)
 	off := b.redisOffset(ctx)
-	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), capacity, weight,
-		at.Add(off).UnixMilli(), horizon.Add(off).UnixMilli(), guard(w).Milliseconds()).Int64Slice()
+	res, err := reserveScript.Run(ctx, b.rdb, []string{b.key(l)}, w.Milliseconds(), capacity.window, weight,
+		at.Add(off).UnixMilli(), horizon.Add(off).UnixMilli(), guard(w).Milliseconds(),
+		l.Tick.Milliseconds(), capacity.tick, off.Milliseconds()).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = errors.New("hostbudget: reserve script: unexpected reply")
 	}
@@ -342,6 +359,17 @@ func (b *Budget) shared() bool {
 // on a one-minute window, and still above it on the shortened windows of
 // tests and simulators.
 func guard(window time.Duration) time.Duration { return min(window/8, maxGuard) }
+
+// opensTick reports whether the window [start, start+window) holds the
+// start of a tick (a multiple of tick on the callers' clock, which is
+// start less off).
+func opensTick(start, window, tick, off int64) bool {
+	if tick <= 0 {
+		return false
+	}
+	r := ((start-off)%tick + tick) % tick
+	return r == 0 || r+window > tick
+}
 
 // errNoRedis: the shared budget could not be asked; the local one answers.
 var errNoRedis = errors.New("hostbudget: no shared budget")

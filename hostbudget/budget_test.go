@@ -283,3 +283,65 @@ func TestClockSkewSharesOneWindow(t *testing.T) {
 		t.Errorf("a booking after both started at %s (ok %v): the filled window was dropped", start.Sub(now), ok)
 	}
 }
+
+// TestTickWindowIsLive: on a host whose polls tick every minute, the
+// window that opens each minute is kept for Live requests: Bulk books
+// none of it (a Bulk request asked for there starts in the next window),
+// Urgent a third of it, Live the rest; the minute's other windows are
+// split as usual. The same holds in one process's own budget without
+// Redis, and with a process clock off Redis's (ticks are on the callers'
+// clock).
+func TestTickWindowIsLive(t *testing.T) {
+	t.Parallel()
+	l := hostbudget.Limit{Name: "alpaca-data", Window: 10 * time.Second, Max: 112, Tick: time.Minute}
+	bulk := hostbudget.WithClass(context.Background(), hostbudget.Bulk)
+	live := hostbudget.WithClass(context.Background(), hostbudget.Live)
+	urgent := context.Background()
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	const skew = 7 * time.Second
+	for _, c := range []struct {
+		name    string
+		b       *hostbudget.Budget
+		skew    time.Duration
+		planned int // of a window, in this budget
+	}{
+		{"shared", hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix}), 0, 89},
+		{"clock ahead", hostbudget.New(hostbudget.Options{Redis: rdb, Prefix: prefix + "skew:", Now: func() time.Time { return time.Now().Add(skew) }}), skew, 89},
+		{"without Redis", hostbudget.New(hostbudget.Options{Redis: dead, Prefix: "unused:"}), 0, 22},
+	} {
+		// A minute on the budget's own clock: the windows of a skewed
+		// process are Redis's, so its tick's window starts 3 s before the
+		// tick and ends 7 s after it.
+		minute := time.Now().Add(c.skew).Truncate(time.Minute).Add(2 * time.Minute)
+		in := minute.Add(time.Second)
+		if start, ok := c.b.Reserve(bulk, l, 1, in, in.Add(time.Minute)); !ok || start.Sub(minute) < 3*time.Second {
+			t.Errorf("%s: bulk work asked for in a tick's window starts at %v (%v), want in the next window", c.name, start.Sub(minute), ok)
+		}
+		urgents := fillLimit(t, urgent, c.b, l, in)
+		lives := fillLimit(t, live, c.b, l, in)
+		if want := c.planned / 3; urgents != want || lives != c.planned-want {
+			t.Errorf("%s: the tick's window took %d urgent and %d live, want %d and %d", c.name, urgents, lives, want, c.planned-want)
+		}
+		mid := minute.Add(30 * time.Second)
+		if bulks, urgents := fillLimit(t, bulk, c.b, l, mid), fillLimit(t, urgent, c.b, l, mid); bulks != c.planned*3/4 || bulks+urgents != c.planned {
+			t.Errorf("%s: a window within the minute took %d bulk and %d urgent, want 75 %% and the rest of %d", c.name, bulks, urgents, c.planned)
+		}
+	}
+}
+
+// fillLimit books weight 1 on l at at (the window holding it only) until
+// it is full for ctx's class, and returns how much it booked.
+func fillLimit(t *testing.T, ctx context.Context, b *hostbudget.Budget, l hostbudget.Limit, at time.Time) int {
+	t.Helper()
+	n := 0
+	for n < 10000 {
+		if _, ok := b.Reserve(ctx, l, 1, at, at); !ok {
+			return n
+		}
+		n++
+	}
+	t.Fatal("no end to the bookings")
+	return n
+}

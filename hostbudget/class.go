@@ -19,11 +19,22 @@ const (
 	// Bulk is history loading: backfill pages, the push feeds' REST catch-up
 	// pass, the initial history of series the push feeds follow.
 	Bulk
+	// Live is the read of candles that have just closed: the 1m bars
+	// polled every minute, a scored timeframe's poll once one of its
+	// candles has closed. On a host whose Limit has a Tick (the polls'
+	// period), the window that opens each tick is kept for it: Bulk books
+	// none of that window and Urgent at most TickUrgentShare of it, so a
+	// minute's bars are not booked behind the screener's refresh and the
+	// history loads. Elsewhere it is Urgent.
+	Live
 )
 
 func (c Class) String() string {
-	if c == Bulk {
+	switch c {
+	case Bulk:
 		return "bulk"
+	case Live:
+		return "live"
 	}
 	return "urgent"
 }

@@ -13,7 +13,7 @@ type localHost struct {
 	used  map[int64]int // window number → weight booked
 }
 
-func (h *localHost) reserve(window time.Duration, capacity, weight int, at, horizon time.Time) (time.Time, bool) {
+func (h *localHost) reserve(window, tick time.Duration, capacity caps, weight int, at, horizon time.Time) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := window.Milliseconds()
@@ -33,7 +33,11 @@ func (h *localHost) reserve(window time.Duration, capacity, weight int, at, hori
 		t = time.UnixMilli(idx * w).In(at.Location())
 	}
 	for !t.After(horizon) {
-		if used := h.used[idx]; used == 0 || used+weight <= capacity {
+		c := capacity.window
+		if opensTick(idx*w, w, tick.Milliseconds(), 0) {
+			c = capacity.tick
+		}
+		if used := h.used[idx]; c > 0 && (used == 0 || used+weight <= c) {
 			if weight > 0 {
 				h.used[idx] += weight
 			}

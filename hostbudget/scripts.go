@@ -11,13 +11,17 @@ import "github.com/redis/go-redis/v9"
 // reserveScript books ARGV[3] weight in the first window from max(ARGV[4],
 // ban) whose count stays ≤ ARGV[2], the cap of the caller's class (or
 // that is empty), not starting after ARGV[5]; the last ARGV[6] ms of a
-// window are not booked. Windows before the caller's are dropped. Reply
-// {1, start} when booked, else {0, the first window start past the
-// horizon}. ARGV[1] is the window in ms.
+// window are not booked. A window that holds the start of a tick (ARGV[7]
+// ms, 0: none; ticks fall on multiples of it on the callers' clock, which
+// is Redis's less ARGV[9] ms) takes ARGV[8] as its cap instead, and a cap
+// of 0 books nothing there (opensTick). Windows before the caller's are
+// dropped. Reply {1, start} when booked, else {0, the first window start
+// past the horizon}. ARGV[1] is the window in ms.
 var reserveScript = redis.NewScript(`
 local h = KEYS[1]
 local window, cap, weight = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local at, horizon, guard = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local tick, tickcap, off = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local ban = tonumber(redis.call('HGET', h, 'ban') or '0')
 local current = math.floor(at / window)
 local fields = redis.call('HKEYS', h)
@@ -35,7 +39,14 @@ if t >= (idx + 1) * window - guard then
 end
 while t <= horizon do
   local used = tonumber(redis.call('HGET', h, string.format('%d', idx)) or '0')
-  if used == 0 or used + weight <= cap then
+  local c = cap
+  if tick > 0 then
+    local r = (idx * window - off) % tick
+    if r == 0 or r + window > tick then
+      c = tickcap
+    end
+  end
+  if c > 0 and (used == 0 or used + weight <= c) then
     if weight > 0 then
       redis.call('HINCRBY', h, string.format('%d', idx), weight)
     end

@@ -67,7 +67,7 @@ func TestClosedMarketIsNotPolledButCaughtUpOnce(t *testing.T) {
 			s.EnqueueTick(context.Background(), e, e.Tick(at(now)))
 		}
 		fresh := map[domain.Market][]string{}
-		for _, q := range []string{worker.QueueLive, worker.QueueIngest} {
+		for _, q := range []string{worker.QueueLive, worker.QueueIngest, worker.QueueMinute} {
 			tasks, err := insp.ListPendingTasks(q, asynq.PageSize(1000))
 			if err != nil {
 				t.Fatal(err)

@@ -257,7 +257,8 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 	}
 	scored, rest := candleOrder(region, served)
 	// The 1m series follow the scored ones at every tick, not rotated:
-	// their bars are polled every minute and read at once.
+	// their bars are polled every minute and read at once, in a lane of
+	// their own (worker.QueueMinute).
 	minute := slices.DeleteFunc(slices.Clone(rest), func(sr candleSeries) bool { return sr.tf != domain.TF1m })
 	rest = slices.DeleteFunc(rest, func(sr candleSeries) bool { return sr.tf == domain.TF1m })
 	first := append(slices.Clip(scored), minute...)
@@ -277,9 +278,13 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 			jobs := make([]Job, 0, len(first)+len(rest))
 			for _, sr := range append(slices.Clip(first), rotated(rest, tick, candleEvery)...) {
 				c, tf := sr.c, sr.tf
+				queue := worker.QueueIngest
+				if tf == domain.TF1m {
+					queue = worker.QueueMinute
+				}
 				jobs = append(jobs, Job{
 					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
-					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: worker.QueueIngest, Timeout: 5 * time.Minute,
+					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: queue, Timeout: 5 * time.Minute,
 					Market: c.Market, Closing: sr.scored || tf == domain.TF1m,
 				})
 			}

@@ -61,7 +61,7 @@ func TestReplicasEnqueueEachTickOnce(t *testing.T) {
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
 	size := 0
-	for _, q := range []string{worker.QueueLive, worker.QueueIngest} {
+	for _, q := range []string{worker.QueueLive, worker.QueueIngest, worker.QueueMinute} {
 		info, err := insp.GetQueueInfo(q)
 		if err != nil {
 			t.Fatal(err)

@@ -200,4 +200,31 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 	if n := sent(domain.TF1h, false); n == 0 {
 		t.Error("a 1h task that is not a periodic tick (a closed market's catch-up) sent no request")
 	}
+
+	// Which polls read candles that have just closed (hostbudget.Live):
+	// the 1m bars at every tick, the scored 4h once the candle forming at
+	// its last poll (12:00-16:00 New York) has closed.
+	periodic := func(tf domain.Timeframe) *asynq.Task {
+		task := worker.NewIngestCandlesTask(nasdaq, tf, now)
+		return asynq.NewTaskWithHeaders(task.Type(), task.Payload(), map[string]string{worker.HeaderSeries: "ingest:candles:" + string(tf)})
+	}
+	now = time.Date(2026, 11, 25, 20, 30, 0, 0, time.UTC)
+	sent(domain.TF4h, true)
+	for _, c := range []struct {
+		at   time.Time
+		task *asynq.Task
+		tf   domain.Timeframe
+		live bool
+	}{
+		{now, periodic(domain.TF1m), domain.TF1m, true},
+		{now, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now), domain.TF1m, false},
+		{now.Add(time.Minute), periodic(domain.TF4h), domain.TF4h, false},
+		{time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC), periodic(domain.TF4h), domain.TF4h, true},
+		{time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC), periodic(domain.TF1d), domain.TF1d, false},
+	} {
+		now = c.at
+		if got := in.LiveRead(c.task, nasdaq, c.tf); got != c.live {
+			t.Errorf("%s at %s (series %q): a read of closed candles %v, want %v", c.tf, now.Format("15:04"), c.task.Headers()[worker.HeaderSeries], got, c.live)
+		}
+	}
 }

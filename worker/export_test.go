@@ -1,5 +1,11 @@
 package worker
 
+import (
+	"github.com/hibiken/asynq"
+
+	"github.com/marketscreener/market/domain"
+)
+
 // RunNowCounts is how many tasks RunNow ran and how many queued copies it
 // enqueued (runs that failed or did not start).
 func (w *Worker) RunNowCounts() (ran, copies int64) { return w.nowRuns.Load(), w.nowCopies.Load() }
@@ -23,4 +29,9 @@ func (in *Ingester) TakeHistorySlots() func() {
 			r()
 		}
 	}
+}
+
+// LiveRead is liveRead: whether the task's poll reads just-closed candles.
+func (in *Ingester) LiveRead(t *asynq.Task, c domain.Combination, tf domain.Timeframe) bool {
+	return in.liveRead(t, c, tf)
 }

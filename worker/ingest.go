@@ -230,6 +230,8 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 		// timeframe leave part of every window of the host's budget to
 		// the scored timeframes' and the 1m polls.
 		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
+	} else if in.liveRead(t, c, pl.Timeframe) {
+		ctx = hostbudget.WithClass(ctx, hostbudget.Live)
 	}
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
 	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
@@ -365,11 +367,17 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			return nil
 		}
 		n := 0
-		for _, part := range [][]string{polls, fresh} {
+		for k, part := range [][]string{polls, fresh} {
 			if len(part) == 0 {
 				continue
 			}
-			failed, err := in.ingestBulk(ctx, bp, c, tf, part, latest, pushed, scheduled, now, keep)
+			pctx := ctx
+			if k == 1 && hostbudget.ClassOf(ctx) == hostbudget.Live {
+				// New series' history is not a just-closed bar: it
+				// does not take the window kept for those.
+				pctx = hostbudget.WithClass(ctx, hostbudget.Urgent)
+			}
+			failed, err := in.ingestBulk(pctx, bp, c, tf, part, latest, pushed, scheduled, now, keep)
 			n += failed
 			if err != nil {
 				return stored, err

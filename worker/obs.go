@@ -123,7 +123,7 @@ func IngestErrorCategory(err error) string {
 }
 
 // Queues are every queue of the service.
-var Queues = []string{QueueCritical, QueueLive, QueueDefault, QueueIngest}
+var Queues = []string{QueueCritical, QueueLive, QueueDefault, QueueIngest, QueueMinute}
 
 // allQueuesKey is asynq's registry of queue names (what asynqmon and the
 // queue metrics list). asynq adds a queue to it on the first enqueue of a

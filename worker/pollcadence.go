@@ -97,5 +97,25 @@ func (in *Ingester) pollDue(ctx context.Context, c domain.Combination, tf domain
 	return false, "polled " + now.Sub(*h.LastSuccessAt).Round(time.Second).String() + " ago, next close " + st.nextClose.UTC().Format(time.RFC3339)
 }
 
+// liveRead reports whether a scheduled poll of tf of c reads candles that
+// have just closed (hostbudget.Live): the 1m bars at every tick, another
+// timeframe once a candle this process saw forming at its last complete
+// poll has closed (a scored timeframe's closing read). A first poll, and a
+// closed market's catch-up, are not.
+func (in *Ingester) liveRead(t *asynq.Task, c domain.Combination, tf domain.Timeframe) bool {
+	if t.Headers()[HeaderSeries] == "" {
+		return false
+	}
+	if tf == domain.TF1m {
+		return true
+	}
+	v, ok := in.polls.Load(pollKey(c, tf))
+	if !ok {
+		return false
+	}
+	next := v.(pollState).nextClose
+	return !next.IsZero() && !in.Now().Before(next)
+}
+
 // pollKey names a combination's timeframe in the per-process poll maps.
 func pollKey(c domain.Combination, tf domain.Timeframe) string { return c.String() + "/" + string(tf) }

@@ -23,6 +23,7 @@ const (
 	QueueDefault  = "default"  // scoring, statistics
 	QueueLive     = "live"     // screener snapshots: small, frequent, what clients see first
 	QueueIngest   = "ingest"   // candles
+	QueueMinute   = "minute"   // the 1m bars' polls, a lane of their own
 )
 
 // Config configures a Worker.
@@ -33,6 +34,10 @@ type Config struct {
 	// LiveConcurrency slots of its own.
 	Concurrency     int
 	LiveConcurrency int
+	// MinuteConcurrency is how many polls of the 1m bars run at once, in
+	// a lane of their own (QueueMinute): a minute's bars are not queued
+	// X
+	MinuteConcurrency int
 	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
 	PipelineConcurrency int
 	// RunNowDelay is how long RunNow waits before it runs a task
@@ -107,6 +112,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.LiveConcurrency <= 0 {
 		cfg.LiveConcurrency = 3
 	}
+	if cfg.MinuteConcurrency <= 0 {
+		cfg.MinuteConcurrency = 3
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -138,6 +146,7 @@ func New(cfg Config) (*Worker, error) {
 		// The default queue also holds the pipeline's queued copies, due
 		// Pipeline.CopyDelay after their enqueue: the safety net, not the path.
 		lane(cfg.Concurrency, map[string]int{QueueIngest: 3, QueueDefault: 2}),
+		lane(cfg.MinuteConcurrency, map[string]int{QueueMinute: 1}),
 	}
 	w.mux.Use(w.skipSuperseded, instrument)
 	return w, nil
