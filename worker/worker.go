@@ -36,7 +36,7 @@ type Config struct {
 	LiveConcurrency int
 	// MinuteConcurrency is how many polls of the 1m bars run at once, in
 	// a lane of their own (QueueMinute): a minute's bars are not queued
-	// X
+	// behind the other timeframes' polls and history loads (default 3).
 	MinuteConcurrency int
 	// PipelineConcurrency is how many tasks RunNow runs at once (default 4).
 	PipelineConcurrency int
