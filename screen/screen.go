@@ -184,7 +184,7 @@ func compileWith(market string, style analytics.Style, expr string, evalCost uin
 	var key string
 	if shaped {
 		key = string(m) + "\x00" + string(style) + "\x00" + strconv.FormatUint(evalCost, 10) + "\x00" + shape
-		if t := c.get(key); t != nil {
+		if t := c.get(key); t != nil && len(t.ids) == len(lits) {
 			p.bounded = true
 			t.instantiate(p, lits)
 			return p, nil

@@ -49,7 +49,8 @@ func shapeOf(expr string) (string, []slotLit, bool) {
 	for i := 0; i < len(expr); {
 		c := expr[i]
 		switch {
-		case c >= 0x80:
+		case c >= 0x80 || c == 0:
+			// (A NUL would also forge a slot's mark in the shape.)
 			return "", nil, false
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			// A run of spaces is one: it only separates tokens.

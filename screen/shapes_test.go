@@ -40,6 +40,7 @@ func TestShapeOf(t *testing.T) {
 		{`x > 1e`, "", nil},
 		{`x > 9223372036854775808`, "", nil},
 		{`x > 1e999`, "", nil},
+		{"x > \x00i", "", nil},
 	} {
 		shape, lits, ok := shapeOf(c.expr)
 		if ok != (c.shape != "") || shape != c.shape {
