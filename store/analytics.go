@@ -347,6 +347,7 @@ type saveColumns struct {
 	candleTime, updatedAt                                                                  []time.Time
 	prevUpdated, fundamentalsAt                                                            []*time.Time
 	snapshot, event                                                                        []bool
+	buf                                                                                    []byte // a result's JSON, reused
 }
 
 // newSaveColumns sorts recs in the primary key's order, whatever the
@@ -366,10 +367,11 @@ func newSaveColumns(recs []AnalyticsRecord, prev map[string]AnalyticsRecord) ([]
 }
 
 func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) error {
-	raw, err := json.Marshal(r.Result)
+	raw, err := appendResult(c.buf[:0], r.Result)
 	if err != nil {
 		return fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
 	}
+	c.buf = raw
 	p, had := prev[r.Symbol]
 	var prevUpdated *time.Time
 	if had {
