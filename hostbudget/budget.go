@@ -20,7 +20,11 @@
 // by the provider in the next. A request's Class (WithClass) sets how
 // much of a window it may fill: Urgent the whole planned weight, Bulk only
 // BulkShare of it (75 % by default), so history loads leave every window
-// room for the requests that keep served data current. Observe raises a
+// room for the requests that keep served data current. On a host whose
+// polls tick (Limit.Tick: Alpaca's bars, every minute) the window that
+// opens each tick is kept for Live requests, the reads of candles that
+// have just closed: Bulk books none of it and Urgent TickUrgentShare.
+// Observe raises a
 // window's count to the provider's own figure (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
 // process, until a 429's or a 418's Retry-After has passed.
 //
