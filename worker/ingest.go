@@ -261,7 +261,7 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 type seriesPart int
 
 const (
-	everySeries       seriesPart = iota
+	everySeries         seriesPart = iota
 	seriesWithCandles            // a poll: the series that have candles stored
 	seriesWithout                // history: the series that have none yet (bulk work)
 )
