@@ -258,11 +258,9 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 	scored, rest := candleOrder(region, served)
 	// The 1m series follow the scored ones at every tick, not rotated:
 	// their bars are polled every minute and read at once, in a lane of
-	// their own (worker.QueueMinute). Their history (the series with no
-	// candle yet) is loaded by a task of the bulk lane, rotated with the
-	// display-only series (worker.HandleIngestCandles tells them apart by
-	// their queue).
+	// their own (worker.QueueMinute).
 	minute := slices.DeleteFunc(slices.Clone(rest), func(sr candleSeries) bool { return sr.tf != domain.TF1m })
+	rest = slices.DeleteFunc(rest, func(sr candleSeries) bool { return sr.tf == domain.TF1m })
 	first := append(slices.Clip(scored), minute...)
 	return []Entry{
 		{Name: "ingest:tickers", Interval: tickerEvery, Tasks: func(tick time.Time) []Job {
@@ -278,20 +276,16 @@ func IngestEntries(region string, served domain.Served, tickerEvery, candleEvery
 		}},
 		{Name: "ingest:candles", Interval: candleEvery, Tasks: func(tick time.Time) []Job {
 			jobs := make([]Job, 0, len(first)+len(rest))
-			for k, sr := range append(slices.Clip(first), rotated(rest, tick, candleEvery)...) {
+			for _, sr := range append(slices.Clip(first), rotated(rest, tick, candleEvery)...) {
 				c, tf := sr.c, sr.tf
-				kind, queue := "candles", worker.QueueIngest
+				queue := worker.QueueIngest
 				if tf == domain.TF1m {
-					if k < len(first) {
-						queue = worker.QueueMinute
-					} else {
-						kind = "candles-history"
-					}
+					queue = worker.QueueMinute
 				}
 				jobs = append(jobs, Job{
-					ID:   fmt.Sprintf("ingest:%s:%s:%s:%s:%s:%s", kind, c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
+					ID:   fmt.Sprintf("ingest:candles:%s:%s:%s:%s:%s", c.Market, c.Exchange, c.Instrument, tf, tickStamp(tick)),
 					Task: worker.NewIngestCandlesTask(c, tf, tick), Queue: queue, Timeout: 5 * time.Minute,
-					Market: c.Market, Closing: sr.scored || queue == worker.QueueMinute,
+					Market: c.Market, Closing: sr.scored || tf == domain.TF1m,
 				})
 			}
 			return jobs

@@ -130,18 +130,7 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 		}
 	}
 	var ids []string
-	history := 0 // the 1m series' history tasks, in the bulk lane
 	for _, j := range jobs {
-		if strings.HasPrefix(j.ID, "ingest:candles-history:") {
-			if !strings.HasSuffix(j.ID, ":1m:20261122T101500") || j.Queue != worker.QueueIngest {
-				t.Errorf("history task %s in queue %s, want a 1m series' in %s", j.ID, j.Queue, worker.QueueIngest)
-			}
-			history++
-			continue
-		}
-		if strings.Contains(j.ID, ":1m:") != (j.Queue == worker.QueueMinute) {
-			t.Errorf("%s in queue %s: the 1m polls and only they go to %s", j.ID, j.Queue, worker.QueueMinute)
-		}
 		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(j.ID, "ingest:candles:"), ":20261122T101500"))
 	}
 	want := []string{
@@ -166,8 +155,8 @@ func TestCandleIngestLoadsScoredSeriesFirst(t *testing.T) {
 			n += len(domain.Timeframes)
 		}
 	}
-	if len(ids) != n || history != n/len(domain.Timeframes) {
-		t.Errorf("%d candle tasks a tick and %d 1m history tasks, want %d (every series once) and %d", len(ids), history, n, n/len(domain.Timeframes))
+	if len(ids) != n {
+		t.Errorf("%d candle tasks a tick, want %d (every series once)", len(ids), n)
 	}
 }
 
@@ -372,8 +361,8 @@ func TestTickerOrderRotates(t *testing.T) {
 		}
 	}
 	for _, j := range a[head:] {
-		if strings.HasSuffix(key(j), ":1m") && !strings.HasPrefix(key(j), "ingest:candles-history:") {
-			t.Fatalf("a 1m series' poll among the rotating ones: %s", key(j))
+		if strings.HasSuffix(key(j), ":1m") {
+			t.Fatalf("a 1m series among the rotating ones: %s", key(j))
 		}
 	}
 	if key(a[head]) == key(b[head]) || key(a[head+1]) != key(b[head]) {

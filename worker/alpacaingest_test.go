@@ -140,7 +140,7 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Wednesday 25 November 2026, 14:50 New York: in the session.
-	now := time.Date(2026, 11, 25, 19, 50, 20, 0, time.UTC) // 20 s into the minute: the window that opens a minute is not bulk work's
+	now := time.Date(2026, 11, 25, 19, 50, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	sim := exchangesim.New(exchangesim.Config{Seed: 12, Spot: 2, Perpetual: 1, Now: clock,
 		Alpaca: exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}})
@@ -177,15 +177,15 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 		poll bool
 		why  string
 	}{
-		{"19:50:20", domain.TF1h, true, "first poll of this process"},
-		{"19:51:20", domain.TF1h, false, "a minute after a poll, no close"},
-		{"19:51:20", domain.TF1m, true, "1m polls every tick"},
-		{"19:51:20", domain.TF4h, true, "the scored timeframe polls every tick"},
-		{"19:55:20", domain.TF1h, false, "five minutes after a poll, no close"},
+		{"19:50:00", domain.TF1h, true, "first poll of this process"},
+		{"19:51:00", domain.TF1h, false, "a minute after a poll, no close"},
+		{"19:51:00", domain.TF1m, true, "1m polls every tick"},
+		{"19:51:00", domain.TF4h, true, "the scored timeframe polls every tick"},
+		{"19:55:00", domain.TF1h, false, "five minutes after a poll, no close"},
 		{"20:00:30", domain.TF1h, true, "the 19:00 1h candle closed at 20:00"},
-		{"20:01:20", domain.TF1h, false, "a minute after the close's poll"},
-		{"20:14:20", domain.TF1h, false, "under 15 minutes after a poll"},
-		{"20:16:20", domain.TF1h, true, "the forming candle's refresh (15 minutes)"},
+		{"20:01:00", domain.TF1h, false, "a minute after the close's poll"},
+		{"20:14:00", domain.TF1h, false, "under 15 minutes after a poll"},
+		{"20:16:00", domain.TF1h, true, "the forming candle's refresh (15 minutes)"},
 	}
 	for _, s := range steps {
 		at, err := time.Parse("15:04:05", s.at)
@@ -294,52 +294,5 @@ func TestClosingReadIsScoredAsItGoes(t *testing.T) {
 	}
 	if len(calls) < 2 || total < 600 {
 		t.Fatalf("the closing read announced %d times, %d series in all; want a batch at a time", len(calls), total)
-	}
-}
-
-// TestMinuteLanePollsOnly: a 1m task of the minute lane polls only the
-// series that have candles (it never holds the lane for a history load),
-// and the 1m task of the bulk lane loads only the history of those that
-// have none.
-func TestMinuteLanePollsOnly(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	now := time.Date(2026, 11, 25, 19, 50, 30, 0, time.UTC) // 14:50 New York, in the session (mid-minute: bulk work waits out the window that opens a minute)
-	clock := func() time.Time { return now }
-	sim := exchangesim.New(exchangesim.Config{Seed: 14, Spot: 2, Perpetual: 1, Now: clock,
-		Alpaca: exchangesim.AlpacaConfig{Assets: 120, Plan: exchangesim.AlpacaPaid}})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feeds.AlpacaSIP,
-		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No score trigger: a cold start's display-only history would otherwise
-	// wait for the scored series'.
-	in := &worker.Ingester{Store: storetest.New(t), Feeds: reg, Logger: discard(), Now: clock}
-	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
-	run := func(lane string) (stored int, requests int64) {
-		t.Helper()
-		before := sim.Stats().Alpaca.Data.Requests
-		n, err := in.IngestPart(ctx, nasdaq, domain.TF1m, lane)
-		if err != nil {
-			t.Fatalf("%s lane at %s: %v", lane, now.Format("15:04"), err)
-		}
-		return n, sim.Stats().Alpaca.Data.Requests - before
-	}
-	if n, r := run(worker.QueueMinute); n != 0 || r != 0 {
-		t.Fatalf("the minute lane with nothing stored: %d candles, %d requests; want none (history is the bulk lane's)", n, r)
-	}
-	if n, r := run(worker.QueueIngest); n == 0 || r == 0 {
-		t.Fatalf("the bulk lane's history: %d candles, %d requests", n, r)
-	}
-	now = now.Add(time.Minute)
-	if n, r := run(worker.QueueIngest); n != 0 || r != 0 {
-		t.Fatalf("the bulk lane with every series stored: %d candles, %d requests; want none (the polls are the minute lane's)", n, r)
-	}
-	if n, r := run(worker.QueueMinute); n == 0 || r == 0 {
-		t.Fatalf("the minute lane's poll: %d candles, %d requests", n, r)
 	}
 }

@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"context"
-
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
@@ -36,11 +34,4 @@ func (in *Ingester) TakeHistorySlots() func() {
 // LiveRead is liveRead: whether the task's poll reads just-closed candles.
 func (in *Ingester) LiveRead(t *asynq.Task, c domain.Combination, tf domain.Timeframe) bool {
 	return in.liveRead(t, c, tf)
-}
-
-// IngestPart is HandleIngestCandles's work in a lane: "minute" polls the
-// series with candles, "ingest" loads the history of those without.
-func (in *Ingester) IngestPart(ctx context.Context, c domain.Combination, tf domain.Timeframe, lane string) (int, error) {
-	part := map[string]seriesPart{QueueMinute: seriesWithCandles, QueueIngest: seriesWithout}[lane]
-	return in.ingestCandles(ctx, c, tf, nil, nil, part)
 }

@@ -233,15 +233,7 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	} else if in.liveRead(t, c, pl.Timeframe) {
 		ctx = hostbudget.WithClass(ctx, hostbudget.Live)
 	}
-	part := everySeries
-	if q, ok := asynq.GetQueueName(ctx); ok && pl.Timeframe == domain.TF1m {
-		// A tick's 1m bars are polled in the minute lane, and the history
-		// of new 1m series is loaded by the tick's task in the bulk lane:
-		// a history load (minutes of requests) never holds a minute lane
-		// slot while the next minutes' polls wait.
-		part = map[string]seriesPart{QueueMinute: seriesWithCandles, QueueIngest: seriesWithout}[q]
-	}
-	n, err := in.ingestCandles(ctx, c, pl.Timeframe, nil, nil, part)
+	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
 	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
 	in.recordCandleHealth(ctx, c.Market, c.Exchange, pl.Timeframe, err)
 	if err != nil {
@@ -254,17 +246,8 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 // IngestCandles loads candles of one timeframe for the given symbols (nil =
 // every symbol of the combination) and returns how many were stored.
 func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) (int, error) {
-	return in.ingestCandles(ctx, c, tf, symbols, nil, everySeries)
+	return in.ingestCandles(ctx, c, tf, symbols, nil)
 }
-
-// seriesPart is which of a combination's series a candle task reads.
-type seriesPart int
-
-const (
-	everySeries         seriesPart = iota
-	seriesWithCandles            // a poll: the series that have candles stored
-	seriesWithout                // history: the series that have none yet (bulk work)
-)
 
 // IngestCandlesFrom is IngestCandles of the given symbols from their
 // newest stored candles as read before (latest, by symbol; a symbol
@@ -275,11 +258,10 @@ func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination,
 	if latest == nil {
 		latest = map[string]time.Time{}
 	}
-	return in.ingestCandles(ctx, c, tf, symbols, latest, everySeries)
+	return in.ingestCandles(ctx, c, tf, symbols, latest)
 }
 
-func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time,
-	part seriesPart) (int, error) {
+func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
 	if !c.HasCandles() {
 		return 0, fmt.Errorf("no candles are ingested for %s: %w", c, asynq.SkipRetry)
 	}
@@ -310,18 +292,6 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		// like the push feeds' catch-up it runs beside.
 		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
 		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
-	}
-	switch part {
-	case seriesWithCandles:
-		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return !stored })
-		full = false
-	case seriesWithout:
-		symbols = slices.DeleteFunc(symbols, func(s string) bool { _, stored := latest[s]; return stored })
-		ctx = hostbudget.WithClass(ctx, hostbudget.Bulk)
-		full = false
-	}
-	if part != everySeries && len(symbols) == 0 {
-		return 0, nil
 	}
 	now := in.Now()
 	const flushEvery = 40 // series per transaction: bounded memory, few round trips
