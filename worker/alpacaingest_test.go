@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -227,72 +226,5 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 		if got := in.LiveRead(c.task, nasdaq, c.tf); got != c.live {
 			t.Errorf("%s at %s (series %q): a read of closed candles %v, want %v", c.tf, now.Format("15:04"), c.task.Headers()[worker.HeaderSeries], got, c.live)
 		}
-	}
-}
-
-// announces records what a candle task announced, call by call.
-type announces struct {
-	scoresStocks4h
-	mu    sync.Mutex
-	calls [][]store.CandleKey
-}
-
-func (a *announces) CandlesChanged(_ context.Context, keys []store.CandleKey) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.calls = append(a.calls, keys)
-}
-
-func (a *announces) take() [][]store.CandleKey {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := a.calls
-	a.calls = nil
-	return out
-}
-
-// TestClosingReadIsScoredAsItGoes: the scored 4h poll at the 16:00 bell
-// (a read of just-closed candles) announces what it stored batch by batch,
-// so scoring starts with the first batch of a whole exchange instead of
-// after its last request; a first poll announces once, at its end.
-func TestClosingReadIsScoredAsItGoes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	// Wednesday 25 November 2026, 14:50 New York: in the session.
-	now := time.Date(2026, 11, 25, 19, 50, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	sim := exchangesim.New(exchangesim.Config{Seed: 13, Spot: 2, Perpetual: 1, Now: clock,
-		Alpaca: exchangesim.AlpacaConfig{Assets: 2400, Plan: exchangesim.AlpacaPaid}})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feeds.AlpacaSIP,
-		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &announces{}
-	in := &worker.Ingester{Store: storetest.New(t), Feeds: reg, Logger: discard(), Now: clock, Changes: rec}
-	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
-	poll := func() [][]store.CandleKey {
-		t.Helper()
-		task := worker.NewIngestCandlesTask(nasdaq, domain.TF4h, now)
-		task = asynq.NewTaskWithHeaders(task.Type(), task.Payload(), map[string]string{worker.HeaderSeries: "ingest:candles:4h"})
-		if err := in.HandleIngestCandles(ctx, task); err != nil {
-			t.Fatalf("4h at %s: %v", now.Format("15:04"), err)
-		}
-		return rec.take()
-	}
-	if calls := poll(); len(calls) != 1 || len(calls[0]) < 600 {
-		t.Fatalf("the first poll announced %d times (%d series at first), want once, over 600 series", len(calls), len(calls[0]))
-	}
-	now = time.Date(2026, 11, 25, 21, 0, 5, 0, time.UTC) // the bell: the 12:00-16:00 candle closed
-	calls := poll()
-	total := 0
-	for _, c := range calls {
-		total += len(c)
-	}
-	if len(calls) < 2 || total < 600 {
-		t.Fatalf("the closing read announced %d times, %d series in all; want a batch at a time", len(calls), total)
 	}
 }

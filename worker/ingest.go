@@ -320,11 +320,6 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		err := write.store(ctx, batch)
 		clear(batch)
-		if err == nil && hostbudget.ClassOf(ctx) == hostbudget.Live {
-			// A closing read (11,000 stocks' bars at the bell) has what
-			// it stored scored as it goes, not after its last request.
-			write.announce(ctx)
-		}
 		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
