@@ -139,7 +139,7 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Wednesday 25 November 2026, 14:50 New York: in the session.
-	now := time.Date(2026, 11, 25, 19, 50, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 25, 19, 50, 20, 0, time.UTC) // 20 s into the minute: the window that opens a minute is not bulk work's
 	clock := func() time.Time { return now }
 	sim := exchangesim.New(exchangesim.Config{Seed: 12, Spot: 2, Perpetual: 1, Now: clock,
 		Alpaca: exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}})
@@ -176,15 +176,15 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 		poll bool
 		why  string
 	}{
-		{"19:50:00", domain.TF1h, true, "first poll of this process"},
-		{"19:51:00", domain.TF1h, false, "a minute after a poll, no close"},
-		{"19:51:00", domain.TF1m, true, "1m polls every tick"},
-		{"19:51:00", domain.TF4h, true, "the scored timeframe polls every tick"},
-		{"19:55:00", domain.TF1h, false, "five minutes after a poll, no close"},
+		{"19:50:20", domain.TF1h, true, "first poll of this process"},
+		{"19:51:20", domain.TF1h, false, "a minute after a poll, no close"},
+		{"19:51:20", domain.TF1m, true, "1m polls every tick"},
+		{"19:51:20", domain.TF4h, true, "the scored timeframe polls every tick"},
+		{"19:55:20", domain.TF1h, false, "five minutes after a poll, no close"},
 		{"20:00:30", domain.TF1h, true, "the 19:00 1h candle closed at 20:00"},
-		{"20:01:00", domain.TF1h, false, "a minute after the close's poll"},
-		{"20:14:00", domain.TF1h, false, "under 15 minutes after a poll"},
-		{"20:16:00", domain.TF1h, true, "the forming candle's refresh (15 minutes)"},
+		{"20:01:20", domain.TF1h, false, "a minute after the close's poll"},
+		{"20:14:20", domain.TF1h, false, "under 15 minutes after a poll"},
+		{"20:16:20", domain.TF1h, true, "the forming candle's refresh (15 minutes)"},
 	}
 	for _, s := range steps {
 		at, err := time.Parse("15:04:05", s.at)
