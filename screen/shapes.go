@@ -52,7 +52,7 @@ func shapeOf(expr string) (string, []slotLit, bool) {
 		case c >= 0x80 || c == 0:
 			// (A NUL would also forge a slot's mark in the shape.)
 			return "", nil, false
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case isSpace(c):
 			// A run of spaces is one: it only separates tokens.
 			if !space {
 				b.WriteByte(' ')
@@ -114,6 +114,8 @@ func shapeOf(expr string) (string, []slotLit, bool) {
 	}
 	return b.String(), lits, true
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func isIdentStart(c byte) bool {
 	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
@@ -205,7 +207,7 @@ func newTemplate(p *Program, ast *celast.AST, expr string, lits []slotLit) *temp
 		// -5: one literal from the minus sign, spaces between.
 		neg := negate(l.val)
 		k := l.off - 1
-		for k >= 0 && expr[k] == ' ' || k >= 0 && expr[k] == '\t' || k >= 0 && expr[k] == '\n' || k >= 0 && expr[k] == '\r' {
+		for k >= 0 && isSpace(expr[k]) {
 			k--
 		}
 		if neg == nil || k < 0 || expr[k] != '-' {

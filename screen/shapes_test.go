@@ -124,13 +124,10 @@ func siblingOf(rng *rand.Rand, expr string, lits []slotLit) string {
 			end += len(r)
 		case types.Int:
 			b.WriteString(strconv.FormatInt(rng.Int64N(200), 10))
-			end += len(strconv.FormatInt(int64(v), 10))
+			end, _, _ = scanNumber(expr, l.off)
 		case types.Double:
 			b.WriteString(strconv.FormatFloat(float64(rng.IntN(2000))/10, 'f', 1, 64))
-			for end < len(expr) && strings.IndexByte("0123456789.eE+-", expr[end]) >= 0 &&
-				!(expr[end] == '-' || expr[end] == '+') || end < len(expr) && (expr[end] == '-' || expr[end] == '+') && (expr[end-1] == 'e' || expr[end-1] == 'E') {
-				end++
-			}
+			end, _, _ = scanNumber(expr, l.off)
 		}
 		last = end
 	}
