@@ -24,8 +24,8 @@
 // polls tick (Limit.Tick: Alpaca's bars, every minute) the window that
 // opens each tick is kept for Live requests, the reads of candles that
 // have just closed: Bulk books none of it and Urgent TickUrgentShare.
-// Observe raises a
-// window's count to the provider's own figure (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
+// Observe raises a window's count to the provider's own figure
+// (X-MBX-USED-WEIGHT-1M); Ban pauses every caller of the host, in every
 // process, until a 429's or a 418's Retry-After has passed.
 //
 // Windows are numbered from the Unix epoch on Redis's clock, the one every
@@ -365,13 +365,13 @@ func (b *Budget) shared() bool {
 func guard(window time.Duration) time.Duration { return min(window/8, maxGuard) }
 
 // opensTick reports whether the window [start, start+window) holds the
-// start of a tick (a multiple of tick on the callers' clock, which is
-// start less off).
-func opensTick(start, window, tick, off int64) bool {
+// start of a tick (a multiple of tick), all on the callers' clock (the
+// reserve script does the same on Redis's, less the offset).
+func opensTick(start, window, tick int64) bool {
 	if tick <= 0 {
 		return false
 	}
-	r := ((start-off)%tick + tick) % tick
+	r := (start%tick + tick) % tick
 	return r == 0 || r+window > tick
 }
 

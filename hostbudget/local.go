@@ -34,7 +34,7 @@ func (h *localHost) reserve(window, tick time.Duration, capacity caps, weight in
 	}
 	for !t.After(horizon) {
 		c := capacity.window
-		if opensTick(idx*w, w, tick.Milliseconds(), 0) {
+		if opensTick(idx*w, w, tick.Milliseconds()) {
 			c = capacity.tick
 		}
 		if used := h.used[idx]; c > 0 && (used == 0 || used+weight <= c) {
