@@ -18,6 +18,7 @@ func appendResult(b []byte, r *analytics.Result) ([]byte, error) {
 	if r == nil {
 		return append(b, "null"...), nil
 	}
+	var err error
 	b = append(b, `{"technical_score":`...)
 	b = strconv.AppendInt(b, int64(r.TechnicalScore), 10)
 	b = append(b, `,"fundamental_score":`...)
@@ -46,7 +47,6 @@ func appendResult(b []byte, r *analytics.Result) ([]byte, error) {
 			b = jsonenc.AppendString(b, f.Value)
 			b = append(b, `,"sentiment":`...)
 			b = jsonenc.AppendString(b, string(f.Sentiment))
-			var err error
 			if b, err = appendFinite(append(b, `,"weight":`...), f.Weight); err != nil {
 				return b, err
 			}
@@ -61,7 +61,6 @@ func appendResult(b []byte, r *analytics.Result) ([]byte, error) {
 		b = append(b, ']')
 	}
 	sc := &r.Scenario
-	var err error
 	if b, err = appendFinite(append(b, `,"scenario":{"support":`...), sc.Support); err != nil {
 		return b, err
 	}
