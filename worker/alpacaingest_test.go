@@ -97,6 +97,18 @@ func TestAlpacaBulkIngest(t *testing.T) {
 		t.Fatalf("1m with every history slot taken: %d series loaded, want none", n)
 	}
 	release()
+
+	// A 1m task's history load ends with its turn (40 s by default; here
+	// at once), after at least one chunk: the lane's slot is not held for
+	// minutes, and the rest follows at the next tick.
+	in.BoundMinuteHistory(time.Nanosecond, 10)
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now)); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(domain.TF1m); n == 0 || n > 10 {
+		t.Fatalf("1m with a turn that ends at once: %d series loaded, want the first chunk's (at most 10)", n)
+	}
+	in.BoundMinuteHistory(0, 0)
 	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/hibiken/asynq"
 
 	"github.com/marketscreener/market/domain"
@@ -13,8 +15,9 @@ func (w *Worker) RunNowCounts() (ran, copies int64) { return w.nowRuns.Load(), w
 // OnRunNow sets a function told each task id RunNow takes (before Run).
 func (w *Worker) OnRunNow(f func(taskID string)) { w.onRunNow = f }
 
-// TakeHistorySlots takes every display-only history slot of in, as loads
-// under way would; the returned function gives them back.
+// TakeHistorySlots takes every display-only history slot of in and the
+// 1m tasks' one, as loads under way would; the returned function gives them
+// back.
 func (in *Ingester) TakeHistorySlots() func() {
 	var releases []func()
 	for {
@@ -23,6 +26,13 @@ func (in *Ingester) TakeHistorySlots() func() {
 			break
 		}
 		releases = append(releases, r)
+	}
+	for {
+		t := in.takeHistoryTurn(domain.TF1m)
+		if !t.ok {
+			break
+		}
+		releases = append(releases, t.release)
 	}
 	return func() {
 		for _, r := range releases {
@@ -34,4 +44,10 @@ func (in *Ingester) TakeHistorySlots() func() {
 // LiveRead is liveRead: whether the task's poll reads just-closed candles.
 func (in *Ingester) LiveRead(t *asynq.Task, c domain.Combination, tf domain.Timeframe) bool {
 	return in.liveRead(t, c, tf)
+}
+
+// BoundMinuteHistory sets how long a 1m task loads new series' history and
+// how many series it reads between two looks at the clock.
+func (in *Ingester) BoundMinuteHistory(d time.Duration, chunk int) {
+	in.minuteHistoryFor, in.minuteHistoryChunk = d, chunk
 }

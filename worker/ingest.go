@@ -119,9 +119,15 @@ type Ingester struct {
 	// listed is, by combination, the digest of the symbol list last
 	// recorded by syncListings.
 	listed sync.Map
-	// history holds the display-only history loads under way (historySlot).
-	history     chan struct{}
-	historyOnce sync.Once
+	// history holds the display-only history loads under way (historySlot),
+	// minuteHistory the one of the 1m tasks (minuteHistorySlot).
+	history       chan struct{}
+	minuteHistory chan struct{}
+	historyOnce   sync.Once
+	// minuteHistoryFor and minuteHistoryChunk bound a 1m task's history
+	// load (historyTurn); zero is the default, tests set them.
+	minuteHistoryFor   time.Duration
+	minuteHistoryChunk int
 	// scored is, by combination, whether scoredLoaded holds, and under
 	// "first" when this process first asked.
 	scored sync.Map
@@ -350,9 +356,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				}
 			}
 		}
+		var turn historyTurn
 		if len(fresh) > 0 && !want {
-			if release, ok := in.historySlot(); ok {
-				defer release()
+			if turn = in.takeHistoryTurn(tf); turn.ok {
+				defer turn.release()
 			} else {
 				in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf, "series", len(fresh))
 				fresh, full = nil, false
@@ -367,15 +374,27 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			return nil
 		}
 		n := 0
-		for k, part := range [][]string{polls, fresh} {
+		parts := [][]string{polls}
+		if turn.bounded() {
+			// A 1m task's history is read in pieces, until its turn ends.
+			parts = append(parts, slices.Collect(slices.Chunk(fresh, turn.chunk))...)
+		} else {
+			parts = append(parts, fresh)
+		}
+		for k, part := range parts {
 			if len(part) == 0 {
 				continue
 			}
 			pctx := ctx
-			if k == 1 && hostbudget.ClassOf(ctx) == hostbudget.Live {
+			if k > 0 && hostbudget.ClassOf(ctx) == hostbudget.Live {
 				// New series' history is not a just-closed bar: it
 				// does not take the window kept for those.
 				pctx = hostbudget.WithClass(ctx, hostbudget.Urgent)
+			}
+			if k > 1 && turn.over() {
+				in.logger().Debug("history load continues at the next tick", "combination", c.String(), "timeframe", tf, "series", len(fresh))
+				full = false
+				break
 			}
 			failed, err := in.ingestBulk(pctx, bp, c, tf, part, latest, pushed, scheduled, now, keep)
 			n += failed
@@ -394,8 +413,29 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		return stored, nil
 	}
+	// A scheduled 1m task takes its history turn at its first new series.
+	var turn historyTurn
+	asked1m := 0 // new series read in the turn
+	defer func() {
+		if turn.ok {
+			turn.release()
+		}
+	}()
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
+		if _, ok := latest[sym]; !ok && scheduled && tf == domain.TF1m {
+			if !turn.ok && !turn.refused {
+				if turn = in.takeHistoryTurn(tf); !turn.ok {
+					turn.refused = true
+					in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf)
+				}
+			}
+			if turn.refused || (asked1m > 0 && turn.over()) {
+				full = false
+				continue
+			}
+			asked1m++
+		}
 		if last, ok := latest[sym]; ok {
 			// A series stalled for longer than its retention resumes at the
 			// cut-off: older candles would only be deleted again.
@@ -523,13 +563,75 @@ const historySlots = 2
 // historySlot takes one of historySlots for a display-only history load;
 // ok is false when all are taken.
 func (in *Ingester) historySlot() (release func(), ok bool) {
-	in.historyOnce.Do(func() { in.history = make(chan struct{}, historySlots) })
+	in.initHistory()
 	select {
 	case in.history <- struct{}{}:
 		return func() { <-in.history }, true
 	default:
 		return nil, false
 	}
+}
+
+// minuteHistorySlots is how many 1m tasks of a process load new series'
+// history at once: one of the minute lane's slots (three by default), so
+// the others always poll the bars that just closed.
+const minuteHistorySlots = 1
+
+// minuteHistoryFor is how long a 1m task loads history before it leaves
+// the rest to the next tick's task (its slot then polls again), and
+// minuteHistoryChunk how many series it reads between two looks at the
+// clock.
+const (
+	minuteHistoryFor   = 40 * time.Second
+	minuteHistoryChunk = 100
+)
+
+// historyTurn is a task's permission to load new series' history: one of
+// historySlots, or for a 1m task the minute lane's own slot, which is
+// also bounded in time (until) and read in chunks.
+type historyTurn struct {
+	release func()
+	ok      bool
+	refused bool // asked and refused: the series wait for a later tick
+	until   time.Time
+	chunk   int
+}
+
+// bounded reports whether the turn ends in time.
+func (t historyTurn) bounded() bool { return !t.until.IsZero() }
+
+// over reports whether a bounded turn has ended.
+func (t historyTurn) over() bool { return t.bounded() && !time.Now().Before(t.until) }
+
+// takeHistoryTurn takes a history slot for a load of tf; ok is false when
+// every slot is taken. A 1m load is bounded by time (the turn's until,
+// on the wall clock: it bounds how long the lane's slot is held).
+func (in *Ingester) takeHistoryTurn(tf domain.Timeframe) historyTurn {
+	if tf != domain.TF1m {
+		release, ok := in.historySlot()
+		return historyTurn{release: release, ok: ok}
+	}
+	in.initHistory()
+	select {
+	case in.minuteHistory <- struct{}{}:
+	default:
+		return historyTurn{}
+	}
+	d, chunk := in.minuteHistoryFor, in.minuteHistoryChunk
+	if d <= 0 {
+		d = minuteHistoryFor
+	}
+	if chunk <= 0 {
+		chunk = minuteHistoryChunk
+	}
+	return historyTurn{release: func() { <-in.minuteHistory }, ok: true, until: time.Now().Add(d), chunk: chunk}
+}
+
+func (in *Ingester) initHistory() {
+	in.historyOnce.Do(func() {
+		in.history = make(chan struct{}, historySlots)
+		in.minuteHistory = make(chan struct{}, minuteHistorySlots)
+	})
 }
 
 // seriesFloors is, by symbol, where the next bulk poll of a series may

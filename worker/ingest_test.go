@@ -350,3 +350,49 @@ func TestRESTRereadsSeriesPushedWhileItPolls(t *testing.T) {
 		}
 	}
 }
+
+// TestMinuteHistoryTakesItsTurn: a scheduled 1m task of a feed read one
+// symbol a request loads new series' history within the minute lane's
+// one history turn: none while another task holds it, and, when the turn
+// ends, no more than it has read (here one series), the rest at the next
+// tick; the series with candles are polled either way.
+func TestMinuteHistoryTakesItsTurn(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	ctx := context.Background()
+	series := func() int {
+		t.Helper()
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'binance' AND timeframe = '1m'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tick := func() {
+		t.Helper()
+		if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF1m, clk.t.Truncate(time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	release := in.TakeHistorySlots()
+	tick()
+	if n := series(); n != 0 {
+		t.Fatalf("with the history turn taken: %d series loaded, want none", n)
+	}
+	release()
+
+	in.BoundMinuteHistory(time.Nanosecond, 0)
+	tick()
+	if n := series(); n != 1 {
+		t.Fatalf("with a turn that ends at once: %d series loaded, want 1", n)
+	}
+	in.BoundMinuteHistory(0, 0)
+	clk.t = clk.t.Add(time.Minute)
+	tick()
+	if n := series(); n < 200 {
+		t.Fatalf("at the next tick: %d series loaded, want every one (≥ 200)", n)
+	}
+}
