@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -113,6 +114,9 @@ type Ingester struct {
 	// of each series may start at the latest (a *seriesFloors: the
 	// series this process has read, ingestBulk).
 	polled sync.Map
+	// due is, by combination and timeframe, the series polled before
+	// their history was read (a *historyDue).
+	due sync.Map
 	// polls is, by combination and timeframe, the pollState of this
 	// process's last complete scheduled poll (pollDue).
 	polls sync.Map
@@ -356,6 +360,27 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				}
 			}
 		}
+		// A 1m task polls new series' newest bars with the others (two
+		// or three bars each, in the same requests) and loads their
+		// history after, in its turn: a new listing's just-closed bar does
+		// not wait for its history, which takes the free plan's budget
+		// minutes for a whole market. The series polled without it are
+		// kept (historyDue) until their history is read; a process that
+		// stops before leaves them with the bars since their first poll
+		// (1m bars are kept a day or two: docs/candle-storage.md).
+		var due *historyDue
+		if scheduled && tf == domain.TF1m && !want {
+			due = in.historyDue(c, tf)
+			if len(fresh) > 0 {
+				recent := now.Add(-minuteFirstBars * tf.Duration()).Truncate(tf.Duration())
+				for _, s := range fresh {
+					latest[s] = recent
+				}
+				due.add(fresh)
+				polls = append(polls, fresh...)
+			}
+			fresh = due.list()
+		}
 		var turn historyTurn
 		if len(fresh) > 0 && !want {
 			if turn = in.takeHistoryTurn(tf); turn.ok {
@@ -396,13 +421,20 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				full = false
 				break
 			}
-			failed, err := in.ingestBulk(pctx, bp, c, tf, part, latest, pushed, scheduled, now, keep)
+			from := latest
+			if k > 0 && due != nil {
+				from = nil // their history: InitialCandles each
+			}
+			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, keep)
 			n += failed
 			if err != nil {
 				return stored, err
 			}
 			if err := flush(); err != nil {
 				return stored, err
+			}
+			if k > 0 && due != nil {
+				due.remove(part) // a symbol that failed is logged, and keeps what it has
 			}
 		}
 		if n > 0 {
@@ -572,6 +604,46 @@ func (in *Ingester) historySlot() (release func(), ok bool) {
 	}
 }
 
+// minuteFirstBars is how far back a 1m task's first poll of a new series
+// reads, in bars: the one that just closed and the two before.
+const minuteFirstBars = 3
+
+// historyDue is the series of one combination and timeframe polled before
+// their history was read (the 1m tasks'), by symbol.
+type historyDue struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// historyDue is the set of c's series of tf whose history is still due.
+func (in *Ingester) historyDue(c domain.Combination, tf domain.Timeframe) *historyDue {
+	v, _ := in.due.LoadOrStore(pollKey(c, tf), &historyDue{m: map[string]bool{}})
+	return v.(*historyDue)
+}
+
+func (d *historyDue) add(symbols []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range symbols {
+		d.m[s] = true
+	}
+}
+
+func (d *historyDue) remove(symbols []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range symbols {
+		delete(d.m, s)
+	}
+}
+
+// list is the due symbols, sorted.
+func (d *historyDue) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.m))
+}
+
 // minuteHistorySlots is how many 1m tasks of a process load new series'
 // history at once: one of the minute lane's slots (three by default), so
 // the others always poll the bars that just closed.
@@ -582,7 +654,7 @@ const minuteHistorySlots = 1
 // minuteHistoryChunk how many series it reads between two looks at the
 // clock.
 const (
-	minuteHistoryFor   = 40 * time.Second
+	minuteHistoryFor   = 2 * time.Minute
 	minuteHistoryChunk = 100
 )
 
