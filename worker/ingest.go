@@ -124,7 +124,7 @@ type Ingester struct {
 	// recorded by syncListings.
 	listed sync.Map
 	// history holds the display-only history loads under way (historySlot),
-	// minuteHistory the one of the 1m tasks (minuteHistorySlot).
+	// minuteHistory the one of the 1m tasks (takeHistoryTurn).
 	history       chan struct{}
 	minuteHistory chan struct{}
 	historyOnce   sync.Once
@@ -365,12 +365,13 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		// history after, in its turn: a new listing's just-closed bar does
 		// not wait for its history, which takes the free plan's budget
 		// minutes for a whole market. The series polled without it are
-		// kept (historyDue) until their history is read; a process that
-		// stops before leaves them with the bars since their first poll
-		// (1m bars are kept a day or two: docs/candle-storage.md).
+		// kept (historyDue) until their history is read; a process's
+		// first 1m task of the combination also finds those a process
+		// before it left without their history (seedDue).
 		var due *historyDue
 		if scheduled && tf == domain.TF1m && !want {
 			due = in.historyDue(c, tf)
+			in.seedDue(ctx, c, tf, due, polls)
 			if len(fresh) > 0 {
 				recent := now.Add(-minuteFirstBars * tf.Duration()).Truncate(tf.Duration())
 				for _, s := range fresh {
@@ -381,8 +382,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			}
 			fresh = due.list()
 		}
-		var turn historyTurn
-		if len(fresh) > 0 && !want {
+		var turn historyTurn // a 1m task's is taken at its first history read
+		if len(fresh) > 0 && !want && due == nil {
 			if turn = in.takeHistoryTurn(tf); turn.ok {
 				defer turn.release()
 			} else {
@@ -400,9 +401,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		n := 0
 		parts := [][]string{polls}
-		if turn.bounded() {
+		if due != nil {
 			// A 1m task's history is read in pieces, until its turn ends.
-			parts = append(parts, slices.Collect(slices.Chunk(fresh, turn.chunk))...)
+			parts = append(parts, slices.Collect(slices.Chunk(fresh, in.minuteChunk()))...)
 		} else {
 			parts = append(parts, fresh)
 		}
@@ -416,17 +417,28 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				// does not take the window kept for those.
 				pctx = hostbudget.WithClass(ctx, hostbudget.Urgent)
 			}
-			if k > 1 && turn.over() {
-				in.logger().Debug("history load continues at the next tick", "combination", c.String(), "timeframe", tf, "series", len(fresh))
-				full = false
-				break
+			if k > 0 && due != nil {
+				if !turn.ok {
+					if turn = in.takeHistoryTurn(tf); !turn.ok {
+						in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf, "series", len(fresh))
+						full = false
+						break
+					}
+					defer turn.release()
+				} else if turn.over() {
+					in.logger().Debug("history load continues at the next tick", "combination", c.String(), "timeframe", tf, "series", len(fresh))
+					full = false
+					break
+				}
 			}
 			from := latest
 			if k > 0 && due != nil {
 				from = nil // their history: InitialCandles each
 			}
 			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, keep)
-			n += failed
+			if k == 0 || due == nil {
+				n += len(failed) // a due series that fails counts once, in the poll
+			}
 			if err != nil {
 				return stored, err
 			}
@@ -434,7 +446,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				return stored, err
 			}
 			if k > 0 && due != nil {
-				due.remove(part) // a symbol that failed is logged, and keeps what it has
+				// A series whose read failed stays due.
+				due.remove(slices.DeleteFunc(slices.Clone(part), func(s string) bool { return slices.Contains(failed, s) }))
 			}
 		}
 		if n > 0 {
@@ -462,7 +475,12 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 					in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf)
 				}
 			}
-			if turn.refused || (asked1m > 0 && turn.over()) {
+			if turn.ok && asked1m > 0 && turn.over() {
+				// The turn has ended: its slot goes to the next task.
+				turn.release()
+				turn.ok, turn.refused = false, true
+			}
+			if turn.refused {
 				full = false
 				continue
 			}
@@ -538,10 +556,9 @@ const bulkChunk = 1000
 // what it read, and the next poll is not longer for it. Without a read
 // yet (a new process), each series starts at its own newest candle.
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
-	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (int, error) {
+	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (failed []string, err error) {
 	v, _ := in.polled.LoadOrStore(pollKey(c, tf), &seriesFloors{m: map[string]time.Time{}})
 	floors := v.(*seriesFloors)
-	failures := 0
 	var lastErr error
 	for chunk := range slices.Chunk(symbols, bulkChunk) {
 		from := make(map[string]time.Time, len(chunk))
@@ -562,7 +579,7 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 			floors.set(chunk, bad, asked.Add(-2*tf.Duration()-time.Minute))
 		}
 		for sym, e := range bad {
-			failures, lastErr = failures+1, e
+			failed, lastErr = append(failed, sym), e
 			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", e)
 		}
 		for sym, cs := range got {
@@ -570,22 +587,22 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 				continue
 			}
 			if serr := keep(store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}, cs, asked); serr != nil {
-				return failures, serr
+				return failed, serr
 			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return failures, ctx.Err()
+				return failed, ctx.Err()
 			}
 			// What was read is stored; the rest of this chunk and the
 			// chunks after it wait for the next poll.
-			return failures, err
+			return failed, err
 		}
 	}
-	if failures > 0 {
-		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", failures, "last", lastErr)
+	if len(failed) > 0 {
+		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", len(failed), "last", lastErr)
 	}
-	return failures, nil
+	return failed, nil
 }
 
 // historySlots is how many display-only history loads a process runs at
@@ -611,8 +628,41 @@ const minuteFirstBars = 3
 // historyDue is the series of one combination and timeframe polled before
 // their history was read (the 1m tasks'), by symbol.
 type historyDue struct {
-	mu sync.Mutex
-	m  map[string]bool
+	mu     sync.Mutex
+	m      map[string]bool
+	seeded bool // seedDue has read the store
+}
+
+// seedDue adds to due, once a process, the stored series (of symbols) with
+// fewer than unloadedCandles candles: those whose history a process before
+// this one did not read (it stopped first), or a listing younger than that,
+// which loads its few bars again. A failed read is logged and tried again
+// at the next task.
+func (in *Ingester) seedDue(ctx context.Context, c domain.Combination, tf domain.Timeframe, due *historyDue, symbols []string) {
+	due.mu.Lock()
+	seeded := due.seeded
+	due.mu.Unlock()
+	if seeded || len(symbols) == 0 {
+		return
+	}
+	counts, err := in.Store.CandleCounts(ctx, c.Market, c.Exchange, tf, symbols, unloadedCandles)
+	if err != nil {
+		in.logger().Warn("reading which series lack their history failed", "combination", c.String(), "timeframe", tf, "err", err)
+		return
+	}
+	var short []string
+	for _, s := range symbols {
+		if counts[s] < unloadedCandles {
+			short = append(short, s)
+		}
+	}
+	due.add(short)
+	due.mu.Lock()
+	due.seeded = true
+	due.mu.Unlock()
+	if len(short) > 0 {
+		in.logger().Info("series without their history load it in the 1m tasks' turn", "combination", c.String(), "timeframe", tf, "series", len(short))
+	}
 }
 
 // historyDue is the set of c's series of tf whose history is still due.
@@ -659,21 +709,26 @@ const (
 )
 
 // historyTurn is a task's permission to load new series' history: one of
-// historySlots, or for a 1m task the minute lane's own slot, which is
-// also bounded in time (until) and read in chunks.
+// historySlots, or for a 1m task the minute lane's own slot, which ends
+// minuteHistoryFor after it is taken (until).
 type historyTurn struct {
 	release func()
 	ok      bool
 	refused bool // asked and refused: the series wait for a later tick
 	until   time.Time
-	chunk   int
 }
 
-// bounded reports whether the turn ends in time.
-func (t historyTurn) bounded() bool { return !t.until.IsZero() }
+// over reports whether a turn bounded in time has ended.
+func (t historyTurn) over() bool { return !t.until.IsZero() && !time.Now().Before(t.until) }
 
-// over reports whether a bounded turn has ended.
-func (t historyTurn) over() bool { return t.bounded() && !time.Now().Before(t.until) }
+// minuteChunk is how many series a 1m task's history load reads between
+// two looks at the clock.
+func (in *Ingester) minuteChunk() int {
+	if in.minuteHistoryChunk > 0 {
+		return in.minuteHistoryChunk
+	}
+	return minuteHistoryChunk
+}
 
 // takeHistoryTurn takes a history slot for a load of tf; ok is false when
 // every slot is taken. A 1m load is bounded by time (the turn's until,
@@ -689,14 +744,11 @@ func (in *Ingester) takeHistoryTurn(tf domain.Timeframe) historyTurn {
 	default:
 		return historyTurn{}
 	}
-	d, chunk := in.minuteHistoryFor, in.minuteHistoryChunk
+	d := in.minuteHistoryFor
 	if d <= 0 {
 		d = minuteHistoryFor
 	}
-	if chunk <= 0 {
-		chunk = minuteHistoryChunk
-	}
-	return historyTurn{release: func() { <-in.minuteHistory }, ok: true, until: time.Now().Add(d), chunk: chunk}
+	return historyTurn{release: func() { <-in.minuteHistory }, ok: true, until: time.Now().Add(d)}
 }
 
 func (in *Ingester) initHistory() {

@@ -355,7 +355,7 @@ func TestRESTRereadsSeriesPushedWhileItPolls(t *testing.T) {
 // symbol a request loads new series' history within the minute lane's
 // one history turn: none while another task holds it, and, when the turn
 // ends, no more than it has read (here one series), the rest at the next
-// tick; the series with candles are polled either way.
+// tick.
 func TestMinuteHistoryTakesItsTurn(t *testing.T) {
 	t.Parallel()
 	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
