@@ -412,12 +412,13 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				continue
 			}
 			pctx := ctx
+			history := k > 0 && due != nil // a 1m task's history piece
 			if k > 0 && hostbudget.ClassOf(ctx) == hostbudget.Live {
 				// New series' history is not a just-closed bar: it
 				// does not take the window kept for those.
 				pctx = hostbudget.WithClass(ctx, hostbudget.Urgent)
 			}
-			if k > 0 && due != nil {
+			if history {
 				if !turn.ok {
 					if turn = in.takeHistoryTurn(tf); !turn.ok {
 						in.logger().Debug("history load waits for a slot", "combination", c.String(), "timeframe", tf, "series", len(fresh))
@@ -432,11 +433,11 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				}
 			}
 			from := latest
-			if k > 0 && due != nil {
+			if history {
 				from = nil // their history: InitialCandles each
 			}
 			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, keep)
-			if k == 0 || due == nil {
+			if !history {
 				n += len(failed) // a due series that fails counts once, in the poll
 			}
 			if err != nil {
@@ -445,7 +446,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			if err := flush(); err != nil {
 				return stored, err
 			}
-			if k > 0 && due != nil {
+			if history {
 				// A series whose read failed stays due.
 				due.remove(slices.DeleteFunc(slices.Clone(part), func(s string) bool { return slices.Contains(failed, s) }))
 			}
