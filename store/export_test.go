@@ -173,3 +173,11 @@ func ForgetAlertStates(db *DB) {
 	db.states.m = nil
 	db.states.mu.Unlock()
 }
+
+// ExplainRescore is the plan of RescoreCandidates' statement for q, as
+// EXPLAIN (FORMAT JSON) prints it.
+func ExplainRescore(db *DB, ctx context.Context, q RescoreQuery) ([]byte, error) {
+	var plan []byte
+	err := db.Pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+rescoreCandidatesSQL, rescoreArgs(q)...).Scan(&plan)
+	return plan, err
+}

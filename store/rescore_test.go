@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +218,94 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 	}
 	if got := candidates(open.Add(4*time.Hour+time.Second), time.Time{}); !cmp.Equal(got, []string{"AFTER", "BELL", "SETTLED"}) {
 		t.Errorf("past the candle's own end, no session close known: %v, want all three (read before 22:00)", got)
+	}
+}
+
+// RescoreCandidates looks each asset's screener row (of named symbols),
+// report and fundamentals up by its key, whatever the tables' statistics:
+// in a schema never analyzed (a new deployment, a server without
+// autovacuum) every table is planned as one row, and a join left to the
+// planner compared every asset with every report. The plan of the
+// statement, on a universe of a few thousand assets without statistics,
+// reads those tables only by index conditions naming the symbol.
+func TestRescoreCandidatesLooksUpByKey(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
+	src := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	const n = 3000
+	for _, q := range []string{
+		`INSERT INTO tickers (market, exchange, instrument, symbol, price, change_pct, volume, updated_at)
+			SELECT 'stocks', 'nasdaq', 'stock', 'S' || k, 10, 1, 1, $1 FROM generate_series(1, 3000) k`,
+		`INSERT INTO candles (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+			SELECT 'stocks', 'nasdaq', 'S' || k, '4h', date_trunc('hour', $1::timestamptz) - interval '2 hours', 10, 11, 9, 10, 1
+			FROM generate_series(1, 3000) k`,
+		`INSERT INTO analytics_reports (market, style, symbol, exchange, overall_score, verdict, price, change_pct, sparkline,
+				result, candle_time, candle_close, updated_at, fundamentals_at)
+			SELECT 'stocks', 'swing', 'S' || k, 'nasdaq', 0, 'neutral', 10, 1, '{}', '{}', date_trunc('hour', $1::timestamptz) - interval '2 hours', 10, $1, $1
+			FROM generate_series(1, 3000) k`,
+		`INSERT INTO fundamentals (market, symbol, inputs, updated_at) SELECT 'stocks', 'S' || k, '{}', $1 FROM generate_series(1, 3000, 7) k`,
+	} {
+		if _, err := db.Pool.Exec(ctx, q, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := make([]string, 0, n/2)
+	for k := 1; k <= n; k += 2 {
+		named = append(named, "S"+strconv.Itoa(k))
+	}
+	for _, symbols := range [][]string{nil, named} {
+		q := store.RescoreQuery{Source: src, Style: analytics.Swing, Timeframe: domain.TF4h, Symbols: symbols, Now: now}
+		raw, err := store.ExplainRescore(db, ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []struct{ Plan map[string]any }
+		if err := json.Unmarshal(raw, &plan); err != nil {
+			t.Fatal(err)
+		}
+		keyed := map[string]bool{"analytics_reports": true, "fundamentals": true}
+		if symbols != nil {
+			keyed["tickers"] = true
+		}
+		seen := map[string]bool{}
+		var walk func(node map[string]any)
+		walk = func(node map[string]any) {
+			if sub, _ := node["Subplan Name"].(string); sub == "CTE src" {
+				return // the source's screener rows: read whole (every asset), or their first only (whether there are any)
+			}
+			if rel, _ := node["Relation Name"].(string); keyed[rel] {
+				seen[rel] = true
+				cond, _ := node["Index Cond"].(string)
+				if !strings.Contains(cond, "symbol") {
+					t.Errorf("symbols %v: %s is read by %s with index condition %q, not by the asset's key", symbols != nil, rel, node["Node Type"], cond)
+				}
+			}
+			kids, _ := node["Plans"].([]any)
+			for _, k := range kids {
+				if m, ok := k.(map[string]any); ok {
+					walk(m)
+				}
+			}
+		}
+		walk(plan[0].Plan)
+		for rel := range keyed {
+			if !seen[rel] {
+				t.Errorf("symbols %v: the plan never reads %s", symbols != nil, rel)
+			}
+		}
+		cands, considered, err := db.RescoreCandidates(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := n
+		if symbols != nil {
+			want = len(named)
+		}
+		if considered != want || len(cands) != 0 {
+			t.Errorf("symbols %v: considered %d, %d candidates; want %d and none (every report is of the newest candle, in the slot)",
+				symbols != nil, considered, len(cands), want)
+		}
 	}
 }

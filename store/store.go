@@ -134,3 +134,18 @@ func translateNoRows(err error) error {
 	}
 	return translate(err, "row")
 }
+
+// WarnWithoutAutovacuum logs a warning when the server runs without
+// autovacuum: its tables are then never analyzed, so every statement is
+// planned on no statistics, and never vacuumed, so every update of a hot
+// table (the screener rows, the reports, the open candles) leaves a dead
+// row behind. Nothing here depends on it for correctness; the service's
+// speed at scale does.
+func (db *DB) WarnWithoutAutovacuum(ctx context.Context) {
+	var on string
+	if err := db.Pool.QueryRow(ctx, "SHOW autovacuum").Scan(&on); err != nil || on == "on" {
+		return
+	}
+	db.logger.Warn("Postgres runs with autovacuum off: tables are never analyzed or vacuumed, so statements are planned " +
+		"without statistics and updated tables keep growing; set autovacuum = on (the default)")
+}

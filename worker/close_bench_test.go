@@ -36,7 +36,8 @@ import (
 // BENCH_CLOSE_ASSETS (default 500) sets the universe; BENCH_CLOSE_MARKET
 // crypto (default: four styles) or stocks (one style, swing, the 16:00 New
 // York close); BENCH_CLOSE_CACHE=off scores without the worker's candle
-// cache (every run reads 500 candles a series). Each series holds 520
+// cache (every run reads 500 candles a series); BENCH_CLOSE_ANALYZE=off
+// without the tables' statistics. Each series holds 520
 // candles of a (hashed, repeatable) random walk, seeded in Postgres; the universe is scored
 // once before the timer starts (the cache then holds what the runs before
 // a close read).
@@ -100,10 +101,12 @@ func BenchmarkCloseRescoring(b *testing.B) {
 		b.Fatalf("first scoring: %d reports, want %d", n, assets*len(styles))
 	}
 	// A deployment's tables have statistics (autovacuum analyzes them);
-	// the fresh schema's reports table would otherwise be planned as
-	// empty, and the rescoring query joined to it by a nested loop.
-	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
-		b.Fatal(err)
+	// BENCH_CLOSE_ANALYZE=off scores without, as a new deployment before
+	// its first analyze, or a server without autovacuum, does.
+	if os.Getenv("BENCH_CLOSE_ANALYZE") != "off" {
+		if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
+			b.Fatal(err)
+		}
 	}
 	phases.reset()
 	cpu := storetest.StartCPU(b, db)
@@ -158,8 +161,10 @@ func seedCloseUniverse(b testing.TB, db *store.DB, src domain.Combination, style
 	if err := db.ReplaceTickers(ctx, src, ts); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, `ANALYZE candles`); err != nil {
-		b.Fatal(err)
+	if os.Getenv("BENCH_CLOSE_ANALYZE") != "off" {
+		if _, err := db.Pool.Exec(ctx, `ANALYZE candles`); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -354,6 +354,13 @@ func withDeployment(o options, extra map[string]string, fn func(*deployment) err
 		return err
 	}
 	defer d.db.Close()
+	// The server's autovacuum, where it is off (as on the CI server): a
+	// deployment runs with it.
+	vacuumStop, err := benchkit.Autovacuum(ctx, o.databaseURL, d.schema)
+	if err != nil {
+		return err
+	}
+	defer func() { log.Printf("autovacuum of %s: %s", d.schema, vacuumStop()) }()
 	stop, err := d.run(o)
 	if err != nil {
 		return err
