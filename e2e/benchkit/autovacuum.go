@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,17 +58,15 @@ func Autovacuum(ctx context.Context, databaseURL, schema string) (stop func() Au
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var (
-		mu       sync.Mutex
-		counts   = AutovacuumCounts{Emulated: true}
-		busy     = map[string]bool{}
-		running  atomic.Int32
-		wg       sync.WaitGroup
-		naptime  = time.Minute
-		maxWorks = int32(3)
+		mu      sync.Mutex
+		counts  = AutovacuumCounts{Emulated: true}
+		busy    = map[string]bool{}
+		workers = make(chan struct{}, 3) // autovacuum_max_workers
+		wg      sync.WaitGroup
 	)
 	work := func(table string, vacuum, analyze bool) {
 		defer wg.Done()
-		defer running.Add(-1)
+		defer func() { <-workers }()
 		defer func() { mu.Lock(); delete(busy, table); mu.Unlock() }()
 		t0 := time.Now()
 		err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
@@ -125,22 +122,27 @@ func Autovacuum(ctx context.Context, databaseURL, schema string) (stop func() Au
 		rows.Close()
 		for _, d := range list {
 			mu.Lock()
-			skip := busy[d.table] || running.Load() >= maxWorks
-			if !skip {
-				busy[d.table] = true
-				running.Add(1)
-				wg.Add(1)
-			}
+			skip := busy[d.table]
 			mu.Unlock()
-			if !skip {
-				go work(d.table, d.vacuum, d.analyze)
+			if skip {
+				continue
 			}
+			select {
+			case workers <- struct{}{}:
+			default:
+				return // every worker busy: the rest wait for the next naptime
+			}
+			mu.Lock()
+			busy[d.table] = true
+			mu.Unlock()
+			wg.Add(1)
+			go work(d.table, d.vacuum, d.analyze)
 		}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(naptime)
+		t := time.NewTicker(time.Minute) // autovacuum_naptime
 		defer t.Stop()
 		for {
 			select {
