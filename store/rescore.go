@@ -19,9 +19,11 @@ import (
 //     once);
 //   - its newest candle has ended (at its close, or at its market's
 //     session close within it) and the report read it before it ended, or
-//     its close moved since the report (at once: the final state of a
-//     candle no new candle follows yet, e.g. a stock's 12:00-16:00 4h bar
-//     at the bell, or the settled bar of the close's catch-up);
+//     its close moved since the report (at once for a run that a write
+//     triggered; a tick's run leaves it to the closing read's trigger for
+//     RescoreQuery.Settle: the final state of a candle no new candle
+//     follows yet, e.g. a stock's 12:00-16:00 4h bar at the bell, or the
+//     settled bar of the close's catch-up);
 //   - or its still-open candle's close moved since the report, or a new
 //     candle opened right after the closed one the report scored in the
 //     current slot, and the report was made before the current
@@ -112,6 +114,16 @@ type RescoreQuery struct {
 	// (its calendar's MarketState.Session at Now); zero for a market that
 	// never closes. A candle holding it ends there (api.candleEnd's rule).
 	SessionClose time.Time
+	// Settle defers the end-of-candle rule: a candle that ended less than
+	// Settle before Now is not rescored for having ended (the write of its
+	// closing read, which triggers a run of its own, is); after Settle it
+	// is, whatever was read. The tick's runs set it. A tick's run starts
+	// within a second of a close, before the closing read is stored (the
+	// stream's final kline, the bell's REST read): it rescored the whole
+	// universe on the candles as they stood before the close, held the
+	// market's run for as long (the 16:00 stock close: 11,000 reports),
+	// and the closing read's run then rescored them all again.
+	Settle time.Duration
 }
 
 // RescoreCandidate is an asset a scoring run must score: its stored report
@@ -200,7 +212,7 @@ func rescoreArgs(q RescoreQuery) []any {
 		sessionClose = q.SessionClose.UTC()
 	}
 	return []any{string(q.Source.Market), q.Source.Exchange, q.Source.Instrument, string(q.Timeframe), only, string(q.Style),
-		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC(), q.Timeframe.Duration(), sessionClose, q.Now.UTC()}
+		q.Now.Add(-fundamentalsMaxAge).UTC(), slotStart.UTC(), slotEnd.UTC(), q.Timeframe.Duration(), sessionClose, q.Now.UTC(), q.Settle}
 }
 
 // rescoreCandidatesSQL is RescoreCandidates' statement (rescoreArgs).
@@ -234,7 +246,8 @@ const rescoreCandidatesSQL = `WITH src AS (
 				OR a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
 					AND a.updated_at >= $8 AND a.updated_at < $9)
 				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
-				OR (a.candle_time = l.open_time AND e.end_at <= $12 AND (a.updated_at < e.end_at OR a.candle_close <> l.close))
+				OR (a.candle_time = l.open_time AND e.end_at <= $12::timestamptz - $13::interval
+					AND (a.updated_at < e.end_at OR a.candle_close <> l.close))
 				OR ((a.candle_close <> l.close OR a.candle_time <> l.open_time) AND (a.updated_at < $8 OR a.updated_at >= $9))
 		)
 		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,

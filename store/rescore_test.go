@@ -165,7 +165,9 @@ func TestRescoreCandidatesWithoutScreenerRows(t *testing.T) {
 // moved after it (the catch-up's settled bar), though no new candle
 // follows and the report is in the current open-candle slot. A report made
 // after the bell on the same close is not; before the bell, nothing is.
-// Without the session close the candle runs to its own end (22:00).
+// Without the session close the candle runs to its own end (22:00). A
+// tick's run (Settle) leaves the ended candle to its closing read's
+// trigger until Settle has passed since the bell.
 func TestRescoreCandidatesAtTheBell(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -193,10 +195,11 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 	if _, err := db.SaveAnalytics(ctx, recs, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle := time.Duration(0)
 	candidates := func(now, sessionClose time.Time) []string {
 		t.Helper()
 		cands, _, err := db.RescoreCandidates(ctx, store.RescoreQuery{Source: nyse, Style: analytics.Swing, Timeframe: domain.TF4h,
-			Now: now, SessionClose: sessionClose})
+			Now: now, SessionClose: sessionClose, Settle: settle})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +221,13 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 	}
 	if got := candidates(open.Add(4*time.Hour+time.Second), time.Time{}); !cmp.Equal(got, []string{"AFTER", "BELL", "SETTLED"}) {
 		t.Errorf("past the candle's own end, no session close known: %v, want all three (read before 22:00)", got)
+	}
+	settle = 45 * time.Second
+	if got := candidates(bell.Add(5*time.Second), bell); len(got) != 0 {
+		t.Errorf("a tick's run after the bell, within Settle: %v, want none (the closing read's trigger rescores them)", got)
+	}
+	if got := candidates(bell.Add(45*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) {
+		t.Errorf("a tick's run Settle after the bell: %v, want BELL and SETTLED", got)
 	}
 }
 

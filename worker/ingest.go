@@ -243,7 +243,13 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	} else if in.liveRead(t, c, pl.Timeframe) {
 		ctx = hostbudget.WithClass(ctx, hostbudget.Live)
 	}
+	started := time.Now()
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
+	if took := time.Since(started); took >= slowRun && hostbudget.ClassOf(ctx) == hostbudget.Live {
+		// A read of just-closed candles (a close's, or the minute's 1m
+		// bars) that took seconds: a close's rescoring waits for it.
+		in.logger().Info("slow closing read", "combination", c.String(), "timeframe", pl.Timeframe, "candles", n, "took", took, "err", err)
+	}
 	observeRows(c, store.CandleFeed(c.Market, c.Exchange, pl.Timeframe).Kind, n)
 	in.recordCandleHealth(ctx, c.Market, c.Exchange, pl.Timeframe, err)
 	if err != nil {
@@ -310,7 +316,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	var lastErr error
 	want := in.Changes != nil && in.Changes.WantsCandles(c.Market, c.Exchange, tf)
 	// Every batch is stored through the one path of candles; what changed
-	// is announced once, when the task ends (also when it fails part-way).
+	// is announced after each stored batch, so that a close's rescoring
+	// starts on the first batch of the closing read while the next ones
+	// are read (a whole stock market's 4h bars at the bell: a dozen
+	// requests), and when the task ends (also when it fails part-way).
 	write := in.newCandleWrite()
 	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
@@ -330,6 +339,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		err := write.store(ctx, batch)
 		clear(batch)
+		if err == nil {
+			write.announce(ctx)
+		}
 		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {

@@ -194,8 +194,12 @@ func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style 
 	// candle that moved is rescored once per open-candle slot) is the
 	// store's, which returns only the assets to score.
 	t0 := time.Now()
-	cands, considered, err := s.Store.RescoreCandidates(ctx, store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
-		Symbols: only, Now: now, SessionClose: domain.StateAt(s.Hours, m, now).Session.Close})
+	q := store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
+		Symbols: only, Now: now, SessionClose: domain.StateAt(s.Hours, m, now).Session.Close}
+	if only == nil {
+		q.Settle = tickSettle // the tick's run: a close's candles are rescored by their closing read's trigger
+	}
+	cands, considered, err := s.Store.RescoreCandidates(ctx, q)
 	ph.decide += time.Since(t0)
 	if err != nil {
 		return 0, 0, considered, err
@@ -293,8 +297,9 @@ func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Com
 	return rec, true
 }
 
-// runPhases is where a scoring run's time went, logged at debug level:
-// an operator reading a slow rescoring sees whether it waited for the
+// runPhases is where a scoring run's time went, logged at debug level,
+// and at info level when the run took slowRun or longer: an operator (or a
+// benchmark's log) reading a slow rescoring sees whether it waited for the
 // previous run, for Postgres (deciding, reading, saving) or for the CPU.
 type runPhases struct {
 	start                               time.Time
@@ -307,10 +312,27 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 	if ph.candidates == 0 {
 		return
 	}
-	l.Debug("scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
+	level := slog.LevelDebug
+	if time.Since(ph.start) >= slowRun {
+		level = slog.LevelInfo
+	}
+	l.Log(context.Background(), level, "scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
 		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
 		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full)
 }
+
+// tickSettle is how long after a candle's end the tick's runs leave its
+// rescoring to the run its closing read triggers (store.RescoreQuery's
+// Settle): the stream's final kline lands within seconds, the bell's REST
+// read of a whole stock market within a quarter of a minute. A candle
+// whose closing read changed nothing (no trade since the last read: no
+// write, no trigger) is rescored by the first tick after it, a minute on.
+const tickSettle = 45 * time.Second
+
+// slowRun is the duration from which a scoring run's phases are logged at
+// info level: a few seconds, a close's goal (every report rescored within
+// 5 s) at risk.
+const slowRun = 2 * time.Second
 
 // readBatch is how many assets' candles a scoring run reads per
 // statement.

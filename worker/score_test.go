@@ -250,3 +250,37 @@ func TestScoreSaveFailureAndCache(t *testing.T) {
 		t.Fatalf("reports scored through the cache differ from reports scored without it (-without +with):\n%.2000s", diff)
 	}
 }
+
+// At a close, the tick's run leaves the candles that have just ended to
+// the run their closing read triggers (store.RescoreQuery.Settle): a run
+// the trigger starts for named symbols rescores them at once, the tick's
+// rescores none until the settle time has passed, then every one the
+// closing read did not reach.
+func TestTickLeavesTheCloseToTheClosingRead(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	ctx := context.Background()
+	if err := in.HandleIngestTickers(ctx, worker.NewIngestTickersTask(spot, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF4h, clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: clk.now}
+	all, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing)
+	if err != nil || all < 200 {
+		t.Fatalf("first scoring: %d assets (%v), want every spot symbol", all, err)
+	}
+	clk.t = time.Date(2026, 11, 22, 12, 0, 5, 0, time.UTC) // the 08:00 candle ended at 12:00
+	if n, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || n != 0 {
+		t.Fatalf("the tick's run 5 s after the close rescored %d (%v), want none", n, err)
+	}
+	if n, _, err := sc.ScoreSymbols(ctx, domain.Crypto, analytics.Swing, []string{"BTC_USDT"}); err != nil || n != 1 {
+		t.Fatalf("the closing read's run rescored %d (%v), want BTC_USDT", n, err)
+	}
+	clk.t = clk.t.Add(45 * time.Second)
+	if n, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || n != all-1 {
+		t.Fatalf("the tick's run 50 s after the close rescored %d (%v), want the %d the closing read did not", n, err, all-1)
+	}
+}
