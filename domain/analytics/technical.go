@@ -142,9 +142,8 @@ func oscillatorFactors(s indicator.Series, ema50 float64, out []Factor) []Factor
 	v, ok = cciVote(cl, cl1)
 	add("cci_20", v, ok, f2(cl), "cci", "value", f2(cl), "prev", f2(cl1))
 
-	plus, minus, adx := indicator.DMI(s.High, s.Low, c, adxDILength, adxSmoothing)
-	al, pl, ml := indicator.Last(adx, 0), indicator.Last(plus, 0), indicator.Last(minus, 0)
-	v, ok = adxVote(al, indicator.Last(adx, 1), pl, ml)
+	pl, ml, al, al1 := indicator.DMILast(s.High, s.Low, c, adxDILength, adxSmoothing)
+	v, ok = adxVote(al, al1, pl, ml)
 	add("adx_14", v, ok, f2(al), "adx", "adx", f2(al), "plus", f2(pl), "minus", f2(ml))
 
 	ao := indicator.AwesomeOscillator(h, l, aoFast, aoSlow)
@@ -156,8 +155,7 @@ func oscillatorFactors(s indicator.Series, ema50 float64, out []Factor) []Factor
 	v, ok = momVote(mom, mom1)
 	add("momentum_10", v, ok, px(mom), "mom", "value", px(mom), "prev", px(mom1))
 
-	macd, sig, _ := indicator.MACD(c, macdFast, macdSlow, macdSignal)
-	ml0, sl0 := indicator.Last(macd, 0), indicator.Last(sig, 0)
+	ml0, sl0 := indicator.MACDLast(c, macdFast, macdSlow, macdSignal)
 	v, ok = macdVote(ml0, sl0)
 	add("macd_12_26_9", v, ok, px(ml0)+" / "+px(sl0), "macd", "macd", px(ml0), "signal", px(sl0))
 
@@ -171,9 +169,8 @@ func oscillatorFactors(s indicator.Series, ema50 float64, out []Factor) []Factor
 	v, ok = williamsRVote(wl, wl1)
 	add("williams_r_14", v, ok, f2(wl), "wr", "value", f2(wl), "prev", f2(wl1))
 
-	bull, bear := indicator.BullBearPower(s.High, s.Low, c, bullBearLength)
-	bl, brl := indicator.Last(bull, 0), indicator.Last(bear, 0)
-	v, ok = bullBearVote(close, ema50, bl, indicator.Last(bull, 1), brl, indicator.Last(bear, 1))
+	bl, bl1, brl, brl1 := indicator.BullBearPowerLast(s.High, s.Low, c, bullBearLength)
+	v, ok = bullBearVote(close, ema50, bl, bl1, brl, brl1)
 	add("bull_bear_power_13", v, ok, px(bl)+" / "+px(brl), "bbp", "bull", px(bl), "bear", px(brl), "ema", fmtPrice(ema50))
 
 	uo := indicator.Last(indicator.UltimateOscillator(h, l, wc, uoFast, uoMid, uoSlow), 0)

@@ -1,0 +1,53 @@
+package indicator
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// same reports whether a and b are the same float64, bit for bit (NaN
+// equal to NaN).
+func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+
+// The latest-value functions give exactly the last values of their series
+// functions, bit for bit, on random series of every length from empty to
+// past every warm-up, with flat stretches (zero true range: NaN DI).
+func TestLastValuesMatchTheSeries(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for n := 0; n <= 120; n++ {
+		for trial := range 5 {
+			high, low, close := make([]float64, n), make([]float64, n), make([]float64, n)
+			p := 1 + r.Float64()*1000
+			for i := range n {
+				if trial == 4 && i%7 < 3 { // flat bars
+					high[i], low[i], close[i] = p, p, p
+					continue
+				}
+				p *= math.Exp(r.NormFloat64() * 0.02)
+				close[i] = p
+				high[i], low[i] = p*(1+r.Float64()*0.01), p*(1-r.Float64()*0.01)
+			}
+			plus, minus, adx := DMI(high, low, close, 14, 14)
+			gp, gm, ga, ga1 := DMILast(high, low, close, 14, 14)
+			if !same(gp, Last(plus, 0)) || !same(gm, Last(minus, 0)) || !same(ga, Last(adx, 0)) || !same(ga1, Last(adx, 1)) {
+				t.Fatalf("n=%d trial %d: DMILast = %v %v %v %v, DMI's last = %v %v %v %v", n, trial, gp, gm, ga, ga1,
+					Last(plus, 0), Last(minus, 0), Last(adx, 0), Last(adx, 1))
+			}
+			macd, sig, _ := MACD(close, 12, 26, 9)
+			if gm, gs := MACDLast(close, 12, 26, 9); !same(gm, Last(macd, 0)) || !same(gs, Last(sig, 0)) {
+				t.Fatalf("n=%d trial %d: MACDLast = %v %v, MACD's last = %v %v", n, trial, gm, gs, Last(macd, 0), Last(sig, 0))
+			}
+			bull, bear := BullBearPower(high, low, close, 13)
+			b0, b1, r0, r1 := BullBearPowerLast(high, low, close, 13)
+			if !same(b0, Last(bull, 0)) || !same(b1, Last(bull, 1)) || !same(r0, Last(bear, 0)) || !same(r1, Last(bear, 1)) {
+				t.Fatalf("n=%d trial %d: BullBearPowerLast = %v %v %v %v, BullBearPower's last = %v %v %v %v", n, trial, b0, b1, r0, r1,
+					Last(bull, 0), Last(bull, 1), Last(bear, 0), Last(bear, 1))
+			}
+			ema := EMA(close, 13)
+			if e0, e1 := EMALast2(close, 13); !same(e0, Last(ema, 0)) || !same(e1, Last(ema, 1)) {
+				t.Fatalf("n=%d trial %d: EMALast2 = %v %v, EMA's last = %v %v", n, trial, e0, e1, Last(ema, 0), Last(ema, 1))
+			}
+		}
+	}
+}
