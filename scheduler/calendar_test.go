@@ -110,6 +110,19 @@ func TestClosedMarketIsNotPolledButCaughtUpOnce(t *testing.T) {
 	if !slices.Equal(closing, wantClosing) {
 		t.Fatalf("the closing read at the bell: %v, want %v", closing, wantClosing)
 	}
+	// Its tasks say so (worker.HeaderClosing: no history in them); an
+	// open market's are not marked.
+	for _, e := range entries {
+		for _, when := range []string{"2026-11-27T17:59:30Z", "2026-11-27T18:00:00Z"} {
+			tk := e.Tick(at(when))
+			for _, p := range s.Plan(e, tk) {
+				marked := p.Headers[worker.HeaderClosing] != ""
+				if want := p.Market == domain.Stocks && !tk.Before(at("2026-11-27T18:00:00Z")); marked != want {
+					t.Errorf("%s at %s: marked as the closing read %v, want %v", p.ID, when, marked, want)
+				}
+			}
+		}
+	}
 	atClose := tick("2026-11-27T18:00:30Z")
 	if len(atClose[domain.Stocks]) != 0 || len(atClose[domain.Forex]) == 0 || len(atClose[domain.Crypto]) == 0 {
 		t.Fatalf("after the stocks' closing read: %v, want no stocks polled", atClose)

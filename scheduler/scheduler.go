@@ -187,6 +187,7 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 	out := make([]Planned, 0, len(jobs))
 	for _, j := range jobs {
 		series, periodic := strings.CutSuffix(j.ID, ":"+stamp)
+		closing := false
 		if j.Market != "" {
 			st := domain.StateAt(s.cfg.Hours, j.Market, tick)
 			if !st.Open && !(j.Closing && closingRead(st, tick, e.Interval)) {
@@ -195,8 +196,12 @@ func (s *Scheduler) Plan(e Entry, tick time.Time) []Planned {
 				}
 				continue
 			}
+			closing = !st.Open
 		}
 		headers := map[string]string{worker.HeaderNotAfter: notAfter}
+		if closing {
+			headers[worker.HeaderClosing] = "1"
+		}
 		if periodic {
 			headers[worker.HeaderSeries] = series
 		}
@@ -386,7 +391,7 @@ func ScoreEntries(region string, served domain.Served, scoreEvery time.Duration)
 // StatsEntries are the statistics entries for a region: every market whose
 // candle source is served every statsEvery.
 func StatsEntries(region string, served domain.Served, statsEvery time.Duration) []Entry {
-	return []Entry{{Name: "stats", Interval: statsEvery, Tasks: func(tick time.Time) []Job {
+	return []Entry{{Name: "stats", Interval: statsEvery, Offset: BetweenCloses(statsEvery), Tasks: func(tick time.Time) []Job {
 		var jobs []Job
 		for _, m := range domain.Markets {
 			if domain.Scored(region, m, served) {
@@ -432,7 +437,17 @@ func FundamentalsEntries(region string, served domain.Served, every time.Duratio
 // style at once (on Binance, every pair with a perpetual: 400 assets × 4
 // styles); on the close they would be scored beside the closed candles,
 // which are due within seconds.
-func FundamentalsOffset(every time.Duration) time.Duration {
+func FundamentalsOffset(every time.Duration) time.Duration { return BetweenCloses(every) }
+
+// BetweenCloses is the offset that puts the ticks of a job every `every`
+// halfway between two 15-minute closes (the shortest scored timeframe's):
+// half the greatest common divisor of every and 15 minutes. The
+// fundamentals refresh and the maintenance jobs (candle retention and
+// packing, the archive's thinning, the stream's pruning) tick there, never
+// on a close, when the markets' closing reads and rescoring want the
+// cores: the candle retention's packing moved 1.5 M candles at 16:00 New
+// York, beside the stock close.
+func BetweenCloses(every time.Duration) time.Duration {
 	a, b := every, 15*time.Minute
 	for b != 0 {
 		a, b = b, a%b
@@ -446,7 +461,7 @@ const StreamPruneInterval = 10 * time.Minute
 
 // StreamPruneEntries prune the event stream's log every `every`.
 func StreamPruneEntries(every time.Duration) []Entry {
-	return []Entry{{Name: "stream:prune", Interval: every, Tasks: func(tick time.Time) []Job {
+	return []Entry{{Name: "stream:prune", Interval: every, Offset: BetweenCloses(every), Tasks: func(tick time.Time) []Job {
 		return []Job{{ID: "stream:prune:" + tickStamp(tick),
 			Task: worker.NewStreamPruneTask(tick), Queue: worker.QueueDefault, Timeout: 5 * time.Minute}}
 	}}}
@@ -455,7 +470,7 @@ func StreamPruneEntries(every time.Duration) []Entry {
 // AnalyticsRetentionEntries thin the archive of published reports every
 // `every` (worker.AnalyticsRetentionJob); deciding twice decides the same.
 func AnalyticsRetentionEntries(every time.Duration) []Entry {
-	return []Entry{{Name: "analytics:retention", Interval: every, Tasks: func(tick time.Time) []Job {
+	return []Entry{{Name: "analytics:retention", Interval: every, Offset: BetweenCloses(every), Tasks: func(tick time.Time) []Job {
 		return []Job{{ID: "analytics:retention:" + tickStamp(tick),
 			Task: worker.NewAnalyticsRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
 	}}}
@@ -465,7 +480,7 @@ func AnalyticsRetentionEntries(every time.Duration) []Entry {
 // every `every` (worker.RetentionJob). Deleting what is gone deletes
 // nothing, so a tick run twice or late is harmless.
 func RetentionEntries(every time.Duration) []Entry {
-	return []Entry{{Name: "candles:retention", Interval: every, Tasks: func(tick time.Time) []Job {
+	return []Entry{{Name: "candles:retention", Interval: every, Offset: BetweenCloses(every), Tasks: func(tick time.Time) []Job {
 		return []Job{{ID: "candles:retention:" + tickStamp(tick),
 			Task: worker.NewCandleRetentionTask(tick), Queue: worker.QueueDefault, Timeout: 10 * time.Minute}}
 	}}}

@@ -242,7 +242,10 @@ func TestRetentionEntryOncePerTick(t *testing.T) {
 	t.Parallel()
 	url := redistest.LeaseDB(t)
 	entries := scheduler.RetentionEntries(15 * time.Minute)
-	tick := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	tick := entries[0].Tick(time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC))
+	if want := time.Date(2026, 11, 22, 10, 7, 30, 0, time.UTC); !tick.Equal(want) {
+		t.Fatalf("the retention's tick at 10:15 is %s, want %s: halfway between two 15-minute closes", tick, want)
+	}
 	s, err := scheduler.New(scheduler.Config{RedisURL: url, Entries: entries})
 	if err != nil {
 		t.Fatal(err)

@@ -243,6 +243,9 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 	} else if in.liveRead(t, c, pl.Timeframe) {
 		ctx = hostbudget.WithClass(ctx, hostbudget.Live)
 	}
+	if t.Headers()[HeaderClosing] != "" {
+		ctx = context.WithValue(ctx, closingReadKey{}, true)
+	}
 	started := time.Now()
 	n, err := in.IngestCandles(ctx, c, pl.Timeframe, nil)
 	if took := time.Since(started); took >= slowRun && hostbudget.ClassOf(ctx) == hostbudget.Live {
@@ -394,6 +397,12 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			}
 			fresh = due.list()
 		}
+		if len(fresh) > 0 && closingRead(ctx) {
+			// The closing read reads the bars that have just closed, no
+			// history (HeaderClosing): the 1m series stay due, the new
+			// ones of another timeframe wait for the catch-up.
+			fresh, full = nil, false
+		}
 		var turn historyTurn // a 1m task's is taken at its first history read
 		if len(fresh) > 0 && !want && due == nil {
 			if turn = in.takeHistoryTurn(tf); turn.ok {
@@ -482,6 +491,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	for _, sym := range symbols {
 		since, limit := time.Time{}, InitialCandles
 		if _, ok := latest[sym]; !ok && scheduled && tf == domain.TF1m {
+			if closingRead(ctx) {
+				continue // no history in the closing read (HeaderClosing)
+			}
 			if !turn.ok && !turn.refused {
 				if turn = in.takeHistoryTurn(tf); !turn.ok {
 					turn.refused = true
@@ -963,4 +975,13 @@ func (in *Ingester) notify(ctx context.Context, s readcache.Scope) {
 	if in.Notify != nil {
 		in.Notify(ctx, s)
 	}
+}
+
+// closingReadKey marks the context of a closing read's task
+// (HeaderClosing).
+type closingReadKey struct{}
+
+func closingRead(ctx context.Context) bool {
+	v, _ := ctx.Value(closingReadKey{}).(bool)
+	return v
 }

@@ -351,6 +351,39 @@ func TestRESTRereadsSeriesPushedWhileItPolls(t *testing.T) {
 	}
 }
 
+// TestClosingReadLoadsNoHistory: a 1m task of a market's closing read
+// (worker.HeaderClosing) loads no new series' history, whatever turn is
+// free; the next task does.
+func TestClosingReadLoadsNoHistory(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	ctx := context.Background()
+	series := func() int {
+		t.Helper()
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'binance' AND timeframe = '1m'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	task := worker.NewIngestCandlesTask(spot, domain.TF1m, clk.t.Truncate(time.Minute))
+	closing := asynq.NewTaskWithHeaders(task.Type(), task.Payload(), map[string]string{worker.HeaderClosing: "1"})
+	if err := in.HandleIngestCandles(ctx, closing); err != nil {
+		t.Fatal(err)
+	}
+	if n := series(); n != 0 {
+		t.Fatalf("the closing read loaded the history of %d new series, want none", n)
+	}
+	if err := in.HandleIngestCandles(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if n := series(); n < 200 {
+		t.Fatalf("the next task loaded %d series, want every one (≥ 200)", n)
+	}
+}
+
 // TestMinuteHistoryTakesItsTurn: a scheduled 1m task of a feed read one
 // symbol a request loads new series' history within the minute lane's
 // one history turn: none while another task holds it, and, when the turn

@@ -100,6 +100,14 @@ const HeaderNotAfter = "not-after"
 // time, with nothing ingested or scored meanwhile.
 const HeaderSeries = "series"
 
+// HeaderClosing marks a task of its market's closing read (the
+// scheduler's tick at a session's close): it reads the candles that have
+// just closed and loads no new series' history, which would take part of
+// the budget window kept for the close (the free plan's window holds the
+// bell's 4h and 1m bars of every stock exchange, not a history piece
+// more); the catch-up a few minutes later and the next session load it.
+const HeaderClosing = "closing"
+
 // New returns a worker; handlers are added with Handle before Run.
 func New(cfg Config) (*Worker, error) {
 	opt, err := rediskeys.AsynqOpt(cfg.RedisURL)
