@@ -360,14 +360,7 @@ func TestClosingReadLoadsNoHistory(t *testing.T) {
 	in, db := newIngester(t, clk)
 	in.Logger = discard()
 	ctx := context.Background()
-	series := func() int {
-		t.Helper()
-		var n int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'binance' AND timeframe = '1m'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	series := func() int { return minuteSeries(t, db) }
 	task := worker.NewIngestCandlesTask(spot, domain.TF1m, clk.t.Truncate(time.Minute))
 	closing := asynq.NewTaskWithHeaders(task.Type(), task.Payload(), map[string]string{worker.HeaderClosing: "1"})
 	if err := in.HandleIngestCandles(ctx, closing); err != nil {
@@ -395,14 +388,7 @@ func TestMinuteHistoryTakesItsTurn(t *testing.T) {
 	in, db := newIngester(t, clk)
 	in.Logger = discard()
 	ctx := context.Background()
-	series := func() int {
-		t.Helper()
-		var n int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'binance' AND timeframe = '1m'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	series := func() int { return minuteSeries(t, db) }
 	tick := func() {
 		t.Helper()
 		if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF1m, clk.t.Truncate(time.Minute))); err != nil {
@@ -428,4 +414,15 @@ func TestMinuteHistoryTakesItsTurn(t *testing.T) {
 	if n := series(); n < 200 {
 		t.Fatalf("at the next tick: %d series loaded, want every one (≥ 200)", n)
 	}
+}
+
+// minuteSeries is how many binance series have 1m candles stored.
+func minuteSeries(t *testing.T, db *store.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(),
+		`SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'binance' AND timeframe = '1m'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -90,24 +90,11 @@ func BullBearPowerLast(high, low, close []float64, n int) (bull, bull1, bear, be
 // adxLen), and the ADX of the bar before.
 func DMILast(high, low, close []float64, diLen, adxLen int) (plus, minus, adx, adx1 float64) {
 	plus, minus, adx, adx1 = math.NaN(), math.NaN(), math.NaN(), math.NaN()
-	trW, plusW, minusW, adxW := wilder{n: diLen}, wilder{n: diLen}, wilder{n: diLen}, wilder{n: adxLen}
+	d := newDMIStep(diLen, adxLen)
 	for i := 1; i < len(close); i++ {
-		up, down := high[i]-high[i-1], low[i-1]-low[i]
-		var pdm, mdm float64
-		if up > down && up > 0 {
-			pdm = up
-		}
-		if down > up && down > 0 {
-			mdm = down
-		}
-		trur := trW.push(math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1]))
-		plus = 100 * div(plusW.push(pdm), trur)
-		minus = 100 * div(minusW.push(mdm), trur)
-		sum := plus + minus
-		if sum == 0 {
-			sum = 1
-		}
-		adx1, adx = adx, 100*adxW.push(math.Abs(plus-minus)/sum)
+		var a float64
+		plus, minus, a = d.push(high, low, close, i)
+		adx1, adx = adx, a
 	}
 	return plus, minus, adx, adx1
 }

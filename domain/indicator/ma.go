@@ -28,19 +28,8 @@ func EMA(x []float64, n int) []float64 {
 // for callers that only vote on today's value (the scorer runs six EMAs
 // per asset). x must not contain NaN; it is NaN when x is shorter than n.
 func EMALast(x []float64, n int) float64 {
-	if n < 1 || len(x) < n {
-		return math.NaN()
-	}
-	var sum float64
-	for _, v := range x[:n] {
-		sum += v
-	}
-	ema := sum / float64(n)
-	k := 2 / float64(n+1)
-	for _, v := range x[n:] {
-		ema = (v-ema)*k + ema // go-talib's form, so the values are bit-identical
-	}
-	return ema
+	last, _ := EMALast2(x, n) // go-talib's form (emaStep), so the values are bit-identical
+	return last
 }
 
 // WMA is the linearly weighted moving average over n bars (ta.wma).

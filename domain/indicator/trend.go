@@ -40,30 +40,42 @@ func ATR(high, low, close []float64, n int) []float64 {
 func DMI(high, low, close []float64, diLen, adxLen int) (plus, minus, adx []float64) {
 	n := len(close)
 	plus, minus, adx = make([]float64, n), make([]float64, n), make([]float64, n)
-	trW, plusW, minusW, adxW := wilder{n: diLen}, wilder{n: diLen}, wilder{n: diLen}, wilder{n: adxLen}
+	d := newDMIStep(diLen, adxLen)
 	for i := range n {
 		if i == 0 {
 			plus[i], minus[i], adx[i] = math.NaN(), math.NaN(), math.NaN()
 			continue
 		}
-		up, down := high[i]-high[i-1], low[i-1]-low[i]
-		var pdm, mdm float64
-		if up > down && up > 0 {
-			pdm = up
-		}
-		if down > up && down > 0 {
-			mdm = down
-		}
-		trur := trW.push(math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1]))
-		plus[i] = 100 * div(plusW.push(pdm), trur)
-		minus[i] = 100 * div(minusW.push(mdm), trur)
-		sum := plus[i] + minus[i]
-		if sum == 0 {
-			sum = 1
-		}
-		adx[i] = 100 * adxW.push(math.Abs(plus[i]-minus[i])/sum)
+		plus[i], minus[i], adx[i] = d.push(high, low, close, i)
 	}
 	return plus, minus, adx
+}
+
+// dmiStep is DMI bar by bar: DMI and DMILast both run it.
+type dmiStep struct{ tr, plus, minus, adx wilder }
+
+func newDMIStep(diLen, adxLen int) dmiStep {
+	return dmiStep{tr: wilder{n: diLen}, plus: wilder{n: diLen}, minus: wilder{n: diLen}, adx: wilder{n: adxLen}}
+}
+
+// push takes bar i (i ≥ 1) and returns its +DI, −DI and ADX.
+func (d *dmiStep) push(high, low, close []float64, i int) (plus, minus, adx float64) {
+	up, down := high[i]-high[i-1], low[i-1]-low[i]
+	var pdm, mdm float64
+	if up > down && up > 0 {
+		pdm = up
+	}
+	if down > up && down > 0 {
+		mdm = down
+	}
+	trur := d.tr.push(math.Max(high[i], close[i-1]) - math.Min(low[i], close[i-1]))
+	plus = 100 * div(d.plus.push(pdm), trur)
+	minus = 100 * div(d.minus.push(mdm), trur)
+	sum := plus + minus
+	if sum == 0 {
+		sum = 1
+	}
+	return plus, minus, 100 * d.adx.push(math.Abs(plus-minus)/sum)
 }
 
 // IchimokuLines are the Ichimoku Cloud lines as of each bar, not displaced:
