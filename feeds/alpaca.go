@@ -451,8 +451,7 @@ func (a *alpaca) BulkCandles(ctx context.Context, c domain.Combination, tf domai
 	got := make(map[string][]domain.Candle, len(from))
 	failed := map[string]error{}
 	for _, g := range alpacaGroups(from, tf, now, limit) {
-		base := url.Values{"timeframe": {atf}, "feed": {a.feed}, "adjustment": {"raw"}, "limit": {strconv.Itoa(alpacaMaxLimit)},
-			"sort": {"asc"}, "start": {g.start.UTC().Format(time.RFC3339)}}
+		base := a.barsQuery(atf, g.start)
 		for _, batch := range alpacaBatches(a.data.baseURL+"/v2/stocks/bars", base, g.symbols) {
 			bars, bad, err := a.bars(ctx, base, batch, tf)
 			if err != nil {
@@ -478,6 +477,20 @@ func (a *alpaca) BulkCandles(ctx context.Context, c domain.Combination, tf domai
 		}
 	}
 	return got, failed, nil
+}
+
+// barsQuery is the query of a multi-symbol bars request but its symbols
+// and page token.
+func (a *alpaca) barsQuery(timeframe string, start time.Time) url.Values {
+	return url.Values{"timeframe": {timeframe}, "feed": {a.feed}, "adjustment": {"raw"}, "limit": {strconv.Itoa(alpacaMaxLimit)},
+		"sort": {"asc"}, "start": {start.UTC().Format(time.RFC3339)}}
+}
+
+// BulkBatches implements BulkCandleProvider: alpacaBatches of a bars
+// request of the longest timeframe's name, whose start (RFC 3339 in UTC)
+// is as long as any.
+func (a *alpaca) BulkBatches(symbols []string) [][]string {
+	return alpacaBatches(a.data.baseURL+"/v2/stocks/bars", a.barsQuery("15Min", time.Unix(0, 0)), symbols)
 }
 
 // alpacaGroup is symbols read from one start.

@@ -46,6 +46,10 @@ type BulkCandleProvider interface {
 	// candles fail validation is in failed, not in got; err means the
 	// read as a whole failed (got holds what was read before).
 	BulkCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, from map[string]time.Time, limit int) (got map[string][]domain.Candle, failed map[string]error, err error)
+	// BulkBatches splits symbols, in their order, into the batches one
+	// request carries (of any timeframe, from any start): BulkCandles of
+	// one batch from one start sends one request a page.
+	BulkBatches(symbols []string) [][]string
 }
 
 // FundamentalsProvider is implemented by providers that also supply the raw

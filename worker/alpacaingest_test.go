@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -153,6 +154,91 @@ func TestAlpacaBulkIngest(t *testing.T) {
 	if err != nil || !latest[syms[0]].After(now.Add(-5*time.Minute)) {
 		t.Errorf("%s: newest 1m candle %v at %v", syms[0], latest[syms[0]], now)
 	}
+}
+
+// TestBellReadsAWholeExchangeInFewRequests: at the bell the closing read
+// of Nasdaq's 5,234 simulated stocks (the scale benchmark's universe) asks
+// for every series' last bars in the provider's own batches of ≈ 1,500
+// symbols (a URL of 8 kB): four requests a timeframe. Cut into calls of
+// 1,000 symbols first, it took six, and the bell's 4h and 1m reads of
+// every exchange (28 requests) overflowed the free plan's window of 22,
+// so Nasdaq's bars waited for the next one (+8.6 s).
+func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Wednesday 25 November 2026, 16:00:01 New York: the bell.
+	now := time.Date(2026, 11, 25, 21, 0, 1, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sim := exchangesim.New(exchangesim.Config{Seed: 1, Spot: 2, Perpetual: 1, Now: clock,
+		Alpaca: exchangesim.AlpacaConfig{Assets: 11500, Plan: exchangesim.AlpacaPaid}})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s",
+		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &worker.Ingester{Store: storetest.New(t), Feeds: reg, Logger: discard(), Now: clock}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	syms, err := reg.Providers()[0].Symbols(ctx, nasdaq)
+	if err != nil || len(syms) < 5000 {
+		t.Fatalf("nasdaq: %d symbols, %v", len(syms), err)
+	}
+	for _, tc := range []struct {
+		tf   domain.Timeframe
+		last time.Time // every series' newest stored candle
+	}{
+		{domain.TF1m, now.Truncate(time.Minute).Add(-2 * time.Minute)},
+		{domain.TF4h, now.Truncate(time.Hour).Add(-5 * time.Hour)}, // 16:00 UTC: the 4h bar that ends at the bell
+	} {
+		latest := map[string]time.Time{}
+		for _, s := range syms {
+			latest[s] = tc.last
+		}
+		before := sim.Stats().Alpaca.Data.Requests
+		n, err := in.IngestCandlesFrom(ctx, nasdaq, tc.tf, syms, latest)
+		if err != nil || n < len(syms)/2 {
+			t.Fatalf("%s: %d candles stored, %v", tc.tf, n, err)
+		}
+		if sent := sim.Stats().Alpaca.Data.Requests - before; sent > 4 {
+			t.Errorf("%s at the bell: %d requests for %d symbols, want 4 (batches of ≈ 1,500)", tc.tf, sent, len(syms))
+		}
+	}
+}
+
+// TestBulkChunksBoundAHistoryLoad: a bulk read is one call while its
+// series bring a few candles each (a poll), and is cut into calls of a
+// thousand series where each brings its history.
+func TestBulkChunksBoundAHistoryLoad(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 21, 0, 1, 0, time.UTC)
+	syms := make([]string, 5000)
+	polled, fresh := map[string]time.Time{}, map[string]time.Time{}
+	for i := range syms {
+		syms[i] = fmt.Sprintf("S%04d", i)
+		polled[syms[i]] = now.Add(-3 * time.Minute)
+	}
+	if got := worker.BulkChunks(syms, polled, domain.TF1m, now); len(got) != 1 || len(got[0]) != len(syms) {
+		t.Errorf("a poll of %d series: %d calls, want one", len(syms), len(got))
+	}
+	got := worker.BulkChunks(syms, fresh, domain.TF1m, now)
+	if len(got) != 5 || len(got[0]) != 1000 {
+		t.Errorf("the history of %d series: %d calls (the first of %d), want 5 of 1,000", len(syms), len(got), len(got[0]))
+	}
+	// A series stalled for a year brings a year of bars: it weighs as much.
+	polled[syms[0]] = now.AddDate(-1, 0, 0)
+	if got := worker.BulkChunks(syms, polled, domain.TF1m, now); len(got) != 2 || len(got[0]) != 1 {
+		t.Errorf("a poll with one series stalled for a year: calls of %v series, want it alone, then the rest", lens(got))
+	}
+}
+
+func lens(chunks [][]string) []int {
+	out := make([]int, len(chunks))
+	for i, c := range chunks {
+		out[i] = len(c)
+	}
+	return out
 }
 
 // TestDisplayOnlyPollsFollowTheirCadence: against the Alpaca simulator, the

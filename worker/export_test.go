@@ -51,3 +51,6 @@ func (in *Ingester) LiveRead(t *asynq.Task, c domain.Combination, tf domain.Time
 func (in *Ingester) BoundMinuteHistory(d time.Duration, chunk int) {
 	in.minuteHistoryFor, in.minuteHistoryChunk = d, chunk
 }
+
+// BulkChunks is bulkChunks: the calls a bulk read of symbols is split into.
+var BulkChunks = bulkChunks

@@ -562,9 +562,40 @@ const (
 	bulkFlushCandles = 20000
 )
 
-// bulkChunk is how many symbols one BulkCandles call reads: a provider
-// batches them into requests; the chunk bounds what is held in memory.
-const bulkChunk = 1000
+// bulkChunkCandles bounds the candles one BulkCandles call may bring, as
+// bulkChunks estimates them: the call holds them all in memory. Each
+// chunk is then cut into the provider's own batches (BulkBatches), a
+// call a request, so what a request brought is stored and announced
+// before the next is sent. A poll brings a few candles a series, so the
+// requests are as full as the provider allows (the bell's closing read of
+// 5,234 Nasdaq stocks: four requests of ≈ 1,500 symbols, not six of
+// 1,000); a history load, InitialCandles a series, a thousand series a
+// call.
+const bulkChunkCandles = 1000 * InitialCandles
+
+// bulkChunks splits symbols, each read from from[sym] (zero: its
+// InitialCandles newest), into calls of at most bulkChunkCandles
+// estimated candles of tf by now: a series read from a start brings at
+// most one candle a tf since it, and the one it starts on.
+func bulkChunks(symbols []string, from map[string]time.Time, tf domain.Timeframe, now time.Time) [][]string {
+	var out [][]string
+	start, est := 0, 0
+	for i, sym := range symbols {
+		n := InitialCandles
+		if since := from[sym]; !since.IsZero() {
+			n = min(int(max(now.Sub(since), 0)/tf.Duration())+2, bulkChunkCandles)
+		}
+		if i > start && est+n > bulkChunkCandles {
+			out = append(out, symbols[start:i])
+			start, est = i, 0
+		}
+		est += n
+	}
+	if start < len(symbols) {
+		out = append(out, symbols[start:])
+	}
+	return out
+}
 
 // ingestBulk reads the candles of symbols through a provider that reads
 // many in one request, and hands each series to store; it returns how many
@@ -585,18 +616,26 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 	v, _ := in.polled.LoadOrStore(pollKey(c, tf), &seriesFloors{m: map[string]time.Time{}})
 	floors := v.(*seriesFloors)
 	var lastErr error
-	for chunk := range slices.Chunk(symbols, bulkChunk) {
+	starts := make(map[string]time.Time, len(symbols))
+	for _, sym := range symbols {
+		if last, ok := latest[sym]; ok {
+			since := retainedSince(in.Retention, tf, now, last)
+			if floor := floors.get(sym); since.Before(floor) {
+				since = floor
+			}
+			starts[sym] = rereadPushed(pushed, sym, tf, since)
+		} else {
+			starts[sym] = time.Time{}
+		}
+	}
+	var chunks [][]string
+	for _, c := range bulkChunks(symbols, starts, tf, now) {
+		chunks = append(chunks, bp.BulkBatches(c)...)
+	}
+	for _, chunk := range chunks {
 		from := make(map[string]time.Time, len(chunk))
 		for _, sym := range chunk {
-			if last, ok := latest[sym]; ok {
-				since := retainedSince(in.Retention, tf, now, last)
-				if floor := floors.get(sym); since.Before(floor) {
-					since = floor
-				}
-				from[sym] = rereadPushed(pushed, sym, tf, since)
-			} else {
-				from[sym] = time.Time{}
-			}
+			from[sym] = starts[sym]
 		}
 		asked := in.Now()
 		got, bad, err := bp.BulkCandles(ctx, c, tf, from, InitialCandles)
