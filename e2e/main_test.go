@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -242,7 +243,11 @@ func (d *deployment) start(role string) (base, ops string) {
 				d.t.Logf("marketd %s log:\n%s", role, errb.String())
 			}
 		case <-time.After(30 * time.Second):
-			d.t.Errorf("marketd %s did not stop within 30 s", role)
+			// What it was still doing: its log and every goroutine's stack
+			// (the role runs in this process).
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			d.t.Errorf("marketd %s did not stop within 30 s; its log:\n%s\ngoroutines:\n%s", role, errb.String(), stacks.String())
 		}
 	})
 	select {
