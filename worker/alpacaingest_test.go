@@ -40,16 +40,7 @@ func TestAlpacaBulkIngest(t *testing.T) {
 	// Wednesday 25 November 2026, 14:30 New York: in the session.
 	now := time.Date(2026, 11, 25, 19, 30, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	sim := exchangesim.New(exchangesim.Config{Seed: 11, Spot: 2, Perpetual: 1, Now: clock,
-		Alpaca: exchangesim.AlpacaConfig{Assets: 120, Inactive: 5, Plan: exchangesim.AlpacaPaid}})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feeds.AlpacaSIP,
-		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, reg := alpacaSim(t, 11, clock, exchangesim.AlpacaConfig{Assets: 120, Inactive: 5, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaSIP)
 	db := storetest.New(t)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: clock, Changes: scoresStocks4h{}}
 	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
@@ -169,16 +160,7 @@ func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
 	// Wednesday 25 November 2026, 16:00:01 New York: the bell.
 	now := time.Date(2026, 11, 25, 21, 0, 1, 0, time.UTC)
 	clock := func() time.Time { return now }
-	sim := exchangesim.New(exchangesim.Config{Seed: 1, Spot: 2, Perpetual: 1, Now: clock,
-		Alpaca: exchangesim.AlpacaConfig{Assets: 11500, Plan: exchangesim.AlpacaPaid}})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s",
-		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, reg := alpacaSim(t, 1, clock, exchangesim.AlpacaConfig{Assets: 11500, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaIEX)
 	in := &worker.Ingester{Store: storetest.New(t), Feeds: reg, Logger: discard(), Now: clock}
 	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
 	syms, err := reg.Providers()[0].Symbols(ctx, nasdaq)
@@ -205,6 +187,22 @@ func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
 			t.Errorf("%s at the bell: %d requests for %d symbols, want 4 (batches of ≈ 1,500)", tc.tf, sent, len(syms))
 		}
 	}
+}
+
+// alpacaSim serves the simulator's Alpaca part (seed, ac) on clock for the
+// test, and returns it with a feed registry of Alpaca on the given feed.
+func alpacaSim(t *testing.T, seed int64, clock func() time.Time, ac exchangesim.AlpacaConfig, feed string) (*exchangesim.Sim, *feeds.Registry) {
+	t.Helper()
+	sim := exchangesim.New(exchangesim.Config{Seed: seed, Spot: 2, Perpetual: 1, Now: clock, Alpaca: ac})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feed,
+		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, reg
 }
 
 // TestBulkChunksBoundAHistoryLoad: a bulk read is one call while its
@@ -253,16 +251,7 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 	// Wednesday 25 November 2026, 14:50 New York: in the session.
 	now := time.Date(2026, 11, 25, 19, 50, 20, 0, time.UTC) // 20 s into the minute: the window that opens a minute is not bulk work's
 	clock := func() time.Time { return now }
-	sim := exchangesim.New(exchangesim.Config{Seed: 12, Spot: 2, Perpetual: 1, Now: clock,
-		Alpaca: exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s", AlpacaFeed: feeds.AlpacaSIP,
-		BaseURLs: map[string]string{"alpaca": srv.URL, "alpaca-data": srv.URL}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, reg := alpacaSim(t, 12, clock, exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaSIP)
 	db := storetest.New(t)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: clock, Changes: scoresStocks4h{}}
 	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}

@@ -565,8 +565,8 @@ const (
 // bulkChunkCandles bounds the candles one BulkCandles call may bring, as
 // bulkChunks estimates them: the call holds them all in memory. Each
 // chunk is then cut into the provider's own batches (BulkBatches), a
-// call a request, so what a request brought is stored and announced
-// before the next is sent. A poll brings a few candles a series, so the
+// call a request, so the series a request brought are stored and
+// announced (bulkFlushEvery at a time) while the next is read. A poll brings a few candles a series, so the
 // requests are as full as the provider allows (the bell's closing read of
 // 5,234 Nasdaq stocks: four requests of ≈ 1,500 symbols, not six of
 // 1,000); a history load, InitialCandles a series, a thousand series a
@@ -629,8 +629,8 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		}
 	}
 	var chunks [][]string
-	for _, c := range bulkChunks(symbols, starts, tf, now) {
-		chunks = append(chunks, bp.BulkBatches(c)...)
+	for _, part := range bulkChunks(symbols, starts, tf, now) {
+		chunks = append(chunks, bp.BulkBatches(part)...)
 	}
 	for _, chunk := range chunks {
 		from := make(map[string]time.Time, len(chunk))
