@@ -225,6 +225,12 @@ func (d *deployment) cli(args ...string) string {
 	return strings.TrimSpace(out.String())
 }
 
+// stopWithin bounds a role's graceful stop: the grace the Helm chart gives
+// the worker (terminationGracePeriodSeconds: 45). A stop waits for the
+// running tasks up to asynq's ShutdownTimeout (20 s) and drains HTTP for up
+// to 15 s beside it; on a loaded host a task's own end comes on top.
+const stopWithin = 45 * time.Second
+
 // start runs a serving role until the test ends and returns its public base URL.
 func (d *deployment) start(role string) (base, ops string) {
 	d.t.Helper()
@@ -242,12 +248,12 @@ func (d *deployment) start(role string) (base, ops string) {
 			} else if d.t.Failed() || os.Getenv("E2E_SHOW_LOG") != "" {
 				d.t.Logf("marketd %s log:\n%s", role, errb.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(stopWithin):
 			// What it was still doing: its log and every goroutine's stack
 			// (the role runs in this process).
 			var stacks strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-			d.t.Errorf("marketd %s did not stop within 30 s; its log:\n%s\ngoroutines:\n%s", role, errb.String(), stacks.String())
+			d.t.Errorf("marketd %s did not stop within %s; its log:\n%s\ngoroutines:\n%s", role, stopWithin, errb.String(), stacks.String())
 		}
 	})
 	select {
