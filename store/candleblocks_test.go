@@ -251,7 +251,7 @@ func TestRepairOfPackedCandleLands(t *testing.T) {
 	if _, _, err := db.CachedCandlesOf(ctx, cache, domain.Crypto, "binance", domain.TF1h, []string{"BTC_USDT"}, 2000); err != nil {
 		t.Fatal(err)
 	}
-	changed, err := db.UpsertChangedCandles(ctx, map[store.CandleKey][]domain.Candle{k: {fixed}})
+	changed, err := db.UpsertChangedCandles(ctx, map[store.CandleKey][]domain.Candle{k: {fixed}}, nil)
 	if err != nil || len(changed) != 1 {
 		t.Fatalf("repair changed %v (%v), want the series", changed, err)
 	}

@@ -104,15 +104,23 @@ func (db *DB) UpsertCandles(ctx context.Context, k CandleKey, candles []domain.C
 // commit: a transaction of a temporary table, a COPY and the insert cost
 // five round trips more, each of them a wait on a loaded server.
 func (db *DB) UpsertCandleSeries(ctx context.Context, series map[CandleKey][]domain.Candle) error {
-	_, err := db.upsertCandles(ctx, series, false)
+	_, err := db.upsertCandles(ctx, series, nil, false)
 	return err
 }
 
 // UpsertChangedCandles is UpsertCandleSeries returning the series that changed: a
-// candle was added or one of its values differs from the stored one (what
-// makes scoring worth running again), each key once, in no order.
-func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]domain.Candle) ([]CandleKey, error) {
-	return db.upsertCandles(ctx, series, true)
+// candle was added, one of its values differs from the stored one, or it
+// is now known final (what makes scoring worth running again), each key
+// once, in no order.
+//
+// final holds, by series, the open time of its newest candle in the write
+// that is final: its feed had closed it (a stream's closing push, a read
+// after its end). Those candles and the series' older ones in the write
+// are stored closed (candles.closed; once closed, a row stays closed): the
+// rescoring rule rescores a candle that has ended at once only when its
+// final state is stored, and a series absent from final has none.
+func (db *DB) UpsertChangedCandles(ctx context.Context, series map[CandleKey][]domain.Candle, final map[CandleKey]time.Time) ([]CandleKey, error) {
+	return db.upsertCandles(ctx, series, final, true)
 }
 
 // candleColumns are the columns of a batch of candles, one array each.
@@ -120,9 +128,10 @@ type candleColumns struct {
 	market, exchange, symbol, timeframe []string
 	openTime                            []time.Time
 	open, high, low, close, volume      []float64
+	closed                              []bool
 }
 
-func (cc *candleColumns) add(k CandleKey, c domain.Candle) {
+func (cc *candleColumns) add(k CandleKey, c domain.Candle, closed bool) {
 	cc.market = append(cc.market, string(k.Market))
 	cc.exchange = append(cc.exchange, k.Exchange)
 	cc.symbol = append(cc.symbol, k.Symbol)
@@ -133,39 +142,43 @@ func (cc *candleColumns) add(k CandleKey, c domain.Candle) {
 	cc.low = append(cc.low, c.Low)
 	cc.close = append(cc.close, c.Close)
 	cc.volume = append(cc.volume, c.Volume)
+	cc.closed = append(cc.closed, closed)
 }
 
 func (cc *candleColumns) args() []any {
-	return []any{cc.market, cc.exchange, cc.symbol, cc.timeframe, cc.openTime, cc.open, cc.high, cc.low, cc.close, cc.volume}
+	return []any{cc.market, cc.exchange, cc.symbol, cc.timeframe, cc.openTime, cc.open, cc.high, cc.low, cc.close, cc.volume, cc.closed}
 }
 
 // upsertCandlesSQL inserts the unnested columns. DISTINCT ON keeps one row
 // per key (ON CONFLICT cannot update a row twice) and sorts the rows by
 // key, so concurrent writers lock rows in one order. IS DISTINCT FROM
 // keeps re-ingesting identical candles from writing (no dead tuples,
-// updated_at unchanged).
-const upsertCandlesSQL = `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+// updated_at unchanged), unless the write is the first to know the candle
+// final (closed, UpsertChangedCandles).
+const upsertCandlesSQL = `INSERT INTO candles AS c (market, exchange, symbol, timeframe, open_time, open, high, low, close, volume, closed)
 	SELECT DISTINCT ON (market, exchange, symbol, timeframe, open_time)
-		market, exchange, symbol, timeframe, open_time, open, high, low, close, volume
+		market, exchange, symbol, timeframe, open_time, open, high, low, close, volume, closed
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-		$6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::float8[])
-		AS i(market, exchange, symbol, timeframe, open_time, open, high, low, close, volume)
+		$6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::bool[])
+		AS i(market, exchange, symbol, timeframe, open_time, open, high, low, close, volume, closed)
 	ON CONFLICT (market, exchange, symbol, timeframe, open_time) DO UPDATE
 	SET open = excluded.open, high = excluded.high, low = excluded.low, close = excluded.close,
-		volume = excluded.volume, updated_at = now()
+		volume = excluded.volume, closed = c.closed OR excluded.closed, updated_at = now()
 	WHERE (c.open, c.high, c.low, c.close, c.volume) IS DISTINCT FROM
-		(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)`
+		(excluded.open, excluded.high, excluded.low, excluded.close, excluded.volume)
+		OR excluded.closed AND NOT c.closed`
 
 // upsertCandles is UpsertChangedCandles, or UpsertCandleSeries (nothing
 // returned, nothing to read back) when returning is false.
-func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.Candle, returning bool) ([]CandleKey, error) {
+func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.Candle, final map[CandleKey]time.Time, returning bool) ([]CandleKey, error) {
 	var cols candleColumns
 	for k, cs := range series {
 		if err := domain.ValidateCandles(cs); err != nil {
 			return nil, fmt.Errorf("store: candles %s: %w", k, err)
 		}
+		through, hasFinal := final[k]
 		for _, c := range cs {
-			cols.add(k, c)
+			cols.add(k, c, hasFinal && !c.Time.After(through))
 		}
 	}
 	if len(cols.market) == 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/store"
@@ -189,7 +190,7 @@ func BenchmarkUpsertCloseWrites(b *testing.B) {
 			k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: fmt.Sprintf("S%04d_USDT", s), Timeframe: domain.TF15m}
 			batch[k] = makeCandles(1, at, domain.TF15m, seed+float64(s))
 		}
-		if _, err := db.UpsertChangedCandles(ctx, batch); err != nil {
+		if _, err := db.UpsertChangedCandles(ctx, batch, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -335,19 +336,48 @@ func TestUpsertChangedCandles(t *testing.T) {
 	eth := btc
 	eth.Symbol = "ETH_USDT"
 	series := map[store.CandleKey][]domain.Candle{btc: makeCandles(100, start, domain.TF4h, 0), eth: makeCandles(100, start, domain.TF4h, 1)}
-	changed, err := db.UpsertChangedCandles(ctx, series)
+	changed, err := db.UpsertChangedCandles(ctx, series, nil)
 	if err != nil || len(changed) != 2 {
 		t.Fatalf("first upsert: changed %v, %v; want both series once", changed, err)
 	}
-	if changed, err = db.UpsertChangedCandles(ctx, series); err != nil || len(changed) != 0 {
+	if changed, err = db.UpsertChangedCandles(ctx, series, nil); err != nil || len(changed) != 0 {
 		t.Fatalf("same candles again: changed %v, %v; want none", changed, err)
 	}
 	last := series[eth][99]
 	last.Close++
 	series[eth] = []domain.Candle{last}
 	series[btc] = series[btc][99:]
-	if changed, err = db.UpsertChangedCandles(ctx, series); err != nil || !cmp.Equal(changed, []store.CandleKey{eth}) {
+	if changed, err = db.UpsertChangedCandles(ctx, series, nil); err != nil || !cmp.Equal(changed, []store.CandleKey{eth}) {
 		t.Fatalf("ETH's open candle moved: changed %v, %v; want ETH only", changed, err)
+	}
+
+	// Its final state, equal to the stored one, marks it (and the ones
+	// before it in the write) closed: a change; once closed, it stays so.
+	closedOf := func(k store.CandleKey) []time.Time {
+		t.Helper()
+		rows, err := db.Pool.Query(ctx, `SELECT open_time FROM candles WHERE market = $1 AND exchange = $2 AND symbol = $3
+			AND timeframe = $4 AND closed ORDER BY open_time`, string(k.Market), k.Exchange, k.Symbol, string(k.Timeframe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	final := map[store.CandleKey]time.Time{eth: last.Time}
+	prev := makeCandles(100, start, domain.TF4h, 1)[98]
+	series[eth] = []domain.Candle{prev, last}
+	if changed, err = db.UpsertChangedCandles(ctx, series, final); err != nil || !cmp.Equal(changed, []store.CandleKey{eth}) {
+		t.Fatalf("ETH's candle final, same values: changed %v, %v; want ETH only", changed, err)
+	}
+	if got := closedOf(eth); !cmp.Equal(got, []time.Time{prev.Time.UTC(), last.Time.UTC()}) || len(closedOf(btc)) != 0 {
+		t.Fatalf("closed ETH candles %v, BTC %v; want ETH's two written final, no BTC", got, closedOf(btc))
+	}
+	if changed, err = db.UpsertChangedCandles(ctx, series, nil); err != nil || len(changed) != 0 || len(closedOf(eth)) != 2 {
+		t.Fatalf("the same candles written again, not final: changed %v, %v, closed %v; want no change, still closed",
+			changed, err, closedOf(eth))
 	}
 }
 

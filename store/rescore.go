@@ -19,15 +19,17 @@ import (
 //     once);
 //   - its newest candle has ended (at its close, or at its market's
 //     session close within it) and the report read it before it ended, or
-//     its close moved since the report (at once for a run that a write
-//     triggered; a tick's run leaves it to the closing read's trigger for
-//     RescoreQuery.Settle: the final state of a candle no new candle
-//     follows yet, e.g. a stock's 12:00-16:00 4h bar at the bell, or the
-//     settled bar of the close's catch-up);
-//   - or its still-open candle's close moved since the report, or a new
-//     candle opened right after the closed one the report scored in the
-//     current slot, and the report was made before the current
-//     open-candle slot (RescoreSlot): the open-candle rule.
+//     its close moved since the report: at once when the candle's final
+//     state is stored (candles.closed: a stream's closing push, a read
+//     after the end; store.UpsertChangedCandles), otherwise once
+//     RescoreQuery.Settle has passed since the end (a close no final
+//     write marked, e.g. the write of a series' last open state that
+//     lands just after the close: the close waits for its final state
+//     rather than being scored twice within seconds);
+//   - or its newest candle is still open and its close moved since the
+//     report, or a new candle opened right after the closed one the
+//     report scored in the current slot, and the report was made before
+//     the current open-candle slot (RescoreSlot): the open-candle rule.
 //
 // Anything else is skipped, so a run repeated, or a trigger and a tick
 // arriving together, changes nothing and sends no second verdict event.
@@ -114,15 +116,16 @@ type RescoreQuery struct {
 	// (its calendar's MarketState.Session at Now); zero for a market that
 	// never closes. A candle holding it ends there (api.candleEnd's rule).
 	SessionClose time.Time
-	// Settle defers the end-of-candle rule: a candle that ended less than
-	// Settle before Now is not rescored for having ended (the write of its
-	// closing read, which triggers a run of its own, is); after Settle it
-	// is, whatever was read. The tick's runs set it. A tick's run starts
-	// within a second of a close, before the closing read is stored (the
-	// stream's final kline, the bell's REST read): it rescored the whole
-	// universe on the candles as they stood before the close, held the
-	// market's run for as long (the 16:00 stock close: 11,000 reports),
-	// and the closing read's run then rescored them all again.
+	// Settle defers the end-of-candle rule for a candle whose final state
+	// is not stored (candles.closed false): one that ended less than
+	// Settle before Now is not rescored for having ended; after Settle it
+	// is, whatever was stored (a feed that marked nothing final, a final
+	// state equal to a write before the end, from a binary before the
+	// column). A stored final state is rescored at once, whatever Settle.
+	// A run right after a close (a tick's, or one a write of the last open
+	// states triggered) would otherwise score the universe on the candles
+	// as they stood before the final ones, and the final writes' run score
+	// it all again.
 	Settle time.Duration
 }
 
@@ -138,7 +141,32 @@ type RescoreCandidate struct {
 	Price        float64
 	ChangePct    float64
 	HasTicker    bool
+	// Reason is the first clause of the rule that picked it.
+	Reason RescoreReason
 }
+
+// RescoreReason names a clause of the rescoring rule (this file's
+// comment), in the rule's order: a scoring run logs how many assets each
+// picked, so a run that rescored a universe says why.
+type RescoreReason string
+
+const (
+	// RescoreNew: no report yet.
+	RescoreNew RescoreReason = "new"
+	// RescoreNewCandle: a newer candle than the report's.
+	RescoreNewCandle RescoreReason = "new_candle"
+	// RescoreFundamentals: newer fundamentals than the report's.
+	RescoreFundamentals RescoreReason = "fundamentals"
+	// RescoreEnded: the report's candle has ended, and the report read it
+	// before it ended.
+	RescoreEnded RescoreReason = "ended"
+	// RescoreEndedMoved: the report's candle has ended and was read after
+	// its end, but its close moved since (the report scored a state that
+	// was not the final one).
+	RescoreEndedMoved RescoreReason = "ended_moved"
+	// RescoreOpenMoved: the open-candle rule.
+	RescoreOpenMoved RescoreReason = "open_moved"
+)
 
 // RescoreCandidates decides, in one statement, which assets of a source
 // must be scored (again) under the rescoring rule (this file's comment),
@@ -179,15 +207,17 @@ func (db *DB) RescoreCandidates(ctx context.Context, q RescoreQuery) (cands []Re
 			cclose     *float64
 			inputs     []byte
 			fAt        *time.Time
+			reason     *string
 		)
-		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt); err != nil {
+		if err := rows.Scan(&n, &sym, &hasTicker, &price, &chg, &had, &score, &verdict, &ctime, &cclose, &at, &inputs, &fAt, &reason); err != nil {
 			return nil, 0, translate(err, "analytics")
 		}
 		considered = n
 		if sym == nil {
 			continue // no candidate: the one row only counts
 		}
-		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had}
+		c := RescoreCandidate{Symbol: *sym, HasTicker: *hasTicker, Price: *price, ChangePct: *chg, HadPrev: *had,
+			Reason: RescoreReason(*reason)}
 		if c.HadPrev {
 			c.Prev = AnalyticsRecord{Market: m, Style: q.Style, Symbol: c.Symbol, OverallScore: *score,
 				Verdict: analytics.Verdict(*verdict), CandleTime: ctime.UTC(), CandleClose: *cclose, UpdatedAt: at.UTC()}
@@ -231,9 +261,9 @@ const rescoreCandidatesSQL = `WITH src AS (
 					AND ($5::text[] IS NULL OR symbol = ANY($5::text[]))) c
 		), cand AS (
 			SELECT s.symbol, s.has_ticker, s.price, s.change_pct, a.symbol IS NOT NULL AS had,
-				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at
+				a.overall_score, a.verdict, a.candle_time, a.candle_close, a.updated_at, f.inputs, f.updated_at AS f_at, r.reason
 			FROM syms s
-			CROSS JOIN LATERAL (SELECT open_time, close FROM candles
+			CROSS JOIN LATERAL (SELECT open_time, close, closed FROM candles
 				WHERE market = $1 AND exchange = $2 AND symbol = s.symbol AND timeframe = $4
 				ORDER BY open_time DESC LIMIT 1) l
 			CROSS JOIN LATERAL (SELECT CASE WHEN $11::timestamptz > l.open_time AND $11::timestamptz < l.open_time + $10::interval
@@ -242,14 +272,23 @@ const rescoreCandidatesSQL = `WITH src AS (
 				FROM analytics_reports WHERE market = $1 AND style = $6 AND symbol = s.symbol OFFSET 0) a ON true
 			LEFT JOIN LATERAL (SELECT inputs, updated_at FROM fundamentals
 				WHERE market = $1 AND symbol = s.symbol AND updated_at > $7 OFFSET 0) f ON true
-			WHERE a.symbol IS NULL
-				OR a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
-					AND a.updated_at >= $8 AND a.updated_at < $9)
-				OR coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false)
-				OR (a.candle_time = l.open_time AND e.end_at <= $12::timestamptz - $13::interval
-					AND (a.updated_at < e.end_at OR a.candle_close <> l.close))
-				OR ((a.candle_close <> l.close OR a.candle_time <> l.open_time) AND (a.updated_at < $8 OR a.updated_at >= $9))
+			CROSS JOIN LATERAL (SELECT CASE
+				WHEN a.symbol IS NULL THEN 'new'
+				WHEN a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
+					AND a.updated_at >= $8 AND a.updated_at < $9) THEN 'new_candle'
+				WHEN coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false) THEN 'fundamentals'
+				WHEN a.candle_time = l.open_time AND e.end_at <= $12::timestamptz
+					AND (l.closed OR e.end_at <= $12::timestamptz - $13::interval) AND a.updated_at < e.end_at
+					THEN 'ended'
+				WHEN a.candle_time = l.open_time AND e.end_at <= $12::timestamptz
+					AND (l.closed OR e.end_at <= $12::timestamptz - $13::interval) AND a.candle_close <> l.close
+					THEN 'ended_moved'
+				WHEN e.end_at > $12::timestamptz AND (a.candle_close <> l.close OR a.candle_time <> l.open_time)
+					AND (a.updated_at < $8 OR a.updated_at >= $9)
+					THEN 'open_moved'
+				END AS reason) r
+			WHERE r.reason IS NOT NULL
 		)
 		SELECT (SELECT count(*) FROM syms), c.symbol, c.has_ticker, c.price, c.change_pct, c.had,
-			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at
+			c.overall_score, c.verdict, c.candle_time, c.candle_close, c.updated_at, c.inputs, c.f_at, c.reason
 		FROM (SELECT 1) one LEFT JOIN cand c ON true ORDER BY c.symbol`

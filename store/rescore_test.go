@@ -92,9 +92,10 @@ func TestRescoreCandidates(t *testing.T) {
 	}
 	var got []string
 	for _, c := range cands {
-		got = append(got, c.Symbol)
+		got = append(got, c.Symbol+":"+string(c.Reason))
 	}
-	if want := []string{"FUNDAMENTALS", "MOVED_BEFORE", "NEW_CANDLE", "RACED", "UNSCORED"}; !cmp.Equal(got, want) || considered != len(syms) {
+	if want := []string{"FUNDAMENTALS:fundamentals", "MOVED_BEFORE:open_moved", "NEW_CANDLE:new_candle", "RACED:fundamentals",
+		"UNSCORED:new"}; !cmp.Equal(got, want) || considered != len(syms) {
 		t.Fatalf("candidates %v of %d assets, want %v of %d", got, considered, want, len(syms))
 	}
 	byName := map[string]store.RescoreCandidate{}
@@ -196,6 +197,7 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle := time.Duration(0)
+	reasons := map[string]store.RescoreReason{}
 	candidates := func(now, sessionClose time.Time) []string {
 		t.Helper()
 		cands, _, err := db.RescoreCandidates(ctx, store.RescoreQuery{Source: nyse, Style: analytics.Swing, Timeframe: domain.TF4h,
@@ -206,12 +208,14 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 		got := []string{}
 		for _, c := range cands {
 			got = append(got, c.Symbol)
+			reasons[c.Symbol] = c.Reason
 		}
 		return got
 	}
 	// Every report is in the slot [20:48, 21:04) of the run's time.
-	if got := candidates(bell.Add(5*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) {
-		t.Errorf("after the bell: %v, want BELL (read before the bell) and SETTLED (its close moved after)", got)
+	if got := candidates(bell.Add(5*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) ||
+		reasons["BELL"] != store.RescoreEnded || reasons["SETTLED"] != store.RescoreEndedMoved {
+		t.Errorf("after the bell: %v %v, want BELL (read before the bell: ended) and SETTLED (its close moved after: ended_moved)", got, reasons)
 	}
 	if got := candidates(bell.Add(5*time.Second), time.Time{}); len(got) != 0 {
 		t.Errorf("after the bell, no session close known: %v, want none (the candle runs to 22:00)", got)
@@ -228,6 +232,84 @@ func TestRescoreCandidatesAtTheBell(t *testing.T) {
 	}
 	if got := candidates(bell.Add(45*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) {
 		t.Errorf("a tick's run Settle after the bell: %v, want BELL and SETTLED", got)
+	}
+	// The closing read's write marks the bars final: rescored at once,
+	// within Settle.
+	final := map[store.CandleKey]time.Time{}
+	series := map[store.CandleKey][]domain.Candle{}
+	for _, sym := range []string{"AFTER", "BELL", "SETTLED"} {
+		k := store.CandleKey{Market: domain.Stocks, Exchange: "nyse", Symbol: sym, Timeframe: domain.TF4h}
+		series[k], final[k] = []domain.Candle{{Time: open, Open: 100, High: 102, Low: 99, Close: stored[sym], Volume: 5}}, open
+	}
+	if _, err := db.UpsertChangedCandles(ctx, series, final); err != nil {
+		t.Fatal(err)
+	}
+	if got := candidates(bell.Add(5*time.Second), bell); !cmp.Equal(got, []string{"BELL", "SETTLED"}) {
+		t.Errorf("after the bell, the bars final, within Settle: %v, want BELL and SETTLED at once", got)
+	}
+}
+
+// A stream writes a series' open candle every few seconds; the last write
+// before the close can land just after it, with the candle as it stood
+// before its closing push. Until the final state is stored (closed) or
+// Settle has passed, a run decides nothing on it: not the end-of-candle
+// rule, and not the open-candle rule either (the candle is no longer
+// open), though its close moved since a report made before the slot.
+// Then the final write rescores it once.
+func TestRescoreCandidatesWaitForTheFinalState(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	ctx := context.Background()
+	closeAt := time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC)
+	open := closeAt.Add(-15 * time.Minute)
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	k := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF15m}
+	if err := db.ReplaceTickers(ctx, spot, []domain.Ticker{{Symbol: "BTC_USDT", Price: 100, Volume: 1, UpdatedAt: closeAt}}); err != nil {
+		t.Fatal(err)
+	}
+	candle := func(c float64) []domain.Candle {
+		return []domain.Candle{{Time: open, Open: 100, High: 102, Low: 99, Close: c, Volume: 5}}
+	}
+	if err := db.UpsertCandles(ctx, k, candle(100)); err != nil {
+		t.Fatal(err)
+	}
+	rec := analyticsRecord("BTC_USDT", 15, analytics.VerdictNeutral, closeAt.Add(-3*time.Minute)) // before the last slot
+	rec.Style, rec.CandleTime = analytics.Scalp, open
+	if _, err := db.SaveAnalytics(ctx, []store.AnalyticsRecord{rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+	decide := func(now time.Time) []store.RescoreCandidate {
+		t.Helper()
+		cands, _, err := db.RescoreCandidates(ctx, store.RescoreQuery{Source: spot, Style: analytics.Scalp, Timeframe: domain.TF15m,
+			Now: now, Settle: 45 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cands
+	}
+	// The last open write, its close moved, lands after the close.
+	if _, err := db.UpsertChangedCandles(ctx, map[store.CandleKey][]domain.Candle{k: candle(101)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(closeAt.Add(time.Second)); len(got) != 0 {
+		t.Fatalf("after the close, the last open state stored: %+v, want none (the final state is on its way)", got)
+	}
+	if got := decide(closeAt.Add(-time.Second)); len(got) != 1 || got[0].Reason != store.RescoreOpenMoved {
+		t.Fatalf("before the close: %+v, want BTC_USDT for the open-candle rule", got)
+	}
+	// The closing push: final.
+	if _, err := db.UpsertChangedCandles(ctx, map[store.CandleKey][]domain.Candle{k: candle(102)}, map[store.CandleKey]time.Time{k: open}); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(closeAt.Add(2 * time.Second)); len(got) != 1 || got[0].Reason != store.RescoreEnded {
+		t.Fatalf("the final state stored: %+v, want BTC_USDT, ended", got)
+	}
+	// No final write at all: Settle after the close, on what is stored.
+	if _, err := db.Pool.Exec(ctx, `UPDATE candles SET closed = false`); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(closeAt.Add(45 * time.Second)); len(got) != 1 || got[0].Reason != store.RescoreEnded {
+		t.Fatalf("Settle after the close, nothing final: %+v, want BTC_USDT, ended", got)
 	}
 }
 

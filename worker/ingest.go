@@ -72,7 +72,7 @@ type IngestStore interface {
 	ReplaceTickers(ctx context.Context, c domain.Combination, tickers []domain.Ticker) error
 	Tickers(ctx context.Context, c domain.Combination) ([]domain.Ticker, error)
 	UpsertCandleSeries(ctx context.Context, series map[store.CandleKey][]domain.Candle) error
-	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error)
+	UpsertChangedCandles(ctx context.Context, series map[store.CandleKey][]domain.Candle, final map[store.CandleKey]time.Time) ([]store.CandleKey, error)
 	LatestCandleTimes(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string) (map[string]time.Time, error)
 	CandleCounts(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, atMost int) (map[string]int, error)
 	RecordFeedSuccess(ctx context.Context, c domain.Combination, kind string, at time.Time) error
@@ -109,6 +109,10 @@ type Ingester struct {
 	// RetentionJob's): backfill never loads what it would delete. nil
 	// keeps everything.
 	Retention map[domain.Timeframe]time.Duration
+	// Hours are the markets' calendars: a candle read after its market's
+	// session close within it is final (finalThrough). nil: every market
+	// trades around the clock.
+	Hours domain.MarketHours
 
 	// polled is, by combination and timeframe, where the next bulk poll
 	// of each series may start at the latest (a *seriesFloors: the
@@ -336,11 +340,15 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		if s := in.pushed(ctx, c, tf); s.Any() {
 			dropPushedEdge(batch, fetched, tf, s)
 		}
-		clear(fetched)
-		for _, cs := range batch {
+		final := map[store.CandleKey]time.Time{}
+		for key, cs := range batch {
 			stored += len(cs)
+			if open, ok := in.finalThrough(key.Market, key.Timeframe, cs, fetched[key]); ok {
+				final[key] = open
+			}
 		}
-		err := write.store(ctx, batch)
+		clear(fetched)
+		err := write.store(ctx, batch, final)
 		clear(batch)
 		if err == nil {
 			write.announce(ctx)

@@ -314,9 +314,20 @@ func (k *candleSink) write(ctx context.Context, pending map[store.CandleKey]map[
 	for key, byTime := range pending {
 		series[key] = slices.SortedFunc(maps.Values(byTime), func(a, b domain.Candle) int { return a.Time.Compare(b.Time) })
 	}
+	// A write of closed candles holds, per series, the ones up to its
+	// newest closing push: final (store.UpsertChangedCandles). An open
+	// write holds none, not even a candle that has ended since its last
+	// push (its closing push is on its way).
+	var final map[store.CandleKey]time.Time
+	if closed {
+		final = make(map[store.CandleKey]time.Time, len(series))
+		for key, cs := range series {
+			final[key] = cs[len(cs)-1].Time
+		}
+	}
 	write := k.s.In.newCandleWrite()
 	write.step = func(step string, n int) { k.logWrite(start, step, n, closed) }
-	err := write.store(ctx, series)
+	err := write.store(ctx, series, final)
 	write.announce(ctx)
 	if err != nil {
 		if !closed {

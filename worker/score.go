@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,7 +160,7 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	waited := time.Now()
 	unlock := s.lock(m, style)
 	defer unlock()
-	ph := runPhases{start: waited, lockWait: time.Since(waited)}
+	ph := runPhases{start: waited, lockWait: time.Since(waited), reasons: map[store.RescoreReason]int{}}
 	defer ph.log(s.logger(), m, style, &scored)
 	considered := 0
 	// A symbol is scored once a run: two sources of a market that both
@@ -194,11 +195,11 @@ func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style 
 	// candle that moved is rescored once per open-candle slot) is the
 	// store's, which returns only the assets to score.
 	t0 := time.Now()
-	q := store.RescoreQuery{Source: src, Style: style, Timeframe: tf,
-		Symbols: only, Now: now, SessionClose: domain.StateAt(s.Hours, m, now).Session.Close}
-	if only == nil {
-		q.Settle = tickSettle // the tick's run: a close's candles are rescored by their closing read's trigger
-	}
+	// Settle: a close whose final state is not stored yet waits for it
+	// (its write triggers a run) or, if none comes, for the first tick
+	// after Settle.
+	q := store.RescoreQuery{Source: src, Style: style, Timeframe: tf, Symbols: only, Now: now,
+		SessionClose: domain.StateAt(s.Hours, m, now).Session.Close, Settle: tickSettle}
 	cands, considered, err := s.Store.RescoreCandidates(ctx, q)
 	ph.decide += time.Since(t0)
 	if err != nil {
@@ -209,6 +210,7 @@ func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style 
 	prev := make(map[string]store.AnalyticsRecord, len(cands))
 	for _, c := range cands {
 		seen[c.Symbol] = true
+		ph.reasons[c.Reason]++
 		if c.HadPrev {
 			prev[c.Symbol] = c.Prev
 		}
@@ -306,6 +308,7 @@ type runPhases struct {
 	lockWait, decide, read, score, save time.Duration
 	candidates                          int
 	reads                               store.CandleReads
+	reasons                             map[store.RescoreReason]int // the candidates by the rule's clause
 }
 
 func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style, scored *int) {
@@ -318,15 +321,33 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 	}
 	l.Log(context.Background(), level, "scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
 		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
-		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full)
+		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full, "reasons", ph.reasonCounts())
 }
 
-// tickSettle is how long after a candle's end the tick's runs leave its
-// rescoring to the run its closing read triggers (store.RescoreQuery's
-// Settle): the stream's final kline lands within seconds, the bell's REST
-// read of a whole stock market within a quarter of a minute. A candle
-// whose closing read changed nothing (no trade since the last read: no
-// write, no trigger) is rescored by the first tick after it, a minute on.
+// reasonCounts is the candidates by the rule's clause, in the rule's
+// order ("ended=1980 ended_moved=3"): the reason a run scored what it did.
+func (ph *runPhases) reasonCounts() string {
+	var b strings.Builder
+	for _, r := range []store.RescoreReason{store.RescoreNew, store.RescoreNewCandle, store.RescoreFundamentals,
+		store.RescoreEnded, store.RescoreEndedMoved, store.RescoreOpenMoved} {
+		if n := ph.reasons[r]; n > 0 {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%s=%d", r, n)
+		}
+	}
+	return b.String()
+}
+
+// tickSettle is how long after a candle's end a run waits for its final
+// state (store.RescoreQuery's Settle) before it rescores the candle on
+// what is stored: the stream's closing push lands within seconds, the
+// bell's REST read of a whole stock market within a quarter of a minute,
+// and either is marked final, which rescores it at once. A candle whose
+// final state equals what was stored before its end and that no final
+// write marked (a feed that cannot tell) is rescored by the first tick
+// after it, a minute on.
 const tickSettle = 45 * time.Second
 
 // slowRun is the duration from which a scoring run's phases are logged at

@@ -251,11 +251,13 @@ func TestScoreSaveFailureAndCache(t *testing.T) {
 	}
 }
 
-// At a close, the tick's run leaves the candles that have just ended to
-// the run their closing read triggers (store.RescoreQuery.Settle): a run
-// the trigger starts for named symbols rescores them at once, the tick's
-// rescores none until the settle time has passed, then every one the
-// closing read did not reach.
+// At a close, a run leaves the candles that have just ended to the run
+// their closing read triggers (store.RescoreQuery.Settle): a run for named
+// symbols (the trigger's) rescores none of them before their closing read
+// is stored (a write of their last open state triggered it), and rescores
+// them at once after it (the read marks them final); the tick's rescores
+// none until the settle time has passed, then every one the closing read
+// did not reach.
 func TestTickLeavesTheCloseToTheClosingRead(t *testing.T) {
 	t.Parallel()
 	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
@@ -275,6 +277,12 @@ func TestTickLeavesTheCloseToTheClosingRead(t *testing.T) {
 	clk.t = time.Date(2026, 11, 22, 12, 0, 5, 0, time.UTC) // the 08:00 candle ended at 12:00
 	if n, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || n != 0 {
 		t.Fatalf("the tick's run 5 s after the close rescored %d (%v), want none", n, err)
+	}
+	if n, _, err := sc.ScoreSymbols(ctx, domain.Crypto, analytics.Swing, []string{"BTC_USDT"}); err != nil || n != 0 {
+		t.Fatalf("a triggered run before the closing read rescored %d (%v), want none", n, err)
+	}
+	if _, err := in.IngestCandles(ctx, spot, domain.TF4h, []string{"BTC_USDT"}); err != nil { // the closing read
+		t.Fatal(err)
 	}
 	if n, _, err := sc.ScoreSymbols(ctx, domain.Crypto, analytics.Swing, []string{"BTC_USDT"}); err != nil || n != 1 {
 		t.Fatalf("the closing read's run rescored %d (%v), want BTC_USDT", n, err)

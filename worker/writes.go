@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/readcache"
@@ -34,10 +35,12 @@ type candleWrite struct {
 
 func (in *Ingester) newCandleWrite() *candleWrite { return &candleWrite{in: in} }
 
-// store upserts series, of any markets, exchanges and timeframes. Both
-// upserts are tried; a failure is this service's (ourSide), never the
+// store upserts series, of any markets, exchanges and timeframes; final
+// holds, by series, the open time of its newest candle the feed had closed
+// (store.UpsertChangedCandles: a scored series' final state is marked).
+// Both upserts are tried; a failure is this service's (ourSide), never the
 // feed's.
-func (w *candleWrite) store(ctx context.Context, series map[store.CandleKey][]domain.Candle) error {
+func (w *candleWrite) store(ctx context.Context, series map[store.CandleKey][]domain.Candle, final map[store.CandleKey]time.Time) error {
 	in := w.in
 	wanted, other := map[store.CandleKey][]domain.Candle{}, map[store.CandleKey][]domain.Candle{}
 	for key, cs := range series {
@@ -57,7 +60,7 @@ func (w *candleWrite) store(ctx context.Context, series map[store.CandleKey][]do
 		w.stepDone("stored", len(other))
 	}
 	if len(wanted) > 0 {
-		changed, err := in.Store.UpsertChangedCandles(ctx, wanted)
+		changed, err := in.Store.UpsertChangedCandles(ctx, wanted, final)
 		w.changed = append(w.changed, changed...)
 		if err == nil {
 			in.dropCandleCaches(ctx, wanted)
@@ -121,4 +124,24 @@ func (in *Ingester) storeTickers(ctx context.Context, c domain.Combination, rows
 	_ = in.Store.RecordFeedSuccess(ctx, c, store.FeedKindTickers, in.Now())
 	in.notify(ctx, readcache.Tickers(c))
 	return nil
+}
+
+// finalThrough is the open time of the newest of cs (sorted by time) that
+// had ended when it was read at asked: its state is the final one. A
+// candle ends at its timeframe's end, or at its market's session close
+// within it (store's rule: a stock's 4h bar holding the 16:00 New York
+// close has ended at the bell). ok is false when none had.
+func (in *Ingester) finalThrough(m domain.Market, tf domain.Timeframe, cs []domain.Candle, asked time.Time) (open time.Time, ok bool) {
+	sessionClose := domain.StateAt(in.Hours, m, asked).Session.Close
+	for i := len(cs) - 1; i >= 0; i-- {
+		start := cs[i].Time
+		end := start.Add(tf.Duration())
+		if sessionClose.After(start) && sessionClose.Before(end) {
+			end = sessionClose
+		}
+		if !end.After(asked) {
+			return start, true
+		}
+	}
+	return time.Time{}, false
 }

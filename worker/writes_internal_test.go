@@ -56,6 +56,7 @@ func TestRESTAndPushStoreAlike(t *testing.T) {
 
 	want := writeOutcome{
 		Upsert:    "changed",
+		Final:     candle.Time.Format(time.RFC3339), // the newest closed candle: REST read it after its end, the push closed it
 		Announced: true,
 		Caches:    []string{fmt.Sprint(readcache.Candles(c.Market, c.Exchange)), fmt.Sprint(readcache.Tickers(c))},
 		Health:    []string{"crypto/binance/candles candles:1h", "crypto/binance/spot tickers"},
@@ -123,6 +124,7 @@ func TestPushSinkReloadsCandlesDroppedFromItsRetries(t *testing.T) {
 // writeOutcome is what a write of one series did, as the test compares it.
 type writeOutcome struct {
 	Upsert    string   // "changed" or "plain"
+	Final     string   // the open time of the newest candle written final (store.UpsertChangedCandles)
 	Announced bool     // told to the score trigger as changed
 	Caches    []string // api cache scopes dropped, sorted, once each
 	Health    []string // feed-health successes recorded, sorted, once each
@@ -145,7 +147,8 @@ func newWriteBench(t *testing.T, now time.Time) *writeBench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &writeBench{store: &memIngestStore{upserts: map[store.CandleKey]string{}, candles: map[store.CandleKey][]domain.Candle{},
+	b := &writeBench{store: &memIngestStore{upserts: map[store.CandleKey]string{}, final: map[store.CandleKey]time.Time{},
+		candles: map[store.CandleKey][]domain.Candle{},
 		tickers: map[domain.Combination][]domain.Ticker{}, health: map[string]bool{}},
 		announced: map[store.CandleKey]bool{}, caches: map[string]bool{}}
 	b.in = &Ingester{Store: b.store, Feeds: reg, Now: func() time.Time { return now }, Changes: changeRecorder{b},
@@ -166,7 +169,12 @@ func (b *writeBench) outcome(key store.CandleKey) writeOutcome {
 		slices.Sort(out)
 		return out
 	}
-	return writeOutcome{Upsert: b.store.upserts[key], Announced: b.announced[key], Caches: sorted(b.caches), Health: sorted(b.store.health)}
+	final := ""
+	if t, ok := b.store.final[key]; ok {
+		final = t.Format(time.RFC3339)
+	}
+	return writeOutcome{Upsert: b.store.upserts[key], Final: final, Announced: b.announced[key], Caches: sorted(b.caches),
+		Health: sorted(b.store.health)}
 }
 
 // changeRecorder is a score trigger that wants the 1h candles and records
@@ -196,6 +204,7 @@ type memIngestStore struct {
 
 	mu      sync.Mutex
 	upserts map[store.CandleKey]string
+	final   map[store.CandleKey]time.Time // the newest final open time written, by series
 	candles map[store.CandleKey][]domain.Candle
 	tickers map[domain.Combination][]domain.Ticker
 	health  map[string]bool
@@ -218,13 +227,18 @@ func (s *memIngestStore) UpsertCandleSeries(_ context.Context, series map[store.
 	return nil
 }
 
-func (s *memIngestStore) UpsertChangedCandles(_ context.Context, series map[store.CandleKey][]domain.Candle) ([]store.CandleKey, error) {
+func (s *memIngestStore) UpsertChangedCandles(_ context.Context, series map[store.CandleKey][]domain.Candle, final map[store.CandleKey]time.Time) ([]store.CandleKey, error) {
 	if s.fail.Load() {
 		return nil, errors.New("write refused")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keep(series, "changed")
+	for k, t := range final {
+		if t.After(s.final[k]) {
+			s.final[k] = t
+		}
+	}
 	var keys []store.CandleKey
 	for k := range series {
 		keys = append(keys, k)
@@ -283,4 +297,40 @@ func (s *memIngestStore) RecordFeedError(_ context.Context, c domain.Combination
 
 func (s *memIngestStore) FeedHealthOf(_ context.Context, c domain.Combination, kind string) (store.FeedHealth, error) {
 	return store.FeedHealth{Combination: c, Kind: kind}, nil
+}
+
+// finalThrough: a candle read after it ended is final; a candle holding
+// its market's session close has ended at the bell (a stock's 4h bar read
+// at 16:00:05 New York, though its timeframe runs to 22:00 UTC); one
+// still open is not.
+func TestFinalThrough(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	bell := time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC) // 16:00 New York
+	sched := domain.Schedule{Market: domain.Stocks, First: day, Last: day,
+		Sessions: []domain.Session{{Day: day, Open: time.Date(2026, 12, 1, 14, 30, 0, 0, time.UTC), Close: bell}}}
+	cal, err := domain.NewSessionCalendar(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Ingester{Hours: domain.Calendars{domain.Stocks: cal}}
+	bars := []domain.Candle{{Time: bell.Add(-7 * time.Hour)}, {Time: bell.Add(-3 * time.Hour)}} // 14:00 and 18:00 UTC
+	cases := []struct {
+		m      domain.Market
+		asked  time.Time
+		want   time.Time
+		wantOK bool
+	}{
+		{domain.Stocks, bell.Add(5 * time.Second), bars[1].Time, true},   // after the bell: the 18:00 bar has ended
+		{domain.Stocks, bell.Add(-5 * time.Second), bars[0].Time, true},  // before it: only the 14:00 bar
+		{domain.Crypto, bell.Add(5 * time.Second), bars[0].Time, true},   // no session: the 18:00 bar runs to 22:00
+		{domain.Crypto, bars[0].Time.Add(time.Hour), time.Time{}, false}, // within the first bar: none
+	}
+	for _, c := range cases {
+		got, ok := in.finalThrough(c.m, domain.TF4h, bars, c.asked)
+		if ok != c.wantOK || !got.Equal(c.want) {
+			t.Errorf("%s read at %s: final through %s (%v), want %s (%v)", c.m, c.asked.Format("15:04:05"), got.Format("15:04"), ok,
+				c.want.Format("15:04"), c.wantOK)
+		}
+	}
 }

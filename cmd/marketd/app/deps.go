@@ -167,7 +167,8 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
 	trigger.Register(w)
-	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: clock, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: clock, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify,
+		Hours: hours}
 	if cfg.ScoreTrigger {
 		in.Changes = trigger
 	} else {
