@@ -300,9 +300,11 @@ func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Com
 }
 
 // runPhases is where a scoring run's time went, logged at debug level,
-// and at info level when the run took slowRun or longer: an operator (or a
-// benchmark's log) reading a slow rescoring sees whether it waited for the
-// previous run, for Postgres (deciding, reading, saving) or for the CPU.
+// and at info level when the run took slowRun or longer or had bigRun
+// candidates or more: an operator (or a benchmark's log) reading a slow
+// rescoring sees whether it waited for the previous run, for Postgres
+// (deciding, reading, saving) or for the CPU, and why its assets were
+// scored (reasons).
 type runPhases struct {
 	start                               time.Time
 	lockWait, decide, read, score, save time.Duration
@@ -316,7 +318,7 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 		return
 	}
 	level := slog.LevelDebug
-	if time.Since(ph.start) >= slowRun {
+	if time.Since(ph.start) >= slowRun || ph.candidates >= bigRun {
 		level = slog.LevelInfo
 	}
 	l.Log(context.Background(), level, "scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
@@ -354,6 +356,11 @@ const tickSettle = 45 * time.Second
 // info level: a few seconds, a close's goal (every report rescored within
 // 5 s) at risk.
 const slowRun = 2 * time.Second
+
+// bigRun is the candidates from which a scoring run is logged at info
+// level whatever it took: a close's runs (thousands of assets), with the
+// rule's clauses that picked them.
+const bigRun = 500
 
 // readBatch is how many assets' candles a scoring run reads per
 // statement.

@@ -555,12 +555,12 @@ func (d *deployment) measure(o options, r *result) error {
 		for _, sc := range r.closes {
 			if sc.at(b) {
 				wg.Go(func() {
-					lats, missing, target := d.rescoreLatency(sc, b)
+					lats, missing, target, rewrites := d.rescoreLatency(sc, b)
 					mu.Lock()
 					defer mu.Unlock()
 					r.rescore[sc.key()] = append(r.rescore[sc.key()], lats...)
 					r.rescoreMiss[sc.key()] += missing
-					r.rescoreCloses[sc.key()] = append(r.rescoreCloses[sc.key()], closeRescore{at: b, lats: lats, missing: missing, target: target})
+					r.rescoreCloses[sc.key()] = append(r.rescoreCloses[sc.key()], closeRescore{at: b, lats: lats, missing: missing, target: target, rewrites: rewrites})
 				})
 			}
 		}
@@ -777,6 +777,11 @@ type closeRescore struct {
 	lats    []time.Duration
 	missing int
 	target  int // the reports there were at the close
+	// rewrites is how many reports of the style were written by runs that
+	// started at or after the close, within the watch (its archive rows):
+	// above target, some were scored twice (a state before the final one,
+	// then the final one).
+	rewrites int
 }
 
 // rescoreLatency watches the reports of a market's style from the close at b for
@@ -788,7 +793,7 @@ type closeRescore struct {
 // before the close (a run that took the lock then and read the closed
 // candles after it), and a run over the whole universe commits its
 // reports batch by batch for as long as it takes.
-func (d *deployment) rescoreLatency(sc scoredClose, b time.Time) ([]time.Duration, int, int) {
+func (d *deployment) rescoreLatency(sc scoredClose, b time.Time) ([]time.Duration, int, int, int) {
 	const q = `SELECT symbol, updated_at FROM analytics_reports
 		WHERE market = $1 AND style = $2 AND updated_at >= $3`
 	since := b.Add(-5 * time.Minute) // a run's start, at most this long before its last write
@@ -827,7 +832,14 @@ func (d *deployment) rescoreLatency(sc scoredClose, b time.Time) ([]time.Duratio
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return slices.Collect(maps.Values(first)), target - len(first), target
+	// Every report written is archived, stamped with its run's start.
+	rewrites := 0
+	if err := d.db.QueryRow(context.Background(), `SELECT count(*) FROM analytics_report_archive
+		WHERE market = $1 AND style = $2 AND published_at >= $3 AND published_at < $4`,
+		sc.market, sc.style, b, b.Add(sc.watch)).Scan(&rewrites); err != nil {
+		log.Printf("rewrites at %s: %v", b.Format("15:04"), err)
+	}
+	return slices.Collect(maps.Values(first)), target - len(first), target, rewrites
 }
 
 // schemaSize is the bytes of the schema's tables (with indexes and TOAST).
@@ -952,7 +964,8 @@ func report(w io.Writer, rs []*result) {
 				slices.SortFunc(cs, func(a, b closeRescore) int { return a.at.Compare(b.at) })
 				var each []string
 				for _, c := range cs {
-					each = append(each, fmt.Sprintf("%s (%d reports): %s, %d not within %s", c.at.UTC().Format("15:04"), c.target, benchkit.Dist(c.lats), c.missing, sc.watch))
+					each = append(each, fmt.Sprintf("%s (%d reports, %d written): %s, %d not within %s", c.at.UTC().Format("15:04"), c.target,
+						c.rewrites, benchkit.Dist(c.lats), c.missing, sc.watch))
 				}
 				out += "; per close: " + strings.Join(each, "; ")
 			}
