@@ -168,6 +168,9 @@ const (
 	RescoreOpenMoved RescoreReason = "open_moved"
 )
 
+// RescoreReasons are the rule's clauses in its order.
+var RescoreReasons = []RescoreReason{RescoreNew, RescoreNewCandle, RescoreFundamentals, RescoreEnded, RescoreEndedMoved, RescoreOpenMoved}
+
 // RescoreCandidates decides, in one statement, which assets of a source
 // must be scored (again) under the rescoring rule (this file's comment),
 // and returns only those, ordered by symbol, with what scoring them keeps;
@@ -268,6 +271,9 @@ const rescoreCandidatesSQL = `WITH src AS (
 				ORDER BY open_time DESC LIMIT 1) l
 			CROSS JOIN LATERAL (SELECT CASE WHEN $11::timestamptz > l.open_time AND $11::timestamptz < l.open_time + $10::interval
 				THEN $11::timestamptz ELSE l.open_time + $10::interval END AS end_at) e
+			-- settled: the candle has ended, and its final state is stored or Settle has passed.
+			CROSS JOIN LATERAL (SELECT e.end_at <= $12::timestamptz
+				AND (l.closed OR e.end_at <= $12::timestamptz - $13::interval) AS settled) d
 			LEFT JOIN LATERAL (SELECT symbol, overall_score, verdict, candle_time, candle_close, updated_at, fundamentals_at
 				FROM analytics_reports WHERE market = $1 AND style = $6 AND symbol = s.symbol OFFSET 0) a ON true
 			LEFT JOIN LATERAL (SELECT inputs, updated_at FROM fundamentals
@@ -277,12 +283,8 @@ const rescoreCandidatesSQL = `WITH src AS (
 				WHEN a.candle_time <> l.open_time AND NOT (a.candle_time + $10::interval = l.open_time AND a.updated_at >= l.open_time
 					AND a.updated_at >= $8 AND a.updated_at < $9) THEN 'new_candle'
 				WHEN coalesce(f.updated_at > coalesce(a.fundamentals_at, '-infinity'), false) THEN 'fundamentals'
-				WHEN a.candle_time = l.open_time AND e.end_at <= $12::timestamptz
-					AND (l.closed OR e.end_at <= $12::timestamptz - $13::interval) AND a.updated_at < e.end_at
-					THEN 'ended'
-				WHEN a.candle_time = l.open_time AND e.end_at <= $12::timestamptz
-					AND (l.closed OR e.end_at <= $12::timestamptz - $13::interval) AND a.candle_close <> l.close
-					THEN 'ended_moved'
+				WHEN a.candle_time = l.open_time AND d.settled AND a.updated_at < e.end_at THEN 'ended'
+				WHEN a.candle_time = l.open_time AND d.settled AND a.candle_close <> l.close THEN 'ended_moved'
 				WHEN e.end_at > $12::timestamptz AND (a.candle_close <> l.close OR a.candle_time <> l.open_time)
 					AND (a.updated_at < $8 OR a.updated_at >= $9)
 					THEN 'open_moved'

@@ -330,8 +330,7 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 // order ("ended=1980 ended_moved=3"): the reason a run scored what it did.
 func (ph *runPhases) reasonCounts() string {
 	var b strings.Builder
-	for _, r := range []store.RescoreReason{store.RescoreNew, store.RescoreNewCandle, store.RescoreFundamentals,
-		store.RescoreEnded, store.RescoreEndedMoved, store.RescoreOpenMoved} {
+	for _, r := range store.RescoreReasons {
 		if n := ph.reasons[r]; n > 0 {
 			if b.Len() > 0 {
 				b.WriteByte(' ')
