@@ -90,16 +90,10 @@ type Scorer struct {
 	// SessionClose). Nil: every market trades around the clock.
 	Hours domain.MarketHours
 
-	runs sync.Map // market/style → *sync.Mutex
+	runs sync.Map // market/style → *runClaims
 
 	saveSlotsOnce sync.Once
 	saveSlots     chan struct{} // saveSlotsTotal: the saves under way in this process
-}
-
-func (s *Scorer) lock(m domain.Market, style analytics.Style) func() {
-	mu, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
 }
 
 // Register adds the scoring handler to a worker.
@@ -146,34 +140,34 @@ func (s *Scorer) Score(ctx context.Context, m domain.Market, style analytics.Sty
 
 // ScoreSymbols is Score restricted to the given symbols (nil = every
 // asset), with the same rules: what was already scored is skipped.
+//
+// A run first decides, source by source, which assets to score, then
+// reads, scores and saves them all in one pipeline: a stock market's five
+// exchanges are one run whose reads, scoring and saves overlap from the
+// first asset to the last, rather than five that each wait for their last
+// save before the next one starts deciding.
 func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analytics.Style, only []string) (scored, events int, err error) {
 	srcs := domain.AnalyticsSources(s.Region, m, s.Served)
 	if len(srcs) == 0 {
 		return 0, 0, nil // the market has no candle feed in this region
 	}
-	// One run per market and style at a time in this process: a tick and
-	// a trigger arriving together (both are enqueued on the minute) would
-	// otherwise both compute the same assets from the same reports, and
-	// one result would be thrown away (SaveAnalytics keeps the first). The
-	// second run waits, then finds the assets fresh. Across processes the
-	// same race costs CPU only.
+	// A run waits for the runs of its market and style that claimed one
+	// of its assets before it (runClaims); runs over other assets go on
+	// beside it.
 	waited := time.Now()
-	unlock := s.lock(m, style)
-	defer unlock()
+	release, err := s.claims(m, style).claim(ctx, only)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer release()
 	ph := runPhases{start: waited, lockWait: time.Since(waited), reasons: map[store.RescoreReason]int{}}
 	defer ph.log(s.logger(), m, style, &scored)
-	considered := 0
-	// A symbol is scored once a run: two sources of a market that both
-	// list it (a forex exchange's candles read before its screener rows
-	// exist) must not score it twice.
-	seen := map[string]bool{}
-	for _, src := range srcs {
-		n, e, c, err := s.scoreSource(ctx, src, style, only, seen, &ph)
-		scored, events, considered = scored+n, events+e, considered+c
-		if err != nil {
-			return scored, events, err
-		}
+	now := s.Now().UTC()
+	work, considered, err := s.decide(ctx, srcs, style, only, now, &ph)
+	if err != nil {
+		return 0, 0, err
 	}
+	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph)
 	obs.Scored(string(m), string(style), scored, considered-scored, events)
 	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
@@ -181,38 +175,68 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		s.Notify(ctx, readcache.Analytics(m))
 		s.Notify(ctx, readcache.TopSetups())
 	}
-	return scored, events, nil
+	return scored, events, err
 }
 
-// scoreSource scores the assets of one analytics source of a run that the
-// rescoring rule picks (and that seen does not hold yet), and returns how
-// many were scored, the verdict events written and the assets considered.
-func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style analytics.Style, only []string,
-	seen map[string]bool, ph *runPhases) (scored, events, considered int, err error) {
-	m, tf := src.Market, style.Timeframe()
-	now := s.Now().UTC()
-	// The rescoring rule (what was already scored is skipped; a still-open
-	// candle that moved is rescored once per open-candle slot) is the
-	// store's, which returns only the assets to score.
-	t0 := time.Now()
-	// Settle: a close whose final state is not stored yet waits for it
-	// (its write triggers a run) or, if none comes, for the first tick
-	// after Settle.
-	q := store.RescoreQuery{Source: src, Style: style, Timeframe: tf, Symbols: only, Now: now,
-		SessionClose: domain.StateAt(s.Hours, m, now).Session.Close, Settle: tickSettle}
-	cands, considered, err := s.Store.RescoreCandidates(ctx, q)
-	ph.decide += time.Since(t0)
-	if err != nil {
-		return 0, 0, considered, err
+// claims is the run claims of a market and style in this process.
+func (s *Scorer) claims(m domain.Market, style analytics.Style) *runClaims {
+	c, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &runClaims{})
+	return c.(*runClaims)
+}
+
+// sourceWork is the assets of one analytics source that a run scores.
+type sourceWork struct {
+	src   domain.Combination
+	cands []store.RescoreCandidate
+}
+
+// decide returns, per analytics source, the assets the rescoring rule
+// picks (store.RescoreCandidates), and how many assets it considered. A
+// symbol is scored once a run: two sources of a market that both list it
+// (a forex exchange's candles read before its screener rows exist) must
+// not score it twice, so the first source that picks it keeps it.
+func (s *Scorer) decide(ctx context.Context, srcs []domain.Combination, style analytics.Style, only []string, now time.Time,
+	ph *runPhases) (work []sourceWork, considered int, err error) {
+	seen := map[string]bool{}
+	for _, src := range srcs {
+		// Settle: a close whose final state is not stored yet waits for
+		// it (its write triggers a run) or, if none comes, for the first
+		// tick after Settle.
+		q := store.RescoreQuery{Source: src, Style: style, Timeframe: style.Timeframe(), Symbols: only, Now: now,
+			SessionClose: domain.StateAt(s.Hours, src.Market, now).Session.Close, Settle: tickSettle}
+		t0 := time.Now()
+		cands, n, err := s.Store.RescoreCandidates(ctx, q)
+		ph.decide += time.Since(t0)
+		considered += n
+		if err != nil {
+			return nil, considered, err
+		}
+		cands = slices.DeleteFunc(cands, func(c store.RescoreCandidate) bool { return seen[c.Symbol] })
+		for _, c := range cands {
+			seen[c.Symbol] = true
+			ph.reasons[c.Reason]++
+		}
+		ph.candidates += len(cands)
+		if len(cands) > 0 {
+			work = append(work, sourceWork{src: src, cands: cands})
+		}
 	}
-	cands = slices.DeleteFunc(cands, func(c store.RescoreCandidate) bool { return seen[c.Symbol] })
-	ph.candidates += len(cands)
-	prev := make(map[string]store.AnalyticsRecord, len(cands))
-	for _, c := range cands {
-		seen[c.Symbol] = true
-		ph.reasons[c.Reason]++
-		if c.HadPrev {
-			prev[c.Symbol] = c.Prev
+	return work, considered, nil
+}
+
+// scoreWork scores the decided assets and stores them, and returns how
+// many were scored and the verdict events written.
+func (s *Scorer) scoreWork(ctx context.Context, m domain.Market, style analytics.Style, work []sourceWork, now time.Time,
+	ph *runPhases) (scored, events int, err error) {
+	if len(work) == 0 {
+		return 0, 0, nil
+	}
+	prev := map[string]store.AnalyticsRecord{}
+	for _, w := range work {
+		for _, c := range w.cands {
+			if c.HadPrev {
+				prev[c.Symbol] = c.Prev
+			}
 		}
 	}
 	// The candles are read a batch ahead: while one batch is scored and
@@ -221,7 +245,7 @@ func (s *Scorer) scoreSource(ctx context.Context, src domain.Combination, style 
 	// whichever is longer, rather than their sum.
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	batches := s.readAhead(rctx, m, src.Exchange, tf, cands)
+	batches := s.readAhead(rctx, style.Timeframe(), work)
 	// The records are saved saveEvery at a time on up to saveConns
 	// connections at once while the run goes on scoring: a run over a
 	// whole universe (11,000 stocks at their close) would otherwise wait
@@ -239,7 +263,7 @@ read:
 		}
 		for _, c := range b.cands {
 			t0 := time.Now()
-			rec, ok := s.scoreOne(m, style, src, c, b.candles[c.Symbol], now)
+			rec, ok := s.scoreOne(m, style, b.src, c, b.candles[c.Symbol], now)
 			ph.score += time.Since(t0)
 			if !ok {
 				continue
@@ -263,7 +287,7 @@ read:
 	if err == nil {
 		err = saveErr
 	}
-	return scored, events, considered, err
+	return scored, events, err
 }
 
 // scoreOne scores a candidate on its candles; ok is false when it has too
@@ -365,9 +389,10 @@ const bigRun = 500
 // statement.
 const readBatch = 32
 
-// candleBatch is one read of a scoring run: the candidates and their
-// candles (by symbol), or the read's error.
+// candleBatch is one read of a scoring run: the candidates of one source
+// and their candles (by symbol), or the read's error.
 type candleBatch struct {
+	src     domain.Combination
 	cands   []store.RescoreCandidate
 	candles map[string][]domain.Candle
 	reads   store.CandleReads
@@ -375,27 +400,29 @@ type candleBatch struct {
 	err     error
 }
 
-// readAhead reads the candidates' candles readBatch at a time, one batch
-// ahead of its reader, and closes the channel after the last batch or the
-// first error. Cancelling ctx stops it.
-func (s *Scorer) readAhead(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, cands []store.RescoreCandidate) <-chan candleBatch {
+// readAhead reads the candidates' candles readBatch at a time, source by
+// source, one batch ahead of its reader, and closes the channel after the
+// last batch or the first error. Cancelling ctx stops it.
+func (s *Scorer) readAhead(ctx context.Context, tf domain.Timeframe, work []sourceWork) <-chan candleBatch {
 	out := make(chan candleBatch, 1)
 	go func() {
 		defer close(out)
-		for chunk := range slices.Chunk(cands, readBatch) {
-			syms := make([]string, len(chunk))
-			for i, c := range chunk {
-				syms[i] = c.Symbol
-			}
-			t0 := time.Now()
-			cs, reads, err := s.Store.CachedCandlesOf(ctx, s.Candles, m, exchange, tf, syms, scoreCandles)
-			select {
-			case out <- candleBatch{cands: chunk, candles: cs, reads: reads, took: time.Since(t0), err: err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
+		for _, w := range work {
+			for chunk := range slices.Chunk(w.cands, readBatch) {
+				syms := make([]string, len(chunk))
+				for i, c := range chunk {
+					syms[i] = c.Symbol
+				}
+				t0 := time.Now()
+				cs, reads, err := s.Store.CachedCandlesOf(ctx, s.Candles, w.src.Market, w.src.Exchange, tf, syms, scoreCandles)
+				select {
+				case out <- candleBatch{src: w.src, cands: chunk, candles: cs, reads: reads, took: time.Since(t0), err: err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
 			}
 		}
 	}()

@@ -2,11 +2,14 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -72,6 +75,106 @@ func TestAnalyticsSourceIsTheFirstServedOne(t *testing.T) {
 	} {
 		if got := c.tr.WantsCandles(domain.Crypto, c.ex, domain.TF4h); got != c.want {
 			t.Errorf("served %v: WantsCandles(crypto, %s, 4h) = %v, want %v", c.tr.Served != nil, c.ex, got, c.want)
+		}
+	}
+}
+
+// runLines is a slog handler keeping the candidates of each "scoring run"
+// line.
+type runLines struct {
+	mu    sync.Mutex
+	cands []int64
+}
+
+func (h *runLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *runLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *runLines) WithGroup(string) slog.Handler            { return h }
+func (h *runLines) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "scoring run" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "candidates" {
+			h.mu.Lock()
+			h.cands = append(h.cands, a.Value.Int64())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// countingSaves counts the save transactions of a run.
+type countingSaves struct {
+	*store.DB
+	mu    sync.Mutex
+	saves int
+}
+
+func (c *countingSaves) SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error) {
+	c.mu.Lock()
+	c.saves++
+	c.mu.Unlock()
+	return c.DB.SaveAnalytics(ctx, recs, prev)
+}
+
+// TestOneRunScoresEveryExchangeOfAMarket: a stock market's exchanges are
+// one scoring run, one pipeline from the first asset to the last (its
+// assets, fewer than a save batch, go in one save: a run of a pipeline per
+// exchange saved each exchange's apart, after its own last read), and each
+// report keeps the exchange its candles came from.
+func TestOneRunScoresEveryExchangeOfAMarket(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 24, 15, 15, 30, 0, time.UTC)} // a Tuesday's session
+	in, db := newIngester(t, clk)
+	in.MaxCandleSymbols = 3
+	ctx := context.Background()
+	srcs := domain.AnalyticsSources("global", domain.Stocks, nil)
+	if len(srcs) < 2 {
+		t.Fatalf("stock sources %v: want several exchanges", srcs)
+	}
+	want := map[string]string{} // symbol → exchange
+	for _, src := range srcs {
+		if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(src, domain.TF4h, clk.t)); err != nil {
+			t.Fatal(err)
+		}
+		syms, err := db.CandleSymbols(ctx, domain.Stocks, src.Exchange, domain.TF4h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range syms {
+			if _, dup := want[s]; !dup {
+				want[s] = src.Exchange
+			}
+		}
+	}
+	exchanges := map[string]bool{}
+	for _, ex := range want {
+		exchanges[ex] = true
+	}
+	if len(exchanges) < 2 {
+		t.Fatalf("candles on %d exchange(s); want several", len(exchanges))
+	}
+	lines := &runLines{}
+	saves := &countingSaves{DB: db}
+	sc := &worker.Scorer{Store: saves, Region: "global", Logger: slog.New(lines), Now: clk.now}
+	n, _, err := sc.Score(ctx, domain.Stocks, analytics.Swing)
+	if err != nil || n != len(want) {
+		t.Fatalf("scored %d, %v; want the %d assets of %d exchanges", n, err, len(want), len(exchanges))
+	}
+	if saves.saves != 1 {
+		t.Errorf("%d save transactions for %d assets; want 1 (one pipeline for every exchange)", saves.saves, len(want))
+	}
+	if len(lines.cands) != 1 || lines.cands[0] != int64(len(want)) {
+		t.Errorf("scoring runs logged with candidates %v; want one run of %d", lines.cands, len(want))
+	}
+	list, err := db.AnalyticsList(ctx, domain.Stocks, analytics.Swing)
+	if err != nil || len(list) != len(want) {
+		t.Fatalf("list: %d reports, %v; want %d", len(list), err, len(want))
+	}
+	for _, rec := range list {
+		if rec.Exchange != want[rec.Symbol] {
+			t.Errorf("report of %s scored from %q, want %q", rec.Symbol, rec.Exchange, want[rec.Symbol])
 		}
 	}
 }
