@@ -90,7 +90,7 @@ type Scorer struct {
 	// SessionClose). Nil: every market trades around the clock.
 	Hours domain.MarketHours
 
-	runs sync.Map // market/style → *runClaims
+	runs sync.Map // market/style → *sync.Mutex
 
 	saveSlotsOnce sync.Once
 	saveSlots     chan struct{} // saveSlotsTotal: the saves under way in this process
@@ -151,15 +151,17 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	if len(srcs) == 0 {
 		return 0, 0, nil // the market has no candle feed in this region
 	}
-	// A run waits for the runs of its market and style that claimed one
-	// of its assets before it (runClaims); runs over other assets go on
-	// beside it.
+	// One run per market and style at a time in this process: a tick and
+	// a trigger arriving together (both are enqueued on the minute) would
+	// otherwise both compute the same assets from the same reports, and
+	// one result would be thrown away (SaveAnalytics keeps the first). The
+	// second run waits, then finds the assets fresh. Across processes the
+	// same race costs CPU only. (Runs over disjoint assets side by side
+	// were tried: on two saturated cores they held the in-process run
+	// slots and delayed the other markets' closes; docs/pipeline.md.)
 	waited := time.Now()
-	release, err := s.claims(m, style).claim(ctx, only)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer release()
+	unlock := s.lock(m, style)
+	defer unlock()
 	ph := runPhases{start: waited, lockWait: time.Since(waited), reasons: map[store.RescoreReason]int{}}
 	defer ph.log(s.logger(), m, style, &scored)
 	now := s.Now().UTC()
@@ -178,10 +180,10 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	return scored, events, err
 }
 
-// claims is the run claims of a market and style in this process.
-func (s *Scorer) claims(m domain.Market, style analytics.Style) *runClaims {
-	c, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &runClaims{})
-	return c.(*runClaims)
+func (s *Scorer) lock(m domain.Market, style analytics.Style) func() {
+	mu, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // sourceWork is the assets of one analytics source that a run scores.
