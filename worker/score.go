@@ -156,9 +156,7 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	// otherwise both compute the same assets from the same reports, and
 	// one result would be thrown away (SaveAnalytics keeps the first). The
 	// second run waits, then finds the assets fresh. Across processes the
-	// same race costs CPU only. (Runs over disjoint assets side by side
-	// were tried: on two saturated cores they held the in-process run
-	// slots and delayed the other markets' closes; docs/pipeline.md.)
+	// same race costs CPU only (docs/pipeline.md).
 	waited := time.Now()
 	unlock := s.lock(m, style)
 	defer unlock()
@@ -170,7 +168,11 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		return 0, 0, err
 	}
 	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph)
-	obs.Scored(string(m), string(style), scored, considered-scored, events)
+	if err == nil {
+		obs.Scored(string(m), string(style), scored, considered-scored, events)
+	}
+	// What was stored is announced even when the run stopped on an error
+	// after it.
 	if scored > 0 && s.Notify != nil {
 		// The market's list, reports and history, and every top-setups
 		// answer (they span markets).
