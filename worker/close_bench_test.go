@@ -183,11 +183,12 @@ func appendCloseCandles(b testing.TB, db *store.DB, src domain.Combination, styl
 }
 
 // phaseSums is a slog handler adding up the durations of the scorer's
-// "scoring run" lines.
+// "scoring run" lines, and keeping each line's candidates.
 type phaseSums struct {
-	mu        sync.Mutex
-	d         map[string]time.Duration
-	fullReads int64
+	mu         sync.Mutex
+	d          map[string]time.Duration
+	fullReads  int64
+	candidates []int64 // a run each, in the order logged
 }
 
 type phaseSum struct {
@@ -211,8 +212,11 @@ func (p *phaseSums) Handle(_ context.Context, r slog.Record) error {
 		if a.Value.Kind() == slog.KindDuration && a.Key != "took" {
 			p.d[a.Key] += a.Value.Duration()
 		}
-		if a.Key == "series_read_in_full" {
+		switch a.Key {
+		case "series_read_in_full":
 			p.fullReads += a.Value.Int64()
+		case "candidates":
+			p.candidates = append(p.candidates, a.Value.Int64())
 		}
 		return true
 	})
@@ -224,6 +228,7 @@ func (p *phaseSums) reset() {
 	defer p.mu.Unlock()
 	clear(p.d)
 	p.fullReads = 0
+	p.candidates = nil
 }
 
 func (p *phaseSums) sums() []phaseSum {

@@ -79,31 +79,6 @@ func TestAnalyticsSourceIsTheFirstServedOne(t *testing.T) {
 	}
 }
 
-// runLines is a slog handler keeping the candidates of each "scoring run"
-// line.
-type runLines struct {
-	mu    sync.Mutex
-	cands []int64
-}
-
-func (h *runLines) Enabled(context.Context, slog.Level) bool { return true }
-func (h *runLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *runLines) WithGroup(string) slog.Handler            { return h }
-func (h *runLines) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "scoring run" {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "candidates" {
-			h.mu.Lock()
-			h.cands = append(h.cands, a.Value.Int64())
-			h.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
 // countingSaves counts the save transactions of a run.
 type countingSaves struct {
 	*store.DB
@@ -155,7 +130,7 @@ func TestOneRunScoresEveryExchangeOfAMarket(t *testing.T) {
 	if len(exchanges) < 2 {
 		t.Fatalf("candles on %d exchange(s); want several", len(exchanges))
 	}
-	lines := &runLines{}
+	lines := &phaseSums{}
 	saves := &countingSaves{DB: db}
 	sc := &worker.Scorer{Store: saves, Region: "global", Logger: slog.New(lines), Now: clk.now}
 	n, _, err := sc.Score(ctx, domain.Stocks, analytics.Swing)
@@ -165,8 +140,8 @@ func TestOneRunScoresEveryExchangeOfAMarket(t *testing.T) {
 	if saves.saves != 1 {
 		t.Errorf("%d save transactions for %d assets; want 1 (one pipeline for every exchange)", saves.saves, len(want))
 	}
-	if len(lines.cands) != 1 || lines.cands[0] != int64(len(want)) {
-		t.Errorf("scoring runs logged with candidates %v; want one run of %d", lines.cands, len(want))
+	if len(lines.candidates) != 1 || lines.candidates[0] != int64(len(want)) {
+		t.Errorf("scoring runs logged with candidates %v; want one run of %d", lines.candidates, len(want))
 	}
 	list, err := db.AnalyticsList(ctx, domain.Stocks, analytics.Swing)
 	if err != nil || len(list) != len(want) {

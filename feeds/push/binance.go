@@ -179,21 +179,8 @@ func decodeBinance(jp *fastjson.Parser, data []byte) (event, bool, error) {
 // errNoData is what encoding/json said of the absent payload.
 var errNoData = errors.New("unexpected end of JSON input")
 
-// parseBinanceKline parses a kline event's payload (prices and volume are
+// binanceKlineValue reads a kline event's payload (prices and volume are
 // decimal strings).
-func parseBinanceKline(data []byte) (domain.Candle, bool, error) {
-	if err := fastjson.ValidateBytes(data); err != nil {
-		return domain.Candle{}, false, err
-	}
-	jp := binanceParsers.Get()
-	defer binanceParsers.Put(jp)
-	v, err := jp.ParseBytes(data)
-	if err != nil {
-		return domain.Candle{}, false, err
-	}
-	return binanceKlineValue(v)
-}
-
 func binanceKlineValue(v *fastjson.Value) (domain.Candle, bool, error) {
 	if v == nil {
 		return domain.Candle{}, false, errNoData
@@ -256,28 +243,11 @@ func binanceKlineValue(v *fastjson.Value) (domain.Candle, bool, error) {
 	return candle, closed, err // its message quotes the raw value: a copy
 }
 
-// parseBinanceMiniTickers parses the !miniTicker@arr array; a bad row is
-// skipped (its ticker is simply not updated by this push), a bad array (or
-// a row of the wrong shape) is an error.
-func parseBinanceMiniTickers(data []byte) ([]exchangeTicker, error) {
-	if err := fastjson.ValidateBytes(data); err != nil {
-		return nil, fmt.Errorf("binance: %s: %w", binanceMiniTickers, err)
-	}
-	jp := binanceParsers.Get()
-	defer binanceParsers.Put(jp)
-	v, err := jp.ParseBytes(data)
-	if err == nil {
-		var rows []exchangeTicker
-		if rows, err = binanceMiniTickerRows(v); err == nil {
-			return rows, nil
-		}
-	}
-	return nil, fmt.Errorf("binance: %s: %w", binanceMiniTickers, err)
-}
-
 // binanceMiniTickerRows reads the rows of !miniTicker@arr, each a 24 h
 // rolling window: e, E (time), s, c (last price), o (price 24 h ago) and q
-// (quote volume, as the REST ticker's quoteVolume).
+// (quote volume, as the REST ticker's quoteVolume). A bad row is skipped
+// (its ticker is simply not updated by this push); a bad array, or a row
+// of the wrong shape, is an error.
 func binanceMiniTickerRows(v *fastjson.Value) ([]exchangeTicker, error) {
 	if v == nil {
 		return nil, errNoData
