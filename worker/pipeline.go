@@ -122,7 +122,7 @@ func (p *Pipeline) Start(ctx context.Context, task *asynq.Task, taskID string, o
 // with copyOpts (the Pipeline's options, held back CopyDelay: see
 // DefaultCopyDelay), and the bulk lane runs it then, with asynq's
 // retries. At most PipelineConcurrency run at once; the others wait for a
-// slot. It reports whether it took the task: when it did not (before or
+// slot, each after its type's gate (Gate) if it has one. It reports whether it took the task: when it did not (before or
 // after Run), the Pipeline enqueues the task itself.
 //
 // A task that succeeds costs no Redis round trip here: no copy is
@@ -148,6 +148,19 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string, copyOpts ...asynq.Option) 
 			w.enqueueCopy(t, taskID, copyOpts) // shutting down
 			return
 		}
+		// The task's gate first (its run lock), then a slot: a task
+		// waiting for its lock does not hold a slot another task could run
+		// in.
+		taskCtx := ctx
+		if gate := w.gates[t.Type()]; gate != nil {
+			gctx, release, err := gate(ctx, t)
+			if err != nil {
+				w.enqueueCopy(t, taskID, copyOpts)
+				return
+			}
+			defer release()
+			taskCtx = gctx
+		}
 		// Wait for a slot rather than leave the task to the lane's poll.
 		select {
 		case w.nowSem <- struct{}{}:
@@ -157,7 +170,7 @@ func (w *Worker) RunNow(t *asynq.Task, taskID string, copyOpts ...asynq.Option) 
 		}
 		defer func() { <-w.nowSem }()
 		w.nowRuns.Add(1)
-		runCtx, cancel := context.WithTimeout(ctx, runNowTimeout)
+		runCtx, cancel := context.WithTimeout(taskCtx, runNowTimeout)
 		defer cancel()
 		if err := w.mux.ProcessTask(runCtx, t); err != nil {
 			w.cfg.Logger.Warn("task failed; its queued copy retries it", "type", t.Type(), "task_id", taskID, "err", err)

@@ -592,3 +592,98 @@ func TestPipelineClaimsOnceUnderTheSpace(t *testing.T) {
 		t.Fatalf("keys %v, want %v", keys, want)
 	}
 }
+
+// decidedSymbols is a scoring store in which nothing is to be scored; it
+// records the symbols each run asked about.
+type decidedSymbols struct {
+	worker.ScoreStore
+	mu   sync.Mutex
+	asks [][]string
+}
+
+func (d *decidedSymbols) RescoreCandidates(_ context.Context, q store.RescoreQuery) ([]store.RescoreCandidate, int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asks = append(d.asks, slices.Clone(q.Symbols))
+	return nil, 0, nil
+}
+
+func (d *decidedSymbols) asked() [][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.asks)
+}
+
+// A triggered scoring task waits for its market and style's run lock
+// before it takes one of RunNow's slots, not in one: while a run of
+// (crypto, swing) is under way, the next (crypto, swing) task waits
+// without a slot, and another task runs in the only slot meanwhile. The
+// waiting task takes its pending set only once it holds the lock, so what
+// is written while it waits joins its run. (Before, it took the slot and
+// its set, then waited for the lock in the slot: at the 16:00 close the
+// stock runs queued on their lock held every slot, and the crypto closes
+// of the minute waited 6 s for one.)
+func TestScoringTaskWaitsForItsRunLockOutsideASlot(t *testing.T) {
+	t.Parallel()
+	url := redistest.LeaseDB(t)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	queue, err := worker.NewQueueClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queue.Close()
+	w, err := worker.New(worker.Config{RedisURL: url, Logger: discard(), PipelineConcurrency: 1, RunNowDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &decidedSymbols{}
+	scorer := &worker.Scorer{Store: st, Region: "global", Logger: discard(), Now: time.Now}
+	tr := &worker.ScoreTrigger{Region: "global", Logger: discard(), Scorer: scorer,
+		Pipeline: worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}}
+	tr.Register(w)
+	other := make(chan struct{})
+	w.Handle("test:other", asynq.HandlerFunc(func(context.Context, *asynq.Task) error { close(other); return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, 10*time.Second, "RunNow to take tasks", func() bool { return w.RunNow(asynq.NewTask("test:noop", nil), "noop") })
+
+	// A run of (crypto, swing) under way: the test holds its lock.
+	_, unlock, err := scorer.LockRun(ctx, domain.Crypto, analytics.Swing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	btc := []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: "BTC_USDT", Timeframe: domain.TF4h}}
+	tr.CandlesChanged(ctx, btc)
+	if !w.RunNow(asynq.NewTask("test:other", nil), "other") {
+		t.Fatal("RunNow did not take the other task")
+	}
+	select {
+	case <-other:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other task did not run in 10 s: the waiting scoring task holds the only slot")
+	}
+	if n, err := rdb.Exists(ctx, "pipeline:score:pending:crypto:swing").Result(); err != nil || n != 1 {
+		t.Fatalf("pending set while the run lock is held: %d (%v); want it there: the waiting task took it", n, err)
+	}
+	// Written while the task waits: the same generation, the same run.
+	eth := []store.CandleKey{{Market: domain.Crypto, Exchange: "binance", Symbol: "ETH_USDT", Timeframe: domain.TF4h}}
+	tr.CandlesChanged(ctx, eth)
+	if asks := st.asked(); len(asks) != 0 {
+		t.Fatalf("runs while the lock is held: %v", asks)
+	}
+	unlock()
+	eventually(t, 10*time.Second, "the waiting task's run", func() bool { return len(st.asked()) > 0 })
+	// One run (it asks each of the market's sources once), over both.
+	for _, ask := range st.asked() {
+		if got, want := slices.Sorted(slices.Values(ask)), []string{"BTC_USDT", "ETH_USDT"}; !slices.Equal(got, want) {
+			t.Fatalf("runs after the lock was released asked for %v; want one run over %v", st.asked(), want)
+		}
+	}
+}

@@ -90,7 +90,7 @@ type Scorer struct {
 	// SessionClose). Nil: every market trades around the clock.
 	Hours domain.MarketHours
 
-	runs sync.Map // market/style → *sync.Mutex
+	runs sync.Map // market/style → chan struct{} (capacity 1): the run lock
 
 	saveSlotsOnce sync.Once
 	saveSlots     chan struct{} // saveSlotsTotal: the saves under way in this process
@@ -157,10 +157,18 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	// one result would be thrown away (SaveAnalytics keeps the first). The
 	// second run waits, then finds the assets fresh. Across processes the
 	// same race costs CPU only (docs/pipeline.md).
-	waited := time.Now()
-	unlock := s.lock(m, style)
-	defer unlock()
-	ph := runPhases{start: waited, lockWait: time.Since(waited), reasons: map[store.RescoreReason]int{}}
+	ph := runPhases{start: time.Now(), reasons: map[store.RescoreReason]int{}}
+	if held, ok := ctx.Value(heldRunKey{}).(*heldRun); ok && held.key == runKey(m, style) {
+		// Taken by the caller (RunNow's gate, LockRun) before its slot.
+		ph.start, ph.lockWait, ph.slotWait = held.waitStart, held.lockWait, time.Since(held.waitStart)-held.lockWait
+	} else {
+		unlock, err := s.lock(ctx, m, style)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer unlock()
+		ph.lockWait = time.Since(ph.start)
+	}
 	defer ph.log(s.logger(), m, style, &scored)
 	now := s.Now().UTC()
 	work, considered, err := s.decide(ctx, srcs, style, only, now, &ph)
@@ -182,10 +190,43 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	return scored, events, err
 }
 
-func (s *Scorer) lock(m domain.Market, style analytics.Style) func() {
-	mu, _ := s.runs.LoadOrStore(string(m)+"/"+string(style), &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
+func runKey(m domain.Market, style analytics.Style) string { return string(m) + "/" + string(style) }
+
+// lock waits for the run lock of a market and style, or for ctx.
+func (s *Scorer) lock(ctx context.Context, m domain.Market, style analytics.Style) (unlock func(), err error) {
+	mu, _ := s.runs.LoadOrStore(runKey(m, style), make(chan struct{}, 1))
+	ch := mu.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// heldRun marks a context whose holder took the run lock of key: the
+// runs of ScoreSymbols under it do not take it again.
+type heldRun struct {
+	key       string
+	waitStart time.Time
+	lockWait  time.Duration
+}
+
+type heldRunKey struct{}
+
+// LockRun takes the run lock of a market and style ahead of a
+// ScoreSymbols call, for a caller that must hold it before something else
+// (RunNow takes a scoring task's lock before its slot, so a run queued
+// behind another run of its market and style never holds a slot while it
+// waits). ScoreSymbols with the returned context runs under it; the caller
+// calls unlock when that run has returned.
+func (s *Scorer) LockRun(ctx context.Context, m domain.Market, style analytics.Style) (runCtx context.Context, unlock func(), err error) {
+	start := time.Now()
+	unlock, err = s.lock(ctx, m, style)
+	if err != nil {
+		return nil, nil, err
+	}
+	return context.WithValue(ctx, heldRunKey{}, &heldRun{key: runKey(m, style), waitStart: start, lockWait: time.Since(start)}), unlock, nil
 }
 
 // sourceWork is the assets of one analytics source that a run scores.
@@ -334,11 +375,12 @@ func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Com
 // (deciding, reading, saving) or for the CPU, and why its assets were
 // scored (reasons).
 type runPhases struct {
-	start                               time.Time
-	lockWait, decide, read, score, save time.Duration
-	candidates                          int
-	reads                               store.CandleReads
-	reasons                             map[store.RescoreReason]int // the candidates by the rule's clause
+	start                     time.Time
+	lockWait, slotWait        time.Duration // for the run lock, then (RunNow's tasks) for a slot
+	decide, read, score, save time.Duration
+	candidates                int
+	reads                     store.CandleReads
+	reasons                   map[store.RescoreReason]int // the candidates by the rule's clause
 }
 
 func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style, scored *int) {
@@ -350,7 +392,7 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 		level = slog.LevelInfo
 	}
 	l.Log(context.Background(), level, "scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
-		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
+		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "slot_wait", ph.slotWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
 		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full, "reasons", ph.reasonCounts())
 }
 

@@ -107,6 +107,23 @@ func (tr *ScoreTrigger) keys(m domain.Market, style analytics.Style) (pending, g
 // Register adds the score:assets handler to a worker.
 func (tr *ScoreTrigger) Register(w *Worker) {
 	w.Handle(TypeScoreAssets, asynq.HandlerFunc(tr.HandleScoreAssets))
+	w.Gate(TypeScoreAssets, tr.gate)
+}
+
+// gate takes the run lock of a task's market and style before RunNow
+// gives it a slot (Worker.Gate): at a close, the stock market's runs
+// queue on their lock without holding the slots the other markets' closes
+// run in. A payload it cannot read passes ungated; the handler rejects it.
+func (tr *ScoreTrigger) gate(ctx context.Context, t *asynq.Task) (context.Context, func(), error) {
+	var p ScoreAssetsPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return ctx, func() {}, nil
+	}
+	_, marketOK := domain.ParseMarket(string(p.Market))
+	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
+		return ctx, func() {}, nil
+	}
+	return tr.Scorer.LockRun(ctx, p.Market, p.Style)
 }
 
 // WantsCandles reports whether series of the market, exchange and

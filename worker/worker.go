@@ -81,6 +81,8 @@ type Worker struct {
 	// sees each task id RunNow took (tests).
 	nowRuns, nowCopies atomic.Int64
 	onRunNow           func(taskID string)
+	// gates are taken before a RunNow slot, by task type (Gate).
+	gates map[string]RunGate
 
 	// started holds the series (HeaderSeries) this process has started a
 	// task of.
@@ -147,7 +149,7 @@ func New(cfg Config) (*Worker, error) {
 		})
 	}
 	w := &Worker{cfg: cfg, mux: asynq.NewServeMux(), client: asynq.NewClient(opt),
-		nowSem: make(chan struct{}, cfg.PipelineConcurrency), started: map[string]bool{}}
+		nowSem: make(chan struct{}, cfg.PipelineConcurrency), started: map[string]bool{}, gates: map[string]RunGate{}}
 	w.lanes = []*asynq.Server{
 		lane(cfg.LiveConcurrency, map[string]int{QueueCritical: 2, QueueLive: 1}),
 		// Ingest before analytics: scores are only as fresh as the data.
@@ -196,6 +198,24 @@ func (w *Worker) skipSuperseded(next asynq.Handler) asynq.Handler {
 
 // Handle registers a handler for a task type.
 func (w *Worker) Handle(taskType string, h asynq.Handler) { w.mux.Handle(taskType, h) }
+
+// RunGate is what a task of a type must hold before RunNow gives it one of
+// its slots: it waits until the task may run (a scoring task, for its
+// market and style's run lock) and returns the context the task runs with
+// (which tells the handler what it holds) and the release, called when the
+// task ends. An error (ctx ended while waiting) leaves the task to its
+// queued copy.
+//
+// Without a gate, a task that waits inside its handler waits in a slot:
+// at a close, runs queued behind another market's run held every slot,
+// and a third market's close waited for a slot it could have used.
+type RunGate func(ctx context.Context, t *asynq.Task) (runCtx context.Context, release func(), err error)
+
+// Gate registers the gate RunNow takes before a slot for tasks of a type.
+// A gate that a handler's own lock also takes must tell the handler it is
+// held (through runCtx): RunNow's tasks then wait for a slot only once
+// they may run, and never hold one while they wait.
+func (w *Worker) Gate(taskType string, g RunGate) { w.gates[taskType] = g }
 
 // Run processes tasks until ctx ends, then shuts down gracefully (running
 // tasks get ShutdownTimeout to finish; unfinished ones go back to the queue).
