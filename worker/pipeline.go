@@ -122,8 +122,9 @@ func (p *Pipeline) Start(ctx context.Context, task *asynq.Task, taskID string, o
 // with copyOpts (the Pipeline's options, held back CopyDelay: see
 // DefaultCopyDelay), and the bulk lane runs it then, with asynq's
 // retries. At most PipelineConcurrency run at once; the others wait for a
-// slot, each after its type's gate (Gate) if it has one. It reports whether it took the task: when it did not (before or
-// after Run), the Pipeline enqueues the task itself.
+// slot, each after its type's gate (Gate) if it has one. It reports
+// whether it took the task: when it did not (before or after Run), the
+// Pipeline enqueues the task itself.
 //
 // A task that succeeds costs no Redis round trip here: no copy is
 // enqueued ahead of the run as a safety net, because most triggered runs
