@@ -115,15 +115,26 @@ func (tr *ScoreTrigger) Register(w *Worker) {
 // queue on their lock without holding the slots the other markets' closes
 // run in. A payload it cannot read passes ungated; the handler rejects it.
 func (tr *ScoreTrigger) gate(ctx context.Context, t *asynq.Task) (context.Context, func(), error) {
-	var p ScoreAssetsPayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return ctx, func() {}, nil
-	}
-	_, marketOK := domain.ParseMarket(string(p.Market))
-	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
+	p, err := scoreAssetsPayload(t)
+	if err != nil {
 		return ctx, func() {}, nil
 	}
 	return tr.Scorer.LockRun(ctx, p.Market, p.Style)
+}
+
+// scoreAssetsPayload is a score:assets task's payload, its market and
+// style checked; an error is final (asynq.SkipRetry: a retry reads the
+// same bytes).
+func scoreAssetsPayload(t *asynq.Task) (ScoreAssetsPayload, error) {
+	var p ScoreAssetsPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return p, fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	_, marketOK := domain.ParseMarket(string(p.Market))
+	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
+		return p, fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
+	}
+	return p, nil
 }
 
 // WantsCandles reports whether series of the market, exchange and
@@ -219,13 +230,9 @@ func (tr *ScoreTrigger) enqueue(ctx context.Context, m domain.Market, style anal
 // generation's task, takes them again). Running it twice is harmless: the
 // second run finds nothing pending, or only newer changes.
 func (tr *ScoreTrigger) HandleScoreAssets(ctx context.Context, t *asynq.Task) error {
-	var p ScoreAssetsPayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("worker: %s: bad payload: %v: %w", t.Type(), err, asynq.SkipRetry)
-	}
-	_, marketOK := domain.ParseMarket(string(p.Market))
-	if _, ok := analytics.ParseStyle(string(p.Style)); !ok || p.Style == "" || !marketOK {
-		return fmt.Errorf("worker: %s: bad market or style %q/%q: %w", t.Type(), p.Market, p.Style, asynq.SkipRetry)
+	p, err := scoreAssetsPayload(t)
+	if err != nil {
+		return err
 	}
 	pending, genKey := tr.keys(p.Market, p.Style)
 	symbols, err := takeScript.Run(ctx, tr.Pipeline.Redis, []string{pending, genKey}).StringSlice()
