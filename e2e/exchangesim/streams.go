@@ -3,11 +3,13 @@ package exchangesim
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/marketscreener/market/feeds/push/pushtest"
+	"github.com/marketscreener/market/jsonenc"
 )
 
 // streamHub serves one family's combined streams (spot on /stream,
@@ -165,13 +167,44 @@ func (h *streamHub) pushKlines(now time.Time) {
 	}
 }
 
-// klineEvent is the documented kline payload.
+// klineEvent is the documented kline payload, written as encoding/json
+// writes the map of it (keys in byte order) without its reflection: every
+// open kline of every subscribed stream is pushed every two seconds, and
+// the simulator shares the cores with what it measures.
+// TestKlineEventIsMarshal holds it to encoding/json's bytes.
 func klineEvent(sym *symbol, iv interval, k candle, now time.Time, closed bool) string {
-	b, _ := json.Marshal(map[string]any{"e": "kline", "E": now.UnixMilli(), "s": sym.name, "k": map[string]any{
-		"t": k.open.UnixMilli(), "T": k.close.UnixMilli(), "s": sym.name, "i": iv.name, "f": int64(100), "L": 100 + k.trades,
-		"o": num(k.o), "c": num(k.c), "h": num(k.h), "l": num(k.l), "v": num(k.volume), "n": k.trades, "x": closed,
-		"q": num(k.quoteV), "V": num(k.volume / 2), "Q": num(k.quoteV / 2), "B": "0"}})
-	return string(b)
+	b := make([]byte, 0, 400)
+	b = append(b, `{"E":`...)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	b = append(b, `,"e":"kline","k":{"B":"0","L":`...)
+	b = strconv.AppendInt(b, 100+k.trades, 10)
+	b = appendNum(append(b, `,"Q":`...), k.quoteV/2)
+	b = append(b, `,"T":`...)
+	b = strconv.AppendInt(b, k.close.UnixMilli(), 10)
+	b = appendNum(append(b, `,"V":`...), k.volume/2)
+	b = appendNum(append(b, `,"c":`...), k.c)
+	b = append(b, `,"f":100`...)
+	b = appendNum(append(b, `,"h":`...), k.h)
+	b = jsonenc.AppendString(append(b, `,"i":`...), iv.name)
+	b = appendNum(append(b, `,"l":`...), k.l)
+	b = append(b, `,"n":`...)
+	b = strconv.AppendInt(b, k.trades, 10)
+	b = appendNum(append(b, `,"o":`...), k.o)
+	b = appendNum(append(b, `,"q":`...), k.quoteV)
+	b = jsonenc.AppendString(append(b, `,"s":`...), sym.name)
+	b = append(b, `,"t":`...)
+	b = strconv.AppendInt(b, k.open.UnixMilli(), 10)
+	b = appendNum(append(b, `,"v":`...), k.volume)
+	b = strconv.AppendBool(append(b, `,"x":`...), closed)
+	b = jsonenc.AppendString(append(b, `},"s":`...), sym.name)
+	return string(append(b, '}'))
+}
+
+// appendNum appends num(v) as a JSON string.
+func appendNum(b []byte, v float64) []byte {
+	b = append(b, '"')
+	b = strconv.AppendFloat(b, v, 'f', 8, 64)
+	return append(b, '"')
 }
 
 // pushMiniTickers sends !miniTicker@arr: the 24 h rolling window of every
