@@ -74,11 +74,31 @@ const lowLeaseMin = 32
 // after sustainedMax whatever it shows: a loaded host (CI under -race on
 // 2 cores) reaches a lease's rate later, and the test's assertions then
 // say what it never showed.
+// shown is asked by one worker at a time, at most every 10 ms (it reads
+// the engine's stats under the engine's lock, which the hammered requests
+// take too).
 func sustained(least time.Duration, shown func(admitted int64) bool) func(admitted int64) bool {
 	start := time.Now()
+	var next atomic.Int64 // since start, when shown is asked next
+	next.Store(int64(least))
+	var done atomic.Bool
 	return func(admitted int64) bool {
+		if done.Load() {
+			return true
+		}
 		ran := time.Since(start)
-		return ran >= sustainedMax || ran >= least && shown(admitted)
+		if ran >= sustainedMax {
+			return true
+		}
+		at := next.Load()
+		if int64(ran) < at || !next.CompareAndSwap(at, int64(ran+10*time.Millisecond)) {
+			return false
+		}
+		if shown(admitted) {
+			done.Store(true)
+			return true
+		}
+		return false
 	}
 }
 

@@ -207,7 +207,10 @@ func (iv interval) prev(t0 time.Time) time.Time {
 }
 
 // num is a decimal string as Binance writes prices and quantities.
-func num(v float64) string { return strconv.FormatFloat(v, 'f', 8, 64) }
+func num(v float64) string { return string(appendDecimal(nil, v)) }
+
+// appendDecimal appends v as the simulator writes its prices and volumes.
+func appendDecimal(b []byte, v float64) []byte { return strconv.AppendFloat(b, v, 'f', 8, 64) }
 
 // mix is splitmix64 of a and b: the simulator's only source of chance.
 func mix(a, b uint64) uint64 {

@@ -202,9 +202,7 @@ func klineEvent(sym *symbol, iv interval, k candle, now time.Time, closed bool) 
 
 // appendNum appends num(v) as a JSON string.
 func appendNum(b []byte, v float64) []byte {
-	b = append(b, '"')
-	b = strconv.AppendFloat(b, v, 'f', 8, 64)
-	return append(b, '"')
+	return append(appendDecimal(append(b, '"'), v), '"')
 }
 
 // pushMiniTickers sends !miniTicker@arr: the 24 h rolling window of every
