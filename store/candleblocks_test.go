@@ -217,7 +217,7 @@ func TestCompactedCandlesReadAsBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for sym, cs := range before[domain.TF1h].of[500] {
-			if sym != "OLD_USDT" && !sameCandles(got[sym], cs) {
+			if sym != "OLD_USDT" && !sameCandles(got[sym].Candles(), cs) {
 				t.Errorf("CachedCandlesOf %s differs after packing", sym)
 			}
 		}
@@ -270,7 +270,7 @@ func TestRepairOfPackedCandleLands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sameCandles(cached["BTC_USDT"], want) {
+		if !sameCandles(cached["BTC_USDT"].Candles(), want) {
 			t.Fatalf("%s: the cached read differs (%+v)", when, reads)
 		}
 	}
@@ -453,8 +453,8 @@ func TestCompactionLeavesTheSeriesVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reads.Extended != 1 || reads.Full != 0 || !sameCandles(got[k.Symbol], cs[500:]) {
-		t.Fatalf("the cached read after the move: %+v, the newest 500 equal: %v", reads, sameCandles(got[k.Symbol], cs[500:]))
+	if reads.Extended != 1 || reads.Full != 0 || !sameCandles(got[k.Symbol].Candles(), cs[500:]) {
+		t.Fatalf("the cached read after the move: %+v, the newest 500 equal: %v", reads, sameCandles(got[k.Symbol].Candles(), cs[500:]))
 	}
 	if _, err := db.Pool.Exec(ctx, `DELETE FROM candles WHERE symbol = $1 AND open_time = $2`, k.Symbol, cs[950].Time); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,8 @@ import (
 // a process that dies loses only its cache.
 //
 // It holds at most a fixed number of series, dropping the least recently
-// read; a series costs ≈ 48 bytes a candle (24 kB at 500). Safe for
+// read; a series costs ≈ 48 bytes a candle (24 kB at 500), in arrays
+// without pointers (nothing for the collector to scan). Safe for
 // concurrent use.
 type CandleCache struct {
 	max int
@@ -52,14 +53,13 @@ func (c *CandleCache) Len() int {
 }
 
 // keptSeries is one series as read at a version: never changed once kept
-// (a newer read replaces it), so a reader needs no lock to use it.
+// (a newer read replaces it), so a reader needs no lock to use it; its
+// bars are the ones CachedCandlesOf hands out.
 type keptSeries struct {
 	key            CandleKey
 	epoch, version int64
 	limit          int
-	times          []int64 // open times, Unix µs, oldest first
-	open, high     []float64
-	low, close, vs []float64
+	bars           *domain.Bars
 }
 
 func (c *CandleCache) get(k CandleKey) *keptSeries {
@@ -118,34 +118,30 @@ type seriesVersion struct {
 	deepFrom, deepTo        []time.Time
 }
 
-// keep makes a series read in full at v a kept series.
-func keep(k CandleKey, v seriesVersion, limit int, cs []domain.Candle) *keptSeries {
-	s := &keptSeries{key: k, epoch: v.epoch, version: v.version, limit: limit, times: make([]int64, len(cs)),
-		open: make([]float64, len(cs)), high: make([]float64, len(cs)), low: make([]float64, len(cs)),
-		close: make([]float64, len(cs)), vs: make([]float64, len(cs))}
-	for i, c := range cs {
-		s.times[i], s.open[i], s.high[i], s.low[i], s.close[i], s.vs[i] = c.Time.UnixMicro(), c.Open, c.High, c.Low, c.Close, c.Volume
-	}
-	return s
+// keep makes a series read at v a kept series.
+func keep(k CandleKey, v seriesVersion, limit int, b *domain.Bars) *keptSeries {
+	return &keptSeries{key: k, epoch: v.epoch, version: v.version, limit: limit, bars: b}
 }
 
 // since is the open time from which a read must bring the candles: the
 // kept newest one.
-func (s *keptSeries) since() time.Time { return time.UnixMicro(s.times[len(s.times)-1]).UTC() }
+func (s *keptSeries) since() time.Time { return s.bars.Time(s.bars.Len() - 1) }
 
 // extend returns the newest limit candles of the series at v, from the
 // kept ones and tail (the series' candles from s.since() on, oldest first,
-// read with v in one snapshot); ok is false when the kept candles cannot
-// be trusted at v (a full read is needed): another epoch, a version older
-// than the kept one, a deep change since it that touched the kept candles
-// before the tail (or one no longer listed), or fewer candles than a full
-// series has.
-func (s *keptSeries) extend(v seriesVersion, tail []domain.Candle, limit int) ([]domain.Candle, bool) {
-	if v.epoch != s.epoch || v.version < s.version || v.dropped > s.version || limit != s.limit || len(s.times) == 0 {
+// read with v in one snapshot), as new bars (the kept ones are shared and
+// stay as they are); ok is false when the kept candles cannot be trusted
+// at v (a full read is needed): another epoch, a version older than the
+// kept one, a deep change since it that touched the kept candles before
+// the tail (or one no longer listed), or fewer candles than a full series
+// has.
+func (s *keptSeries) extend(v seriesVersion, tail []domain.Candle, limit int) (*domain.Bars, bool) {
+	kept := s.bars
+	if v.epoch != s.epoch || v.version < s.version || v.dropped > s.version || limit != s.limit || kept.Len() == 0 {
 		return nil, false
 	}
-	from, oldest := s.since(), time.UnixMicro(s.times[0]).UTC()
-	full := len(s.times) == s.limit
+	from, oldest := s.since(), kept.Time(0)
+	full := kept.Len() == s.limit
 	for i, dv := range v.deepVersions {
 		if dv <= s.version {
 			continue
@@ -158,17 +154,37 @@ func (s *keptSeries) extend(v seriesVersion, tail []domain.Candle, limit int) ([
 		}
 		return nil, false
 	}
-	keptN := len(s.times) - 1 // every kept candle before the newest
-	out := make([]domain.Candle, 0, keptN+len(tail))
-	for i := range keptN {
-		out = append(out, domain.Candle{Time: time.UnixMicro(s.times[i]).UTC(), Open: s.open[i], High: s.high[i], Low: s.low[i],
-			Close: s.close[i], Volume: s.vs[i]})
-	}
-	out = append(out, tail...)
-	if full && len(out) < limit {
+	keptN := kept.Len() - 1 // every kept candle before the newest
+	n := keptN + len(tail)
+	if full && n < limit {
 		return nil, false // candles of the tail were deleted: the series reaches further back
 	}
-	return out[max(len(out)-limit, 0):], true
+	// The newest limit of the kept candles before the newest, then of the
+	// tail: each column copied once, into one allocation for the prices.
+	skip := max(n-limit, 0)
+	k0 := min(skip, keptN)
+	t0 := skip - k0
+	m := n - skip
+	buf := make([]float64, 0, 5*m)
+	col := func(kc []float64, f func(domain.Candle) float64) []float64 {
+		start := len(buf)
+		buf = append(buf, kc[k0:keptN]...)
+		for _, c := range tail[t0:] {
+			buf = append(buf, f(c))
+		}
+		return buf[start:len(buf):len(buf)]
+	}
+	out := &domain.Bars{Times: make([]int64, 0, m)}
+	out.Times = append(out.Times, kept.Times[k0:keptN]...)
+	for _, c := range tail[t0:] {
+		out.Times = append(out.Times, c.Time.UnixMicro())
+	}
+	out.Open = col(kept.Open, func(c domain.Candle) float64 { return c.Open })
+	out.High = col(kept.High, func(c domain.Candle) float64 { return c.High })
+	out.Low = col(kept.Low, func(c domain.Candle) float64 { return c.Low })
+	out.Close = col(kept.Close, func(c domain.Candle) float64 { return c.Close })
+	out.Volume = col(kept.Volume, func(c domain.Candle) float64 { return c.Volume })
+	return out, true
 }
 
 // CandleReads counts how a CachedCandlesOf read was served.
@@ -179,19 +195,24 @@ type CandleReads struct {
 	Extended, Full int
 }
 
-// CachedCandlesOf is CandlesOf through a CandleCache: a series kept in the
-// cache is read from its newest kept candle on, with its version, and
-// served from the cache when the version says the older kept candles are
-// still Postgres's; any other is read in full (in a second statement for
-// those the version refused) and kept. A nil cache, or a timeframe without
-// versions, reads as CandlesOf does.
+// CachedCandlesOf is CandlesOf through a CandleCache, by column: a series
+// kept in the cache is read from its newest kept candle on, with its
+// version, and served from the cache when the version says the older kept
+// candles are still Postgres's; any other is read in full (in a second
+// statement for those the version refused) and kept. A nil cache, or a
+// timeframe without versions, reads as CandlesOf does. The bars are
+// shared with the cache: the caller must not write into them.
 func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.Market, exchange string, tf domain.Timeframe,
-	symbols []string, limit int) (map[string][]domain.Candle, CandleReads, error) {
+	symbols []string, limit int) (map[string]*domain.Bars, CandleReads, error) {
 	if cache == nil || cache.max <= 0 || !candleVersioned(tf) {
-		out, err := db.CandlesOf(ctx, m, exchange, tf, symbols, limit)
+		cs, err := db.CandlesOf(ctx, m, exchange, tf, symbols, limit)
+		out := make(map[string]*domain.Bars, len(cs))
+		for sym, c := range cs {
+			out[sym] = domain.BarsOf(c)
+		}
 		return out, CandleReads{Full: len(symbols)}, err
 	}
-	out := make(map[string][]domain.Candle, len(symbols))
+	out := make(map[string]*domain.Bars, len(symbols))
 	var reads CandleReads
 	kept := make(map[string]*keptSeries, len(symbols))
 	since := make([]*time.Time, len(symbols))
@@ -205,6 +226,7 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 	var refused []string
 	err := db.versionedCandles(ctx, m, exchange, tf, symbols, since, limit, func(sym string, v seriesVersion, cs []domain.Candle) {
 		k := CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}
+		var b *domain.Bars
 		if s := kept[sym]; s != nil {
 			got, ok := s.extend(v, cs, limit)
 			if !ok {
@@ -212,14 +234,15 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 				refused = append(refused, sym)
 				return
 			}
-			cs = got
+			b = got
 			reads.Extended++
 		} else {
 			reads.Full++
+			b = domain.BarsOf(cs)
 		}
-		if len(cs) > 0 {
-			out[sym] = cs
-			cache.put(keep(k, v, limit, cs))
+		if b.Len() > 0 {
+			out[sym] = b
+			cache.put(keep(k, v, limit, b))
 		}
 	})
 	if err != nil || len(refused) == 0 {
@@ -229,8 +252,9 @@ func (db *DB) CachedCandlesOf(ctx context.Context, cache *CandleCache, m domain.
 	err = db.versionedCandles(ctx, m, exchange, tf, refused, make([]*time.Time, len(refused)), limit,
 		func(sym string, v seriesVersion, cs []domain.Candle) {
 			if len(cs) > 0 {
-				out[sym] = cs
-				cache.put(keep(CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}, v, limit, cs))
+				b := domain.BarsOf(cs)
+				out[sym] = b
+				cache.put(keep(CandleKey{Market: m, Exchange: exchange, Symbol: sym, Timeframe: tf}, v, limit, b))
 			}
 		})
 	return out, reads, err

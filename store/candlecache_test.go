@@ -167,7 +167,7 @@ func TestCachedCandlesOfMatchesPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, candlesOfBars(got)); diff != "" {
 			t.Fatalf("round %d after %q: the cache served other candles than Postgres has (-postgres +cache):\n%s", round, did, diff)
 		}
 		total.Extended += reads.Extended
@@ -228,7 +228,7 @@ func TestCachedCandlesOfUnderConcurrentWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, candlesOfBars(got)); diff != "" {
 		t.Fatalf("after concurrent writers the cache served other candles than Postgres has (-postgres +cache):\n%s", diff)
 	}
 }
@@ -253,8 +253,8 @@ func TestCandleCacheBounds(t *testing.T) {
 	cache := store.NewCandleCache(3)
 	for _, tf := range []domain.Timeframe{domain.TF4h, domain.TF5m} {
 		got, _, err := db.CachedCandlesOf(ctx, cache, domain.Crypto, "binance", tf, syms, 10)
-		if err != nil || len(got) != 5 || len(got["S0_USDT"]) != 10 {
-			t.Fatalf("%s: %d series (%d candles of S0), %v; want 5 of 10", tf, len(got), len(got["S0_USDT"]), err)
+		if err != nil || len(got) != 5 || got["S0_USDT"].Len() != 10 {
+			t.Fatalf("%s: %d series (%d candles of S0), %v; want 5 of 10", tf, len(got), got["S0_USDT"].Len(), err)
 		}
 	}
 	if n := cache.Len(); n != 3 {
@@ -276,4 +276,13 @@ func TestScoredTimeframesAreVersioned(t *testing.T) {
 				st, st.Timeframe())
 		}
 	}
+}
+
+// candlesOfBars is CachedCandlesOf's answer as CandlesOf gives it.
+func candlesOfBars(bs map[string]*domain.Bars) map[string][]domain.Candle {
+	out := make(map[string][]domain.Candle, len(bs))
+	for sym, b := range bs {
+		out[sym] = b.Candles()
+	}
+	return out
 }

@@ -35,7 +35,8 @@ import (
 //
 // BENCH_CLOSE_ASSETS (default 500) sets the universe; BENCH_CLOSE_MARKET
 // crypto (default: four styles) or stocks (one style, swing, the 16:00 New
-// York close); BENCH_CLOSE_CACHE=off scores without the worker's candle
+// York close); BENCH_CLOSE_SQL runs on the seeded schema first (another
+// storage of the tables, for a comparison); BENCH_CLOSE_CACHE=off scores without the worker's candle
 // cache (every run reads 500 candles a series); BENCH_CLOSE_ANALYZE=off
 // without the tables' statistics. Each series holds 520
 // candles of a (hashed, repeatable) random walk, seeded in Postgres; the universe is scored
@@ -71,6 +72,11 @@ func BenchmarkCloseRescoring(b *testing.B) {
 		}
 	}
 	seedCloseUniverse(b, db, src, styles, syms, close0)
+	if q := os.Getenv("BENCH_CLOSE_SQL"); q != "" {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
 
 	phases := &phaseSums{}
 	sc := &worker.Scorer{Store: db, Region: "global", Logger: slog.New(phases), Now: func() time.Time { return close0 }}

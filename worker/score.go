@@ -50,10 +50,11 @@ type ScoreStore interface {
 	RescoreCandidates(ctx context.Context, q store.RescoreQuery) ([]store.RescoreCandidate, int, error)
 	// CandlesOf reads the newest candles of several series at once.
 	CandlesOf(ctx context.Context, m domain.Market, exchange string, tf domain.Timeframe, symbols []string, limit int) (map[string][]domain.Candle, error)
-	// CachedCandlesOf is CandlesOf through a cache of the candles read
-	// before, which serves only what Postgres has (store.CandleCache).
+	// CachedCandlesOf is CandlesOf by column through a cache of the
+	// candles read before, which serves only what Postgres has
+	// (store.CandleCache); the bars are shared with the cache.
 	CachedCandlesOf(ctx context.Context, cache *store.CandleCache, m domain.Market, exchange string, tf domain.Timeframe,
-		symbols []string, limit int) (map[string][]domain.Candle, store.CandleReads, error)
+		symbols []string, limit int) (map[string]*domain.Bars, store.CandleReads, error)
 	SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error)
 }
 
@@ -338,26 +339,26 @@ read:
 // scoreOne scores a candidate on its candles; ok is false when it has too
 // little history or its scoring failed (logged).
 func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Combination, c store.RescoreCandidate,
-	candles []domain.Candle, now time.Time) (rec store.AnalyticsRecord, ok bool) {
+	bars *domain.Bars, now time.Time) (rec store.AnalyticsRecord, ok bool) {
 	sym, tf := c.Symbol, style.Timeframe()
-	if len(candles) < analytics.MinCandles {
+	if bars == nil || bars.Len() < analytics.MinCandles {
 		return rec, false // not enough history yet: no report rather than a poor one
 	}
-	last := candles[len(candles)-1]
+	n := bars.Len()
 	inputs, err := c.Fundamentals.Decoded()
 	if err != nil {
 		s.logger().Warn("fundamentals unreadable; scored without them", "market", m, "symbol", sym, "err", err)
 	}
-	res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Candles: candles, PrevVerdict: c.Prev.Verdict,
+	res, err := analytics.Score(analytics.Input{Market: m, Symbol: sym, Bars: bars, PrevVerdict: c.Prev.Verdict,
 		Fundamentals: analyticsFundamentals(inputs)})
 	if err != nil {
 		s.logger().Warn("scoring failed", "market", m, "symbol", sym, "style", style, "err", err)
 		return rec, false
 	}
 	rec = store.AnalyticsRecord{Market: m, Style: style, Symbol: sym, Exchange: src.Exchange, Result: &res,
-		OverallScore: res.OverallScore, Verdict: res.Verdict, Price: last.Close,
-		ChangePct: changePct(candles, tf), Sparkline: sparkline(candles), CandleTime: last.Time,
-		CandleClose: last.Close, UpdatedAt: now, CandlesUsed: len(candles), Instrument: src.Instrument}
+		OverallScore: res.OverallScore, Verdict: res.Verdict, Price: bars.Close[n-1],
+		ChangePct: changePct(bars.Close, tf), Sparkline: sparkline(bars.Close), CandleTime: bars.Time(n - 1),
+		CandleClose: bars.Close[n-1], UpdatedAt: now, CandlesUsed: n, Instrument: src.Instrument}
 	if c.HasTicker {
 		rec.Price, rec.ChangePct = c.Price, c.ChangePct
 	}
@@ -440,7 +441,7 @@ const readBatch = 32
 type candleBatch struct {
 	src     domain.Combination
 	cands   []store.RescoreCandidate
-	candles map[string][]domain.Candle
+	candles map[string]*domain.Bars
 	reads   store.CandleReads
 	took    time.Duration
 	err     error
@@ -613,18 +614,16 @@ func sourceSymbols(ctx context.Context, st interface {
 }
 
 // changePct is the percent change over the last 24 hours of candles (or
-// the whole series when shorter), for assets without a screener row.
-func changePct(cs []domain.Candle, tf domain.Timeframe) float64 {
+// the whole series when shorter), from their closes, for assets without a
+// screener row.
+func changePct(closes []float64, tf domain.Timeframe) float64 {
 	n := max(int(24*time.Hour/tf.Duration()), 1)
-	from := cs[max(len(cs)-1-n, 0)].Close
-	return (cs[len(cs)-1].Close - from) / from * 100
+	from := closes[max(len(closes)-1-n, 0)]
+	return (closes[len(closes)-1] - from) / from * 100
 }
 
-func sparkline(cs []domain.Candle) []float64 {
-	cs = cs[max(len(cs)-sparklinePoints, 0):]
-	out := make([]float64, len(cs))
-	for i, c := range cs {
-		out[i] = c.Close
-	}
-	return out
+// sparkline is the last sparklinePoints closes, copied (the closes are
+// the candle cache's).
+func sparkline(closes []float64) []float64 {
+	return slices.Clone(closes[max(len(closes)-sparklinePoints, 0):])
 }

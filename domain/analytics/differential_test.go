@@ -147,3 +147,41 @@ func TestScoreMatchesTheRecordedScorer(t *testing.T) {
 	}
 	t.Fatalf("%d of %d cases differ from %s: the scorer's answers changed", max(bad, 1), differentialCases, digestsFile)
 }
+
+// TestScoreOfBarsIsScoreOfCandles scores every differential case from its
+// candles by column (Input.Bars, as the scoring worker's cache hands them
+// out) and checks the answer is the candles' to the last byte, and that
+// scoring wrote nothing into the columns: the cache shares them between
+// runs and readers.
+func TestScoreOfBarsIsScoreOfCandles(t *testing.T) {
+	for i := range differentialCases {
+		in := randomInput(i)
+		want, werr := Score(in)
+		bars := domain.BarsOf(in.Candles)
+		kept := domain.BarsOf(in.Candles)
+		in.Candles = nil
+		in.Bars = bars
+		got, gerr := Score(in)
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("case %d: error %v from bars, %v from candles", i, gerr, werr)
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if !bytes.Equal(g, w) {
+			t.Fatalf("case %d: the result from bars differs from the candles'", i)
+		}
+		for name, pair := range map[string][2][]float64{"open": {bars.Open, kept.Open}, "high": {bars.High, kept.High},
+			"low": {bars.Low, kept.Low}, "close": {bars.Close, kept.Close}, "volume": {bars.Volume, kept.Volume}} {
+			for k := range pair[0] {
+				if math.Float64bits(pair[0][k]) != math.Float64bits(pair[1][k]) {
+					t.Fatalf("case %d: scoring wrote into the bars' %s at %d", i, name, k)
+				}
+			}
+		}
+		for k := range bars.Times {
+			if bars.Times[k] != kept.Times[k] {
+				t.Fatalf("case %d: scoring wrote into the bars' times at %d", i, k)
+			}
+		}
+	}
+}

@@ -24,17 +24,28 @@ const (
 
 // Score scores one asset from its candles and optional fundamentals. It
 // returns an EINVALID error for fewer than MinCandles candles or candles
-// that fail domain.ValidateCandles.
+// that fail domain.ValidateCandles (Bars.Validate for Input.Bars).
 func Score(in Input) (Result, error) {
-	if len(in.Candles) < MinCandles {
+	n := len(in.Candles)
+	if in.Bars != nil {
+		n = in.Bars.Len()
+	}
+	if n < MinCandles {
 		return Result{}, fmt.Errorf("analytics: %w", domain.Errorf(domain.EINVALID,
-			"too few candles to score %s: %d (need at least %d)", in.Symbol, len(in.Candles), MinCandles))
+			"too few candles to score %s: %d (need at least %d)", in.Symbol, n, MinCandles))
 	}
-	if err := domain.ValidateCandles(in.Candles); err != nil {
-		return Result{}, fmt.Errorf("analytics: %w", err)
+	var s indicator.Series
+	if b := in.Bars; b != nil {
+		if err := b.Validate(); err != nil {
+			return Result{}, fmt.Errorf("analytics: %w", err)
+		}
+		s = indicator.Series{Open: b.Open, High: b.High, Low: b.Low, Close: b.Close, Volume: b.Volume}
+	} else {
+		if err := domain.ValidateCandles(in.Candles); err != nil {
+			return Result{}, fmt.Errorf("analytics: %w", err)
+		}
+		s = indicator.FromCandles(in.Candles)
 	}
-	s := indicator.FromCandles(in.Candles)
-	n := s.Len()
 
 	factors := technical(s)
 	normalise(factors)

@@ -109,6 +109,10 @@ type Input struct {
 	// Candles of the trading style's timeframe (Style.Timeframe), oldest
 	// first. At least MinCandles; RecommendedCandles for every vote.
 	Candles []domain.Candle
+	// Bars, when set, are the candles by column and Candles is not read:
+	// the scoring worker's cache keeps its series so. Score only reads
+	// them.
+	Bars *domain.Bars
 	// Fundamentals is optional; nil or all-nil fields make the
 	// fundamental part unavailable.
 	Fundamentals *Fundamentals

@@ -1,0 +1,83 @@
+package domain
+
+import (
+	"math"
+	"time"
+)
+
+// Bars is a candle series by column, oldest first: the shape the scorer
+// computes on and the scoring worker's candle cache keeps, so that a
+// series read from the cache reaches the indicators without being turned
+// into Candles and back. Every slice has the same length.
+//
+// Bars handed out by a cache are shared with it and with other readers:
+// nothing may write into their slices.
+type Bars struct {
+	Times                          []int64 // open times, Unix microseconds (Postgres's precision)
+	Open, High, Low, Close, Volume []float64
+}
+
+// BarsOf lays candles (oldest first) out by column, in one allocation.
+func BarsOf(cs []Candle) *Bars {
+	n := len(cs)
+	buf := make([]float64, 5*n)
+	b := &Bars{Times: make([]int64, n),
+		Open: buf[0:n:n], High: buf[n : 2*n : 2*n], Low: buf[2*n : 3*n : 3*n], Close: buf[3*n : 4*n : 4*n], Volume: buf[4*n : 5*n : 5*n]}
+	for i, c := range cs {
+		b.Times[i] = c.Time.UnixMicro()
+		b.Open[i], b.High[i], b.Low[i], b.Close[i], b.Volume[i] = c.Open, c.High, c.Low, c.Close, c.Volume
+	}
+	return b
+}
+
+// Len is the number of bars.
+func (b *Bars) Len() int { return len(b.Times) }
+
+// Time is bar i's open time, UTC.
+func (b *Bars) Time(i int) time.Time { return time.UnixMicro(b.Times[i]).UTC() }
+
+// Candle is bar i as a Candle.
+func (b *Bars) Candle(i int) Candle {
+	return Candle{Time: b.Time(i), Open: b.Open[i], High: b.High[i], Low: b.Low[i], Close: b.Close[i], Volume: b.Volume[i]}
+}
+
+// Candles turns the bars into Candles, oldest first.
+func (b *Bars) Candles() []Candle {
+	out := make([]Candle, b.Len())
+	for i := range out {
+		out[i] = b.Candle(i)
+	}
+	return out
+}
+
+// Validate is ValidateCandles over the columns: the same checks, in the
+// same order, with the same errors.
+func (b *Bars) Validate() error {
+	n := len(b.Times)
+	if len(b.Open) != n || len(b.High) != n || len(b.Low) != n || len(b.Close) != n || len(b.Volume) != n {
+		return Errorf(EINVALID, "bars of different lengths")
+	}
+	zero := time.Time{}.UnixMicro()
+	for i := range n {
+		o, h, l, c, v := b.Open[i], b.High[i], b.Low[i], b.Close[i], b.Volume[i]
+		if o-o != 0 || h-h != 0 || l-l != 0 || c-c != 0 || v-v != 0 {
+			return Errorf(EINVALID, "candle %s: non-finite value", b.Time(i).Format(time.RFC3339))
+		}
+		if b.Times[i] == zero {
+			return Errorf(EINVALID, "candle without open time")
+		}
+		if o <= 0 || h <= 0 || l <= 0 || c <= 0 {
+			return Errorf(EINVALID, "candle %s: non-positive price", b.Time(i).Format(time.RFC3339))
+		}
+		if v < 0 {
+			return Errorf(EINVALID, "candle %s: negative volume", b.Time(i).Format(time.RFC3339))
+		}
+		if h < l || h < math.Max(o, c) || l > math.Min(o, c) {
+			return Errorf(EINVALID, "candle %s: high/low do not bound open/close", b.Time(i).Format(time.RFC3339))
+		}
+		if i > 0 && b.Times[i] <= b.Times[i-1] {
+			return Errorf(EINVALID, "candles out of order at %s", b.Time(i).Format(time.RFC3339))
+		}
+	}
+	return nil
+}
