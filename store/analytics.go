@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -298,7 +299,7 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
 		SELECT i.*, i.result_text::json AS result
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::float8[],
-			$9::int[], $10::int[], $11::timestamptz[], $12::float8[], $13::timestamptz[], $14::text[], $15::timestamptz[],
+			$9::int[], $10::int[], $11::timestamptz[], $12::float8[], $13::timestamptz[], string_to_array($25::text, E'\x1e'), $15::timestamptz[],
 			$16::int[], $17::int[], $18::bool[], $19::text[], $20::bool[], $21::timestamptz[], $22::text[], $23::int[], $24::text[])
 			WITH ORDINALITY AS i(market, style, symbol, exchange, overall_score, verdict, price, change_pct,
 				spark_from, spark_len, candle_time, candle_close, updated_at, result_text, prev_updated,
@@ -307,7 +308,7 @@ const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
 	), up AS (
 		INSERT INTO analytics_reports AS a (` + analyticsColumns + `, result, fundamentals_at)
 		SELECT market, style, symbol, exchange, overall_score, verdict, price, change_pct,
-			coalesce(($25::float8[])[spark_from + 1:spark_from + spark_len], '{}'), candle_time, candle_close, updated_at,
+			coalesce(($14::float8[])[spark_from + 1:spark_from + spark_len], '{}'), candle_time, candle_close, updated_at,
 			candles_used, instrument, result, fundamentals_at
 		FROM i ORDER BY ord
 		ON CONFLICT (market, style, symbol) DO UPDATE SET exchange = excluded.exchange,
@@ -338,17 +339,24 @@ const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
 	ON CONFLICT (market, symbol, at) DO NOTHING`
 
 // saveColumns are SaveAnalytics' records as one array per column of
-// saveAnalyticsSQL; the sparklines are one array, sliced per record.
+// saveAnalyticsSQL; the sparklines are one array, sliced per record, and
+// the results' JSON one text, each result after a record separator
+// (U+001E, which JSON escapes inside strings and has nowhere else): pgx
+// would grow its parameter buffer from 256 bytes a result at a time (each
+// save's results are hundreds of kB), where one text is one copy.
 type saveColumns struct {
-	market, style, symbol, exchange, verdict, result, oldVerdict, modelVersion, instrument []string
-	overall, sparkFrom, sparkLen, technical, candlesUsed                                   []int
-	fundamental                                                                            []*int
-	price, changePct, candleClose, sparks                                                  []float64
-	candleTime, updatedAt                                                                  []time.Time
-	prevUpdated, fundamentalsAt                                                            []*time.Time
-	snapshot, event                                                                        []bool
-	buf                                                                                    []byte // a result's JSON, reused
+	market, style, symbol, exchange, verdict, oldVerdict, modelVersion, instrument []string
+	results                                                                        []byte
+	overall, sparkFrom, sparkLen, technical, candlesUsed                           []int
+	fundamental                                                                    []*int
+	price, changePct, candleClose, sparks                                          []float64
+	candleTime, updatedAt                                                          []time.Time
+	prevUpdated, fundamentalsAt                                                    []*time.Time
+	snapshot, event                                                                []bool
 }
+
+// resultSeparator separates the results' JSON in saveColumns.results.
+const resultSeparator = 0x1e
 
 // newSaveColumns sorts recs in the primary key's order, whatever the
 // caller's (every saver locks reports, and their snapshots, archive rows
@@ -358,20 +366,29 @@ func newSaveColumns(recs []AnalyticsRecord, prev map[string]AnalyticsRecord) ([]
 		return cmp.Or(cmp.Compare(a.Market, b.Market), cmp.Compare(a.Style, b.Style), cmp.Compare(a.Symbol, b.Symbol))
 	})
 	c := &saveColumns{}
-	for _, r := range recs {
+	for i, r := range recs {
 		if err := c.add(r, prev); err != nil {
 			return nil, nil, err
+		}
+		if i == 0 { // room for every result at a quarter more than the first's size, in one allocation
+			c.results = slices.Grow(c.results, (len(c.results)+1)*(len(recs)-1)*5/4)
 		}
 	}
 	return recs, c, nil
 }
 
 func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) error {
-	raw, err := appendResult(c.buf[:0], r.Result)
-	if err != nil {
+	if len(c.market) > 0 {
+		c.results = append(c.results, resultSeparator)
+	}
+	start := len(c.results)
+	var err error
+	if c.results, err = appendResult(c.results, r.Result); err != nil {
 		return fmt.Errorf("store: analytics %s: %w", r.Symbol, err)
 	}
-	c.buf = raw
+	if bytes.IndexByte(c.results[start:], resultSeparator) >= 0 {
+		return fmt.Errorf("store: analytics %s: the result's JSON holds a raw U+001E", r.Symbol)
+	}
 	p, had := prev[r.Symbol]
 	var prevUpdated *time.Time
 	if had {
@@ -390,7 +407,7 @@ func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) er
 	c.sparks = append(c.sparks, r.Sparkline...)
 	c.candleTime, c.candleClose, c.updatedAt = append(c.candleTime, r.CandleTime.UTC()), append(c.candleClose, r.CandleClose),
 		append(c.updatedAt, r.UpdatedAt.UTC())
-	c.result, c.prevUpdated = append(c.result, string(raw)), append(c.prevUpdated, prevUpdated)
+	c.prevUpdated = append(c.prevUpdated, prevUpdated)
 	c.technical, c.fundamental = append(c.technical, r.Result.TechnicalScore), append(c.fundamental, r.Result.FundamentalScore)
 	c.snapshot = append(c.snapshot, !had || p.OverallScore != r.OverallScore || p.Verdict != r.Verdict || !sameDay(p.UpdatedAt, r.UpdatedAt))
 	c.oldVerdict = append(c.oldVerdict, string(p.Verdict))
@@ -402,8 +419,8 @@ func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) er
 
 func (c *saveColumns) args() []any {
 	return []any{c.market, c.style, c.symbol, c.exchange, c.overall, c.verdict, c.price, c.changePct, c.sparkFrom, c.sparkLen,
-		c.candleTime, c.candleClose, c.updatedAt, c.result, c.prevUpdated, c.technical, c.fundamental, c.snapshot, c.oldVerdict,
-		c.event, c.fundamentalsAt, c.modelVersion, c.candlesUsed, c.instrument, c.sparks}
+		c.candleTime, c.candleClose, c.updatedAt, c.sparks, c.prevUpdated, c.technical, c.fundamental, c.snapshot, c.oldVerdict,
+		c.event, c.fundamentalsAt, c.modelVersion, c.candlesUsed, c.instrument, c.results} // the results last: pgx then grows its buffer once
 }
 
 // unversioned is the model version of a result stored without one: the

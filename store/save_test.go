@@ -49,7 +49,8 @@ func dumpSaved(t *testing.T, db *store.DB) []string {
 // and the events counted), over random runs: new assets, rescored ones,
 // stale prev (a racing run saved first), older candles, verdict changes in
 // the default style and others, sparklines of any length, with and
-// without fundamentals.
+// without fundamentals, results whose texts hold control characters (the
+// record separator between the batch's results among them).
 func TestSaveAnalyticsSetMatchesPerRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -86,6 +87,9 @@ func TestSaveAnalyticsSetMatchesPerRecord(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				f := rng.IntN(100)
 				res.FundamentalScore = &f
+			}
+			if rng.IntN(3) == 0 { // texts with what the results' separator and JSON escape
+				res.Summary = analytics.Message{Key: "summary", Args: map[string]string{"symbol": "A\x1eB \"é\" \u2028 \x00\\"}}
 			}
 			spark := make([]float64, rng.IntN(31))
 			for i := range spark {
