@@ -2,6 +2,7 @@ package analytics
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/marketscreener/market/domain/indicator"
@@ -59,15 +60,17 @@ const (
 // last bar of s.
 func technical(s indicator.Series) []Factor {
 	out := make([]Factor, 0, 32)
-	ema50 := indicator.EMALast(s.Close, trendEMA)
-	out = maFactors(s, ema50, out)
+	var emas [len(maPeriods)]float64 // EMA(close, p) of every MA period, in one pass
+	indicator.EMALasts(s.Close, maPeriods[:], emas[:])
+	ema50 := emas[slices.Index(maPeriods[:], trendEMA)]
+	out = maFactors(s, &emas, out)
 	out = oscillatorFactors(s, ema50, out)
 	out = patternFactors(s, out)
 	out = volumeFactors(s, out)
 	return out
 }
 
-func maFactors(s indicator.Series, ema50 float64, out []Factor) []Factor {
+func maFactors(s indicator.Series, emas *[len(maPeriods)]float64, out []Factor) []Factor {
 	c := s.Close
 	close := indicator.Last(c, 0)
 	closeS := fmtPrice(close)
@@ -85,13 +88,9 @@ func maFactors(s indicator.Series, ema50 float64, out []Factor) []Factor {
 		ps := strconv.Itoa(p)
 		addMA("sma_"+ps, "SMA "+ps, lastSMA(c, p))
 	}
-	for _, p := range maPeriods {
+	for i, p := range maPeriods {
 		ps := strconv.Itoa(p)
-		ema := ema50
-		if p != trendEMA {
-			ema = indicator.EMALast(c, p)
-		}
-		addMA("ema_"+ps, "EMA "+ps, ema)
+		addMA("ema_"+ps, "EMA "+ps, emas[i])
 	}
 	w := s.Tail(windowTail)
 	addMA("hma_9", "HMA 9", indicator.Last(indicator.HMA(w.Close, hmaLength), 0))

@@ -51,3 +51,49 @@ func TestLastValuesMatchTheSeries(t *testing.T) {
 		}
 	}
 }
+
+// EMALasts is EMALast of every length, bit for bit: lengths shorter and
+// longer than the series, repeated, 1, 0 and negative, more than it runs
+// side by side, over random walks of every scale.
+func TestEMALastsIsEMALast(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	sets := [][]int{{10, 20, 30, 50, 100, 200}, {1}, {0, -3, 5}, {13, 13}, {500, 499, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {}}
+	for c := range 300 {
+		x := make([]float64, r.IntN(520))
+		p := math.Pow(10, -6+11*r.Float64())
+		for i := range x {
+			p *= math.Exp(r.NormFloat64() * 0.02)
+			x[i] = p
+		}
+		for _, ns := range sets {
+			out := make([]float64, len(ns))
+			EMALasts(x, ns, out)
+			for i, n := range ns {
+				if want := EMALast(x, n); math.Float64bits(out[i]) != math.Float64bits(want) && !(math.IsNaN(out[i]) && math.IsNaN(want)) {
+					t.Fatalf("case %d, %d values, lengths %v: EMALasts %v for %d, EMALast %v", c, len(x), ns, out[i], n, want)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkEMALasts(b *testing.B) {
+	x := make([]float64, 500)
+	for i := range x {
+		x[i] = 100 + math.Sin(float64(i)/7)
+	}
+	ns := []int{10, 20, 30, 50, 100, 200}
+	out := make([]float64, len(ns))
+	b.Run("one-pass", func(b *testing.B) {
+		for b.Loop() {
+			EMALasts(x, ns, out)
+		}
+	})
+	b.Run("each", func(b *testing.B) {
+		for b.Loop() {
+			for i, n := range ns {
+				out[i] = EMALast(x, n)
+			}
+		}
+	})
+}

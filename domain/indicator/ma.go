@@ -32,6 +32,52 @@ func EMALast(x []float64, n int) float64 {
 	return last
 }
 
+// EMALasts sets out[i] to EMALast(x, ns[i]) for every i, bit for bit, in
+// one pass over x. An EMA is a chain of dependent operations, each waiting
+// for the one before, so one EMA at a time leaves most of the processor
+// idle; side by side, the chains' steps overlap. x must not contain NaN;
+// out must be as long as ns.
+func EMALasts(x []float64, ns []int, out []float64) {
+	const most = 8
+	if len(ns) > most {
+		for i, n := range ns {
+			out[i] = EMALast(x, n)
+		}
+		return
+	}
+	var sum, val, k [most]float64
+	var lens [most]int
+	m := 0 // the chains that have a value: their lengths, in lens[:m]
+	for i, n := range ns {
+		out[i] = math.NaN()
+		if n >= 1 && len(x) >= n {
+			lens[m], k[m] = n, 2.0/float64(n+1) // as newEMAStep
+			m++
+		}
+	}
+	for i, v := range x {
+		for j := range m {
+			// emaStep.push: the first n values summed in order, their mean
+			// the seed, then the recursion.
+			if n := lens[j]; i < n {
+				sum[j] += v
+				if i == n-1 {
+					val[j] = sum[j] / float64(n)
+				}
+			} else {
+				val[j] = ((v - val[j]) * k[j]) + val[j]
+			}
+		}
+	}
+	j := 0
+	for i, n := range ns {
+		if n >= 1 && len(x) >= n {
+			out[i] = val[j]
+			j++
+		}
+	}
+}
+
 // WMA is the linearly weighted moving average over n bars (ta.wma).
 func WMA(x []float64, n int) []float64 {
 	if n <= 1 {
