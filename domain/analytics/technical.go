@@ -97,10 +97,9 @@ func maFactors(s indicator.Series, emas *[len(maPeriods)]float64, out []Factor) 
 	addMA("vwma_20", "VWMA 20", indicator.Last(indicator.VWMA(w.Close, w.Volume, vwmaLength), 0))
 
 	it := s.Tail(ichimokuTail)
-	ic := indicator.Ichimoku(it.High, it.Low, ichimokuConversion, ichimokuBase, ichimokuSpanB)
-	conv, base := indicator.Last(ic.Conversion, 0), indicator.Last(ic.Base, 0)
-	a26, b26 := indicator.Last(ic.SpanA, ichimokuDisplacement), indicator.Last(ic.SpanB, ichimokuDisplacement)
-	if v, ok := ichimokuVote(close, conv, base, a26, b26, indicator.Last(ic.SpanB, 0)); ok {
+	conv, base, a26, b26, spanB := indicator.IchimokuLast(it.High, it.Low, ichimokuConversion, ichimokuBase, ichimokuSpanB,
+		ichimokuDisplacement)
+	if v, ok := ichimokuVote(close, conv, base, a26, b26, spanB); ok {
 		out = append(out, Factor{Name: "ichimoku_9_26_52", Value: fmtPrice(conv) + " / " + fmtPrice(base),
 			Sentiment: sentimentOf(v), Group: GroupMA,
 			Text: msg(voteKey("ichimoku", v), "conversion", fmtPrice(conv), "base", fmtPrice(base),

@@ -97,3 +97,44 @@ func BenchmarkEMALasts(b *testing.B) {
 		}
 	})
 }
+
+// IchimokuLast reads what the series give, bit for bit: every length of
+// series around the windows, lines of every length, with NaN now and
+// then (a window that holds one is NaN) and flat stretches (equal
+// extremes).
+func TestIchimokuLastIsIchimoku(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	for c := range 2000 {
+		n := r.IntN(120)
+		high, low := make([]float64, n), make([]float64, n)
+		p := 100.0
+		for i := range high {
+			if r.IntN(5) > 0 {
+				p *= math.Exp(r.NormFloat64() * 0.02)
+			}
+			high[i], low[i] = p*(1+r.Float64()*0.01), p*(1-r.Float64()*0.01)
+			if r.IntN(4) == 0 {
+				high[i], low[i] = p, p
+			}
+		}
+		if n > 0 && r.IntN(5) == 0 {
+			high[r.IntN(n)] = math.NaN()
+		}
+		if n > 0 && r.IntN(5) == 0 {
+			low[r.IntN(n)] = math.NaN()
+		}
+		conv, base, spanB, disp := 1+r.IntN(12), 1+r.IntN(30), 1+r.IntN(60), r.IntN(40)
+		if c%3 == 0 {
+			conv, base, spanB, disp = 9, 26, 52, 26
+		}
+		ic := Ichimoku(high, low, conv, base, spanB)
+		want := [5]float64{Last(ic.Conversion, 0), Last(ic.Base, 0), Last(ic.SpanA, disp), Last(ic.SpanB, disp), Last(ic.SpanB, 0)}
+		var got [5]float64
+		got[0], got[1], got[2], got[3], got[4] = IchimokuLast(high, low, conv, base, spanB, disp)
+		for i := range got {
+			if !same(got[i], want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+				t.Fatalf("case %d (%d bars, %d/%d/%d, displaced %d): value %d is %v, the series give %v", c, n, conv, base, spanB, disp, i, got[i], want[i])
+			}
+		}
+	}
+}

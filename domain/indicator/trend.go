@@ -102,6 +102,52 @@ func Ichimoku(high, low []float64, conv, base, spanB int) IchimokuLines {
 	return l
 }
 
+// IchimokuLast is what a vote reads of Ichimoku(high, low, conv, base,
+// spanB), bit for bit, without the series: the conversion and base lines
+// of the last bar, span A and span B as of displacement bars before it,
+// and span B of the last bar (NaN where the series has none).
+func IchimokuLast(high, low []float64, conv, base, spanB, displacement int) (conversion, baseLine, spanAd, spanBd, spanB0 float64) {
+	last, back := len(high)-1, len(high)-1-displacement
+	conversion, baseLine = donchianMidAt(high, low, conv, last), donchianMidAt(high, low, base, last)
+	spanB0 = donchianMidAt(high, low, spanB, last)
+	spanAd, spanBd = math.NaN(), math.NaN()
+	if back >= 0 && back < len(high) {
+		spanAd = (donchianMidAt(high, low, conv, back) + donchianMidAt(high, low, base, back)) / 2
+		spanBd = donchianMidAt(high, low, spanB, back)
+	}
+	return conversion, baseLine, spanAd, spanBd, spanB0
+}
+
+// donchianMidAt is donchianMid(high, low, n)[i] (NaN out of range).
+func donchianMidAt(high, low []float64, n, i int) float64 {
+	if i < 0 || i >= len(high) {
+		return math.NaN()
+	}
+	return (extremeAt(high, n, i, true) + extremeAt(low, n, i, false)) / 2
+}
+
+// extremeAt is rollingExtreme(x, n, max)[i], bit for bit: NaN before the
+// window fills or when it holds a NaN, else the window's extreme (of
+// equal values the latest, as the deque keeps it).
+func extremeAt(x []float64, n, i int, max bool) float64 {
+	if n < 1 || i < n-1 {
+		return math.NaN()
+	}
+	e := x[i-n+1]
+	if math.IsNaN(e) {
+		return math.NaN()
+	}
+	for _, v := range x[i-n+2 : i+1] {
+		switch {
+		case math.IsNaN(v):
+			return math.NaN()
+		case max && v >= e, !max && v <= e:
+			e = v
+		}
+	}
+	return e
+}
+
 func donchianMid(high, low []float64, n int) []float64 {
 	hh, ll := Highest(high, n), Lowest(low, n)
 	for i := range hh {
