@@ -420,7 +420,11 @@ func (c *saveColumns) add(r AnalyticsRecord, prev map[string]AnalyticsRecord) er
 func (c *saveColumns) args() []any {
 	return []any{c.market, c.style, c.symbol, c.exchange, c.overall, c.verdict, c.price, c.changePct, c.sparkFrom, c.sparkLen,
 		c.candleTime, c.candleClose, c.updatedAt, c.sparks, c.prevUpdated, c.technical, c.fundamental, c.snapshot, c.oldVerdict,
-		c.event, c.fundamentalsAt, c.modelVersion, c.candlesUsed, c.instrument, c.results} // the results last: pgx then grows its buffer once
+		c.event, c.fundamentalsAt, c.modelVersion, c.candlesUsed, c.instrument,
+		// the results last (pgx then grows its buffer once), as a string:
+		// with default_query_exec_mode=exec (pgbouncer before 1.21) pgx
+		// types a []byte as bytea
+		string(c.results)}
 }
 
 // unversioned is the model version of a result stored without one: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +134,46 @@ func TestSaveAnalyticsSetMatchesPerRecord(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("one statement a batch stored other rows than a statement a record (-per record +batch):\n%s", diff)
+	}
+}
+
+// Saves work with default_query_exec_mode=exec (the README's setting for
+// pgbouncer before 1.21), where pgx types each parameter by its Go type
+// instead of asking Postgres: the reports and their results read back.
+func TestSaveAnalyticsInExecMode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storetest.CreateSchema(t)
+	storetest.Open(t, schema) // migrated
+	u := storetest.DatabaseURL()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	db, err := store.Open(ctx, u+sep+"default_query_exec_mode=exec", store.Options{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var recs []store.AnalyticsRecord
+	for i, sym := range []string{"A_USDT", "B_USDT", "C_USDT"} {
+		res := analytics.Result{TechnicalScore: 10 * i, OverallScore: 10 * i, Verdict: analytics.VerdictNeutral,
+			Summary: analytics.Message{Key: "summary", Args: map[string]string{"symbol": sym + "\x1e"}}}
+		recs = append(recs, store.AnalyticsRecord{Market: domain.Crypto, Style: analytics.Swing, Symbol: sym, Exchange: "binance",
+			Result: &res, OverallScore: res.OverallScore, Verdict: res.Verdict, Price: 100, Sparkline: []float64{1, 2},
+			CandleTime: at, CandleClose: 100, UpdatedAt: at, CandlesUsed: 500, Instrument: "spot"})
+	}
+	if _, err := db.SaveAnalytics(ctx, recs, nil); err != nil {
+		t.Fatalf("save in exec mode: %v", err)
+	}
+	for _, r := range recs {
+		got, err := db.AnalyticsReport(ctx, domain.Crypto, r.Symbol, analytics.Swing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Result == nil || got.Result.Summary.Args["symbol"] != r.Symbol+"\x1e" || got.OverallScore != r.OverallScore {
+			t.Fatalf("%s read back as %+v", r.Symbol, got)
+		}
 	}
 }
