@@ -325,8 +325,13 @@ func (s *Synthetic) ticker(in *instrument, now time.Time) domain.Ticker {
 	}
 }
 
-// Candles implements Provider.
-func (s *Synthetic) Candles(_ context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+// Candles implements Provider. A cancelled ctx fails it, as it fails a
+// real provider's request: a caller stopping mid-read (a worker shutting
+// down) stops at its next call, not after generating the rest.
+func (s *Synthetic) Candles(ctx context.Context, c domain.Combination, symbol string, tf domain.Timeframe, since time.Time, limit int) ([]domain.Candle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	u, ok := s.universes[c]
 	if !ok {
 		return nil, unsupported(NameSynthetic, c)

@@ -454,3 +454,18 @@ func BenchmarkSyntheticTickers(b *testing.B) {
 		}
 	}
 }
+
+// A cancelled context fails a candle read, as a real provider's request
+// fails: a worker shutting down mid-read stops at its next call.
+func TestSyntheticCandlesStopOnCancel(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestSynthetic(t, 7, testNow)
+	ctx, cancel := context.WithCancel(context.Background())
+	if cs, err := s.Candles(ctx, binanceSpot, "ETH_BTC", domain.TF1h, time.Time{}, 10); err != nil || len(cs) == 0 {
+		t.Fatalf("before the cancel: %d candles, %v", len(cs), err)
+	}
+	cancel()
+	if cs, err := s.Candles(ctx, binanceSpot, "ETH_BTC", domain.TF1h, time.Time{}, 10); !errors.Is(err, context.Canceled) || cs != nil {
+		t.Fatalf("after the cancel: %d candles, %v; want context.Canceled", len(cs), err)
+	}
+}

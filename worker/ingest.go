@@ -497,6 +497,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 	}()
 	for _, sym := range symbols {
+		if err := ctx.Err(); err != nil {
+			return stored, err // stopping: not a provider's error, and not the rest of the symbols
+		}
 		since, limit := time.Time{}, InitialCandles
 		if _, ok := latest[sym]; !ok && scheduled && tf == domain.TF1m {
 			if closingRead(ctx) {
