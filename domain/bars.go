@@ -1,9 +1,6 @@
 package domain
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // Bars is a candle series by column, oldest first: the shape the scorer
 // computes on and the scoring worker's candle cache keeps, so that a
@@ -50,30 +47,16 @@ func (b *Bars) Candles() []Candle {
 	return out
 }
 
-// Validate is ValidateCandles over the columns: the same checks, in the
-// same order, with the same errors.
+// Validate is ValidateCandles over the columns: each bar checked by
+// Candle.Validate, and open times strictly increasing.
 func (b *Bars) Validate() error {
 	n := len(b.Times)
 	if len(b.Open) != n || len(b.High) != n || len(b.Low) != n || len(b.Close) != n || len(b.Volume) != n {
 		return Errorf(EINVALID, "bars of different lengths")
 	}
-	zero := time.Time{}.UnixMicro()
 	for i := range n {
-		o, h, l, c, v := b.Open[i], b.High[i], b.Low[i], b.Close[i], b.Volume[i]
-		if o-o != 0 || h-h != 0 || l-l != 0 || c-c != 0 || v-v != 0 {
-			return Errorf(EINVALID, "candle %s: non-finite value", b.Time(i).Format(time.RFC3339))
-		}
-		if b.Times[i] == zero {
-			return Errorf(EINVALID, "candle without open time")
-		}
-		if o <= 0 || h <= 0 || l <= 0 || c <= 0 {
-			return Errorf(EINVALID, "candle %s: non-positive price", b.Time(i).Format(time.RFC3339))
-		}
-		if v < 0 {
-			return Errorf(EINVALID, "candle %s: negative volume", b.Time(i).Format(time.RFC3339))
-		}
-		if h < l || h < math.Max(o, c) || l > math.Min(o, c) {
-			return Errorf(EINVALID, "candle %s: high/low do not bound open/close", b.Time(i).Format(time.RFC3339))
+		if err := b.Candle(i).Validate(); err != nil {
+			return err
 		}
 		if i > 0 && b.Times[i] <= b.Times[i-1] {
 			return Errorf(EINVALID, "candles out of order at %s", b.Time(i).Format(time.RFC3339))
