@@ -32,3 +32,26 @@ func TestWarnWithoutAutovacuum(t *testing.T) {
 		t.Errorf("server autovacuum = %s, warned = %v: %q", on, warned, buf.String())
 	}
 }
+
+// Likewise for a shared_buffers under 1 GiB (Postgres's default is 128 MB).
+func TestWarnSmallSharedBuffers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	size, err := storetest.New(t).SharedBuffers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size < 16<<20 {
+		t.Fatalf("shared_buffers read as %d bytes: the units were not applied", size)
+	}
+	var buf bytes.Buffer
+	db, err := store.Open(ctx, storetest.DatabaseURL(), store.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil)), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.WarnSmallSharedBuffers(ctx)
+	if warned := strings.Contains(buf.String(), "small shared_buffers"); warned != (size < 1<<30) {
+		t.Errorf("server shared_buffers = %d MB, warned = %v: %q", size>>20, warned, buf.String())
+	}
+}

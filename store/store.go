@@ -143,6 +143,33 @@ func translateNoRows(err error) error {
 	return translate(err, "row")
 }
 
+// minSharedBuffers is the shared_buffers under which a process warns at
+// start (WarnSmallSharedBuffers): Postgres's default (128 MB) holds a
+// small part of what a close reads and writes at the three markets'
+// scale, and the rest goes through the kernel's page cache, a copy per
+// page read or evicted.
+const minSharedBuffers = 1 << 30
+
+// WarnSmallSharedBuffers logs a warning when the server's shared_buffers
+// is under minSharedBuffers (README, Operations). As for autovacuum,
+// nothing depends on it for correctness; a close's speed does.
+func (db *DB) WarnSmallSharedBuffers(ctx context.Context) {
+	size, err := db.SharedBuffers(ctx)
+	if err != nil || size >= minSharedBuffers {
+		return
+	}
+	db.logger.Warn("Postgres runs with a small shared_buffers: the pages a close reads and writes that do not fit are copied "+
+		"through the kernel's cache at every read and eviction; give it about a quarter of the server's memory",
+		"shared_buffers_mb", size>>20, "want_at_least_mb", minSharedBuffers>>20)
+}
+
+// SharedBuffers is the server's shared_buffers in bytes.
+func (db *DB) SharedBuffers(ctx context.Context) (int64, error) {
+	var size int64
+	err := db.Pool.QueryRow(ctx, `SELECT setting::bigint * pg_size_bytes(coalesce(unit, '1')) FROM pg_settings WHERE name = 'shared_buffers'`).Scan(&size)
+	return size, translate(err, "settings")
+}
+
 // WarnWithoutAutovacuum logs a warning when the server runs without
 // autovacuum: its tables are then never analyzed, so every statement is
 // planned on no statistics, and never vacuumed, so every update of a hot

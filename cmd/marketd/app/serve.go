@@ -107,6 +107,7 @@ func serveRole(role string) func(*Main, context.Context, *flag.FlagSet, []string
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go db.WarnWithoutAutovacuum(ctx)
+		go db.WarnSmallSharedBuffers(ctx)
 		g, ctx := errgroup.WithContext(ctx)
 		r := &roleRun{m: m, cfg: cfg, db: db, logger: logger, g: g, up: obs.NewUp(), schema: &schemaCheck{db: db}}
 		r.checks = []api.Check{{Name: "postgres", Required: true, Probe: upProbe(r.up, "postgres", r.schema.probe, postgresDown)}}
