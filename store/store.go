@@ -146,8 +146,8 @@ func translateNoRows(err error) error {
 // minSharedBuffers is the shared_buffers under which a process warns at
 // start (WarnSmallSharedBuffers): Postgres's default (128 MB) holds a
 // small part of what a close reads and writes at the three markets'
-// scale, and the rest goes through the kernel's page cache, a copy per
-// page read or evicted.
+// scale: every other page read is copied in from the kernel's page cache,
+// and every dirty one evicted is written back to it.
 const minSharedBuffers = 1 << 30
 
 // WarnSmallSharedBuffers logs a warning when the server's shared_buffers
@@ -158,8 +158,8 @@ func (db *DB) WarnSmallSharedBuffers(ctx context.Context) {
 	if err != nil || size >= minSharedBuffers {
 		return
 	}
-	db.logger.Warn("Postgres runs with a small shared_buffers: the pages a close reads and writes that do not fit are copied "+
-		"through the kernel's cache at every read and eviction; give it about a quarter of the server's memory",
+	db.logger.Warn("Postgres runs with a small shared_buffers: the pages a close reads that do not fit are copied in from "+
+		"the kernel's cache at every read, and dirty ones written back when evicted; give it about a quarter of the server's memory",
 		"shared_buffers_mb", size>>20, "want_at_least_mb", minSharedBuffers>>20)
 }
 
