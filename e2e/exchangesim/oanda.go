@@ -100,7 +100,8 @@ type oandaSim struct {
 	mu          sync.Mutex
 	second      map[string]*oandaSecond // per IP: requests of the current second
 	conns       map[string]time.Time    // remote address → last request (a connection seen)
-	newConns    map[string][]time.Time  // per IP: new connections in the last second
+	newConns    map[string][]time.Time  // per IP: when its recent new connections were accepted
+	accepted    map[string]time.Time    // remote address → when the listener accepted it (Sim.ConnState)
 	streamsOpen map[string]int          // per IP
 	stats       OandaStats
 	mark        OandaStats // the counters at the last mark (PeakPerSecond: since it)
@@ -151,7 +152,7 @@ func newOandaSim(cfg Config, stop <-chan struct{}) *oandaSim {
 	oc := cfg.Oanda.withDefaults()
 	o := &oandaSim{cfg: oc, now: cfg.Now, market: newOandaMarket(), pairs: newOandaPairs(cfg.Seed, oc.Pairs),
 		byName: map[string]*oandaPair{}, stop: stop, second: map[string]*oandaSecond{}, conns: map[string]time.Time{},
-		newConns: map[string][]time.Time{}, streamsOpen: map[string]int{}}
+		newConns: map[string][]time.Time{}, accepted: map[string]time.Time{}, streamsOpen: map[string]int{}}
 	for _, p := range o.pairs {
 		o.byName[p.name] = p
 	}
@@ -215,24 +216,39 @@ const (
 // admit counts a request of its IP: a new connection (a remote address not
 // seen before) against NewConnectionsPerSecond, the request against
 // RequestsPerSecond; it returns the refusal's message, or "".
+//
+// OANDA limits the connections a client opens a second, so a new
+// connection counts at the instant it was accepted (Sim.ConnState, when
+// the server reports its connections; its first request otherwise): a
+// client's HTTP transport may dial a connection and leave it idle, its
+// request having taken another that came free meanwhile, and use it
+// seconds later beside connections dialed since.
 func (o *oandaSim) admit(r *http.Request) string {
 	ip, now := clientIP(r), time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.stats.Requests++
 	if _, seen := o.conns[r.RemoteAddr]; !seen {
+		at := now
+		if t, ok := o.accepted[r.RemoteAddr]; ok {
+			at = t
+		}
 		recent := o.newConns[ip][:0]
+		earlier := 0 // accepted within the second before this one
 		for _, t := range o.newConns[ip] {
-			if now.Sub(t) < time.Second {
+			if now.Sub(t) < time.Minute { // kept for connections first used late
 				recent = append(recent, t)
 			}
+			if !t.After(at) && at.Sub(t) < time.Second {
+				earlier++
+			}
 		}
-		if len(recent) >= o.cfg.NewConnectionsPerSecond {
-			o.newConns[ip] = recent
+		o.newConns[ip] = recent
+		if earlier >= o.cfg.NewConnectionsPerSecond {
 			o.stats.RefusedConnections++
 			return refusedConnection
 		}
-		o.newConns[ip] = append(recent, now)
+		o.newConns[ip] = append(recent, at)
 		o.forgetIdle(now)
 	}
 	o.conns[r.RemoteAddr] = now
@@ -269,6 +285,19 @@ func (o *oandaSim) markNow() {
 // forgetIdle drops connections idle for long (closed by the client, most
 // likely), so the map stays small; a connection forgotten and used again
 // counts as new once more.
+// connState records when the listener accepted a connection, and forgets
+// it once closed or taken over (a websocket).
+func (o *oandaSim) connState(addr string, st http.ConnState) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		o.accepted[addr] = time.Now()
+	case http.StateClosed, http.StateHijacked:
+		delete(o.accepted, addr)
+	}
+}
+
 func (o *oandaSim) forgetIdle(now time.Time) {
 	if len(o.conns) < 1024 {
 		return

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,6 +390,59 @@ func TestOandaSimLimits(t *testing.T) {
 	wg.Wait()
 	if codes[http.StatusTooManyRequests] == 0 || sim.Stats().Oanda.RefusedConnections == 0 {
 		t.Errorf("10 new connections at once, 1 a second allowed: %v", codes)
+	}
+}
+
+// TestOandaSimCountsConnectionsWhenAccepted: OANDA limits the connections a
+// client opens a second, so the simulator counts a new connection when its
+// server accepted it (Sim.ConnState), not at its first request. Three
+// connections opened 0.6 s apart (never more than 2 a second) and first
+// used together are all served; counted at their first requests, as a
+// server without the hook does (and as the simulator did: a session
+// benchmark's client, whose transport had left a paced dial idle, was
+// refused), the third is refused.
+func TestOandaSimCountsConnectionsWhenAccepted(t *testing.T) {
+	t.Parallel()
+	codes := func(hook bool) []int {
+		sim := exchangesim.New(exchangesim.Config{Oanda: exchangesim.OandaConfig{NewConnectionsPerSecond: 2, HeartbeatEvery: time.Hour}})
+		srv := httptest.NewUnstartedServer(sim)
+		if hook {
+			srv.Config.ConnState = sim.ConnState
+		}
+		srv.Start()
+		defer srv.Close()
+		defer sim.Close()
+		var conns []net.Conn
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(600 * time.Millisecond)
+			}
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			conns = append(conns, c)
+		}
+		var out []int
+		for _, c := range conns {
+			if _, err := fmt.Fprintf(c, "GET /v3/accounts/%s/instruments HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer %s\r\n\r\n", simAccount, simToken); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			out = append(out, resp.StatusCode)
+		}
+		return out
+	}
+	if got := codes(true); !slices.Equal(got, []int{200, 200, 200}) {
+		t.Errorf("accepted 0.6 s apart, counted when accepted: %v, want every one served", got)
+	}
+	if got := codes(false); !slices.Equal(got, []int{200, 200, 429}) {
+		t.Errorf("accepted 0.6 s apart, counted at their first requests: %v, want the third refused", got)
 	}
 }
 

@@ -174,6 +174,14 @@ func New(cfg Config) *Sim {
 	return s
 }
 
+// ConnState is the simulator's http.Server ConnState hook: OANDA counts a
+// client's new connections when they are accepted, not at their first
+// request (oandaSim.admit). A server without it counts them at their
+// first request.
+func (s *Sim) ConnState(c net.Conn, st http.ConnState) {
+	s.oanda.connState(c.RemoteAddr().String(), st)
+}
+
 // routes registers every path.
 func (s *Sim) routes() {
 	s.rest("GET /api/v3/exchangeInfo", spotAPI, s.spotExchangeInfo)

@@ -108,7 +108,7 @@ func run(addr string, cfg exchangesim.Config) error {
 		return err
 	}
 	sim := exchangesim.New(cfg)
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: sim, ConnState: sim.ConnState, ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("exchangesim: serving Binance spot and USDⓈ-M on http://%s, streams on ws://%s (stats: /sim/stats)", ln.Addr(), ln.Addr())
 	log.Printf("exchangesim: serving Alpaca (%s plan) on http://%s: /v2/assets, /v2/calendar, /v2/clock, /v2/stocks/{bars,snapshots,bars/latest}; stream ws://%s/v2/{iex,sip,delayed_sip,test}",
 		cfg.Alpaca.Plan, ln.Addr(), ln.Addr())
