@@ -282,9 +282,6 @@ func (o *oandaSim) markNow() {
 	o.marked = true
 }
 
-// forgetIdle drops connections idle for long (closed by the client, most
-// likely), so the map stays small; a connection forgotten and used again
-// counts as new once more.
 // connState records when the listener accepted a connection, and forgets
 // it once closed or taken over (a websocket).
 func (o *oandaSim) connState(addr string, st http.ConnState) {
@@ -298,6 +295,9 @@ func (o *oandaSim) connState(addr string, st http.ConnState) {
 	}
 }
 
+// forgetIdle drops connections idle for long (closed by the client, most
+// likely), so the map stays small; a connection forgotten and used again
+// counts as new once more.
 func (o *oandaSim) forgetIdle(now time.Time) {
 	if len(o.conns) < 1024 {
 		return
