@@ -329,3 +329,59 @@ func TestDisplayOnlyPollsFollowTheirCadence(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkHistoryWaitsForACloseRescoring: a 1m task of a whole exchange
+// read in multi-symbol requests polls the new series' newest bars while a
+// close is rescored in the process (worker.Rescoring), and loads their
+// history once the close has ended.
+func TestBulkHistoryWaitsForACloseRescoring(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 19, 30, 0, 0, time.UTC) // 14:30 New York, in the session
+	clock := func() time.Time { return now }
+	_, reg := alpacaSim(t, 12, clock, exchangesim.AlpacaConfig{Assets: 60, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaSIP)
+	db := storetest.New(t)
+	r := &worker.Rescoring{Quiet: time.Millisecond, MaxWait: time.Hour}
+	in := &worker.Ingester{Store: db, Feeds: reg, Logger: discard(), Now: clock, Changes: scoresStocks4h{}, Rescoring: r}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	if err := in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF4h, now)); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := db.Pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	polled := func() int {
+		return count(`SELECT count(DISTINCT symbol) FROM candles WHERE exchange = 'nasdaq' AND timeframe = '1m'`)
+	}
+	deep := func() int {
+		return count(`SELECT count(*) FROM (SELECT symbol FROM candles WHERE exchange = 'nasdaq' AND timeframe = '1m'
+			GROUP BY symbol HAVING count(*) >= 100) s`)
+	}
+
+	end := r.Begin()
+	done := make(chan error, 1)
+	go func() { done <- in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(nasdaq, domain.TF1m, now)) }()
+	for r.Waiting() == 0 { // poll: the history waits before its first request
+		select {
+		case err := <-done:
+			t.Fatalf("the history loaded without waiting for the close (%v): %d series with one", err, deep())
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n, d := polled(), deep(); n < 10 || d != 0 {
+		t.Fatalf("while a close is rescored: %d series polled (want their newest bars), %d with a history (want none)", n, d)
+	}
+	end()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d, n := deep(), polled(); d < n*9/10 {
+		t.Fatalf("after the close: %d of %d series with a history, want (nearly) every one", d, n)
+	}
+}

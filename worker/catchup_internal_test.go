@@ -64,3 +64,45 @@ func TestCatchUpQueueScoredFirst(t *testing.T) {
 		t.Fatal("next returned a job from an empty queue after its context ended")
 	}
 }
+
+// The catch-up runs a cold start's scored timeframes side by side
+// (catchUpParallel), and display-only ones catchUpDisplayParallel at a
+// time.
+func TestCatchUpQueueParallel(t *testing.T) {
+	t.Parallel()
+	q := newCatchUpQueue()
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	var jobs []catchUpJob
+	for _, tf := range []domain.Timeframe{"15m", "1h", "4h", "1d"} {
+		jobs = append(jobs, catchUpJob{c: spot, tf: tf, scored: true})
+	}
+	q.add(append(jobs, catchUpJob{c: spot, tf: "1m"}, catchUpJob{c: spot, tf: "5m"}, catchUpJob{c: spot, tf: "1w"}))
+	var running []catchUpJob
+	for range catchUpParallel {
+		j, ok := q.next(t.Context())
+		if !ok || !j.scored {
+			t.Fatalf("took %+v (%v) with scored jobs queued", j, ok)
+		}
+		running = append(running, j)
+	}
+	for _, j := range running {
+		q.done(j)
+	}
+	running = nil
+	for range catchUpDisplayParallel {
+		j, ok := q.next(t.Context())
+		if !ok || j.scored {
+			t.Fatalf("took %+v (%v), want a display-only job", j, ok)
+		}
+		running = append(running, j)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond) // a guard: nothing may be handed out
+	defer cancel()
+	if j, ok := q.next(ctx); ok {
+		t.Fatalf("%s taken while %d display-only jobs run", j.tf, len(running))
+	}
+	q.done(running[0])
+	if j, ok := q.next(t.Context()); !ok || j.tf != "1w" {
+		t.Fatalf("after one ended: took %+v (%v), want 1w", j, ok)
+	}
+}

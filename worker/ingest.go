@@ -113,6 +113,11 @@ type Ingester struct {
 	// session close within it is final (finalThrough). nil: every market
 	// trades around the clock.
 	Hours domain.MarketHours
+	// Rescoring is the closes under way in this process: a read of a
+	// scored timeframe's just-closed candles is one, and the history of
+	// display-only timeframes waits for them before each request (nil:
+	// it never waits).
+	Rescoring *Rescoring
 
 	// polled is, by combination and timeframe, where the next bulk poll
 	// of each series may start at the latest (a *seriesFloors: the
@@ -322,6 +327,11 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	stored, failures := 0, 0
 	var lastErr error
 	want := in.Changes != nil && in.Changes.WantsCandles(c.Market, c.Exchange, tf)
+	if want && hostbudget.ClassOf(ctx) == hostbudget.Live {
+		// The just-closed candles of a timeframe scoring reads: a close,
+		// rescored as they are stored.
+		defer in.Rescoring.Begin()()
+	}
 	// Every batch is stored through the one path of candles; what changed
 	// is announced after each stored batch, so that a close's rescoring
 	// starts on the first batch of the closing read while the next ones
@@ -465,7 +475,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			if history {
 				from = nil // their history: InitialCandles each
 			}
-			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, keep)
+			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, k > 0 && !want, keep)
 			if !history {
 				n += len(failed) // a due series that fails counts once, in the poll
 			}
@@ -521,6 +531,9 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				continue
 			}
 			asked1m++
+		}
+		if _, ok := latest[sym]; !ok && !want {
+			in.yieldToCloses(ctx, c, tf) // a display-only history
 		}
 		if last, ok := latest[sym]; ok {
 			// A series stalled for longer than its retention resumes at the
@@ -622,8 +635,11 @@ func bulkChunks(symbols []string, from map[string]time.Time, tf domain.Timeframe
 // short (a deadline while the budget is short) still moves the floor of
 // what it read, and the next poll is not longer for it. Without a read
 // yet (a new process), each series starts at its own newest candle.
+// history marks a display-only timeframe's history, whose every request
+// waits while a close is rescored (yieldToCloses).
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
-	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, keep func(store.CandleKey, []domain.Candle, time.Time) error) (failed []string, err error) {
+	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, history bool,
+	keep func(store.CandleKey, []domain.Candle, time.Time) error) (failed []string, err error) {
 	v, _ := in.polled.LoadOrStore(pollKey(c, tf), &seriesFloors{m: map[string]time.Time{}})
 	floors := v.(*seriesFloors)
 	var lastErr error
@@ -644,6 +660,9 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		chunks = append(chunks, bp.BulkBatches(part)...)
 	}
 	for _, chunk := range chunks {
+		if history {
+			in.yieldToCloses(ctx, c, tf)
+		}
 		from := make(map[string]time.Time, len(chunk))
 		for _, sym := range chunk {
 			from[sym] = starts[sym]
@@ -678,6 +697,14 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", len(failed), "last", lastErr)
 	}
 	return failed, nil
+}
+
+// yieldToCloses waits, before a request of a display-only timeframe's
+// history, while a close is rescored in this process (Rescoring.Wait).
+func (in *Ingester) yieldToCloses(ctx context.Context, c domain.Combination, tf domain.Timeframe) {
+	if waited := in.Rescoring.Wait(ctx); waited >= 100*time.Millisecond {
+		in.logger().Debug("history load waited for a close's rescoring", "combination", c.String(), "timeframe", tf, "waited", waited)
+	}
 }
 
 // historySlots is how many display-only history loads a process runs at

@@ -426,3 +426,65 @@ func minuteSeries(t *testing.T, db *store.DB) int {
 	}
 	return n
 }
+
+// TestHistoryWaitsForACloseRescoring: while a close is rescored in the
+// process (worker.Rescoring), a display-only timeframe's history load
+// waits, and loads once the close has ended; the polls of series with
+// their history do not wait.
+func TestHistoryWaitsForACloseRescoring(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)}
+	in, db := newIngester(t, clk)
+	in.Logger = discard()
+	r := &worker.Rescoring{Quiet: time.Millisecond, MaxWait: time.Hour}
+	in.Rescoring = r
+	ctx := context.Background()
+	tick := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- in.HandleIngestCandles(ctx, worker.NewIngestCandlesTask(spot, domain.TF1m, clk.t.Truncate(time.Minute)))
+		}()
+		return done
+	}
+
+	end := r.Begin()
+	done := tick()
+	for r.Waiting() == 0 { // poll: the load waits before its first history request
+		select {
+		case err := <-done:
+			t.Fatalf("the history loaded without waiting for the close (%v): %d series", err, minuteSeries(t, db))
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := minuteSeries(t, db); n != 0 {
+		t.Fatalf("%d series' history loaded while a close is rescored, want none", n)
+	}
+	end()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := minuteSeries(t, db); n < 200 {
+		t.Fatalf("after the close: %d series loaded, want every one (≥ 200)", n)
+	}
+
+	end = r.Begin()
+	defer end()
+	clk.t = clk.t.Add(time.Minute)
+	done = tick()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		if r.Waiting() > 0 {
+			end()
+			t.Fatal("a poll of series with their history waited for the close")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

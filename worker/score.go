@@ -90,6 +90,10 @@ type Scorer struct {
 	// bell, and its reports are rescored then (store.RescoreQuery's
 	// SessionClose). Nil: every market trades around the clock.
 	Hours domain.MarketHours
+	// Rescoring is told of every run of a close (bigRun assets or more
+	// whose candle ended, or a newer one came), for the history loads
+	// that step aside meanwhile (nil: none is told).
+	Rescoring *Rescoring
 
 	runs sync.Map // market/style → chan struct{} (capacity 1): the run lock
 
@@ -175,6 +179,9 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 	work, considered, err := s.decide(ctx, srcs, style, only, now, &ph)
 	if err != nil {
 		return 0, 0, err
+	}
+	if ph.reasons[store.RescoreEnded]+ph.reasons[store.RescoreEndedMoved]+ph.reasons[store.RescoreNewCandle] >= bigRun {
+		defer s.Rescoring.Begin()()
 	}
 	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph)
 	if err == nil {

@@ -161,14 +161,16 @@ func registerIngest(cfg Config, db *store.DB, w *worker.Worker, logger *slog.Log
 	notify := func(ctx context.Context, s readcache.Scope) { _ = bus.Publish(ctx, invalidation.DataChanged(s)) }
 	served := cfg.served()
 	clock := cfg.now()
+	// The closes rescored in this process, which its history loads wait for.
+	closes := &worker.Rescoring{}
 	sc := &worker.Scorer{Store: db, Region: cfg.Region, Served: served, Logger: logger, Now: clock, Notify: notify,
-		Candles: store.NewCandleCache(cfg.ScoreCandleCache), Alerts: &alerting.Matcher{}, Hours: hours}
+		Candles: store.NewCandleCache(cfg.ScoreCandleCache), Alerts: &alerting.Matcher{}, Hours: hours, Rescoring: closes}
 	sc.Register(w)
 	pipe := worker.Pipeline{Redis: rdb, Queue: queue, RunNow: w.RunNow}
 	trigger := &worker.ScoreTrigger{Pipeline: pipe, Scorer: sc, Region: cfg.Region, Served: served, Logger: logger}
 	trigger.Register(w)
 	in := &worker.Ingester{Store: db, Feeds: reg, Logger: logger, Now: clock, MaxCandleSymbols: cfg.MaxCandleSymbols, Notify: notify,
-		Hours: hours}
+		Hours: hours, Rescoring: closes}
 	if cfg.ScoreTrigger {
 		in.Changes = trigger
 	} else {
