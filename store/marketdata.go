@@ -184,41 +184,31 @@ func (db *DB) upsertCandles(ctx context.Context, series map[CandleKey][]domain.C
 	if len(cols.market) == 0 {
 		return nil, nil
 	}
-	// A statement that writes several scored timeframes may deadlock with
-	// another such statement on the version locks (migration 00036); it is
-	// one statement, so it is simply run again.
 	if !returning {
-		err := retryDeadlock(func() error {
-			_, err := db.Pool.Exec(ctx, upsertCandlesSQL, cols.args()...)
-			return err
-		})
+		_, err := db.Pool.Exec(ctx, upsertCandlesSQL, cols.args()...)
 		return nil, translate(err, "candles")
 	}
-	var changed []CandleKey
-	err := retryDeadlock(func() error {
-		changed = nil
-		rows, err := db.Pool.Query(ctx, upsertCandlesSQL+`
+	rows, err := db.Pool.Query(ctx, upsertCandlesSQL+`
 	RETURNING market, exchange, symbol, timeframe`, cols.args()...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		seen := map[CandleKey]bool{}
-		for rows.Next() {
-			var k CandleKey
-			var market, tf string
-			if err := rows.Scan(&market, &k.Exchange, &k.Symbol, &tf); err != nil {
-				return err
-			}
-			k.Market, k.Timeframe = domain.Market(market), domain.Timeframe(tf)
-			if !seen[k] {
-				seen[k] = true
-				changed = append(changed, k)
-			}
-		}
-		return rows.Err()
-	})
 	if err != nil {
+		return nil, translate(err, "candles")
+	}
+	defer rows.Close()
+	seen := map[CandleKey]bool{}
+	var changed []CandleKey
+	for rows.Next() {
+		var k CandleKey
+		var market, tf string
+		if err := rows.Scan(&market, &k.Exchange, &k.Symbol, &tf); err != nil {
+			return nil, translate(err, "candles")
+		}
+		k.Market, k.Timeframe = domain.Market(market), domain.Timeframe(tf)
+		if !seen[k] {
+			seen[k] = true
+			changed = append(changed, k)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, translate(err, "candles")
 	}
 	return changed, nil
