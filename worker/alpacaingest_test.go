@@ -12,6 +12,7 @@ import (
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/e2e/exchangesim"
 	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/hostbudget"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 	"github.com/marketscreener/market/worker"
@@ -157,16 +158,7 @@ func TestAlpacaBulkIngest(t *testing.T) {
 func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// Wednesday 25 November 2026, 16:00:01 New York: the bell.
-	now := time.Date(2026, 11, 25, 21, 0, 1, 0, time.UTC)
-	clock := func() time.Time { return now }
-	sim, reg := alpacaSim(t, 1, clock, exchangesim.AlpacaConfig{Assets: 11500, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaIEX)
-	in := &worker.Ingester{Store: storetest.New(t), Feeds: reg, Logger: discard(), Now: clock}
-	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
-	syms, err := reg.Providers()[0].Symbols(ctx, nasdaq)
-	if err != nil || len(syms) < 5000 {
-		t.Fatalf("nasdaq: %d symbols, %v", len(syms), err)
-	}
+	sim, in, nasdaq, syms, now := nasdaqAtTheBell(t)
 	for _, tc := range []struct {
 		tf   domain.Timeframe
 		last time.Time // every series' newest stored candle
@@ -179,7 +171,11 @@ func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
 			latest[s] = tc.last
 		}
 		before := sim.Stats().Alpaca.Data.Requests
-		n, err := in.IngestCandlesFrom(ctx, nasdaq, tc.tf, syms, latest)
+		rctx := ctx
+		if tc.tf == domain.TF4h {
+			rctx = hostbudget.WithClass(ctx, hostbudget.Live) // the close's read: its requests side by side
+		}
+		n, err := in.IngestCandlesFrom(rctx, nasdaq, tc.tf, syms, latest)
 		if err != nil || n < len(syms)/2 {
 			t.Fatalf("%s: %d candles stored, %v", tc.tf, n, err)
 		}
@@ -189,9 +185,52 @@ func TestBellReadsAWholeExchangeInFewRequests(t *testing.T) {
 	}
 }
 
+// BenchmarkBellRead reads the 4h bars that end at the bell of Nasdaq's
+// 5,234 simulated stocks (four requests of ≈ 1,500 symbols) and stores
+// them, as the closing read does: its requests one at a time (Urgent) or
+// side by side (Live, liveChunkReads at once). The simulator runs in the
+// benchmark's process.
+//
+//	go test ./worker -run '^$' -bench BellRead -benchtime 20x
+func BenchmarkBellRead(b *testing.B) {
+	ctx := context.Background()
+	_, in, nasdaq, syms, now := nasdaqAtTheBell(b)
+	latest := map[string]time.Time{}
+	for _, s := range syms {
+		latest[s] = now.Truncate(time.Hour).Add(-5 * time.Hour)
+	}
+	for _, class := range []hostbudget.Class{hostbudget.Urgent, hostbudget.Live} {
+		b.Run(class.String(), func(b *testing.B) {
+			cctx := hostbudget.WithClass(ctx, class)
+			for b.Loop() {
+				if n, err := in.IngestCandlesFrom(cctx, nasdaq, domain.TF4h, syms, latest); err != nil || n < len(syms)/2 {
+					b.Fatalf("%d candles, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// nasdaqAtTheBell is an ingester of the Alpaca simulator's 11,500 stocks
+// (the scale benchmark's universe) at the bell, Wednesday 25 November 2026
+// 16:00:01 New York, and Nasdaq's symbols.
+func nasdaqAtTheBell(tb testing.TB) (*exchangesim.Sim, *worker.Ingester, domain.Combination, []string, time.Time) {
+	tb.Helper()
+	now := time.Date(2026, 11, 25, 21, 0, 1, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sim, reg := alpacaSim(tb, 1, clock, exchangesim.AlpacaConfig{Assets: 11500, Plan: exchangesim.AlpacaPaid}, feeds.AlpacaIEX)
+	in := &worker.Ingester{Store: storetest.New(tb), Feeds: reg, Logger: discard(), Now: clock}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	syms, err := reg.Providers()[0].Symbols(context.Background(), nasdaq)
+	if err != nil || len(syms) < 5000 {
+		tb.Fatalf("nasdaq: %d symbols, %v", len(syms), err)
+	}
+	return sim, in, nasdaq, syms, now
+}
+
 // alpacaSim serves the simulator's Alpaca part (seed, ac) on clock for the
 // test, and returns it with a feed registry of Alpaca on the given feed.
-func alpacaSim(t *testing.T, seed int64, clock func() time.Time, ac exchangesim.AlpacaConfig, feed string) (*exchangesim.Sim, *feeds.Registry) {
+func alpacaSim(t testing.TB, seed int64, clock func() time.Time, ac exchangesim.AlpacaConfig, feed string) (*exchangesim.Sim, *feeds.Registry) {
 	t.Helper()
 	sim := exchangesim.New(exchangesim.Config{Seed: seed, Spot: 2, Perpetual: 1, Now: clock, Alpaca: ac})
 	srv := httptest.NewServer(sim)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"log/slog"
 	"maps"
 	"slices"
@@ -659,7 +660,7 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 	for _, part := range bulkChunks(symbols, starts, tf, now) {
 		chunks = append(chunks, bp.BulkBatches(part)...)
 	}
-	for _, chunk := range chunks {
+	read := func(ctx context.Context, chunk []string) chunkRead {
 		if history {
 			in.yieldToCloses(ctx, c, tf)
 		}
@@ -667,36 +668,112 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 		for _, sym := range chunk {
 			from[sym] = starts[sym]
 		}
-		asked := in.Now()
-		got, bad, err := bp.BulkCandles(ctx, c, tf, from, InitialCandles)
-		if err == nil && scheduled {
-			floors.set(chunk, bad, asked.Add(-2*tf.Duration()-time.Minute))
+		r := chunkRead{chunk: chunk, asked: in.Now()}
+		r.got, r.bad, r.err = bp.BulkCandles(ctx, c, tf, from, InitialCandles)
+		return r
+	}
+	parallel := 1
+	if hostbudget.ClassOf(ctx) == hostbudget.Live {
+		// A read of just-closed candles (the minute's 1m bars, the bell's
+		// 4h bars of a whole exchange: four requests each) is waited for
+		// by clients and by the close's rescoring: its requests go
+		// together, each stored as it is read, in order.
+		parallel = liveChunkReads
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the reads not taken when a chunk fails
+	for r := range readChunks(rctx, chunks, parallel, read) {
+		if r.err == nil && scheduled {
+			floors.set(r.chunk, r.bad, r.asked.Add(-2*tf.Duration()-time.Minute))
 		}
-		for sym, e := range bad {
+		for sym, e := range r.bad {
 			failed, lastErr = append(failed, sym), e
 			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", e)
 		}
-		for sym, cs := range got {
+		for sym, cs := range r.got {
 			if len(cs) == 0 {
 				continue
 			}
-			if serr := keep(store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}, cs, asked); serr != nil {
+			if serr := keep(store.CandleKey{Market: c.Market, Exchange: c.Exchange, Symbol: sym, Timeframe: tf}, cs, r.asked); serr != nil {
 				return failed, serr
 			}
 		}
-		if err != nil {
+		if r.err != nil {
 			if ctx.Err() != nil {
 				return failed, ctx.Err()
 			}
 			// What was read is stored; the rest of this chunk and the
 			// chunks after it wait for the next poll.
-			return failed, err
+			return failed, r.err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return failed, err // stopped with reads not taken
 	}
 	if len(failed) > 0 {
 		in.logger().Warn("bulk candle read: symbols failed", "combination", c.String(), "timeframe", tf, "failed", len(failed), "last", lastErr)
 	}
 	return failed, nil
+}
+
+// liveChunkReads is how many requests of a close's bulk read
+// (hostbudget.Live) are under way at once.
+const liveChunkReads = 4
+
+// chunkRead is one request of a bulk read: its symbols, when it was
+// asked, and what it returned.
+type chunkRead struct {
+	chunk []string
+	asked time.Time
+	got   map[string][]domain.Candle
+	bad   map[string]error
+	err   error
+}
+
+// readChunks reads the chunks, parallel at a time, and yields them in
+// their order; the caller stops by breaking out and cancelling ctx (the
+// reads under way then end, and none more starts).
+func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(context.Context, []string) chunkRead) iter.Seq[chunkRead] {
+	return func(yield func(chunkRead) bool) {
+		if parallel <= 1 {
+			for _, chunk := range chunks {
+				if !yield(read(ctx, chunk)) {
+					return
+				}
+			}
+			return
+		}
+		outs := make([]chan chunkRead, len(chunks))
+		for i := range outs {
+			outs[i] = make(chan chunkRead, 1)
+		}
+		slots := make(chan struct{}, parallel)
+		go func() {
+			for i, chunk := range chunks {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				go func() {
+					r := read(ctx, chunk)
+					<-slots
+					outs[i] <- r
+				}()
+			}
+		}()
+		for i := range chunks {
+			var r chunkRead
+			select {
+			case r = <-outs[i]:
+			case <-ctx.Done():
+				return
+			}
+			if !yield(r) {
+				return
+			}
+		}
+	}
 }
 
 // yieldToCloses waits, before a request of a display-only timeframe's

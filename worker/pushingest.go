@@ -408,16 +408,8 @@ func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol str
 	return p.Candles(ctx, c, symbol, tf, since, limit)
 }
 
-// catchUpParallel is how many catch-up passes run at once, of which
-// catchUpDisplayParallel at most of display-only timeframes: a cold
-// start's scored timeframes (crypto's four) load side by side, each pass
-// one request at a time for a feed read one symbol a request, so that
-// the host's request budget, not one pass's round trips, bounds how soon
-// every style has its history.
-const (
-	catchUpParallel        = 4
-	catchUpDisplayParallel = 2
-)
+// catchUpParallel is how many catch-up passes run at once.
+const catchUpParallel = 2
 
 // markLive sets the live marks of every candle combination whose
 // connections are all up (mark: the combination, or for Alpaca the series
@@ -439,17 +431,15 @@ func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Comb
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
 	var passes sync.WaitGroup
 	// The passes are one job per combination and timeframe, run
-	// catchUpParallel at a time (display-only ones catchUpDisplayParallel
-	// at a time): every job of a timeframe scoring reads (of every
-	// combination up by then) before any display-only one, in the
-	// catalogue's order (crypto first), shortest timeframe first. Every
-	// pass at once (a dozen combinations) made a dozen writers extend the
-	// candles table together, each waiting for the others' extension
-	// locks; one combination's timeframes one after the other left a cold
-	// start's 1h history waiting for its 15m one, and the scored history
-	// of one exchange for the display-only history of another; two at a
-	// time left crypto's 1d history (the position style) waiting minutes
-	// for the 15m and 1h passes.
+	// catchUpParallel at a time: every job of a timeframe scoring reads
+	// (of every combination up by then) before any display-only one, in
+	// the catalogue's order (crypto first), shortest timeframe first.
+	// Every pass at once (a dozen combinations) made a dozen writers
+	// extend the candles table together, each waiting for the others'
+	// extension locks; one combination's timeframes one after the other
+	// left a cold start's 1h history waiting for its 15m one, and the
+	// scored history of one exchange for the display-only history of
+	// another.
 	queue := newCatchUpQueue()
 	for range catchUpParallel {
 		passes.Go(func() {
@@ -559,11 +549,10 @@ type catchUpJob struct {
 // then waits rather than spend the host's budget (and Postgres) on 1m
 // history while the reports wait for a scored timeframe's.
 type catchUpQueue struct {
-	mu             sync.Mutex
-	scored, all    []catchUpJob
-	runningScored  int
-	runningDisplay int
-	ready          chan struct{} // signalled when a job is added or done
+	mu            sync.Mutex
+	scored, all   []catchUpJob
+	runningScored int
+	ready         chan struct{} // signalled when a job is added or done
 }
 
 func newCatchUpQueue() *catchUpQueue {
@@ -592,12 +581,11 @@ func (q *catchUpQueue) add(jobs []catchUpJob) {
 
 // done tells the queue a job taken from it has ended.
 func (q *catchUpQueue) done(j catchUpJob) {
-	q.mu.Lock()
-	if j.scored {
-		q.runningScored--
-	} else {
-		q.runningDisplay--
+	if !j.scored {
+		return
 	}
+	q.mu.Lock()
+	q.runningScored--
 	q.mu.Unlock()
 	q.signal()
 }
@@ -612,13 +600,12 @@ func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
 		case len(q.scored) > 0:
 			j, q.scored = q.scored[0], q.scored[1:]
 			q.runningScored++
-		case len(q.all) > 0 && q.runningScored == 0 && q.runningDisplay < catchUpDisplayParallel:
+		case len(q.all) > 0 && q.runningScored == 0:
 			j, q.all = q.all[0], q.all[1:]
-			q.runningDisplay++
 		default:
 			found = false
 		}
-		more := len(q.scored) > 0 || len(q.all) > 0 && q.runningScored == 0 && q.runningDisplay < catchUpDisplayParallel
+		more := len(q.scored) > 0 || len(q.all) > 0 && q.runningScored == 0
 		q.mu.Unlock()
 		if found {
 			if more { // pass the signal on to another waiting worker
