@@ -476,7 +476,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			if history {
 				from = nil // their history: InitialCandles each
 			}
-			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, k > 0 && !want, keep)
+			// Display-only history (a later part), and display-only bulk
+			// work (a push catch-up, a poll between closes) step aside.
+			yield := !want && (k > 0 || hostbudget.ClassOf(ctx) == hostbudget.Bulk)
+			failed, err := in.ingestBulk(pctx, bp, c, tf, part, from, pushed, scheduled, now, yield, keep)
 			if !history {
 				n += len(failed) // a due series that fails counts once, in the poll
 			}
@@ -533,8 +536,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			}
 			asked1m++
 		}
-		if _, ok := latest[sym]; !ok && !want {
-			in.yieldToCloses(ctx, c, tf) // a display-only history
+		if _, ok := latest[sym]; !ok && !want && hostbudget.ClassOf(ctx) != hostbudget.Live {
+			// A display-only history; not in a task of just-closed
+			// candles, whose stored series come after it in this loop.
+			in.yieldToCloses(ctx, c, tf)
 		}
 		if last, ok := latest[sym]; ok {
 			// A series stalled for longer than its retention resumes at the
@@ -636,7 +641,7 @@ func bulkChunks(symbols []string, from map[string]time.Time, tf domain.Timeframe
 // short (a deadline while the budget is short) still moves the floor of
 // what it read, and the next poll is not longer for it. Without a read
 // yet (a new process), each series starts at its own newest candle.
-// history marks a display-only timeframe's history, whose every request
+// history marks display-only history or bulk work, whose every request
 // waits while a close is rescored (yieldToCloses).
 func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider, c domain.Combination, tf domain.Timeframe, symbols []string,
 	latest map[string]time.Time, pushed PushedSeries, scheduled bool, now time.Time, history bool,
@@ -730,9 +735,10 @@ type chunkRead struct {
 	err   error
 }
 
-// readChunks reads the chunks, parallel at a time, and yields them in
-// their order; the caller stops by breaking out and cancelling ctx (the
-// reads under way then end, and none more starts).
+// readChunks reads the chunks, parallel at a time (reads under way and
+// answers not yet taken together), and yields them in their order; the
+// caller stops by breaking out and cancelling ctx (the reads under way
+// then end, and none more starts).
 func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(context.Context, []string) chunkRead) iter.Seq[chunkRead] {
 	return func(yield func(chunkRead) bool) {
 		if parallel <= 1 {
@@ -756,9 +762,12 @@ func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(
 					return
 				}
 				go func() {
-					r := read(ctx, chunk)
-					<-slots
-					outs[i] <- r
+					defer func() {
+						if p := recover(); p != nil { // as the task's own goroutine would have been
+							outs[i] <- chunkRead{chunk: chunk, err: fmt.Errorf("worker: bulk read panicked: %v", p)}
+						}
+					}()
+					outs[i] <- read(ctx, chunk)
 				}()
 			}
 		}()
@@ -766,6 +775,7 @@ func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(
 			var r chunkRead
 			select {
 			case r = <-outs[i]:
+				<-slots // a slot is freed when its answer is taken: at most parallel held
 			case <-ctx.Done():
 				return
 			}

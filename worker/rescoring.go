@@ -116,6 +116,9 @@ func (r *Rescoring) Wait(ctx context.Context) time.Duration {
 // Active is how many closes are under way; Waiting how many loads wait
 // for them (tests poll it).
 func (r *Rescoring) Active() int {
+	if r == nil {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.active
@@ -123,6 +126,9 @@ func (r *Rescoring) Active() int {
 
 // Waiting is how many loads wait in Wait.
 func (r *Rescoring) Waiting() int {
+	if r == nil {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.waiting

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,12 +75,24 @@ func TestRescoringWaitsForTheCloses(t *testing.T) {
 type activeDuringSaves struct {
 	*store.DB
 	r    *worker.Rescoring
+	mu   sync.Mutex // a run saves on several connections at once
 	seen []int
 }
 
 func (s *activeDuringSaves) SaveAnalytics(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord) (int, error) {
+	s.mu.Lock()
 	s.seen = append(s.seen, s.r.Active())
+	s.mu.Unlock()
 	return s.DB.SaveAnalytics(ctx, recs, prev)
+}
+
+// taken is what the saves saw since the last call.
+func (s *activeDuringSaves) taken() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.seen
+	s.seen = nil
+	return out
 }
 
 // TestScorerTellsOfACloseRun: a run that rescores a close (500 assets or
@@ -103,19 +116,19 @@ func TestScorerTellsOfACloseRun(t *testing.T) {
 	run := func(now time.Time) {
 		t.Helper()
 		sc.Now = func() time.Time { return now }
-		saves.seen = nil
+		saves.taken()
 		if n, _, err := sc.ScoreSymbols(ctx, domain.Crypto, style, syms); err != nil || n != len(syms) {
 			t.Fatalf("scored %d of %d: %v", n, len(syms), err)
 		}
 	}
 	run(close0.Add(time.Minute))
-	if slices.Max(saves.seen) != 0 || r.Active() != 0 {
-		t.Fatalf("the first scoring: closes under way during its saves %v, after %d; want none", saves.seen, r.Active())
+	if seen := saves.taken(); slices.Max(seen) != 0 || r.Active() != 0 {
+		t.Fatalf("the first scoring: closes under way during its saves %v, after %d; want none", seen, r.Active())
 	}
 	at := close0.Add(style.Timeframe().Duration())
 	appendCloseCandles(t, db, src, []analytics.Style{style}, at)
 	run(at.Add(time.Second))
-	if slices.Min(saves.seen) != 1 || r.Active() != 0 {
-		t.Fatalf("the close's run: closes under way during its saves %v, after %d; want 1 during, none after", saves.seen, r.Active())
+	if seen := saves.taken(); slices.Min(seen) != 1 || r.Active() != 0 {
+		t.Fatalf("the close's run: closes under way during its saves %v, after %d; want 1 during, none after", seen, r.Active())
 	}
 }
