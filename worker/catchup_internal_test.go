@@ -2,10 +2,15 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/feeds"
+	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/store"
+	"github.com/marketscreener/market/store/storetest"
 )
 
 // The catch-up queue hands out every scored timeframe's job, of every
@@ -62,5 +67,59 @@ func TestCatchUpQueueScoredFirst(t *testing.T) {
 	cancel()
 	if _, ok := q.next(ctx); ok {
 		t.Fatal("next returned a job from an empty queue after its context ended")
+	}
+}
+
+// A catch-up (catchUpJobs, after every start of the push feeds) reads again
+// only the series behind: one whose forming candle is stored has nothing
+// to catch up on an exchange's push feed, whose kline carries the whole
+// candle; one whose newest candle is older has, and so has one with nothing
+// stored. A timeframe with no series behind has no job.
+func TestCatchUpReadsOnlyTheSeriesBehind(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.New(t)
+	now := time.Date(2026, 12, 1, 20, 29, 32, 0, time.UTC)
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}}
+	// CUR_USDT: history up to the forming candle of each timeframe;
+	// OLD_USDT: up to the one before it (1h, 1d) or the forming one (4h);
+	// NEW_USDT: nothing stored.
+	seed := func(sym string, tf domain.Timeframe, newest time.Time) {
+		cs := make([]domain.Candle, 100)
+		for i := range cs {
+			cs[i] = domain.Candle{Time: newest.Add(-time.Duration(len(cs)-1-i) * tf.Duration()), Open: 1, High: 1, Low: 1, Close: 1}
+		}
+		if err := db.UpsertCandles(ctx, store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plan push.Plan
+	plan.Combination = spot
+	for _, tf := range []domain.Timeframe{domain.TF1h, domain.TF4h, domain.TF1d} {
+		seed("CUR_USDT", tf, tf.Truncate(now))
+		if tf == domain.TF4h {
+			seed("OLD_USDT", tf, tf.Truncate(now))
+		} else {
+			seed("OLD_USDT", tf, tf.Truncate(now).Add(-tf.Duration()))
+		}
+		for _, sym := range []string{"CUR_USDT", "OLD_USDT", "NEW_USDT"} {
+			if tf == domain.TF4h && sym == "NEW_USDT" {
+				continue
+			}
+			plan.Series = append(plan.Series, push.Series{Symbol: sym, Timeframe: tf})
+		}
+	}
+	got := map[domain.Timeframe][]string{}
+	for _, j := range s.catchUpJobs(ctx, plan, newCandleSink(s)) {
+		got[j.tf] = j.symbols
+	}
+	want := map[domain.Timeframe][]string{domain.TF1h: {"OLD_USDT", "NEW_USDT"}, domain.TF1d: {"OLD_USDT", "NEW_USDT"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("catch-up jobs %v, want %v", got, want)
 	}
 }
