@@ -735,27 +735,34 @@ type chunkRead struct {
 	err   error
 }
 
-// readChunks reads the chunks, parallel at a time (reads under way and
-// answers not yet taken together), and yields them in their order; the
-// caller stops by breaking out and cancelling ctx (the reads under way
-// then end, and none more starts).
+// readChunks reads the chunks, parallel at a time, in their order
+// (inOrder).
 func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(context.Context, []string) chunkRead) iter.Seq[chunkRead] {
-	return func(yield func(chunkRead) bool) {
+	return inOrder(ctx, chunks, parallel, read, func(chunk []string, err error) chunkRead { return chunkRead{chunk: chunk, err: err} })
+}
+
+// inOrder reads the items, parallel at a time (reads under way and answers
+// not yet taken together), and yields the answers in the items' order; a
+// read that panics yields failed(item, the panic as an error), as the
+// task's own goroutine would have failed. The caller stops by breaking out
+// and cancelling ctx (the reads under way then end, and none more starts).
+func inOrder[T, R any](ctx context.Context, items []T, parallel int, read func(context.Context, T) R, failed func(T, error) R) iter.Seq[R] {
+	return func(yield func(R) bool) {
 		if parallel <= 1 {
-			for _, chunk := range chunks {
-				if !yield(read(ctx, chunk)) {
+			for _, it := range items {
+				if !yield(read(ctx, it)) {
 					return
 				}
 			}
 			return
 		}
-		outs := make([]chan chunkRead, len(chunks))
+		outs := make([]chan R, len(items))
 		for i := range outs {
-			outs[i] = make(chan chunkRead, 1)
+			outs[i] = make(chan R, 1)
 		}
 		slots := make(chan struct{}, parallel)
 		go func() {
-			for i, chunk := range chunks {
+			for i, it := range items {
 				select {
 				case slots <- struct{}{}:
 				case <-ctx.Done():
@@ -763,16 +770,16 @@ func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(
 				}
 				go func() {
 					defer func() {
-						if p := recover(); p != nil { // as the task's own goroutine would have been
-							outs[i] <- chunkRead{chunk: chunk, err: fmt.Errorf("worker: bulk read panicked: %v", p)}
+						if p := recover(); p != nil {
+							outs[i] <- failed(it, fmt.Errorf("worker: read panicked: %v", p))
 						}
 					}()
-					outs[i] <- read(ctx, chunk)
+					outs[i] <- read(ctx, it)
 				}()
 			}
 		}()
-		for i := range chunks {
-			var r chunkRead
+		for i := range items {
+			var r R
 			select {
 			case r = <-outs[i]:
 				<-slots // a slot is freed when its answer is taken: at most parallel held
