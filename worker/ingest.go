@@ -735,34 +735,27 @@ type chunkRead struct {
 	err   error
 }
 
-// readChunks reads the chunks, parallel at a time, in their order
-// (inOrder).
+// readChunks reads the chunks, parallel at a time (reads under way and
+// answers not yet taken together), and yields them in their order; the
+// caller stops by breaking out and cancelling ctx (the reads under way
+// then end, and none more starts).
 func readChunks(ctx context.Context, chunks [][]string, parallel int, read func(context.Context, []string) chunkRead) iter.Seq[chunkRead] {
-	return inOrder(ctx, chunks, parallel, read, func(chunk []string, err error) chunkRead { return chunkRead{chunk: chunk, err: err} })
-}
-
-// inOrder reads the items, parallel at a time (reads under way and answers
-// not yet taken together), and yields the answers in the items' order; a
-// read that panics yields failed(item, the panic as an error), as the
-// task's own goroutine would have failed. The caller stops by breaking out
-// and cancelling ctx (the reads under way then end, and none more starts).
-func inOrder[T, R any](ctx context.Context, items []T, parallel int, read func(context.Context, T) R, failed func(T, error) R) iter.Seq[R] {
-	return func(yield func(R) bool) {
+	return func(yield func(chunkRead) bool) {
 		if parallel <= 1 {
-			for _, it := range items {
-				if !yield(read(ctx, it)) {
+			for _, chunk := range chunks {
+				if !yield(read(ctx, chunk)) {
 					return
 				}
 			}
 			return
 		}
-		outs := make([]chan R, len(items))
+		outs := make([]chan chunkRead, len(chunks))
 		for i := range outs {
-			outs[i] = make(chan R, 1)
+			outs[i] = make(chan chunkRead, 1)
 		}
 		slots := make(chan struct{}, parallel)
 		go func() {
-			for i, it := range items {
+			for i, chunk := range chunks {
 				select {
 				case slots <- struct{}{}:
 				case <-ctx.Done():
@@ -770,16 +763,16 @@ func inOrder[T, R any](ctx context.Context, items []T, parallel int, read func(c
 				}
 				go func() {
 					defer func() {
-						if p := recover(); p != nil {
-							outs[i] <- failed(it, fmt.Errorf("worker: read panicked: %v", p))
+						if p := recover(); p != nil { // as the task's own goroutine would have been
+							outs[i] <- chunkRead{chunk: chunk, err: fmt.Errorf("worker: bulk read panicked: %v", p)}
 						}
 					}()
-					outs[i] <- read(ctx, it)
+					outs[i] <- read(ctx, chunk)
 				}()
 			}
 		}()
-		for i := range items {
-			var r R
+		for i := range chunks {
+			var r chunkRead
 			select {
 			case r = <-outs[i]:
 				<-slots // a slot is freed when its answer is taken: at most parallel held

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"log/slog"
 	"slices"
 	"strings"
@@ -455,41 +454,33 @@ type candleBatch struct {
 	err     error
 }
 
-// scoreReads is how many of a scoring run's candle reads are under way at
-// once (answers not yet scored included): a close's run over a whole stock
-// market (8,000 assets, 260 reads) read one at a time took longer than
-// its scoring and saves together.
-const scoreReads = 2
-
 // readAhead reads the candidates' candles readBatch at a time, source by
-// source, scoreReads reads at a time ahead of its reader, and yields them
-// in order until the last batch or the first error. Cancelling ctx stops
-// the reads.
-func (s *Scorer) readAhead(ctx context.Context, tf domain.Timeframe, work []sourceWork) iter.Seq[candleBatch] {
-	var batches []candleBatch
-	for _, w := range work {
-		for chunk := range slices.Chunk(w.cands, readBatch) {
-			batches = append(batches, candleBatch{src: w.src, cands: chunk})
-		}
-	}
-	read := func(ctx context.Context, b candleBatch) candleBatch {
-		syms := make([]string, len(b.cands))
-		for i, c := range b.cands {
-			syms[i] = c.Symbol
-		}
-		t0 := time.Now()
-		b.candles, b.reads, b.err = s.Store.CachedCandlesOf(ctx, s.Candles, b.src.Market, b.src.Exchange, tf, syms, scoreCandles)
-		b.took = time.Since(t0)
-		return b
-	}
-	failed := func(b candleBatch, err error) candleBatch { b.err = err; return b }
-	return func(yield func(candleBatch) bool) {
-		for b := range inOrder(ctx, batches, scoreReads, read, failed) {
-			if !yield(b) || b.err != nil {
-				return
+// source, one batch ahead of its reader, and closes the channel after the
+// last batch or the first error. Cancelling ctx stops it.
+func (s *Scorer) readAhead(ctx context.Context, tf domain.Timeframe, work []sourceWork) <-chan candleBatch {
+	out := make(chan candleBatch, 1)
+	go func() {
+		defer close(out)
+		for _, w := range work {
+			for chunk := range slices.Chunk(w.cands, readBatch) {
+				syms := make([]string, len(chunk))
+				for i, c := range chunk {
+					syms[i] = c.Symbol
+				}
+				t0 := time.Now()
+				cs, reads, err := s.Store.CachedCandlesOf(ctx, s.Candles, w.src.Market, w.src.Exchange, tf, syms, scoreCandles)
+				select {
+				case out <- candleBatch{src: w.src, cands: chunk, candles: cs, reads: reads, took: time.Since(t0), err: err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
 			}
 		}
-	}
+	}()
+	return out
 }
 
 // saveEvery is how many scored assets are stored per transaction: a

@@ -3,9 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/readcache"
 	"github.com/marketscreener/market/store"
-	"github.com/marketscreener/market/store/storetest"
 	"github.com/marketscreener/market/worker"
 )
 
@@ -294,65 +291,4 @@ func TestTickLeavesTheCloseToTheClosingRead(t *testing.T) {
 	if n, _, err := sc.Score(ctx, domain.Crypto, analytics.Swing); err != nil || n != all-1 {
 		t.Fatalf("the tick's run 50 s after the close rescored %d (%v), want the %d the closing read did not", n, err, all-1)
 	}
-}
-
-// A scoring run reads its candles two batches at a time (a close's run of
-// thousands of assets is hundreds of reads): the first read here is held
-// until a second one has started, and the run still scores every asset
-// once, as reports of the candles read.
-func TestScoringRunReadsTwoBatchesAtOnce(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := storetest.New(t)
-	src := domain.AnalyticsSources("global", domain.Crypto, nil)[0]
-	style := analytics.DefaultStyle
-	close0 := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
-	syms := make([]string, 200) // seven reads of 32
-	for i := range syms {
-		syms[i] = fmt.Sprintf("P%04d_USDT", i)
-	}
-	seedCloseUniverse(t, db, src, []analytics.Style{style}, syms, close0)
-	reads := &overlappingReads{DB: db, second: make(chan struct{})}
-	sc := &worker.Scorer{Store: reads, Region: "global", Logger: discard(), Now: func() time.Time { return close0.Add(time.Minute) }}
-	n, _, err := sc.ScoreSymbols(ctx, domain.Crypto, style, syms)
-	if err != nil || n != len(syms) {
-		t.Fatalf("scored %d of %d: %v", n, len(syms), err)
-	}
-	if reads.max.Load() < 2 {
-		t.Fatalf("at most %d candle reads under way at once, want 2", reads.max.Load())
-	}
-	recs, err := db.AnalyticsList(ctx, domain.Crypto, style)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != len(syms) {
-		t.Fatalf("%d reports stored, want %d", len(recs), len(syms))
-	}
-}
-
-// overlappingReads holds the first CachedCandlesOf until a second one has
-// started (or 10 s: the test then fails on max), and records how many were
-// under way at once.
-type overlappingReads struct {
-	*store.DB
-	calls, under, max atomic.Int32
-	second            chan struct{}
-}
-
-func (o *overlappingReads) CachedCandlesOf(ctx context.Context, cache *store.CandleCache, m domain.Market, exchange string, tf domain.Timeframe,
-	symbols []string, limit int) (map[string]*domain.Bars, store.CandleReads, error) {
-	n := o.under.Add(1)
-	defer o.under.Add(-1)
-	for cur := o.max.Load(); n > cur && !o.max.CompareAndSwap(cur, n); cur = o.max.Load() {
-	}
-	switch o.calls.Add(1) {
-	case 1:
-		select {
-		case <-o.second:
-		case <-time.After(10 * time.Second):
-		}
-	case 2:
-		close(o.second)
-	}
-	return o.DB.CachedCandlesOf(ctx, cache, m, exchange, tf, symbols, limit)
 }
