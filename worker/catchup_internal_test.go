@@ -90,7 +90,7 @@ func TestCatchUpReadsOnlyTheSeriesBehind(t *testing.T) {
 	// OLD_USDT: up to the one before it (1h, 1d) or the forming one (4h);
 	// NEW_USDT: nothing stored.
 	seed := func(sym string, tf domain.Timeframe, newest time.Time) {
-		cs := make([]domain.Candle, 100)
+		cs := make([]domain.Candle, InitialCandles) // loaded (forgetUnloaded keeps it)
 		for i := range cs {
 			cs[i] = domain.Candle{Time: newest.Add(-time.Duration(len(cs)-1-i) * tf.Duration()), Open: 1, High: 1, Low: 1, Close: 1}
 		}

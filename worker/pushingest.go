@@ -672,12 +672,14 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 }
 
 // behind is the symbols whose newest stored candle (latest) is not the one
-// forming at now: those with something to catch up. A series whose forming
-// candle is stored has nothing before it missing (whoever stored it read
-// or pushed every candle up to it), and the push feed delivers that candle
-// whole (an exchange's kline and the in-process feed push the candle's
-// open, high, low, close and volume so far, not a delta); its request would
-// only read the candle again. After a restart of the push feeds (a new
+// forming at now: those with something to catch up. For a series whose
+// forming candle is stored, the catch-up would read from that candle, so
+// its request could only read it again, and the push feed delivers that
+// candle whole (an exchange's kline and the in-process feed push the
+// candle's open, high, low, close and volume so far, not a delta). (A
+// catch-up that starts from the newest stored candle does not repair a
+// hole before it either: one left by a catch-up cut short after a
+// restart that had stored pushes past the series' old history.) After a restart of the push feeds (a new
 // plan: two minutes after a cold start, when the stock ranking gets its
 // volumes) this spared a whole exchange's scored timeframes a request per
 // series (6,000 at 2,000 spot symbols) before the history still missing
