@@ -660,7 +660,7 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 		} else {
 			j.latest, j.read = latest, true
 			candles.release(c, series)
-			if kind := sourceOf(s.In.Feeds, c); kind == exchangePush || kind == inProcess {
+			if sourceOf(s.In.Feeds, c) != alpacaPush { // pushes whole candles, as mark says
 				j.symbols = behind(j.symbols, latest, tf, s.In.Now())
 			}
 		}
@@ -672,18 +672,13 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 }
 
 // behind is the symbols whose newest stored candle (latest) is not the one
-// forming at now: those with something to catch up. For a series whose
-// forming candle is stored, the catch-up would read from that candle, so
-// its request could only read it again, and the push feed delivers that
-// candle whole (an exchange's kline and the in-process feed push the
-// candle's open, high, low, close and volume so far, not a delta). (A
-// catch-up that starts from the newest stored candle does not repair a
-// hole before it either: one left by a catch-up cut short after a
-// restart that had stored pushes past the series' old history.) After a restart of the push feeds (a new
-// plan: two minutes after a cold start, when the stock ranking gets its
-// volumes) this spared a whole exchange's scored timeframes a request per
-// series (6,000 at 2,000 spot symbols) before the history still missing
-// (the daily candles) was loaded.
+// forming at now: those with something to catch up. A catch-up starts from
+// the newest stored candle, so for a series whose forming candle is stored
+// its request could only read that candle again, which the push feed
+// delivers whole (an exchange's kline and the in-process feed push the
+// candle's open, high, low, close and volume so far). Neither repairs a
+// hole before that candle (a catch-up cut short after storing pushes past
+// a series' old history).
 func behind(symbols []string, latest map[string]time.Time, tf domain.Timeframe, now time.Time) []string {
 	forming := tf.Truncate(now)
 	return slices.DeleteFunc(slices.Clone(symbols), func(s string) bool {
