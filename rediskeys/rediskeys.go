@@ -20,7 +20,7 @@
 //   - hostbudget: the shared request budgets of the providers, HostBudget.
 //   - worker: the lease and live marks of the push ingest (the exchanges'
 //     pushed market data, not the clients' streams above)
-//     (PushLease, PushLive, PushSeries) and the pipeline's pending sets,
+//     (PushLease, PushLive, PushSeries, PushCatchUp) and the pipeline's pending sets,
 //     generations and claims (ScorePending, ScoreGeneration, PipelineClaim).
 //   - invalidation: the bus's channels, Invalidations (the service's read
 //     caches and keys) and SandboxInvalidations (the sandbox servers' read
@@ -49,6 +49,7 @@ const (
 	pushLeaseKey       = "push:lease"
 	pushLiveHead       = "push:live:"
 	pushSeriesHead     = "push:series:"
+	pushCatchUpHead    = "push:catchup:"
 	scorePendingHead   = "pipeline:score:pending:"
 	scoreGenHead       = "pipeline:score:gen:"
 	pipelineClaimHead  = "pipeline:claim:"
@@ -95,6 +96,13 @@ func (s Space) PushLive(market, exchange string) string {
 // symbol), where the exchange is not pushed live as a whole.
 func (s Space) PushSeries(market, exchange, timeframe string) string {
 	return string(s) + pushSeriesHead + market + ":" + exchange + ":" + timeframe
+}
+
+// PushCatchUp is the hash of where the push feeds' catch-up of a market's
+// exchange and timeframe starts each series it has not finished (symbol →
+// the newest candle stored when the pushes were let through, or none).
+func (s Space) PushCatchUp(market, exchange, timeframe string) string {
+	return string(s) + pushCatchUpHead + market + ":" + exchange + ":" + timeframe
 }
 
 // ScorePending is the set of symbols of a market and style waiting for

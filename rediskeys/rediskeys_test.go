@@ -24,6 +24,7 @@ func families() []family {
 		{"push lease", false, "push:lease", func(s rediskeys.Space) string { return s.PushLease() }},
 		{"push live mark", false, "push:live:", func(s rediskeys.Space) string { return s.PushLive("crypto", "binance") }},
 		{"pushed series", false, "push:series:", func(s rediskeys.Space) string { return s.PushSeries("stocks", "nasdaq", "1m") }},
+		{"catch-up starts", false, "push:catchup:", func(s rediskeys.Space) string { return s.PushCatchUp("crypto", "binance", "1h") }},
 		{"score pending set", false, "pipeline:score:pending:", func(s rediskeys.Space) string { return s.ScorePending("crypto", "swing") }},
 		{"score generation", false, "pipeline:score:gen:", func(s rediskeys.Space) string { return s.ScoreGeneration("crypto", "swing") }},
 		{"pipeline claim", false, "pipeline:claim:", func(s rediskeys.Space) string { return s.PipelineClaim("webhooks:wake:1") }},

@@ -3,12 +3,15 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/e2e/exchangesim"
 	"github.com/marketscreener/market/feeds"
 	"github.com/marketscreener/market/feeds/push"
+	"github.com/marketscreener/market/redistest"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 )
@@ -121,5 +124,77 @@ func TestCatchUpReadsOnlyTheSeriesBehind(t *testing.T) {
 	want := map[domain.Timeframe][]string{domain.TF1h: {"OLD_USDT", "NEW_USDT"}, domain.TF1d: {"OLD_USDT", "NEW_USDT"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("catch-up jobs %v, want %v", got, want)
+	}
+}
+
+// A catch-up cut short after it let the pushes through (the push feeds
+// restarted for a new plan, the worker died) leaves a series with its old
+// history, a hole, and the pushed candles after it. The next catch-up
+// starts that series where the first one would have (its starting points
+// are kept in Redis until each series is stored), not from the newest
+// pushed candle, and fills the hole; a series once caught up is forgotten.
+func TestCatchUpCutShortRepairsItsHole(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.New(t)
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rdb := redistest.Client(t)
+	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}, Redis: rdb, KeyPrefix: redistest.Prefix(t)}
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	const sym, tf = "BTC_USDT", domain.TF1h
+	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
+	p, _ := reg.For(spot)
+	cs, err := p.Candles(ctx, spot, sym, tf, time.Time{}, InitialCandles)
+	if err != nil || len(cs) < InitialCandles-1 {
+		t.Fatalf("simulator candles: %d, %v", len(cs), err)
+	}
+	n := len(cs)
+	// Stored before the restart: the history up to six hours ago.
+	if err := db.UpsertCandles(ctx, key, cs[:n-6]); err != nil {
+		t.Fatal(err)
+	}
+	plan := push.Plan{Combination: spot, Series: []push.Series{{Symbol: sym, Timeframe: tf}}}
+	sink := newCandleSink(s)
+	first := s.catchUpJobs(ctx, plan, sink)
+	if len(first) != 1 || !first[0].latest[sym].Equal(cs[n-7].Time) {
+		t.Fatalf("first catch-up: jobs %+v, want one from %s", first, cs[n-7].Time)
+	}
+	// Cut short before it read the series; the pushes stored the last two
+	// candles (the one that closed, the one forming).
+	if err := db.UpsertCandles(ctx, key, cs[n-2:]); err != nil {
+		t.Fatal(err)
+	}
+	second := s.catchUpJobs(ctx, plan, sink)
+	if len(second) != 1 || !second[0].latest[sym].Equal(cs[n-7].Time) {
+		t.Fatalf("catch-up after the cut: jobs %+v, want one from %s (where the first would have started)", second, cs[n-7].Time)
+	}
+	s.catchUpTimeframe(ctx, second[0], sink)
+	got, err := db.Candles(ctx, key, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Time.Sub(got[i-1].Time) != tf.Duration() {
+			t.Fatalf("a hole is left: %s then %s", got[i-1].Time, got[i].Time)
+		}
+	}
+	if len(got) < n {
+		t.Fatalf("%d candles stored, want %d", len(got), n)
+	}
+	if left, err := rdb.HLen(ctx, s.startsKey(spot, tf)).Result(); err != nil || left != 0 {
+		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
+	}
+	// Caught up: a third catch-up has nothing to read (the forming candle
+	// is stored, and nothing is left unfinished).
+	if third := s.catchUpJobs(ctx, plan, sink); len(third) != 0 {
+		t.Fatalf("catch-up after the repair: jobs %+v, want none", third)
 	}
 }

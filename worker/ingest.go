@@ -275,7 +275,7 @@ func (in *Ingester) HandleIngestCandles(ctx context.Context, t *asynq.Task) erro
 // IngestCandles loads candles of one timeframe for the given symbols (nil =
 // every symbol of the combination) and returns how many were stored.
 func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) (int, error) {
-	return in.ingestCandles(ctx, c, tf, symbols, nil)
+	return in.ingestCandles(ctx, c, tf, symbols, nil, nil)
 }
 
 // IngestCandlesFrom is IngestCandles of the given symbols from their
@@ -287,10 +287,22 @@ func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination,
 	if latest == nil {
 		latest = map[string]time.Time{}
 	}
-	return in.ingestCandles(ctx, c, tf, symbols, latest)
+	return in.ingestCandles(ctx, c, tf, symbols, latest, nil)
 }
 
-func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
+// CatchUpCandles is IngestCandlesFrom that tells settled of the series it
+// has read from their starting points and stored (or found nothing new
+// for), as it goes: a catch-up cut short knows which series it left.
+func (in *Ingester) CatchUpCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string,
+	latest map[string]time.Time, settled func(symbols []string)) (int, error) {
+	if latest == nil {
+		latest = map[string]time.Time{}
+	}
+	return in.ingestCandles(ctx, c, tf, symbols, latest, settled)
+}
+
+func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time,
+	settled func(symbols []string)) (int, error) {
 	if !c.HasCandles() {
 		return 0, fmt.Errorf("no candles are ingested for %s: %w", c, asynq.SkipRetry)
 	}
@@ -341,8 +353,13 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	write := in.newCandleWrite()
 	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
+	var read []string                          // the series read one a request since the last flush (settled)
 	flush := func() error {
 		if len(batch) == 0 {
+			if settled != nil && len(read) > 0 {
+				settled(read)
+				read = nil
+			}
 			return nil
 		}
 		for key, cs := range batch {
@@ -363,7 +380,11 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		clear(batch)
 		if err == nil {
 			write.announce(ctx)
+			if settled != nil && len(read) > 0 {
+				settled(read)
+			}
 		}
+		read = nil
 		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
@@ -440,6 +461,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			return nil
 		}
 		n := 0
+		var failedAll []string
 		parts := [][]string{polls}
 		if due != nil {
 			// A 1m task's history is read in pieces, until its turn ends.
@@ -483,6 +505,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			if !history {
 				n += len(failed) // a due series that fails counts once, in the poll
 			}
+			failedAll = append(failedAll, failed...)
 			if err != nil {
 				return stored, err
 			}
@@ -493,6 +516,11 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				// A series whose read failed stays due.
 				due.remove(slices.DeleteFunc(slices.Clone(part), func(s string) bool { return slices.Contains(failed, s) }))
 			}
+		}
+		if settled != nil {
+			// A bulk request's pages may split a series: it is settled
+			// once every part has been read and stored.
+			settled(slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { return slices.Contains(failedAll, s) }))
 		}
 		if n > 0 {
 			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
@@ -560,6 +588,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", err)
 			continue
 		}
+		read = append(read, sym)
 		if len(cs) == 0 {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -650,19 +651,27 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 		for i, se := range series {
 			j.symbols[i] = se.Symbol
 		}
+		all := slices.Clone(j.symbols)
 		latest, err := s.In.Store.LatestCandleTimes(ctx, c.Market, c.Exchange, tf, j.symbols)
 		if err == nil {
 			err = s.forgetUnloaded(ctx, c, tf, latest)
 		}
+		if err == nil {
+			err = s.unfinishedStarts(ctx, c, tf, latest)
+		}
+		if err == nil && sourceOf(s.In.Feeds, c) != alpacaPush { // pushes whole candles, as mark says
+			j.symbols = behind(j.symbols, latest, tf, s.In.Now())
+		}
+		if err == nil {
+			err = s.recordStarts(ctx, c, tf, j.symbols, latest)
+		}
 		if err != nil {
 			s.logger().Warn("push: reading where the catch-up starts failed; the pushes wait for the catch-up",
 				"combination", c.String(), "timeframe", string(tf), "err", err)
+			j.symbols = slices.Clone(all)
 		} else {
 			j.latest, j.read = latest, true
 			candles.release(c, series)
-			if sourceOf(s.In.Feeds, c) != alpacaPush { // pushes whole candles, as mark says
-				j.symbols = behind(j.symbols, latest, tf, s.In.Now())
-			}
 		}
 		if len(j.symbols) > 0 {
 			jobs = append(jobs, j)
@@ -671,20 +680,110 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 	return jobs
 }
 
-// behind is the symbols whose newest stored candle (latest) is not the one
+// behind is the symbols whose catch-up starts (latest) before the candle
 // forming at now: those with something to catch up. A catch-up starts from
-// the newest stored candle, so for a series whose forming candle is stored
-// its request could only read that candle again, which the push feed
-// delivers whole (an exchange's kline and the in-process feed push the
-// candle's open, high, low, close and volume so far). Neither repairs a
-// hole before that candle (a catch-up cut short after storing pushes past
-// a series' old history).
+// the newest stored candle, or from where an earlier one cut short would
+// have (unfinishedStarts), so for a series whose forming candle is its
+// start the request could only read that candle again, which the push
+// feed delivers whole (an exchange's kline and the in-process feed push
+// the candle's open, high, low, close and volume so far).
 func behind(symbols []string, latest map[string]time.Time, tf domain.Timeframe, now time.Time) []string {
 	forming := tf.Truncate(now)
 	return slices.DeleteFunc(slices.Clone(symbols), func(s string) bool {
 		last, ok := latest[s]
 		return ok && !last.Before(forming)
 	})
+}
+
+// catchUpStartsTTL is how long the starting points of a catch-up that
+// did not finish are kept (a safety net: the next catch-up, minutes
+// later, takes them).
+const catchUpStartsTTL = 7 * 24 * time.Hour
+
+// noStart is a starting point of a series with nothing stored: its
+// catch-up loads its initial history.
+const noStart = "-"
+
+func (s *PushIngest) startsKey(c domain.Combination, tf domain.Timeframe) string {
+	return rediskeys.Space(s.KeyPrefix).PushCatchUp(string(c.Market), c.Exchange, string(tf))
+}
+
+// unfinishedStarts moves back, in latest, the starting point of each
+// series that an earlier catch-up (of this process or another) recorded
+// and did not finish: the pushes it let through may have stored candles
+// past a hole it had still to fill, so the newest stored candle is no
+// longer where the series' catch-up starts. Without Redis there is
+// nothing recorded.
+func (s *PushIngest) unfinishedStarts(ctx context.Context, c domain.Combination, tf domain.Timeframe, latest map[string]time.Time) error {
+	if s.Redis == nil {
+		return nil
+	}
+	starts, err := s.Redis.HGetAll(ctx, s.startsKey(c, tf)).Result()
+	if err != nil {
+		return err
+	}
+	moved := 0
+	for sym, v := range starts {
+		last, stored := latest[sym]
+		if !stored {
+			continue // loads its history from the start anyway
+		}
+		if v == noStart {
+			delete(latest, sym)
+			moved++
+			continue
+		}
+		us, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue // not ours: the series starts from its newest candle
+		}
+		if at := time.UnixMicro(us).UTC(); at.Before(last) {
+			latest[sym] = at
+			moved++
+		}
+	}
+	if moved > 0 {
+		s.logger().Info("push: series an earlier catch-up left start where it would have", "combination", c.String(),
+			"timeframe", string(tf), "series", moved)
+	}
+	return nil
+}
+
+// recordStarts records where the catch-up of symbols starts (latest),
+// before the pushes are let through; settle forgets a series once its
+// catch-up has stored it. Without Redis nothing is recorded.
+func (s *PushIngest) recordStarts(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) error {
+	if s.Redis == nil || len(symbols) == 0 {
+		return nil
+	}
+	values := make([]any, 0, 2*len(symbols))
+	for _, sym := range symbols {
+		v := noStart
+		if at, ok := latest[sym]; ok {
+			v = strconv.FormatInt(at.UnixMicro(), 10)
+		}
+		values = append(values, sym, v)
+	}
+	key := s.startsKey(c, tf)
+	pipe := s.Redis.TxPipeline()
+	pipe.HSet(ctx, key, values...)
+	pipe.Expire(ctx, key, catchUpStartsTTL)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// settle forgets the recorded starting points of series whose catch-up
+// has stored them. A failure only costs the next catch-up a read of those
+// series again.
+func (s *PushIngest) settle(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) {
+	if s.Redis == nil || len(symbols) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.Redis.HDel(ctx, s.startsKey(c, tf), symbols...).Err(); err != nil {
+		s.logger().Debug("push: forgetting caught-up series failed", "combination", c.String(), "timeframe", string(tf), "err", err)
+	}
 }
 
 // unloadedCandles: a series with fewer candles stored never had its
@@ -732,7 +831,7 @@ func (s *PushIngest) catchUpTimeframe(ctx context.Context, j catchUpJob, candles
 	var n int
 	var err error
 	if j.read {
-		n, err = s.In.IngestCandlesFrom(ctx, j.c, j.tf, j.symbols, j.latest)
+		n, err = s.In.CatchUpCandles(ctx, j.c, j.tf, j.symbols, j.latest, func(symbols []string) { s.settle(ctx, j.c, j.tf, symbols) })
 	} else {
 		n, err = s.In.IngestCandles(ctx, j.c, j.tf, j.symbols)
 	}
