@@ -3,7 +3,10 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,5 +199,70 @@ func TestCatchUpCutShortRepairsItsHole(t *testing.T) {
 	// is stored, and nothing is left unfinished).
 	if third := s.catchUpJobs(ctx, plan, sink); len(third) != 0 {
 		t.Fatalf("catch-up after the repair: jobs %+v, want none", third)
+	}
+}
+
+// Listing the plans again restarts only the kind of source whose plans
+// changed: Alpaca's stream picking other symbols (as two minutes into a
+// cold start, when the screener has its volumes) leaves the exchanges'
+// websockets, and their catch-up, running.
+func TestReplanRestartsOnlyTheKindThatChanged(t *testing.T) {
+	t.Parallel()
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance", "alpaca"}, AlpacaKeyID: "k", AlpacaSecret: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	if sourceOf(reg, spot) != exchangePush || sourceOf(reg, nasdaq) != alpacaPush {
+		t.Fatalf("sources: %v, %v", sourceOf(reg, spot), sourceOf(reg, nasdaq))
+	}
+	var mu sync.Mutex
+	lists := 0
+	starts := map[string][]string{} // by exchange: the plans' first symbol at each start
+	s := &PushIngest{In: &Ingester{Feeds: reg}, ReplanEvery: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	s.listPlans = func(context.Context) ([]push.Plan, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lists++
+		stock := fmt.Sprintf("S%d", lists/2) // a new pick every other listing
+		return []push.Plan{{Combination: spot, Symbols: []string{"BTC_USDT"}}, {Combination: nasdaq, Symbols: []string{stock}}}, false, nil
+	}
+	s.followPlans = func(ctx context.Context, plans []push.Plan) error {
+		mu.Lock()
+		for _, p := range plans {
+			starts[p.Combination.Exchange] = append(starts[p.Combination.Exchange], p.Symbols[0])
+		}
+		mu.Unlock()
+		<-ctx.Done()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.lead(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(starts["nasdaq"])
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Alpaca's plans were followed %d times in 10 s, want a restart at each new pick", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := starts["binance"]; len(got) != 1 {
+		t.Fatalf("the exchange's websockets were started %d times (%v) while only Alpaca's pick changed", len(got), got)
+	}
+	if got := starts["nasdaq"]; len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Fatalf("Alpaca's plans restarted without a change: %v", got)
 	}
 }

@@ -70,6 +70,10 @@ type PushIngest struct {
 	// ("push:lease", "push:live:crypto:binance"); tests isolate with it.
 	KeyPrefix string
 	Logger    *slog.Logger
+
+	// listPlans and followPlans stand in for plans and follow (tests).
+	listPlans   func(ctx context.Context) ([]push.Plan, bool, error)
+	followPlans func(ctx context.Context, plans []push.Plan) error
 }
 
 // liveTTL is how long a live mark lasts unless refreshed (every
@@ -284,42 +288,96 @@ func (s *PushIngest) keepLease(ctx context.Context, cancel context.CancelFunc, k
 }
 
 // lead follows the region's plans until ctx ends, listing them again every
-// ReplanEvery and restarting the connections when they changed (the new
-// connections catch up over REST before their series are marked live, as
-// after any start).
+// ReplanEvery. The plans of each kind of source (the exchanges'
+// websockets, Alpaca's, the price pushes, the in-process feed) are
+// followed apart, and only a kind whose plans changed restarts its
+// connections (which catch up over REST before their series are marked
+// live, as after any start): Alpaca's stream picking other symbols (two
+// minutes into a cold start, when the screener has its volumes, and at
+// any hour) leaves the crypto exchanges' connections and catch-up as they
+// are.
 func (s *PushIngest) lead(ctx context.Context) error {
 	every := s.ReplanEvery
 	if every <= 0 {
 		every = time.Hour
 	}
-	plans, provisional, err := s.plans(ctx)
+	listPlans := s.plans
+	if s.listPlans != nil {
+		listPlans = s.listPlans
+	}
+	followPlans := s.follow
+	if s.followPlans != nil {
+		followPlans = s.followPlans
+	}
+	plans, provisional, err := listPlans(ctx)
 	if err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
+	type following struct {
+		plans []push.Plan
+		stop  context.CancelFunc
+		done  chan error
+	}
+	running := map[sourceKind]*following{}
+	start := func(k sourceKind, ps []push.Plan) {
 		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- s.follow(runCtx, plans) }()
-		next := plans
-		for ctx.Err() == nil && reflect.DeepEqual(next, plans) {
-			wait := every
-			if provisional {
-				wait = min(every, provisionalReplan)
-			}
-			waitCtx(ctx, wait)
-			if p, prov, err := s.plans(ctx); err == nil {
-				next, provisional = p, prov
-			} else if ctx.Err() == nil {
+		f := &following{plans: ps, stop: stop, done: make(chan error, 1)}
+		go func() { f.done <- followPlans(runCtx, ps) }()
+		running[k] = f
+	}
+	end := func(k sourceKind) error {
+		f := running[k]
+		delete(running, k)
+		f.stop()
+		return <-f.done
+	}
+	defer func() {
+		for k := range running {
+			_ = end(k)
+		}
+	}()
+	for k, ps := range s.byKind(plans) {
+		start(k, ps)
+	}
+	for ctx.Err() == nil {
+		wait := every
+		if provisional {
+			wait = min(every, provisionalReplan)
+		}
+		waitCtx(ctx, wait)
+		next, prov, err := listPlans(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
 				s.logger().Warn("push: listing symbols failed; following the previous list", "err", err)
 			}
+			continue
 		}
-		stop()
-		if err := <-done; err != nil {
-			return err
+		provisional = prov
+		kinds := s.byKind(next)
+		for k, f := range running {
+			if !reflect.DeepEqual(kinds[k], f.plans) {
+				if err := end(k); err != nil {
+					return err
+				}
+			}
 		}
-		plans = next
+		for k, ps := range kinds {
+			if running[k] == nil {
+				start(k, ps)
+			}
+		}
 	}
 	return nil
+}
+
+// byKind groups plans by the kind of source that follows them.
+func (s *PushIngest) byKind(plans []push.Plan) map[sourceKind][]push.Plan {
+	out := map[sourceKind][]push.Plan{}
+	for _, p := range plans {
+		k := sourceOf(s.In.Feeds, p.Combination)
+		out[k] = append(out[k], p)
+	}
+	return out
 }
 
 // follow runs the connections of plans and stores what they push until ctx
