@@ -100,7 +100,7 @@ func (s Space) PushSeries(market, exchange, timeframe string) string {
 
 // PushCatchUp is the hash of where the push feeds' catch-up of a market's
 // exchange and timeframe starts each series it has not finished (symbol →
-// the newest candle stored when the pushes were let through, or none).
+// the open time it reads from, or none: its initial history).
 func (s Space) PushCatchUp(market, exchange, timeframe string) string {
 	return string(s) + pushCatchUpHead + market + ":" + exchange + ":" + timeframe
 }

@@ -266,3 +266,58 @@ func TestReplanRestartsOnlyTheKindThatChanged(t *testing.T) {
 		t.Fatalf("Alpaca's plans restarted without a change: %v", got)
 	}
 }
+
+// A catch-up reads a hole longer than one request's page page after page,
+// to the present, before it forgets where the series started.
+func TestCatchUpReadsALongHoleWhole(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.New(t)
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rdb := redistest.Client(t)
+	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}, Redis: rdb, KeyPrefix: redistest.Prefix(t)}
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	const sym, tf = "ETH_USDT", domain.TF1m
+	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
+	// The history up to 25 hours ago: 1,500 minutes to catch up, more
+	// than a request's 1,000.
+	p, _ := reg.For(spot)
+	oldest := tf.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
+	cs, err := p.Candles(ctx, spot, sym, tf, oldest, InitialCandles)
+	if err != nil || len(cs) != InitialCandles {
+		t.Fatalf("simulator candles: %d, %v", len(cs), err)
+	}
+	if err := db.UpsertCandles(ctx, key, cs); err != nil {
+		t.Fatal(err)
+	}
+	plan := push.Plan{Combination: spot, Series: []push.Series{{Symbol: sym, Timeframe: tf}}}
+	sink := newCandleSink(s)
+	jobs := s.catchUpJobs(ctx, plan, sink)
+	if len(jobs) != 1 {
+		t.Fatalf("catch-up jobs %+v, want one", jobs)
+	}
+	s.catchUpTimeframe(ctx, jobs[0], sink)
+	got, err := db.Candles(ctx, key, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Time.Sub(got[i-1].Time) != tf.Duration() {
+			t.Fatalf("a hole is left: %s then %s", got[i-1].Time, got[i].Time)
+		}
+	}
+	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
+		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
+	}
+	if left, err := rdb.HLen(ctx, s.startsKey(spot, tf)).Result(); err != nil || left != 0 {
+		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
+	}
+}

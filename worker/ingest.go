@@ -291,8 +291,11 @@ func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination,
 }
 
 // CatchUpCandles is IngestCandlesFrom that tells settled of the series it
-// has read from their starting points and stored (or found nothing new
-// for), as it goes: a catch-up cut short knows which series it left.
+// has read from their starting points to the present and stored (or found
+// nothing new for): a catch-up cut short knows which series it left. A
+// series read one a request is read page after page from its start, and
+// settled with the transaction that stores it; a multi-symbol read's
+// series are settled when the whole read is stored.
 func (in *Ingester) CatchUpCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string,
 	latest map[string]time.Time, settled func(symbols []string)) (int, error) {
 	if latest == nil {
@@ -353,7 +356,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	write := in.newCandleWrite()
 	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
-	var read []string                          // the series read one a request since the last flush (settled)
+	var read []string                          // the series read whole since the last flush, for settled
 	flush := func() error {
 		if len(batch) == 0 {
 			if settled != nil && len(read) > 0 {
@@ -577,6 +580,19 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		asked := in.Now()
 		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
+		for page := cs; settled != nil && err == nil && len(page) >= limit && cs[len(cs)-1].Time.Before(tf.Truncate(now)); {
+			// A catch-up reads the whole hole: a full page that ended
+			// before the present is followed by one from its last candle.
+			last := cs[len(cs)-1].Time
+			if page, err = p.Candles(ctx, c, sym, tf, last, limit); err != nil {
+				break
+			}
+			more := slices.DeleteFunc(slices.Clone(page), func(m domain.Candle) bool { return !m.Time.After(last) })
+			if len(more) == 0 {
+				break
+			}
+			cs = append(cs, more...)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return stored, ctx.Err()
@@ -682,7 +698,9 @@ func (in *Ingester) ingestBulk(ctx context.Context, bp feeds.BulkCandleProvider,
 	for _, sym := range symbols {
 		if last, ok := latest[sym]; ok {
 			since := retainedSince(in.Retention, tf, now, last)
-			if floor := floors.get(sym); since.Before(floor) {
+			// This process's polls reached the floor; a caller's own
+			// starting point (a catch-up's, a gap's) is read from.
+			if floor := floors.get(sym); scheduled && since.Before(floor) {
 				since = floor
 			}
 			starts[sym] = rereadPushed(pushed, sym, tf, since)

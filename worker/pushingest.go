@@ -71,6 +71,10 @@ type PushIngest struct {
 	KeyPrefix string
 	Logger    *slog.Logger
 
+	// catchUps is the catch-up queue of every kind of source a lead
+	// follows (catchUpWorkers).
+	catchUps *catchUpQueue
+
 	// listPlans and followPlans stand in for plans and follow (tests).
 	listPlans   func(ctx context.Context) ([]push.Plan, bool, error)
 	followPlans func(ctx context.Context, plans []push.Plan) error
@@ -313,6 +317,11 @@ func (s *PushIngest) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The catch-up workers outlive every follow: a follow that ends
+	// waits for its jobs, which they drop.
+	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	s.catchUps = s.catchUpWorkers(wctx)
 	type following struct {
 		plans []push.Plan
 		stop  context.CancelFunc
@@ -332,8 +341,13 @@ func (s *PushIngest) lead(ctx context.Context) error {
 		return <-f.done
 	}
 	defer func() {
+		for _, f := range running {
+			f.stop()
+		}
 		for k := range running {
-			_ = end(k)
+			if err := end(k); err != nil && ctx.Err() == nil {
+				s.logger().Error("push: following ended", "err", err)
+			}
 		}
 	}()
 	for k, ps := range s.byKind(plans) {
@@ -438,7 +452,9 @@ func (s *PushIngest) follow(ctx context.Context, plans []push.Plan) error {
 		})
 	}
 	if len(remote) > 0 {
-		remoteErr = src.remote.Run(ctx, remote)
+		if remoteErr = src.remote.Run(ctx, remote); remoteErr != nil && ctx.Err() == nil {
+			s.logger().Error("push: not following the exchanges", "err", remoteErr)
+		}
 	}
 	wg.Wait()
 	return errors.Join(remoteErr, alpacaErr)
@@ -470,6 +486,37 @@ func (f localFeed) Candles(ctx context.Context, c domain.Combination, symbol str
 // catchUpParallel is how many catch-up passes run at once.
 const catchUpParallel = 2
 
+// catchUpWorkers starts catchUpParallel workers on a new queue, until ctx
+// ends. The passes are one job per combination and timeframe, of every
+// kind of source: every job of a timeframe scoring reads (of every
+// combination up by then) before any display-only one, in the order
+// added, shortest timeframe first. Every pass at once (a dozen
+// combinations) made a dozen writers extend the candles table together,
+// each waiting for the others' extension locks; one combination's
+// timeframes one after the other left a cold start's 1h history waiting
+// for its 15m one, and the scored history of one exchange for the
+// display-only history of another. A job whose follow has ended is
+// dropped.
+func (s *PushIngest) catchUpWorkers(ctx context.Context) *catchUpQueue {
+	queue := newCatchUpQueue()
+	for range catchUpParallel {
+		go func() {
+			for {
+				j, ok := queue.next(ctx)
+				if !ok {
+					return
+				}
+				if j.ctx.Err() == nil {
+					s.catchUpTimeframe(j.ctx, j, j.sink)
+				}
+				queue.done(j)
+				j.passes.Done()
+			}
+		}()
+	}
+	return queue
+}
+
 // markLive sets the live marks of every candle combination whose
 // connections are all up (mark: the combination, or for Alpaca the series
 // of its final timeframe), so the scheduled REST ingest stops polling its
@@ -488,30 +535,15 @@ const catchUpParallel = 2
 // After the pass, each dropped connection repairs its own series' gaps.
 func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Combination) bool }, plans []push.Plan, candles *candleSink) {
 	caughtUp, marked := map[domain.Combination]bool{}, map[domain.Combination]bool{}
-	var passes sync.WaitGroup
-	// The passes are one job per combination and timeframe, run
-	// catchUpParallel at a time: every job of a timeframe scoring reads
-	// (of every combination up by then) before any display-only one, in
-	// the catalogue's order (crypto first), shortest timeframe first.
-	// Every pass at once (a dozen combinations) made a dozen writers
-	// extend the candles table together, each waiting for the others'
-	// extension locks; one combination's timeframes one after the other
-	// left a cold start's 1h history waiting for its 15m one, and the
-	// scored history of one exchange for the display-only history of
-	// another.
-	queue := newCatchUpQueue()
-	for range catchUpParallel {
-		passes.Go(func() {
-			for {
-				j, ok := queue.next(ctx)
-				if !ok {
-					return
-				}
-				s.catchUpTimeframe(ctx, j, candles)
-				queue.done(j)
-			}
-		})
+	// The passes are jobs of the queue every kind of source shares
+	// (catchUpWorkers), or of one of their own when there is none.
+	queue := s.catchUps
+	if queue == nil {
+		wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		queue = s.catchUpWorkers(wctx)
+		defer stop()
 	}
+	var passes sync.WaitGroup
 	defer func() {
 		passes.Wait()
 		for c := range marked {
@@ -535,7 +567,12 @@ func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Comb
 			}
 			if !caughtUp[c] {
 				caughtUp[c] = true
-				queue.add(s.catchUpJobs(ctx, p, candles))
+				jobs := s.catchUpJobs(ctx, p, candles)
+				for i := range jobs {
+					jobs[i].ctx, jobs[i].sink, jobs[i].passes = ctx, candles, &passes
+				}
+				passes.Add(len(jobs))
+				queue.add(jobs)
 			}
 			if err := s.mark(ctx, p); err == nil {
 				marked[c] = true
@@ -600,6 +637,12 @@ type catchUpJob struct {
 	latest  map[string]time.Time
 	read    bool
 	scored  bool // a timeframe scoring reads
+
+	// The follow it belongs to: its context (the job is dropped once it
+	// ends), its candle sink, and the passes it waits for.
+	ctx    context.Context
+	sink   *candleSink
+	passes *sync.WaitGroup
 }
 
 // catchUpQueue holds the catch-up jobs not yet taken: those of the scored
@@ -681,7 +724,8 @@ func (q *catchUpQueue) next(ctx context.Context) (catchUpJob, bool) {
 }
 
 // catchUpJobs prepares the catch-up of a plan: one job per timeframe that
-// loads every series of it over REST from its newest stored candle (the
+// loads every series of it over REST from its newest stored candle, or
+// from where an unfinished catch-up would have (unfinishedStarts) (the
 // jobs of the timeframes scoring reads run first: at a whole exchange's
 // size the pass takes minutes of request budget, and after a cold start
 // the reports wait for the scored timeframes' history, not for the 1m
@@ -715,7 +759,7 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 			err = s.forgetUnloaded(ctx, c, tf, latest)
 		}
 		if err == nil {
-			err = s.unfinishedStarts(ctx, c, tf, latest)
+			err = s.unfinishedStarts(ctx, c, tf, all, latest)
 		}
 		if err == nil && sourceOf(s.In.Feeds, c) != alpacaPush { // pushes whole candles, as mark says
 			j.symbols = behind(j.symbols, latest, tf, s.In.Now())
@@ -724,7 +768,7 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 			err = s.recordStarts(ctx, c, tf, j.symbols, latest)
 		}
 		if err != nil {
-			s.logger().Warn("push: reading where the catch-up starts failed; the pushes wait for the catch-up",
+			s.logger().Warn("push: reading or recording where the catch-up starts failed; the pushes wait for the catch-up",
 				"combination", c.String(), "timeframe", string(tf), "err", err)
 			j.symbols = slices.Clone(all)
 		} else {
@@ -753,9 +797,9 @@ func behind(symbols []string, latest map[string]time.Time, tf domain.Timeframe, 
 	})
 }
 
-// catchUpStartsTTL is how long the starting points of a catch-up that
-// did not finish are kept (a safety net: the next catch-up, minutes
-// later, takes them).
+// catchUpStartsTTL is how long the starting points of catch-ups that did
+// not finish are kept after the last catch-up of their timeframe started
+// (the next one, at the next start of the push feeds, takes them).
 const catchUpStartsTTL = 7 * 24 * time.Hour
 
 // noStart is a starting point of a series with nothing stored: its
@@ -767,18 +811,36 @@ func (s *PushIngest) startsKey(c domain.Combination, tf domain.Timeframe) string
 }
 
 // unfinishedStarts moves back, in latest, the starting point of each
-// series that an earlier catch-up (of this process or another) recorded
-// and did not finish: the pushes it let through may have stored candles
-// past a hole it had still to fill, so the newest stored candle is no
-// longer where the series' catch-up starts. Without Redis there is
-// nothing recorded.
-func (s *PushIngest) unfinishedStarts(ctx context.Context, c domain.Combination, tf domain.Timeframe, latest map[string]time.Time) error {
+// series of planned that an earlier catch-up (of this process or another)
+// recorded and did not finish: the pushes it let through may have stored
+// candles past a hole it had still to fill, so the newest stored candle
+// is no longer where the series' catch-up starts. Those of series no
+// longer planned (delisted, no longer picked for Alpaca's stream) are
+// forgotten. Without Redis there is nothing recorded.
+func (s *PushIngest) unfinishedStarts(ctx context.Context, c domain.Combination, tf domain.Timeframe, planned []string,
+	latest map[string]time.Time) error {
 	if s.Redis == nil {
 		return nil
 	}
 	starts, err := s.Redis.HGetAll(ctx, s.startsKey(c, tf)).Result()
 	if err != nil {
 		return err
+	}
+	var gone []string
+	inPlan := make(map[string]bool, len(planned))
+	for _, sym := range planned {
+		inPlan[sym] = true
+	}
+	for sym := range starts {
+		if !inPlan[sym] {
+			gone = append(gone, sym)
+			delete(starts, sym)
+		}
+	}
+	if len(gone) > 0 {
+		if err := s.Redis.HDel(ctx, s.startsKey(c, tf), gone...).Err(); err != nil {
+			return err
+		}
 	}
 	moved := 0
 	for sym, v := range starts {
@@ -837,7 +899,7 @@ func (s *PushIngest) settle(ctx context.Context, c domain.Combination, tf domain
 	if s.Redis == nil || len(symbols) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := s.Redis.HDel(ctx, s.startsKey(c, tf), symbols...).Err(); err != nil {
 		s.logger().Debug("push: forgetting caught-up series failed", "combination", c.String(), "timeframe", string(tf), "err", err)
