@@ -321,32 +321,3 @@ func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
 	}
 }
-
-// A timeframe's catch-up is jobs of at most catchUpPiece series, so that
-// both workers load the last timeframe queued (a cold start's daily
-// history) instead of one while the other waits.
-func TestCatchUpInPieces(t *testing.T) {
-	t.Parallel()
-	db := storetest.New(t)
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: time.Now}}
-	plan := push.Plan{Combination: domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}}
-	n := 2*catchUpPiece + 10
-	for i := range n {
-		plan.Series = append(plan.Series, push.Series{Symbol: fmt.Sprintf("S%04d_USDT", i), Timeframe: domain.TF1d})
-	}
-	jobs := s.catchUpJobs(t.Context(), plan, newCandleSink(s))
-	var got []string
-	for _, j := range jobs {
-		if len(j.symbols) > catchUpPiece || j.tf != domain.TF1d || !j.read {
-			t.Fatalf("job of %d %s series (read %v), want at most %d", len(j.symbols), j.tf, j.read, catchUpPiece)
-		}
-		got = append(got, j.symbols...)
-	}
-	if len(jobs) != 3 || len(got) != n || len(slices.Compact(slices.Sorted(slices.Values(got)))) != n {
-		t.Fatalf("%d jobs over %d series (%d distinct), want 3 over every one of %d", len(jobs), len(got), len(slices.Compact(slices.Sorted(slices.Values(got)))), n)
-	}
-}

@@ -625,8 +625,7 @@ func (s *PushIngest) markKeys(c domain.Combination) []string {
 	return keys
 }
 
-// catchUpJob is the catch-up of one timeframe of a plan (or of up to
-// catchUpPiece of its series): its series, and
+// catchUpJob is the catch-up of one timeframe of a plan: its series, and
 // where each starts (read before the pushes were let through; absent
 // when that read failed, and the pushes are then held until the job is
 // done).
@@ -776,31 +775,12 @@ func (s *PushIngest) catchUpJobs(ctx context.Context, p push.Plan, candles *cand
 			j.latest, j.read = latest, true
 			candles.release(c, series)
 		}
-		if !j.read {
-			if len(j.symbols) > 0 {
-				jobs = append(jobs, j)
-			}
-			continue
-		}
-		// In pieces, so that both workers load the last timeframe
-		// (a cold start's daily history) rather than one while the
-		// other waits for it.
-		for part := range slices.Chunk(j.symbols, catchUpPiece) {
-			pj := j
-			pj.symbols, pj.latest = part, make(map[string]time.Time, len(part))
-			for _, sym := range part {
-				if at, ok := latest[sym]; ok {
-					pj.latest[sym] = at
-				}
-			}
-			jobs = append(jobs, pj)
+		if len(j.symbols) > 0 {
+			jobs = append(jobs, j)
 		}
 	}
 	return jobs
 }
-
-// catchUpPiece is how many series a catch-up job loads at most.
-const catchUpPiece = 250
 
 // behind is the symbols whose catch-up starts (latest) before the candle
 // forming at now: those with something to catch up. A catch-up starts from
