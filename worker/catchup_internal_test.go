@@ -321,3 +321,40 @@ func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
 	}
 }
+
+// A follow that ends (its kind's plans changed) drops its jobs still
+// queued, rather than wait for the shared workers to reach them behind
+// the other kinds' jobs; the others' jobs stay queued.
+func TestCatchUpQueueDropsAnEndedFollowsJobs(t *testing.T) {
+	t.Parallel()
+	q := newCatchUpQueue()
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	nasdaq := domain.Combination{Market: domain.Stocks, Exchange: "nasdaq", Instrument: "stock"}
+	var crypto, stocks sync.WaitGroup
+	add := func(wg *sync.WaitGroup, jobs ...catchUpJob) {
+		for i := range jobs {
+			jobs[i].passes = wg
+		}
+		wg.Add(len(jobs))
+		q.add(jobs)
+	}
+	add(&crypto, catchUpJob{c: spot, tf: "15m", scored: true}, catchUpJob{c: spot, tf: "1m"})
+	add(&stocks, catchUpJob{c: nasdaq, tf: "1d", scored: true}, catchUpJob{c: nasdaq, tf: "1m"})
+	q.drop(&stocks)
+	waited := make(chan struct{})
+	go func() { stocks.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ended follow still waits for its queued jobs")
+	}
+	for _, want := range []string{"binance/15m", "binance/1m"} {
+		j, ok := q.next(t.Context())
+		if !ok || j.c.Exchange+"/"+string(j.tf) != want {
+			t.Fatalf("next %s/%s (%v), want %s", j.c.Exchange, j.tf, ok, want)
+		}
+		q.done(j)
+		j.passes.Done()
+	}
+	crypto.Wait()
+}

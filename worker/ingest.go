@@ -580,14 +580,18 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		asked := in.Now()
 		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
-		for page := cs; settled != nil && err == nil && len(page) >= limit && cs[len(cs)-1].Time.Before(tf.Truncate(now)); {
-			// A catch-up reads the whole hole: a full page that ended
-			// before the present is followed by one from its last candle.
+		for settled != nil && err == nil && len(cs) > 0 && cs[len(cs)-1].Time.Before(tf.Truncate(now).Add(-tf.Duration())) {
+			// A catch-up reads the whole hole: a read that ended before
+			// the last closed candle is followed by one from its last
+			// candle (a provider may read a window of time: OKX's page
+			// is short wherever candles are missing), until one brings
+			// nothing newer.
 			last := cs[len(cs)-1].Time
+			var page []domain.Candle
 			if page, err = p.Candles(ctx, c, sym, tf, last, limit); err != nil {
 				break
 			}
-			more := slices.DeleteFunc(slices.Clone(page), func(m domain.Candle) bool { return !m.Time.After(last) })
+			more := slices.DeleteFunc(page, func(m domain.Candle) bool { return !m.Time.After(last) })
 			if len(more) == 0 {
 				break
 			}
@@ -677,8 +681,8 @@ func bulkChunks(symbols []string, from map[string]time.Time, tf domain.Timeframe
 // symbols failed (logged), or an error that ends the task.
 //
 // Each series starts where ingestCandles would start it (its newest stored
-// candle, within the retention), but never before this process's last
-// read of the same series that answered (less two candles and a minute,
+// candle, within the retention), but a scheduled poll's never before this
+// process's last read of the same series that answered (less two candles and a minute,
 // for late corrections): a series with nothing new since then (a stock
 // that did not trade) would otherwise make every poll start at its last
 // candle, hours or days back, a request for each such start. The floor is

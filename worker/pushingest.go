@@ -318,10 +318,11 @@ func (s *PushIngest) lead(ctx context.Context) error {
 		return err
 	}
 	// The catch-up workers outlive every follow: a follow that ends
-	// waits for its jobs, which they drop.
+	// drops its jobs not yet taken and waits for those under way.
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	s.catchUps = s.catchUpWorkers(wctx)
+	defer func() { s.catchUps = nil }()
 	type following struct {
 		plans []push.Plan
 		stop  context.CancelFunc
@@ -488,7 +489,8 @@ const catchUpParallel = 2
 
 // catchUpWorkers starts catchUpParallel workers on a new queue, until ctx
 // ends. The passes are one job per combination and timeframe, of every
-// kind of source: every job of a timeframe scoring reads (of every
+// kind of source (a job is taken once its follow has ended only if it was
+// added after the follow dropped its queued ones): every job of a timeframe scoring reads (of every
 // combination up by then) before any display-only one, in the order
 // added, shortest timeframe first. Every pass at once (a dozen
 // combinations) made a dozen writers extend the candles table together,
@@ -545,6 +547,10 @@ func (s *PushIngest) markLive(ctx context.Context, m interface{ Live(domain.Comb
 	}
 	var passes sync.WaitGroup
 	defer func() {
+		// The jobs not yet taken are dropped (their starting points
+		// stay recorded for the next pass); those under way end with
+		// ctx.
+		queue.drop(&passes)
 		passes.Wait()
 		for c := range marked {
 			_ = s.Redis.Del(context.WithoutCancel(ctx), s.markKeys(c)...).Err()
@@ -678,6 +684,26 @@ func (q *catchUpQueue) add(jobs []catchUpJob) {
 		}
 	}
 	q.mu.Unlock()
+	q.signal()
+}
+
+// drop takes out of the queue the jobs of the follow whose passes are
+// counted by passes, and counts them done.
+func (q *catchUpQueue) drop(passes *sync.WaitGroup) {
+	q.mu.Lock()
+	n := 0
+	keep := func(js []catchUpJob) []catchUpJob {
+		return slices.DeleteFunc(js, func(j catchUpJob) bool {
+			if j.passes == passes {
+				n++
+				return true
+			}
+			return false
+		})
+	}
+	q.scored, q.all = keep(q.scored), keep(q.all)
+	q.mu.Unlock()
+	passes.Add(-n)
 	q.signal()
 }
 
