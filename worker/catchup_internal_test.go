@@ -139,22 +139,11 @@ func TestCatchUpReadsOnlyTheSeriesBehind(t *testing.T) {
 func TestCatchUpCutShortRepairsItsHole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := storetest.New(t)
-	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
-	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	rdb := redistest.Client(t)
-	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}, Redis: rdb, KeyPrefix: redistest.Prefix(t)}
+	s, db, _ := simCatchUp(t)
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	const sym, tf = "BTC_USDT", domain.TF1h
 	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
-	p, _ := reg.For(spot)
+	p, _ := s.In.Feeds.For(spot)
 	cs, err := p.Candles(ctx, spot, sym, tf, time.Time{}, InitialCandles)
 	if err != nil || len(cs) < InitialCandles-1 {
 		t.Fatalf("simulator candles: %d, %v", len(cs), err)
@@ -180,20 +169,8 @@ func TestCatchUpCutShortRepairsItsHole(t *testing.T) {
 		t.Fatalf("catch-up after the cut: jobs %+v, want one from %s (where the first would have started)", second, cs[n-7].Time)
 	}
 	s.catchUpTimeframe(ctx, second[0], sink)
-	got, err := db.Candles(ctx, key, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i < len(got); i++ {
-		if got[i].Time.Sub(got[i-1].Time) != tf.Duration() {
-			t.Fatalf("a hole is left: %s then %s", got[i-1].Time, got[i].Time)
-		}
-	}
-	if len(got) < n {
+	if got := caughtUp(t, s, db, key); len(got) < n {
 		t.Fatalf("%d candles stored, want %d", len(got), n)
-	}
-	if left, err := rdb.HLen(ctx, s.startsKey(spot, tf)).Result(); err != nil || left != 0 {
-		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
 	}
 	// Caught up: a third catch-up has nothing to read (the forming candle
 	// is stored, and nothing is left unfinished).
@@ -272,24 +249,13 @@ func TestReplanRestartsOnlyTheKindThatChanged(t *testing.T) {
 func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := storetest.New(t)
-	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
-	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	rdb := redistest.Client(t)
-	s := &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}, Redis: rdb, KeyPrefix: redistest.Prefix(t)}
+	s, db, now := simCatchUp(t)
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	const sym, tf = "ETH_USDT", domain.TF1m
 	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
 	// The history up to 25 hours ago: 1,500 minutes to catch up, more
 	// than a request's 1,000.
-	p, _ := reg.For(spot)
+	p, _ := s.In.Feeds.For(spot)
 	oldest := tf.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
 	cs, err := p.Candles(ctx, spot, sym, tf, oldest, InitialCandles)
 	if err != nil || len(cs) != InitialCandles {
@@ -305,21 +271,50 @@ func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 		t.Fatalf("catch-up jobs %+v, want one", jobs)
 	}
 	s.catchUpTimeframe(ctx, jobs[0], sink)
-	got, err := db.Candles(ctx, key, 5000)
+	got := caughtUp(t, s, db, key)
+	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
+		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
+	}
+}
+
+// simCatchUp is a push ingest whose catch-up reads a local Binance
+// simulator into db, with its clock fixed at now and its starting points
+// in a Redis space of its own.
+func simCatchUp(t *testing.T) (s *PushIngest, db *store.DB, now time.Time) {
+	t.Helper()
+	db = storetest.New(t)
+	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = time.Now().UTC()
+	s = &PushIngest{In: &Ingester{Store: db, Feeds: reg, Now: func() time.Time { return now }}, Redis: redistest.Client(t), KeyPrefix: redistest.Prefix(t)}
+	return s, db, now
+}
+
+// caughtUp checks a series after its catch-up: no hole between its oldest
+// candle and its newest, and no starting point left in Redis. It returns
+// the series' candles.
+func caughtUp(t *testing.T, s *PushIngest, db *store.DB, key store.CandleKey) []domain.Candle {
+	t.Helper()
+	got, err := db.Candles(t.Context(), key, 5000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < len(got); i++ {
-		if got[i].Time.Sub(got[i-1].Time) != tf.Duration() {
+		if got[i].Time.Sub(got[i-1].Time) != key.Timeframe.Duration() {
 			t.Fatalf("a hole is left: %s then %s", got[i-1].Time, got[i].Time)
 		}
 	}
-	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
-		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
-	}
-	if left, err := rdb.HLen(ctx, s.startsKey(spot, tf)).Result(); err != nil || left != 0 {
+	c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: "spot"}
+	if left, err := s.Redis.HLen(t.Context(), s.startsKey(c, key.Timeframe)).Result(); err != nil || left != 0 {
 		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
 	}
+	return got
 }
 
 // A follow that ends (its kind's plans changed) drops its jobs still
