@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,7 +142,7 @@ func TestCatchUpReadsOnlyTheSeriesBehind(t *testing.T) {
 func TestCatchUpCutShortRepairsItsHole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, db, _ := simCatchUp(t)
+	s, db, _ := simCatchUp(t, nil)
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	const sym, tf = "BTC_USDT", domain.TF1h
 	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
@@ -249,7 +252,7 @@ func TestReplanRestartsOnlyTheKindThatChanged(t *testing.T) {
 func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, db, now := simCatchUp(t)
+	s, db, now := simCatchUp(t, nil)
 	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
 	const sym, tf = "ETH_USDT", domain.TF1m
 	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
@@ -277,15 +280,89 @@ func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 	}
 }
 
+// A catch-up whose read fails after its first pages (a provider that
+// rejects a later page) stores what those pages brought and records the
+// series' starting point after them: the next catch-up reads on from
+// there, not the whole hole again.
+func TestCatchUpFailingPartWayKeepsWhatItRead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var failAfter atomic.Int64 // a klines request starting later is rejected (unix ms; 0: none)
+	s, db, now := simCatchUp(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start, _ := strconv.ParseInt(r.URL.Query().Get("startTime"), 10, 64)
+			if f := failAfter.Load(); f > 0 && start > f {
+				// Binance's error body (REST API, "Error codes": -1100 ILLEGAL_CHARS).
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"code":-1100,"msg":"Illegal characters found in parameter 'startTime'."}`)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
+	const sym, tf = "ETH_USDT", domain.TF1m
+	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
+	// The history up to 25 hours ago: 1,500 minutes to catch up, two
+	// requests of at most 1,000.
+	p, _ := s.In.Feeds.For(spot)
+	oldest := tf.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
+	cs, err := p.Candles(ctx, spot, sym, tf, oldest, InitialCandles)
+	if err != nil || len(cs) != InitialCandles {
+		t.Fatalf("simulator candles: %d, %v", len(cs), err)
+	}
+	if err := db.UpsertCandles(ctx, key, cs); err != nil {
+		t.Fatal(err)
+	}
+	stored := cs[len(cs)-1].Time
+	failAfter.Store(stored.UnixMilli()) // the first request, from the newest stored candle, passes
+	plan := push.Plan{Combination: spot, Series: []push.Series{{Symbol: sym, Timeframe: tf}}}
+	sink := newCandleSink(s)
+	jobs := s.catchUpJobs(ctx, plan, sink)
+	if len(jobs) != 1 {
+		t.Fatalf("catch-up jobs %+v, want one", jobs)
+	}
+	s.catchUpTimeframe(ctx, jobs[0], sink)
+	got, err := db.Candles(ctx, key, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := got[len(got)-1].Time
+	if want := stored.Add(900 * time.Minute); reached.Before(want) {
+		t.Fatalf("after a failed second page the series reaches %s, want the first page stored (past %s)", reached, want)
+	}
+	c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: "spot"}
+	if start, err := s.Redis.HGet(ctx, s.startsKey(c, tf), sym).Result(); err != nil || start != strconv.FormatInt(reached.UnixMicro(), 10) {
+		t.Fatalf("recorded start %q (%v), want the newest candle stored (%d)", start, err, reached.UnixMicro())
+	}
+	// The provider accepts the page again: the next catch-up reads on
+	// from there and finishes the series.
+	failAfter.Store(0)
+	jobs = s.catchUpJobs(ctx, plan, sink)
+	if len(jobs) != 1 || !jobs[0].latest[sym].Equal(reached) {
+		t.Fatalf("catch-up jobs %+v, want one from %s", jobs, reached)
+	}
+	s.catchUpTimeframe(ctx, jobs[0], sink)
+	got = caughtUp(t, s, db, key)
+	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
+		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
+	}
+}
+
 // simCatchUp is a push ingest whose catch-up reads a local Binance
-// simulator into db, with its clock fixed at now and its starting points
-// in a Redis space of its own.
-func simCatchUp(t *testing.T) (s *PushIngest, db *store.DB, now time.Time) {
+// simulator (behind wrap, when given) into db, with its clock fixed at now
+// and its starting points in a Redis space of its own.
+func simCatchUp(t *testing.T, wrap func(http.Handler) http.Handler) (s *PushIngest, db *store.DB, now time.Time) {
 	t.Helper()
 	db = storetest.New(t)
 	sim := exchangesim.New(exchangesim.Config{Spot: 3, Perpetual: 1})
 	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim)
+	var h http.Handler = sim
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	reg, err := feeds.New(feeds.Config{Names: []string{"binance"}, BaseURLs: map[string]string{"binance": srv.URL, "binance-futures": srv.URL}})
 	if err != nil {

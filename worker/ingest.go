@@ -284,28 +284,39 @@ func (in *Ingester) IngestCandles(ctx context.Context, c domain.Combination, tf 
 // pushes be stored, which would otherwise move a series' newest candle
 // past the gap the catch-up is there to fill.
 func (in *Ingester) IngestCandlesFrom(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) (int, error) {
-	if latest == nil {
-		latest = map[string]time.Time{}
-	}
-	return in.ingestCandles(ctx, c, tf, symbols, latest, nil)
+	return in.CatchUpCandles(ctx, c, tf, symbols, latest, nil)
 }
 
-// CatchUpCandles is IngestCandlesFrom that tells settled of the series it
-// has read from their starting points to the present and stored (or found
-// nothing new for): a catch-up cut short knows which series it left. A
-// series read one a request is read page after page from its start, and
-// settled with the transaction that stores it; a multi-symbol read's
-// series are settled when the whole read is stored.
+// CatchUpMarks is told what a catch-up (Ingester.CatchUpCandles) has
+// stored, so that one cut short or failing knows where each series it
+// left starts again.
+type CatchUpMarks interface {
+	// Settled: the series read from their starting points to the present
+	// and stored (or found with nothing new).
+	Settled(symbols []string)
+	// Reached: series whose read failed part-way; the candles read
+	// before the failure are stored, through the time given (the newest
+	// of each).
+	Reached(newest map[string]time.Time)
+}
+
+// CatchUpCandles is IngestCandlesFrom that tells marks (nil: nothing) of
+// the series it has read and stored: a catch-up cut short knows which
+// series it left, and from where. A series read one a request is read page
+// after page from its start, and settled with the transaction that stores
+// it (or, when a page fails, what the pages before it brought is stored
+// and reached); a multi-symbol read's series are settled when the whole
+// read is stored.
 func (in *Ingester) CatchUpCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string,
-	latest map[string]time.Time, settled func(symbols []string)) (int, error) {
+	latest map[string]time.Time, marks CatchUpMarks) (int, error) {
 	if latest == nil {
 		latest = map[string]time.Time{}
 	}
-	return in.ingestCandles(ctx, c, tf, symbols, latest, settled)
+	return in.ingestCandles(ctx, c, tf, symbols, latest, marks)
 }
 
 func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time,
-	settled func(symbols []string)) (int, error) {
+	marks CatchUpMarks) (int, error) {
 	if !c.HasCandles() {
 		return 0, fmt.Errorf("no candles are ingested for %s: %w", c, asynq.SkipRetry)
 	}
@@ -356,11 +367,12 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 	write := in.newCandleWrite()
 	defer func() { write.announce(context.WithoutCancel(ctx)) }()
 	fetched := map[store.CandleKey]time.Time{} // when each series of the batch was asked for
-	var read []string                          // the series read whole since the last flush, for settled
+	var read []string                          // the series read whole since the last flush, for marks
+	reached := map[string]time.Time{}          // the series read in part since the last flush, for marks
 	flush := func() error {
 		if len(batch) == 0 {
-			if settled != nil && len(read) > 0 {
-				settled(read)
+			if marks != nil && len(read) > 0 {
+				marks.Settled(read)
 				read = nil
 			}
 			return nil
@@ -383,11 +395,15 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		clear(batch)
 		if err == nil {
 			write.announce(ctx)
-			if settled != nil && len(read) > 0 {
-				settled(read)
+			if marks != nil && len(read) > 0 {
+				marks.Settled(read)
+			}
+			if marks != nil && len(reached) > 0 {
+				marks.Reached(reached)
 			}
 		}
 		read = nil
+		clear(reached)
 		return err
 	}
 	if bp, ok := p.(feeds.BulkCandleProvider); ok {
@@ -520,10 +536,10 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				due.remove(slices.DeleteFunc(slices.Clone(part), func(s string) bool { return slices.Contains(failed, s) }))
 			}
 		}
-		if settled != nil {
+		if marks != nil {
 			// A bulk request's pages may split a series: it is settled
 			// once every part has been read and stored.
-			settled(slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { return slices.Contains(failedAll, s) }))
+			marks.Settled(slices.DeleteFunc(slices.Clone(symbols), func(s string) bool { return slices.Contains(failedAll, s) }))
 		}
 		if n > 0 {
 			return stored, fmt.Errorf("%d of %d symbols failed", n, len(symbols))
@@ -580,7 +596,7 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 		}
 		asked := in.Now()
 		cs, err := p.Candles(ctx, c, sym, tf, since, limit)
-		for settled != nil && err == nil && len(cs) > 0 && cs[len(cs)-1].Time.Before(tf.Truncate(now).Add(-tf.Duration())) {
+		for marks != nil && err == nil && len(cs) > 0 && cs[len(cs)-1].Time.Before(tf.Truncate(now).Add(-tf.Duration())) {
 			// A catch-up reads the whole hole: a read that ended before
 			// the last closed candle is followed by one from its last
 			// candle (a provider may read a window of time: OKX's page
@@ -606,9 +622,16 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 			failures++
 			lastErr = err
 			in.logger().Warn("candles rejected", "combination", c.String(), "symbol", sym, "timeframe", tf, "err", err)
-			continue
+			if marks == nil || len(cs) == 0 {
+				continue
+			}
+			// A catch-up's page failed after others were read: those
+			// are stored, and the series starts again after them, not
+			// from where this read began.
+			reached[sym] = cs[len(cs)-1].Time
+		} else {
+			read = append(read, sym)
 		}
-		read = append(read, sym)
 		if len(cs) == 0 {
 			continue
 		}

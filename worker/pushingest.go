@@ -918,17 +918,37 @@ func (s *PushIngest) recordStarts(ctx context.Context, c domain.Combination, tf 
 	return err
 }
 
-// settle forgets the recorded starting points of series whose catch-up
-// has stored them. A failure only costs the next catch-up a read of those
+// catchUpMarks keeps a catch-up job's recorded starting points
+// (recordStarts) as it stores the series: a series read to the present
+// is forgotten, one whose read failed part-way starts again after what
+// was stored. A failure only costs the next catch-up a read of those
 // series again.
-func (s *PushIngest) settle(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string) {
-	if s.Redis == nil || len(symbols) == 0 {
+type catchUpMarks struct {
+	s   *PushIngest
+	ctx context.Context
+	c   domain.Combination
+	tf  domain.Timeframe
+}
+
+func (m catchUpMarks) Settled(symbols []string) {
+	if m.s.Redis == nil || len(symbols) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), time.Second)
 	defer cancel()
-	if err := s.Redis.HDel(ctx, s.startsKey(c, tf), symbols...).Err(); err != nil {
-		s.logger().Debug("push: forgetting caught-up series failed", "combination", c.String(), "timeframe", string(tf), "err", err)
+	if err := m.s.Redis.HDel(ctx, m.s.startsKey(m.c, m.tf), symbols...).Err(); err != nil {
+		m.s.logger().Debug("push: forgetting caught-up series failed", "combination", m.c.String(), "timeframe", string(m.tf), "err", err)
+	}
+}
+
+func (m catchUpMarks) Reached(newest map[string]time.Time) {
+	if m.s.Redis == nil || len(newest) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), time.Second)
+	defer cancel()
+	if err := m.s.recordStarts(ctx, m.c, m.tf, slices.Collect(maps.Keys(newest)), newest); err != nil {
+		m.s.logger().Debug("push: moving the catch-up's starting points failed", "combination", m.c.String(), "timeframe", string(m.tf), "err", err)
 	}
 }
 
@@ -977,7 +997,7 @@ func (s *PushIngest) catchUpTimeframe(ctx context.Context, j catchUpJob, candles
 	var n int
 	var err error
 	if j.read {
-		n, err = s.In.CatchUpCandles(ctx, j.c, j.tf, j.symbols, j.latest, func(symbols []string) { s.settle(ctx, j.c, j.tf, symbols) })
+		n, err = s.In.CatchUpCandles(ctx, j.c, j.tf, j.symbols, j.latest, catchUpMarks{s, ctx, j.c, j.tf})
 	} else {
 		n, err = s.In.IngestCandles(ctx, j.c, j.tf, j.symbols)
 	}
