@@ -336,9 +336,18 @@ func TestCatchUpFailingPartWayKeepsWhatItRead(t *testing.T) {
 	if start, err := s.Redis.HGet(ctx, s.startsKey(c, tf), sym).Result(); err != nil || start != strconv.FormatInt(reached.UnixMicro(), 10) {
 		t.Fatalf("recorded start %q (%v), want the newest candle stored (%d)", start, err, reached.UnixMicro())
 	}
-	// The provider accepts the page again: the next catch-up reads on
-	// from there and finishes the series.
+	// Meanwhile the push feed stored the candle that closed last, past
+	// the rest of the hole. The provider accepts the page again: the next
+	// catch-up reads on from where the first stopped, not from the pushed
+	// candle, and finishes the series.
 	failAfter.Store(0)
+	pushed, err := p.Candles(ctx, spot, sym, tf, tf.Truncate(now).Add(-tf.Duration()), 1)
+	if err != nil || len(pushed) != 1 {
+		t.Fatalf("simulator's last closed candle: %v, %v", pushed, err)
+	}
+	if err := db.UpsertCandles(ctx, key, pushed); err != nil {
+		t.Fatal(err)
+	}
 	jobs = s.catchUpJobs(ctx, plan, sink)
 	if len(jobs) != 1 || !jobs[0].latest[sym].Equal(reached) {
 		t.Fatalf("catch-up jobs %+v, want one from %s", jobs, reached)

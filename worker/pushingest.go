@@ -824,8 +824,9 @@ func behind(symbols []string, latest map[string]time.Time, tf domain.Timeframe, 
 }
 
 // catchUpStartsTTL is how long the starting points of catch-ups that did
-// not finish are kept after the last catch-up of their timeframe started
-// (the next one, at the next start of the push feeds, takes them).
+// not finish are kept after they were last written (a catch-up's start, or
+// a series it stored part of) in their timeframe (the next catch-up, at the
+// next start of the push feeds, takes them).
 const catchUpStartsTTL = 7 * 24 * time.Hour
 
 // noStart is a starting point of a series with nothing stored: its
@@ -896,8 +897,10 @@ func (s *PushIngest) unfinishedStarts(ctx context.Context, c domain.Combination,
 }
 
 // recordStarts records where the catch-up of symbols starts (latest),
-// before the pushes are let through; settle forgets a series once its
-// catch-up has stored it. Without Redis nothing is recorded.
+// before the pushes are let through; catchUpMarks forgets a series once its
+// catch-up has stored it (Settled), or moves its start to the newest candle
+// stored of a read that failed part-way (Reached). Without Redis nothing is
+// recorded.
 func (s *PushIngest) recordStarts(ctx context.Context, c domain.Combination, tf domain.Timeframe, symbols []string, latest map[string]time.Time) error {
 	if s.Redis == nil || len(symbols) == 0 {
 		return nil
