@@ -253,31 +253,11 @@ func TestCatchUpReadsALongHoleWhole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s, db, now := simCatchUp(t, nil)
-	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	const sym, tf = "ETH_USDT", domain.TF1m
-	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
-	// The history up to 25 hours ago: 1,500 minutes to catch up, more
-	// than a request's 1,000.
-	p, _ := s.In.Feeds.For(spot)
-	oldest := tf.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
-	cs, err := p.Candles(ctx, spot, sym, tf, oldest, InitialCandles)
-	if err != nil || len(cs) != InitialCandles {
-		t.Fatalf("simulator candles: %d, %v", len(cs), err)
-	}
-	if err := db.UpsertCandles(ctx, key, cs); err != nil {
-		t.Fatal(err)
-	}
-	plan := push.Plan{Combination: spot, Series: []push.Series{{Symbol: sym, Timeframe: tf}}}
+	key, _ := longHole(t, s, db, now)
+	plan := push.Plan{Combination: spotOf(key), Series: []push.Series{{Symbol: key.Symbol, Timeframe: key.Timeframe}}}
 	sink := newCandleSink(s)
-	jobs := s.catchUpJobs(ctx, plan, sink)
-	if len(jobs) != 1 {
-		t.Fatalf("catch-up jobs %+v, want one", jobs)
-	}
-	s.catchUpTimeframe(ctx, jobs[0], sink)
-	got := caughtUp(t, s, db, key)
-	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
-		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
-	}
+	s.catchUpTimeframe(ctx, oneCatchUpJob(t, s, plan, sink), sink)
+	atPresent(t, caughtUp(t, s, db, key), key.Timeframe, now)
 }
 
 // A catch-up whose read fails after its first pages (a provider that
@@ -301,29 +281,13 @@ func TestCatchUpFailingPartWayKeepsWhatItRead(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	spot := domain.Combination{Market: domain.Crypto, Exchange: "binance", Instrument: "spot"}
-	const sym, tf = "ETH_USDT", domain.TF1m
-	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: sym, Timeframe: tf}
-	// The history up to 25 hours ago: 1,500 minutes to catch up, two
-	// requests of at most 1,000.
+	key, stored := longHole(t, s, db, now) // two requests of at most 1,000 to catch up
+	spot, sym, tf := spotOf(key), key.Symbol, key.Timeframe
 	p, _ := s.In.Feeds.For(spot)
-	oldest := tf.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
-	cs, err := p.Candles(ctx, spot, sym, tf, oldest, InitialCandles)
-	if err != nil || len(cs) != InitialCandles {
-		t.Fatalf("simulator candles: %d, %v", len(cs), err)
-	}
-	if err := db.UpsertCandles(ctx, key, cs); err != nil {
-		t.Fatal(err)
-	}
-	stored := cs[len(cs)-1].Time
 	failAfter.Store(stored.UnixMilli()) // the first request, from the newest stored candle, passes
 	plan := push.Plan{Combination: spot, Series: []push.Series{{Symbol: sym, Timeframe: tf}}}
 	sink := newCandleSink(s)
-	jobs := s.catchUpJobs(ctx, plan, sink)
-	if len(jobs) != 1 {
-		t.Fatalf("catch-up jobs %+v, want one", jobs)
-	}
-	s.catchUpTimeframe(ctx, jobs[0], sink)
+	s.catchUpTimeframe(ctx, oneCatchUpJob(t, s, plan, sink), sink)
 	got, err := db.Candles(ctx, key, 5000)
 	if err != nil {
 		t.Fatal(err)
@@ -332,8 +296,7 @@ func TestCatchUpFailingPartWayKeepsWhatItRead(t *testing.T) {
 	if want := stored.Add(900 * time.Minute); reached.Before(want) {
 		t.Fatalf("after a failed second page the series reaches %s, want the first page stored (past %s)", reached, want)
 	}
-	c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: "spot"}
-	if start, err := s.Redis.HGet(ctx, s.startsKey(c, tf), sym).Result(); err != nil || start != strconv.FormatInt(reached.UnixMicro(), 10) {
+	if start, err := s.Redis.HGet(ctx, s.startsKey(spot, tf), sym).Result(); err != nil || start != strconv.FormatInt(reached.UnixMicro(), 10) {
 		t.Fatalf("recorded start %q (%v), want the newest candle stored (%d)", start, err, reached.UnixMicro())
 	}
 	// Meanwhile the push feed stored the candle that closed last, past
@@ -348,15 +311,53 @@ func TestCatchUpFailingPartWayKeepsWhatItRead(t *testing.T) {
 	if err := db.UpsertCandles(ctx, key, pushed); err != nil {
 		t.Fatal(err)
 	}
-	jobs = s.catchUpJobs(ctx, plan, sink)
-	if len(jobs) != 1 || !jobs[0].latest[sym].Equal(reached) {
-		t.Fatalf("catch-up jobs %+v, want one from %s", jobs, reached)
+	job := oneCatchUpJob(t, s, plan, sink)
+	if !job.latest[sym].Equal(reached) {
+		t.Fatalf("catch-up job %+v, want one from %s", job, reached)
 	}
-	s.catchUpTimeframe(ctx, jobs[0], sink)
-	got = caughtUp(t, s, db, key)
+	s.catchUpTimeframe(ctx, job, sink)
+	atPresent(t, caughtUp(t, s, db, key), tf, now)
+}
+
+// longHole stores ETH_USDT's 1m history on the simulator up to 25 hours
+// before now: 1,500 minutes to catch up, more than a request's 1,000. It
+// returns the series' key and its newest candle stored.
+func longHole(t *testing.T, s *PushIngest, db *store.DB, now time.Time) (store.CandleKey, time.Time) {
+	t.Helper()
+	key := store.CandleKey{Market: domain.Crypto, Exchange: "binance", Symbol: "ETH_USDT", Timeframe: domain.TF1m}
+	p, _ := s.In.Feeds.For(spotOf(key))
+	oldest := key.Timeframe.Truncate(now).Add(-(1500 + InitialCandles) * time.Minute)
+	cs, err := p.Candles(t.Context(), spotOf(key), key.Symbol, key.Timeframe, oldest, InitialCandles)
+	if err != nil || len(cs) != InitialCandles {
+		t.Fatalf("simulator candles: %d, %v", len(cs), err)
+	}
+	if err := db.UpsertCandles(t.Context(), key, cs); err != nil {
+		t.Fatal(err)
+	}
+	return key, cs[len(cs)-1].Time
+}
+
+// atPresent checks that a series' candles reach the last closed one at now.
+func atPresent(t *testing.T, got []domain.Candle, tf domain.Timeframe, now time.Time) {
+	t.Helper()
 	if newest := got[len(got)-1].Time; newest.Before(tf.Truncate(now).Add(-tf.Duration())) {
 		t.Fatalf("caught up to %s, want the present (%s)", newest, tf.Truncate(now))
 	}
+}
+
+// spotOf is the spot combination of a series' key.
+func spotOf(key store.CandleKey) domain.Combination {
+	return domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: "spot"}
+}
+
+// oneCatchUpJob is the one catch-up job of plan (a series behind).
+func oneCatchUpJob(t *testing.T, s *PushIngest, plan push.Plan, sink *candleSink) catchUpJob {
+	t.Helper()
+	jobs := s.catchUpJobs(t.Context(), plan, sink)
+	if len(jobs) != 1 {
+		t.Fatalf("catch-up jobs %+v, want one", jobs)
+	}
+	return jobs[0]
 }
 
 // simCatchUp is a push ingest whose catch-up reads a local Binance
@@ -396,8 +397,7 @@ func caughtUp(t *testing.T, s *PushIngest, db *store.DB, key store.CandleKey) []
 			t.Fatalf("a hole is left: %s then %s", got[i-1].Time, got[i].Time)
 		}
 	}
-	c := domain.Combination{Market: key.Market, Exchange: key.Exchange, Instrument: "spot"}
-	if left, err := s.Redis.HLen(t.Context(), s.startsKey(c, key.Timeframe)).Result(); err != nil || left != 0 {
+	if left, err := s.Redis.HLen(t.Context(), s.startsKey(spotOf(key), key.Timeframe)).Result(); err != nil || left != 0 {
 		t.Fatalf("starting points left after the catch-up: %d (%v)", left, err)
 	}
 	return got

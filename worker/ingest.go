@@ -626,8 +626,8 @@ func (in *Ingester) ingestCandles(ctx context.Context, c domain.Combination, tf 
 				continue
 			}
 			// A catch-up's page failed after others were read: those
-			// are stored, and the series starts again after them, not
-			// from where this read began.
+			// are stored, and the series starts again from their newest
+			// candle, not from where this read began.
 			reached[sym] = cs[len(cs)-1].Time
 		} else {
 			read = append(read, sym)
