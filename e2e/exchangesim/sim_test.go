@@ -203,6 +203,13 @@ func TestLimitsAsDocumented(t *testing.T) {
 // candles of all 1,600 symbols at once, through one budget in Redis; the
 // simulator (a 2 s window, so the test takes seconds) never sees more
 // than 80 % of either limit, and answers no 429 and no 418.
+//
+// The budget books 80 %, minus each window's last eighth (250 ms here),
+// and the simulator counts a request when it arrives: one booked before
+// that last eighth but slowed past the window's end (a loaded CI host)
+// counts in the next window. Only the requests in flight at an edge can
+// cross it, so the simulator may see 80 % plus their weight (the 16
+// fetchers', a kline request weighing 2), and never the limit.
 func TestBurstStaysWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	window := 2 * time.Second
@@ -236,10 +243,11 @@ func TestBurstStaysWithinTheBudget(t *testing.T) {
 	if len(jobs) != 1600 {
 		t.Fatalf("%d symbols, want 1,600", len(jobs))
 	}
+	const fetchers, klineWeight = 16, 2
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range 16 {
+	for i := range fetchers {
 		p := procs[i%2]
 		wg.Go(func() {
 			for {
@@ -258,8 +266,9 @@ func TestBurstStaysWithinTheBudget(t *testing.T) {
 	t.Logf("1,600 candle requests in %s; peak weight spot %d/%d, futures %d/%d",
 		time.Since(start).Round(time.Millisecond), st.Spot.PeakWeight, st.Spot.Limit, st.Futures.PeakWeight, st.Futures.Limit)
 	for name, f := range map[string]exchangesim.FamilyStats{"spot": st.Spot, "futures": st.Futures} {
-		if f.PeakWeight*10 > f.Limit*8 {
-			t.Errorf("%s: peak weight %d in a window, over 80 %% of %d", name, f.PeakWeight, f.Limit)
+		if f.PeakWeight*10 > f.Limit*8+fetchers*klineWeight*10 {
+			t.Errorf("%s: peak weight %d in a window, over 80 %% of %d and the %d weight of the requests in flight at an edge",
+				name, f.PeakWeight, f.Limit, fetchers*klineWeight)
 		}
 		if f.Refused429 != 0 || f.Banned418 != 0 {
 			t.Errorf("%s: %d 429s and %d 418s, want none", name, f.Refused429, f.Banned418)
