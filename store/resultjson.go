@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/marketscreener/market/domain/analytics"
@@ -93,18 +92,13 @@ func appendMessage(b []byte, m analytics.Message) []byte {
 	b = jsonenc.AppendString(b, m.Key)
 	if len(m.Args) > 0 {
 		b = append(b, `,"args":{`...)
-		keys := make([]string, 0, len(m.Args))
-		for k := range m.Args {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
+		for i, a := range m.Args {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = jsonenc.AppendString(b, k)
+			b = jsonenc.AppendString(b, a.Name)
 			b = append(b, ':')
-			b = jsonenc.AppendString(b, m.Args[k])
+			b = jsonenc.AppendString(b, a.Value)
 		}
 		b = append(b, '}')
 	}

@@ -24,12 +24,13 @@ func TestResultJSONIsMarshal(t *testing.T) {
 		m := analytics.Message{Key: text()}
 		switch rng.IntN(3) {
 		case 1:
-			m.Args = map[string]string{}
+			m.Args = analytics.Args{}
 		case 2:
-			m.Args = map[string]string{}
+			args := map[string]string{}
 			for k := rng.IntN(4) + 1; k > 0; k-- {
-				m.Args[text()+string(rune('a'+rng.IntN(5)))] = text()
+				args[text()+string(rune('a'+rng.IntN(5)))] = text()
 			}
+			m.Args = analytics.ArgsOf(args)
 		}
 		return m
 	}

@@ -90,7 +90,7 @@ func TestSaveAnalyticsSetMatchesPerRecord(t *testing.T) {
 				res.FundamentalScore = &f
 			}
 			if rng.IntN(3) == 0 { // texts with what the results' separator and JSON escape
-				res.Summary = analytics.Message{Key: "summary", Args: map[string]string{"symbol": "A\x1eB \"é\" \u2028 \x00\\"}}
+				res.Summary = analytics.Message{Key: "summary", Args: analytics.Args{{Name: "symbol", Value: "A\x1eB \"é\" \u2028 \x00\\"}}}
 			}
 			spark := make([]float64, rng.IntN(31))
 			for i := range spark {
@@ -159,7 +159,7 @@ func TestSaveAnalyticsInExecMode(t *testing.T) {
 	var recs []store.AnalyticsRecord
 	for i, sym := range []string{"A_USDT", "B_USDT", "C_USDT"} {
 		res := analytics.Result{TechnicalScore: 10 * i, OverallScore: 10 * i, Verdict: analytics.VerdictNeutral,
-			Summary: analytics.Message{Key: "summary", Args: map[string]string{"symbol": sym + "\x1e"}}}
+			Summary: analytics.Message{Key: "summary", Args: analytics.Args{{Name: "symbol", Value: sym + "\x1e"}}}}
 		recs = append(recs, store.AnalyticsRecord{Market: domain.Crypto, Style: analytics.Swing, Symbol: sym, Exchange: "binance",
 			Result: &res, OverallScore: res.OverallScore, Verdict: res.Verdict, Price: 100, Sparkline: []float64{1, 2},
 			CandleTime: at, CandleClose: 100, UpdatedAt: at, CandlesUsed: 500, Instrument: "spot"})
@@ -172,7 +172,7 @@ func TestSaveAnalyticsInExecMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Result == nil || got.Result.Summary.Args["symbol"] != r.Symbol+"\x1e" || got.OverallScore != r.OverallScore {
+		if got.Result == nil || got.Result.Summary.Args.Value("symbol") != r.Symbol+"\x1e" || got.OverallScore != r.OverallScore {
 			t.Fatalf("%s read back as %+v", r.Symbol, got)
 		}
 	}

@@ -77,9 +77,9 @@ func TestFundamentalsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.FundamentalScore != nil || res.OverallScore != res.TechnicalScore || res.Summary.Args["fundamental"] != "@fundamental.unavailable" {
+	if res.FundamentalScore != nil || res.OverallScore != res.TechnicalScore || res.Summary.Args.Value("fundamental") != "@fundamental.unavailable" {
 		t.Errorf("no inputs: fundamental %v, overall %d vs %d, summary arg %q", res.FundamentalScore,
-			res.OverallScore, res.TechnicalScore, res.Summary.Args["fundamental"])
+			res.OverallScore, res.TechnicalScore, res.Summary.Args.Value("fundamental"))
 	}
 }
 

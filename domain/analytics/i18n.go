@@ -1,6 +1,10 @@
 package analytics
 
-import "strings"
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
 
 // Message is a text to render in the reader's language: a catalogue key
 // and named arguments. Arguments are pre-formatted and language-neutral
@@ -8,17 +12,95 @@ import "strings"
 // another catalogue key and is rendered in the same language (a verdict
 // word inside the summary).
 type Message struct {
-	Key  string            `json:"key"`
-	Args map[string]string `json:"args,omitempty"`
+	Key  string `json:"key"`
+	Args Args   `json:"args,omitempty"`
 }
 
-// msg builds a Message from key/value pairs.
+// Args are a message's named arguments, each name once, in name order. A
+// report holds dozens of messages of one to five arguments, and a close
+// scores thousands of reports: a slice is one allocation where a map was
+// several, and is written in order without sorting. In JSON it is an
+// object, as a map would be (keys in order).
+type Args []Arg
+
+// Arg is one named argument.
+type Arg struct{ Name, Value string }
+
+// Get is the argument named name.
+func (a Args) Get(name string) (string, bool) {
+	for _, x := range a {
+		if x.Name == name {
+			return x.Value, true
+		}
+	}
+	return "", false
+}
+
+// Value is the argument named name, "" when there is none.
+func (a Args) Value(name string) string {
+	v, _ := a.Get(name)
+	return v
+}
+
+// ArgsOf makes Args from a map (the order of Args is the names').
+func ArgsOf(m map[string]string) Args {
+	if m == nil {
+		return nil
+	}
+	out := make(Args, 0, len(m))
+	for k, v := range m {
+		out = append(out, Arg{k, v})
+	}
+	slices.SortFunc(out, func(x, y Arg) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
+// MarshalJSON writes the arguments as an object, in name order.
+func (a Args) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("null"), nil
+	}
+	b := append(make([]byte, 0, 64), '{')
+	for i, x := range a {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(x.Name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(x.Value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads an object of strings (null: none).
+func (a *Args) UnmarshalJSON(b []byte) error {
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*a = ArgsOf(m)
+	return nil
+}
+
+// msg builds a Message from key/value pairs (each key once).
 func msg(key string, kv ...string) Message {
 	m := Message{Key: key}
 	if len(kv) > 0 {
-		m.Args = make(map[string]string, len(kv)/2)
+		m.Args = make(Args, 0, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {
-			m.Args[kv[i]] = kv[i+1]
+			m.Args = append(m.Args, Arg{kv[i], kv[i+1]})
+		}
+		// Insertion sort: a handful of arguments.
+		for i := 1; i < len(m.Args); i++ {
+			for j := i; j > 0 && m.Args[j].Name < m.Args[j-1].Name; j-- {
+				m.Args[j], m.Args[j-1] = m.Args[j-1], m.Args[j]
+			}
 		}
 	}
 	return m
@@ -52,7 +134,7 @@ func Render(lang Lang, m Message) string {
 		}
 		b.WriteString(tmpl[:open])
 		name := tmpl[open+1 : open+end]
-		v, ok := m.Args[name]
+		v, ok := m.Args.Get(name)
 		switch {
 		case !ok:
 			b.WriteString(tmpl[open : open+end+1]) // left visible; tests forbid it

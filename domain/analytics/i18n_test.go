@@ -1,6 +1,8 @@
 package analytics
 
 import (
+	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -185,5 +187,51 @@ func TestRender(t *testing.T) {
 	}
 	if got := Render("en", msg("uo.bull")); got != "The Ultimate Oscillator is {value}, above 70: buy vote." {
 		t.Errorf("missing argument renders %q", got)
+	}
+}
+
+// A message's arguments are kept in name order whatever the order they are
+// given in, and are written and read as the JSON object a map was: the
+// stored results keep their bytes.
+func TestArgsAreAnObjectInNameOrder(t *testing.T) {
+	t.Parallel()
+	m := msg("summary", "symbol", "BTC_USDT", "overall", "25", "verdict", "@verdict.growth", "bearish", `a "<b>" & \`)
+	var names []string
+	for _, a := range m.Args {
+		names = append(names, a.Name)
+	}
+	if want := []string{"bearish", "overall", "symbol", "verdict"}; !slices.Equal(names, want) {
+		t.Errorf("names %v, want %v", names, want)
+	}
+	asMap := map[string]string{}
+	for _, a := range m.Args {
+		asMap[a.Name] = a.Value
+	}
+	got, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(struct {
+		Key  string            `json:"key"`
+		Args map[string]string `json:"args,omitempty"`
+	}{m.Key, asMap})
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("Marshal = %s, %v; want the map's %s", got, err, want)
+	}
+	var back Message
+	if err := json.Unmarshal(want, &back); err != nil || !reflect.DeepEqual(back, m) {
+		t.Errorf("Unmarshal(%s) = %+v, %v; want %+v", want, back, err, m)
+	}
+	if v, ok := m.Args.Get("overall"); !ok || v != "25" || m.Args.Value("nope") != "" {
+		t.Errorf("Get(overall) = %q, %v; Value(nope) = %q", v, ok, m.Args.Value("nope"))
+	}
+	for _, empty := range []string{`{"key":"k"}`, `{"key":"k","args":null}`} {
+		var e Message
+		if err := json.Unmarshal([]byte(empty), &e); err != nil || e.Args != nil {
+			t.Errorf("Unmarshal(%s) = %+v, %v; want no arguments", empty, e, err)
+		}
+		if b, _ := json.Marshal(e); string(b) != `{"key":"k"}` {
+			t.Errorf("Marshal(%+v) = %s", e, b)
+		}
 	}
 }

@@ -56,7 +56,7 @@ func TestScenarioLevelsMatchTheirText(t *testing.T) {
 	t.Parallel()
 	s := indicator.FromCandles(walk(300, 4, 0, 0.01))
 	sc := scenario(s, indicator.Last(indicator.ATR(s.High, s.Low, s.Close, 14), 0), VerdictNeutral)
-	if sc.Text.Args["support"] != fmtPrice(sc.Support) || sc.Text.Args["resistance"] != fmtPrice(sc.Resistance) ||
+	if sc.Text.Args.Value("support") != fmtPrice(sc.Support) || sc.Text.Args.Value("resistance") != fmtPrice(sc.Resistance) ||
 		sc.Support != roundPrice(sc.Support) {
 		t.Errorf("levels %v/%v vs text %v", sc.Support, sc.Resistance, sc.Text.Args)
 	}
