@@ -55,6 +55,9 @@ var (
 	verdictChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketd_scoring_verdict_changes_total", Help: "Verdict changes (verdict events written) by market and style.",
 	}, []string{"market", "style"})
+	alertsFired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "marketd_alerts_fired_total", Help: "Alerts fired (alert.triggered events committed, sandbox pushes excepted) by market.",
+	}, []string{"market"})
 	scoreLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "marketd_scoring_last_success_timestamp_seconds", Help: "Unix time of this process's last successful scoring run by market and style.",
 	}, []string{"market", "style"})
@@ -102,7 +105,7 @@ var (
 // Register adds the process-wide series to reg.
 func Register(reg prometheus.Registerer) {
 	reg.MustRegister(ingestDuration, ingestRuns, ingestErrors, ingestRows, ingestLastSuccess,
-		scoreDuration, scoreRuns, scoreAssets, verdictChanges, scoreLastSuccess,
+		scoreDuration, scoreRuns, scoreAssets, verdictChanges, alertsFired, scoreLastSuccess,
 		statsDuration, statsRuns, deliveries, deliveryLatency,
 		admissions, keyLookups, authThrottled, quotaSeconds, quotaProvisional, quotaLedgerAway, streamQuery)
 	reg.MustRegister(upstreamCollectors()...)
@@ -156,6 +159,9 @@ func Scored(market, style string, scored, skipped, changes int) {
 	scoreAssets.WithLabelValues(market, style, "skipped").Add(float64(max(skipped, 0)))
 	verdictChanges.WithLabelValues(market, style).Add(float64(changes))
 }
+
+// AlertsFired counts n alerts fired on market (committed in the outbox).
+func AlertsFired(market string, n int) { alertsFired.WithLabelValues(market).Add(float64(n)) }
 
 // StatsRun records one statistics run of a market.
 func StatsRun(market string, took time.Duration, err error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
+	"github.com/marketscreener/market/obs"
 )
 
 // AlertAsset is what an alert's condition reads of one asset: its report
@@ -28,13 +29,16 @@ type AlertAsset struct {
 // AlertMatcher resolves alert conditions. It is called inside the
 // transaction that saves a rescoring, so it must be quick.
 type AlertMatcher interface {
-	// Condition is a's condition, resolved once for the many assets a
-	// save evaluates it on.
+	// Condition is a's condition, resolved once for the many assets and
+	// saves it is evaluated on: the conditions a matcher (compared with
+	// ==) resolved are kept with this process's copy of the alerts, until
+	// an alert changes.
 	Condition(a domain.Alert) AlertCondition
 }
 
-// AlertCondition is one alert's condition; one asset is evaluated by one
-// goroutine at a time.
+// AlertCondition is one alert's condition. Many saves may use it at once,
+// each on its own assets; one asset is evaluated by one goroutine at a
+// time.
 type AlertCondition interface {
 	// Match reports whether the condition holds on the asset. An error
 	// (the condition does not compile, or went past its cost limit)
@@ -91,10 +95,11 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	symbols := uniqueSorted(recs, func(r AnalyticsRecord) string { return r.Symbol })
 	var gen int64
 	var xid int64
+	var fired map[domain.Market]int
 	if err := tx.QueryRow(ctx, `SELECT (SELECT n FROM alert_generation), pg_current_xact_id()::text::bigint % 4294967296`).Scan(&gen, &xid); err != nil {
 		return 0, translate(err, "alerts")
 	}
-	alerts, err := db.liveAlerts(ctx, tx, gen, markets, symbols)
+	alerts, conds, err := db.liveAlerts(ctx, tx, gen, markets, symbols, m)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +142,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		return 0, translate(err, "analytics")
 	}
 	if len(saved) > 0 {
-		keep, err := db.evaluateAlerts(ctx, tx, m, alerts, before, versions, gen, saved)
+		keep, f, err := db.evaluateAlerts(ctx, tx, m, alerts, conds, before, versions, gen, saved)
 		if err != nil {
 			return 0, err
 		}
@@ -147,6 +152,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		// commit fail, the rows keep their versions and nothing kept
 		// matches them.
 		keep(uint32(xid))
+		fired = f
 		for _, r := range saved {
 			if r.Result == nil {
 				continue
@@ -163,7 +169,31 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	if err := tx.Commit(ctx); err != nil {
 		return 0, translate(err, "analytics")
 	}
+	db.alertsFired(fired)
 	return int(tag.RowsAffected()), nil
+}
+
+// OnAlertsFired sets f to be called after each save that fired alerts has
+// committed, with how many it fired, in the saving goroutine (a benchmark
+// times the alerts' commits with it). nil removes it.
+func (db *DB) OnAlertsFired(f func(n int)) {
+	if f == nil {
+		db.onFired.Store(nil)
+		return
+	}
+	db.onFired.Store(&f)
+}
+
+// alertsFired counts a committed save's alerts, by market.
+func (db *DB) alertsFired(fired map[domain.Market]int) {
+	n := 0
+	for m, k := range fired {
+		obs.AlertsFired(string(m), k)
+		n += k
+	}
+	if f := db.onFired.Load(); f != nil && n > 0 {
+		(*f)(n)
+	}
 }
 
 // styleBit is style's bit in a set of styles (analytics.Styles' order).
@@ -218,12 +248,12 @@ func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([
 // reports' row versions and gen the alerts' generation, which validate the
 // states kept in db.states; keep, called with the save's transaction id,
 // keeps the assets' states there (valid once the save has committed).
-func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert,
+func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert, conds []AlertCondition,
 	before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
-	saved []AnalyticsRecord) (keep func(xid uint32), err error) {
+	saved []AnalyticsRecord) (keep func(xid uint32), fired map[domain.Market]int, err error) {
 	keep = func(uint32) {}
 	if len(saved) == 0 {
-		return keep, nil
+		return keep, nil, nil
 	}
 	// One asset per (market, symbol): its reports after the save (a run
 	// saves one style; several records of one asset merge).
@@ -260,7 +290,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	if err := attachTickers(ctx, tx, changes, func(ch *change) (*AlertAsset, *AlertAsset, AnalyticsRecord) {
 		return ch.before, ch.after, ch.rec
 	}); err != nil {
-		return keep, err
+		return keep, nil, err
 	}
 	// The alerts of each asset: those on its whole market and those that
 	// name it, among the ones whose condition a saved style can change.
@@ -292,10 +322,13 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		key   int // alert index × len(changes) + change index
 	}
 	// Whether a rescoring in a style can change an alert's condition,
-	// asked once per alert and style of the save.
-	conds := make([]AlertCondition, len(alerts))
-	for i, a := range alerts {
-		conds[i] = m.Condition(a)
+	// asked once per alert and style of the save (the conditions kept by
+	// the index, or resolved here).
+	if conds == nil {
+		conds = make([]AlertCondition, len(alerts))
+		for i, a := range alerts {
+			conds[i] = m.Condition(a)
+		}
 	}
 	var savedStyles uint8
 	for _, ch := range changes {
@@ -309,7 +342,17 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			}
 		}
 	}
-	var pairs []pair
+	n := 0
+	for j, ch := range changes {
+		for _, list := range [2][]int{whole[ch.key.market], named[j]} {
+			for _, i := range list {
+				if reads[i]&ch.saved != 0 {
+					n++
+				}
+			}
+		}
+	}
+	pairs := make([]pair, 0, n)
 	for j, ch := range changes {
 		for _, list := range [2][]int{whole[ch.key.market], named[j]} {
 			for _, i := range list {
@@ -321,7 +364,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		}
 	}
 	if len(pairs) == 0 {
-		return keep, nil
+		return keep, nil, nil
 	}
 	// Each asset's states (by alert id): kept from its last save in this
 	// process while its reports are the versions that save left, read
@@ -342,7 +385,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 				states[j][alertID] = s
 			}
 		}); err != nil {
-			return keep, err
+			return keep, nil, err
 		}
 	}
 	var w alertWrites
@@ -373,7 +416,13 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 		}
 	}
 	if err := w.write(ctx, tx, false); err != nil {
-		return keep, err
+		return keep, nil, err
+	}
+	if len(w.evMarket) > 0 {
+		fired = map[domain.Market]int{}
+		for _, mk := range w.evMarket {
+			fired[domain.Market(mk)]++
+		}
 	}
 	return func(xid uint32) {
 		for j, ch := range changes {
@@ -386,7 +435,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			}
 			db.states.put(ch.key, e)
 		}
-	}, nil
+	}, fired, nil
 }
 
 // attachTickers sets the screener rows of the assets: each report's own

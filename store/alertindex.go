@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ type indexedAlert struct {
 	active  bool
 	expires *time.Time
 	markets []string
+	// The alert's condition as matcher resolved it: resolved once per
+	// copy of the index rather than once a save (a close's saves each
+	// evaluate a thousand alerts or more). Set under alertIndex.mu.
+	matcher AlertMatcher
+	cond    AlertCondition
 }
 
 func (a *indexedAlert) live(now time.Time) bool {
@@ -55,15 +61,16 @@ const reloadEvery = time.Second
 
 // liveAlerts are the alerts on the markets that watch one of symbols (or
 // the whole market) and whose client may receive them now (active,
-// contract running, the market in its tier), ordered by id. gen is
-// alert_generation as the transaction reads it.
-func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, symbols []string) ([]domain.Alert, error) {
+// contract running, the market in its tier), ordered by id, with their
+// conditions as m resolves them (nil when read from the table: the caller
+// resolves them). gen is alert_generation as the transaction reads it.
+func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition, error) {
 	ix := &db.alerts
 	ix.mu.Lock()
 	if ix.loaded && ix.gen == gen {
-		out := ix.lookup(markets, symbols, time.Now())
+		out, conds, found := ix.lookup(markets, symbols, time.Now(), m)
 		ix.mu.Unlock()
-		return out, nil
+		return out, ix.resolve(m, out, conds, found), nil
 	}
 	load := gen > ix.gen || !ix.loaded
 	load = load && time.Since(ix.loadedAt) >= reloadEvery
@@ -72,29 +79,35 @@ func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, sym
 	}
 	ix.mu.Unlock()
 	if !load {
-		return liveAlertsSQL(ctx, tx, markets, symbols)
+		out, err := liveAlertsSQL(ctx, tx, markets, symbols)
+		return out, nil, err
 	}
 	byMarket, n, err := loadAlertIndex(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if n > maxIndexedAlerts {
-		return liveAlertsSQL(ctx, tx, markets, symbols)
+		out, err := liveAlertsSQL(ctx, tx, markets, symbols)
+		return out, nil, err
 	}
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	if gen >= ix.gen {
 		ix.gen, ix.loaded, ix.byMarket = gen, true, byMarket
 	}
 	tmp := alertIndex{byMarket: byMarket}
-	return tmp.lookup(markets, symbols, time.Now()), nil
+	out, conds, found := tmp.lookup(markets, symbols, time.Now(), m)
+	ix.mu.Unlock()
+	return out, ix.resolve(m, out, conds, found), nil
 }
 
-// lookup is liveAlerts on the copy (ix.mu held).
-func (ix *alertIndex) lookup(markets, symbols []string, now time.Time) []domain.Alert {
+// lookup is liveAlerts on the copy (ix.mu held), with the conditions m
+// resolved before (nil for the others, to resolve: resolve) and the
+// alerts found. A matcher is compared with ==: one whose type is not
+// comparable gets no conditions (nil), and its caller resolves them.
+func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert) {
 	var found []*indexedAlert
-	for _, m := range markets {
-		ma := ix.byMarket[domain.Market(m)]
+	for _, mk := range markets {
+		ma := ix.byMarket[domain.Market(mk)]
 		if ma == nil {
 			continue
 		}
@@ -106,13 +119,49 @@ func (ix *alertIndex) lookup(markets, symbols []string, now time.Time) []domain.
 	// Id order, each once (an alert may name several of the symbols).
 	slices.SortFunc(found, func(a, b *indexedAlert) int { return a.rank - b.rank })
 	found = slices.Compact(found)
+	keep := m != nil && reflect.TypeOf(m).Comparable()
 	out := make([]domain.Alert, 0, len(found))
+	live := found[:0]
+	var conds []AlertCondition
+	if keep {
+		conds = make([]AlertCondition, 0, len(found))
+	}
 	for _, a := range found {
-		if a.live(now) {
-			out = append(out, a.alert)
+		if !a.live(now) {
+			continue
+		}
+		out = append(out, a.alert)
+		live = append(live, a)
+		if keep {
+			var c AlertCondition
+			if a.matcher == m {
+				c = a.cond
+			}
+			conds = append(conds, c)
 		}
 	}
-	return out
+	return out, conds, live
+}
+
+// resolve completes lookup's conditions: those m had not resolved are
+// resolved now, outside the index's lock (a condition seen for the first
+// time compiles), and kept with their alerts.
+func (ix *alertIndex) resolve(m AlertMatcher, alerts []domain.Alert, conds []AlertCondition, found []*indexedAlert) []AlertCondition {
+	var missing []int
+	for k, c := range conds {
+		if c == nil {
+			conds[k] = m.Condition(alerts[k])
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		ix.mu.Lock()
+		for _, k := range missing {
+			found[k].matcher, found[k].cond = m, conds[k]
+		}
+		ix.mu.Unlock()
+	}
+	return conds
 }
 
 // loadAlertIndex reads every alert with its client's standing.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,5 +505,83 @@ func TestAlertStatesKeptEqualRead(t *testing.T) {
 		if n, ok = store.AlertStatesKept(kept[1], domain.Crypto, "A_USDT"); !ok {
 			t.Fatal("neither process kept A_USDT's states")
 		}
+	}
+}
+
+// countingMatcher counts the conditions it resolves.
+type countingMatcher struct {
+	store.AlertMatcher
+	calls atomic.Int64
+}
+
+func (c *countingMatcher) Condition(a domain.Alert) store.AlertCondition {
+	c.calls.Add(1)
+	return c.AlertMatcher.Condition(a)
+}
+
+// valueMatcher is a matcher whose type == cannot compare (a func field).
+type valueMatcher struct {
+	inner store.AlertMatcher
+	count func()
+}
+
+func (v valueMatcher) Condition(a domain.Alert) store.AlertCondition {
+	v.count()
+	return v.inner.Condition(a)
+}
+
+// A save's alerts come with their conditions resolved once per copy of
+// the alerts (not once a save); a changed alert is resolved again with the
+// new copy; a matcher that == cannot compare is asked every save. Each
+// save that fires reports its alerts after its commit (OnAlertsFired).
+func TestAlertConditionsResolvedOncePerCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	var reported atomic.Int64
+	db.OnAlertsFired(func(n int) { reported.Add(int64(n)) })
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	i := 0
+	flip := func(m store.AlertMatcher, reload bool) {
+		t.Helper()
+		for _, score := range []int{0, 90} {
+			if reload {
+				store.AllowAlertReload(db)
+			}
+			rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
+			i++
+			if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
+				t.Fatal(err)
+			}
+			prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+		}
+	}
+	newAlert(t, db, c, "named", `overall_score > 50`, 0, "BTC_USDT")
+	newAlert(t, db, c, "whole", `overall_score > 50`, 0)
+	m := &countingMatcher{AlertMatcher: &alerting.Matcher{}}
+	flip(m, true)
+	flip(m, false)
+	flip(m, false)
+	if n := m.calls.Load(); n != 2 {
+		t.Fatalf("six saves resolved %d conditions, want the two alerts' once", n)
+	}
+	newAlert(t, db, c, "added", `overall_score > 50`, 0, "BTC_USDT")
+	flip(m, true)
+	if n := m.calls.Load(); n != 5 {
+		t.Fatalf("after an alert was added, %d conditions resolved in all, want 2 + the new copy's 3", n)
+	}
+	var perSave atomic.Int64
+	flip(valueMatcher{inner: &alerting.Matcher{}, count: func() { perSave.Add(1) }}, false)
+	if n := perSave.Load(); n != 6 {
+		t.Fatalf("a matcher == cannot compare: %d conditions resolved in two saves, want 3 a save", n)
+	}
+	evs, err := db.AlertEvents(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 || reported.Load() != int64(len(evs)) {
+		t.Fatalf("OnAlertsFired reported %d alerts, the outbox has %d", reported.Load(), len(evs))
 	}
 }

@@ -40,6 +40,7 @@ type DB struct {
 	results     reportResults
 	alerts      alertIndex
 	states      alertStateCache
+	onFired     atomic.Pointer[func(n int)] // OnAlertsFired
 }
 
 // Open connects a pool to url. It does not wait for the server: readiness

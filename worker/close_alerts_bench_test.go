@@ -53,8 +53,9 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	seedCloseUniverse(b, db, src, styles, syms, close0)
 	seedAlerts(b, db, syms, nAlerts)
 
-	timed := &timedSaves{DB: db}
-	sc := &worker.Scorer{Store: timed, Region: "global", Logger: discard(), Now: func() time.Time { return close0 },
+	timed := &timedAlerts{}
+	db.OnAlertsFired(timed.fired)
+	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: func() time.Time { return close0 },
 		Candles: store.NewCandleCache(assets * len(styles)), Alerts: &alerting.Matcher{}}
 	rescoreAll := func(now time.Time) {
 		sc.Now = func() time.Time { return now }
@@ -167,21 +168,20 @@ func seedAlerts(b *testing.B, db *store.DB, syms []string, n int) {
 	}
 }
 
-// timedSaves records, for every alert a save fires, the time from the
-// close's start to the save's commit.
-type timedSaves struct {
-	*store.DB
+// timedAlerts records, for every alert a save fires, the time from the
+// close's start to the save's commit (store.DB.OnAlertsFired).
+type timedAlerts struct {
 	mu    sync.Mutex
 	t0    time.Time
 	lat   []time.Duration
 	count bool
 }
 
-func (s *timedSaves) reset() { s.mu.Lock(); s.lat = nil; s.mu.Unlock() }
+func (s *timedAlerts) reset() { s.mu.Lock(); s.lat = nil; s.mu.Unlock() }
 
-func (s *timedSaves) start(t time.Time) { s.mu.Lock(); s.t0, s.count = t, true; s.mu.Unlock() }
+func (s *timedAlerts) start(t time.Time) { s.mu.Lock(); s.t0, s.count = t, true; s.mu.Unlock() }
 
-func (s *timedSaves) latencies() []time.Duration {
+func (s *timedAlerts) latencies() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.lat)
@@ -189,39 +189,13 @@ func (s *timedSaves) latencies() []time.Duration {
 	return out
 }
 
-func (s *timedSaves) SaveAnalyticsAlerting(ctx context.Context, recs []store.AnalyticsRecord, prev map[string]store.AnalyticsRecord, m store.AlertMatcher) (int, error) {
-	c := &countingMatcher{AlertMatcher: m}
-	n, err := s.DB.SaveAnalyticsAlerting(ctx, recs, prev, c)
+func (s *timedAlerts) fired(n int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.count {
 		d := time.Since(s.t0)
-		for range c.fired {
+		for range n {
 			s.lat = append(s.lat, d)
 		}
 	}
-	s.mu.Unlock()
-	return n, err
-}
-
-// countingMatcher counts the firings of one save (Read is called once per
-// firing).
-type countingMatcher struct {
-	store.AlertMatcher
-	fired int
-}
-
-// Condition is the matcher's condition, its firings counted.
-func (c *countingMatcher) Condition(a domain.Alert) store.AlertCondition {
-	cond := c.AlertMatcher.Condition(a)
-	return countingCondition{cond, &c.fired}
-}
-
-type countingCondition struct {
-	store.AlertCondition
-	fired *int
-}
-
-func (c countingCondition) Read(asset *store.AlertAsset) map[string]any {
-	*c.fired++
-	return c.AlertCondition.Read(asset)
 }
