@@ -30,9 +30,9 @@ type AlertAsset struct {
 // transaction that saves a rescoring, so it must be quick.
 type AlertMatcher interface {
 	// Condition is a's condition, resolved once for the many assets and
-	// saves it is evaluated on: the conditions a matcher (compared with
-	// ==) resolved are kept with this process's copy of the alerts, until
-	// an alert changes.
+	// saves it is evaluated on: the conditions a matcher that is a pointer
+	// resolved are kept with this process's copy of the alerts (for that
+	// pointer), until an alert changes.
 	Condition(a domain.Alert) AlertCondition
 }
 
@@ -174,8 +174,9 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 }
 
 // OnAlertsFired sets f to be called after each save that fired alerts has
-// committed, with how many it fired, in the saving goroutine (a benchmark
-// times the alerts' commits with it). nil removes it.
+// committed, with how many it fired, in the saving goroutine, which waits
+// for it: f must be quick (a benchmark times the alerts' commits with it).
+// nil removes it.
 func (db *DB) OnAlertsFired(f func(n int)) {
 	if f == nil {
 		db.onFired.Store(nil)
@@ -415,14 +416,9 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			w.event(a, ch.key.symbol, ch.at, p.cond.Read(ch.after))
 		}
 	}
-	if err := w.write(ctx, tx, false); err != nil {
+	fired, err = w.write(ctx, tx, false)
+	if err != nil {
 		return keep, nil, err
-	}
-	if len(w.evMarket) > 0 {
-		fired = map[domain.Market]int{}
-		for _, mk := range w.evMarket {
-			fired[domain.Market(mk)]++
-		}
 	}
 	return func(xid uint32) {
 		for j, ch := range changes {
@@ -539,7 +535,9 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 	w.evAt, w.evRead = append(w.evAt, at.UTC()), append(w.evRead, raw)
 }
 
-func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error {
+// write writes the states and the events, and returns the events
+// inserted, by market.
+func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) (fired map[domain.Market]int, err error) {
 	if len(w.up.alert) > 0 {
 		// A state row is updated in place: its key does not change, so
 		// neither the foreign key nor the alert's row is checked (a close
@@ -551,7 +549,7 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)
 			WHERE s.alert_id = u.alert_id AND s.symbol = u.symbol`,
 			w.up.alert, w.up.symbol, w.up.matched, w.up.at, w.up.fired); err != nil {
-			return translate(err, "alert states")
+			return nil, translate(err, "alert states")
 		}
 	}
 	if len(w.ins.alert) > 0 {
@@ -567,20 +565,41 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) error 
 			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
 				last_fired_at = excluded.last_fired_at`,
 			w.ins.alert, w.ins.symbol, w.ins.matched, w.ins.at, w.ins.fired); err != nil {
-			return translate(err, "alert states")
+			return nil, translate(err, "alert states")
 		}
 	}
 	if len(w.evAlert) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
-			SELECT a, n, c, m, s, t, r::jsonb, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
-				AS e(a, n, c, m, s, t, r)
-			ORDER BY m, s, a
-			ON CONFLICT (alert_id, symbol, at) DO NOTHING`,
-			w.evAlert, w.evName, w.evClient, w.evMarket, w.evSymbol, w.evAt, w.evRead, sandbox); err != nil {
-			return translate(err, "alert events")
+		// The events inserted, by market (one already stored for the same
+		// alert, asset and instant is not).
+		rows, err := tx.Query(ctx, `WITH ins AS (
+				INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
+				SELECT a, n, c, m, s, t, r::jsonb, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+					AS e(a, n, c, m, s, t, r)
+				ORDER BY m, s, a
+				ON CONFLICT (alert_id, symbol, at) DO NOTHING
+				RETURNING market)
+			SELECT market, count(*) FROM ins GROUP BY market`,
+			w.evAlert, w.evName, w.evClient, w.evMarket, w.evSymbol, w.evAt, w.evRead, sandbox)
+		if err != nil {
+			return nil, translate(err, "alert events")
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m string
+			var n int
+			if err := rows.Scan(&m, &n); err != nil {
+				return nil, translate(err, "alert events")
+			}
+			if fired == nil {
+				fired = map[domain.Market]int{}
+			}
+			fired[domain.Market(m)] += n
+		}
+		if err := rows.Err(); err != nil {
+			return nil, translate(err, "alert events")
 		}
 	}
-	return nil
+	return fired, nil
 }
 
 // fireSandboxAlerts fires the client's alerts on a sandbox push, in the

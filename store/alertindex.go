@@ -68,8 +68,7 @@ func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, sym
 	ix := &db.alerts
 	ix.mu.Lock()
 	if ix.loaded && ix.gen == gen {
-		out, conds, found := ix.lookup(markets, symbols, time.Now(), m)
-		ix.mu.Unlock()
+		out, conds, found := ix.lookupLocked(ix, markets, symbols, m)
 		return out, ix.resolve(m, out, conds, found), nil
 	}
 	load := gen > ix.gen || !ix.loaded
@@ -94,16 +93,22 @@ func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, sym
 	if gen >= ix.gen {
 		ix.gen, ix.loaded, ix.byMarket = gen, true, byMarket
 	}
-	tmp := alertIndex{byMarket: byMarket}
-	out, conds, found := tmp.lookup(markets, symbols, time.Now(), m)
-	ix.mu.Unlock()
+	out, conds, found := ix.lookupLocked(&alertIndex{byMarket: byMarket}, markets, symbols, m)
 	return out, ix.resolve(m, out, conds, found), nil
+}
+
+// lookupLocked is from.lookup with ix.mu held (taken by the caller) and
+// released on return.
+func (ix *alertIndex) lookupLocked(from *alertIndex, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert) {
+	defer ix.mu.Unlock()
+	return from.lookup(markets, symbols, time.Now(), m)
 }
 
 // lookup is liveAlerts on the copy (ix.mu held), with the conditions m
 // resolved before (nil for the others, to resolve: resolve) and the
-// alerts found. A matcher is compared with ==: one whose type is not
-// comparable gets no conditions (nil), and its caller resolves them.
+// alerts found. Only a matcher that is a pointer has its conditions kept
+// (it is compared with ==, which another kind of value may refuse with a
+// panic): for any other, conds is nil and the caller resolves them.
 func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert) {
 	var found []*indexedAlert
 	for _, mk := range markets {
@@ -119,7 +124,7 @@ func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMa
 	// Id order, each once (an alert may name several of the symbols).
 	slices.SortFunc(found, func(a, b *indexedAlert) int { return a.rank - b.rank })
 	found = slices.Compact(found)
-	keep := m != nil && reflect.TypeOf(m).Comparable()
+	keep := m != nil && reflect.TypeOf(m).Kind() == reflect.Pointer
 	out := make([]domain.Alert, 0, len(found))
 	live := found[:0]
 	var conds []AlertCondition

@@ -519,7 +519,8 @@ func (c *countingMatcher) Condition(a domain.Alert) store.AlertCondition {
 	return c.AlertMatcher.Condition(a)
 }
 
-// valueMatcher is a matcher whose type == cannot compare (a func field).
+// valueMatcher is a matcher that is not a pointer (and that == cannot
+// compare: a func field).
 type valueMatcher struct {
 	inner store.AlertMatcher
 	count func()
@@ -532,7 +533,7 @@ func (v valueMatcher) Condition(a domain.Alert) store.AlertCondition {
 
 // A save's alerts come with their conditions resolved once per copy of
 // the alerts (not once a save); a changed alert is resolved again with the
-// new copy; a matcher that == cannot compare is asked every save. Each
+// new copy; a matcher that is not a pointer is asked every save. Each
 // save that fires reports its alerts after its commit (OnAlertsFired).
 func TestAlertConditionsResolvedOncePerCopy(t *testing.T) {
 	t.Parallel()
@@ -575,7 +576,7 @@ func TestAlertConditionsResolvedOncePerCopy(t *testing.T) {
 	var perSave atomic.Int64
 	flip(valueMatcher{inner: &alerting.Matcher{}, count: func() { perSave.Add(1) }}, false)
 	if n := perSave.Load(); n != 6 {
-		t.Fatalf("a matcher == cannot compare: %d conditions resolved in two saves, want 3 a save", n)
+		t.Fatalf("a matcher that is not a pointer: %d conditions resolved in two saves, want 3 a save", n)
 	}
 	evs, err := db.AlertEvents(ctx, 0, 1000)
 	if err != nil {

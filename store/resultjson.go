@@ -92,7 +92,7 @@ func appendMessage(b []byte, m analytics.Message) []byte {
 	b = jsonenc.AppendString(b, m.Key)
 	if len(m.Args) > 0 {
 		b = append(b, `,"args":{`...)
-		for i, a := range m.Args {
+		for i, a := range m.Args.InOrder() {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -22,7 +22,9 @@ func TestResultJSONIsMarshal(t *testing.T) {
 	num := func() float64 { return floats[rng.IntN(len(floats))] }
 	message := func() analytics.Message {
 		m := analytics.Message{Key: text()}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
+		case 3: // a literal out of order, a name twice
+			m.Args = analytics.Args{{Name: "b", Value: text()}, {Name: "a", Value: text()}, {Name: "b", Value: text()}}
 		case 1:
 			m.Args = analytics.Args{}
 		case 2:

@@ -292,7 +292,7 @@ func (s *Scorer) scoreWork(ctx context.Context, m domain.Market, style analytics
 			}
 		}
 	}
-	work = staggered(work, style)
+	work = staggered(work, m, style)
 	// The candles are read a batch ahead: while one batch is scored and
 	// saved, the next one's read is under way on another connection, so
 	// a run over a whole universe costs about its reads or its saves,
@@ -344,22 +344,24 @@ read:
 	return scored, events, err
 }
 
-// staggered is work with each source's assets rotated by the style: at a
-// crypto close the four styles' runs go together over the same assets,
-// and a save locks its assets' reports of every style (alerts read them
-// all), so runs in one order would each wait, save after save, for
-// another style's save of the same assets. Started a quarter of the list
-// apart, they save different assets at any moment. The order of a run's
-// assets is otherwise free: each save sorts its own.
-func staggered(work []sourceWork, style analytics.Style) []sourceWork {
-	k := slices.Index(analytics.Styles, style)
+// staggered is work with each source's assets rotated by the style, in a
+// market scored in several (crypto): at a close the styles' runs go
+// together over the same assets, and a save locks its assets' reports of
+// every style (alerts read them all), so runs in one order would each
+// wait, save after save, for another style's save of the same assets.
+// Started a quarter of the list apart, they save different assets at any
+// moment. The order of a run's assets is otherwise free: each save sorts
+// its own.
+func staggered(work []sourceWork, m domain.Market, style analytics.Style) []sourceWork {
+	styles := analytics.ScoredStyles(m)
+	k := slices.Index(styles, style)
 	if k <= 0 {
 		return work
 	}
 	out := make([]sourceWork, len(work))
 	for i, w := range work {
 		n := len(w.cands)
-		at := n * k / len(analytics.Styles)
+		at := n * k / len(styles)
 		w.cands = append(slices.Clone(w.cands[at:]), w.cands[:at]...)
 		out[i] = w
 	}

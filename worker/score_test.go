@@ -206,7 +206,7 @@ func TestScoreSaveFailureAndCache(t *testing.T) {
 	if err != nil || len(tickers) < 100 {
 		t.Fatalf("%d tickers, %v; want a universe of 100 or more", len(tickers), err)
 	}
-	// The failing asset's batch is neither the run's first nor its last
+	// The failing asset's batch is not the run's first
 	// (a swing run starts half way through the list: staggered).
 	failing := &worker.Scorer{Store: failingSaves{ScoreStore: db, symbol: tickers[len(tickers)/4].Symbol}, Region: "global",
 		Logger: discard(), Now: clk.now, Candles: store.NewCandleCache(1000)}

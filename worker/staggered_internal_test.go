@@ -5,12 +5,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
 	"github.com/marketscreener/market/store"
 )
 
-// The four styles' runs over one list start a quarter of it apart, each
-// still scoring every asset once, and the caller's list is left as it was.
+// The four crypto styles' runs over one list start a quarter of it apart,
+// each still scoring every asset once, and the caller's list is left as it
+// was; a market scored in one style keeps its order.
 func TestStaggeredStartsEachStyleAQuarterApart(t *testing.T) {
 	var cands []store.RescoreCandidate
 	for i := range 10 {
@@ -27,7 +29,7 @@ func TestStaggeredStartsEachStyleAQuarterApart(t *testing.T) {
 	all := symbols(cands)
 	firsts := map[string]bool{}
 	for k, style := range analytics.Styles {
-		got := staggered(work, style)
+		got := staggered(work, domain.Crypto, style)
 		if len(got) != 2 {
 			t.Fatalf("%s: %d sources, want 2", style, len(got))
 		}
@@ -46,6 +48,9 @@ func TestStaggeredStartsEachStyleAQuarterApart(t *testing.T) {
 	}
 	if len(firsts) != len(analytics.Styles) {
 		t.Errorf("the styles start at %v: want each at its own asset", firsts)
+	}
+	if got := staggered(work, domain.Stocks, analytics.DefaultStyle); symbols(got[0].cands)[0] != "S00" {
+		t.Errorf("stocks (one style) start at %s, want the list's first", symbols(got[0].cands)[0])
 	}
 	if !slices.Equal(symbols(cands), all) || symbols(cands)[0] != "S00" {
 		t.Errorf("the caller's list was changed: %v", symbols(cands))

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	"github.com/marketscreener/market/jsonenc"
 )
 
 // Message is a text to render in the reader's language: a catalogue key
@@ -16,11 +18,13 @@ type Message struct {
 	Args Args   `json:"args,omitempty"`
 }
 
-// Args are a message's named arguments, each name once, in name order. A
-// report holds dozens of messages of one to five arguments, and a close
-// scores thousands of reports: a slice is one allocation where a map was
-// several, and is written in order without sorting. In JSON it is an
-// object, as a map would be (keys in order).
+// Args are a message's named arguments, each name once, in name order (as
+// msg and ArgsOf make them; others are written in that order all the
+// same: InOrder). A report holds dozens of messages of one to five
+// arguments, and a close scores thousands of reports: a slice is one
+// allocation where a map was several, and is written without sorting. In
+// JSON it is an object, byte for byte what encoding/json writes for the
+// map.
 type Args []Arg
 
 // Arg is one named argument.
@@ -28,12 +32,13 @@ type Arg struct{ Name, Value string }
 
 // Get is the argument named name.
 func (a Args) Get(name string) (string, bool) {
+	v, ok := "", false
 	for _, x := range a {
 		if x.Name == name {
-			return x.Value, true
+			v, ok = x.Value, true // the last, as a map keeps
 		}
 	}
-	return "", false
+	return v, ok
 }
 
 // Value is the argument named name, "" when there is none.
@@ -42,7 +47,7 @@ func (a Args) Value(name string) string {
 	return v
 }
 
-// ArgsOf makes Args from a map (the order of Args is the names').
+// ArgsOf makes Args from a map.
 func ArgsOf(m map[string]string) Args {
 	if m == nil {
 		return nil
@@ -51,29 +56,53 @@ func ArgsOf(m map[string]string) Args {
 	for k, v := range m {
 		out = append(out, Arg{k, v})
 	}
-	slices.SortFunc(out, func(x, y Arg) int { return strings.Compare(x.Name, y.Name) })
-	return out
+	return out.sort()
 }
 
-// MarshalJSON writes the arguments as an object, in name order.
+// InOrder is a in name order, each name once (its last value, as a map
+// keeps): a itself when it is so already, as msg and ArgsOf make it.
+func (a Args) InOrder() Args {
+	for i := 1; i < len(a); i++ {
+		if a[i-1].Name >= a[i].Name {
+			return slices.Clone(a).sort()
+		}
+	}
+	return a
+}
+
+// sort puts a in name order in place (stable: an insertion sort, for a
+// handful of arguments) and keeps the last of each name.
+func (a Args) sort() Args {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].Name < a[j-1].Name; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+	k := 0
+	for i := range a {
+		if i+1 < len(a) && a[i+1].Name == a[i].Name {
+			continue
+		}
+		a[k] = a[i]
+		k++
+	}
+	return a[:k]
+}
+
+// MarshalJSON writes the arguments as an object, in name order, as
+// encoding/json writes a map.
 func (a Args) MarshalJSON() ([]byte, error) {
 	if a == nil {
 		return []byte("null"), nil
 	}
 	b := append(make([]byte, 0, 64), '{')
-	for i, x := range a {
+	for i, x := range a.InOrder() {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		k, err := json.Marshal(x.Name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := json.Marshal(x.Value)
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(append(b, k...), ':'), v...)
+		b = jsonenc.AppendString(b, x.Name)
+		b = append(b, ':')
+		b = jsonenc.AppendString(b, x.Value)
 	}
 	return append(b, '}'), nil
 }
@@ -88,7 +117,7 @@ func (a *Args) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// msg builds a Message from key/value pairs (each key once).
+// msg builds a Message from key/value pairs.
 func msg(key string, kv ...string) Message {
 	m := Message{Key: key}
 	if len(kv) > 0 {
@@ -96,12 +125,7 @@ func msg(key string, kv ...string) Message {
 		for i := 0; i+1 < len(kv); i += 2 {
 			m.Args = append(m.Args, Arg{kv[i], kv[i+1]})
 		}
-		// Insertion sort: a handful of arguments.
-		for i := 1; i < len(m.Args); i++ {
-			for j := i; j > 0 && m.Args[j].Name < m.Args[j-1].Name; j-- {
-				m.Args[j], m.Args[j-1] = m.Args[j-1], m.Args[j]
-			}
-		}
+		m.Args = m.Args.sort()
 	}
 	return m
 }

@@ -225,6 +225,14 @@ func TestArgsAreAnObjectInNameOrder(t *testing.T) {
 	if v, ok := m.Args.Get("overall"); !ok || v != "25" || m.Args.Value("nope") != "" {
 		t.Errorf("Get(overall) = %q, %v; Value(nope) = %q", v, ok, m.Args.Value("nope"))
 	}
+	// Out of order and a name twice (the last value holds, as in a map).
+	lit := Message{Key: "k", Args: Args{{"b", "1"}, {"a", "<2>"}, {"b", "3"}}}
+	if b, err := json.Marshal(lit); err != nil || string(b) != `{"key":"k","args":{"a":"\u003c2\u003e","b":"3"}}` {
+		t.Errorf("Marshal(%+v) = %s, %v", lit, b, err)
+	}
+	if v := lit.Args.Value("b"); v != "3" {
+		t.Errorf("Value(b) = %q, want the last, 3", v)
+	}
 	for _, empty := range []string{`{"key":"k"}`, `{"key":"k","args":null}`} {
 		var e Message
 		if err := json.Unmarshal([]byte(empty), &e); err != nil || e.Args != nil {
