@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/marketscreener/market/domain"
 )
 
 // Label values of outcomes.
@@ -111,6 +113,11 @@ func Register(reg prometheus.Registerer) {
 	reg.MustRegister(upstreamCollectors()...)
 	reg.MustRegister(pushCollectors...)
 	reg.MustRegister(redisCounterCollectors...)
+	// Every market's count exported from the start (at 0), so a rate over
+	// it exists before the first alert fires.
+	for _, m := range domain.Markets {
+		alertsFired.WithLabelValues(string(m))
+	}
 }
 
 // Feed names the ingest series of one feed combination and kind.
