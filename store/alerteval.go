@@ -343,15 +343,9 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			}
 		}
 	}
-	n := 0
+	n := 0 // at most
 	for j, ch := range changes {
-		for _, list := range [2][]int{whole[ch.key.market], named[j]} {
-			for _, i := range list {
-				if reads[i]&ch.saved != 0 {
-					n++
-				}
-			}
-		}
+		n += len(whole[ch.key.market]) + len(named[j])
 	}
 	pairs := make([]pair, 0, n)
 	for j, ch := range changes {

@@ -228,25 +228,8 @@ func TestAlertCopyFollowsChanges(t *testing.T) {
 	c := newClient(t, db, nil)
 	other := newClient(t, db, nil)
 	m := &alerting.Matcher{}
-	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var prev map[string]store.AnalyticsRecord
-	i := 0
-	// flip saves BTC_USDT false then true for every alert below (score 0
-	// then 90), reloading the copy first when reload is set.
-	flip := func(reload bool) {
-		t.Helper()
-		for _, score := range []int{0, 90} {
-			if reload {
-				store.AllowAlertReload(db)
-			}
-			rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
-			i++
-			if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
-				t.Fatal(err)
-			}
-			prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
-		}
-	}
+	flipWith := flipper(t, db)
+	flip := func(reload bool) { t.Helper(); flipWith(m, reload) }
 	fired := func() map[string]int {
 		t.Helper()
 		evs, err := db.AlertEvents(ctx, 0, 1000)
@@ -508,6 +491,30 @@ func TestAlertStatesKeptEqualRead(t *testing.T) {
 	}
 }
 
+// flipper returns flip, which saves BTC_USDT's report false then true for
+// the alerts of these tests (score 0 then 90, 4 hours apart from the last
+// save), through matcher m, reloading the copy of the alerts first when
+// reload is set.
+func flipper(t *testing.T, db *store.DB) (flip func(m store.AlertMatcher, reload bool)) {
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var prev map[string]store.AnalyticsRecord
+	i := 0
+	return func(m store.AlertMatcher, reload bool) {
+		t.Helper()
+		for _, score := range []int{0, 90} {
+			if reload {
+				store.AllowAlertReload(db)
+			}
+			rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
+			i++
+			if _, err := db.SaveAnalyticsAlerting(context.Background(), []store.AnalyticsRecord{rec}, prev, m); err != nil {
+				t.Fatal(err)
+			}
+			prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
+		}
+	}
+}
+
 // countingMatcher counts the conditions it resolves.
 type countingMatcher struct {
 	store.AlertMatcher
@@ -542,23 +549,7 @@ func TestAlertConditionsResolvedOncePerCopy(t *testing.T) {
 	c := newClient(t, db, nil)
 	var reported atomic.Int64
 	db.OnAlertsFired(func(n int) { reported.Add(int64(n)) })
-	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var prev map[string]store.AnalyticsRecord
-	i := 0
-	flip := func(m store.AlertMatcher, reload bool) {
-		t.Helper()
-		for _, score := range []int{0, 90} {
-			if reload {
-				store.AllowAlertReload(db)
-			}
-			rec := analyticsRecord("BTC_USDT", score, analytics.VerdictNeutral, t0.Add(time.Duration(i)*4*time.Hour))
-			i++
-			if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
-				t.Fatal(err)
-			}
-			prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
-		}
-	}
+	flip := flipper(t, db)
 	newAlert(t, db, c, "named", `overall_score > 50`, 0, "BTC_USDT")
 	newAlert(t, db, c, "whole", `overall_score > 50`, 0)
 	m := &countingMatcher{AlertMatcher: &alerting.Matcher{}}
