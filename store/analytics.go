@@ -165,10 +165,12 @@ func (db *DB) AnalyticsStamps(ctx context.Context, m domain.Market, since time.T
 }
 
 // AnalyticsResultsOf is AnalyticsResults of the listed assets among
-// symbols, whenever scored.
+// symbols, whenever scored. The styles are named so that the primary
+// key's index finds each report (lockReports).
 func (db *DB) AnalyticsResultsOf(ctx context.Context, m domain.Market, symbols []string) ([]AnalyticsRecord, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+analyticsColumns+`, result FROM analytics_reports t
-		WHERE market = $1 AND symbol = ANY($2) AND `+listedOnly+` ORDER BY symbol, style`, string(m), symbols)
+		WHERE market = $1 AND style = ANY($3) AND symbol = ANY($2) AND `+listedOnly+` ORDER BY symbol, style`,
+		string(m), symbols, styleNames)
 	if err != nil {
 		return nil, translate(err, "analytics")
 	}
@@ -429,6 +431,15 @@ func (c *saveColumns) args() []any {
 		// c.results once newSaveColumns has built it.
 		unsafe.String(unsafe.SliceData(c.results), len(c.results))}
 }
+
+// styleNames are analytics.Styles as the style column holds them.
+var styleNames = func() []string {
+	out := make([]string, len(analytics.Styles))
+	for i, st := range analytics.Styles {
+		out[i] = string(st)
+	}
+	return out
+}()
 
 // unversioned is the model version of a result stored without one: the
 // first version, the only one a binary that did not record versions ran.
