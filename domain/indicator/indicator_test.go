@@ -3,6 +3,7 @@ package indicator
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	talib "github.com/markcheno/go-talib"
@@ -300,6 +301,47 @@ func TestSwingPivots(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("pivot %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// SwingPivots equals its definition, written out plainly, on walks with
+// many ties (prices rounded), gaps (NaN) and several window sizes.
+func TestSwingPivotsMatchDefinition(t *testing.T) {
+	t.Parallel()
+	beats := func(x []float64, i, left, right int, gt func(a, b float64) bool) bool {
+		for j := i - left; j < i; j++ {
+			if !gt(x[i], x[j]) {
+				return false
+			}
+		}
+		for j := i + 1; j <= i+right; j++ {
+			if gt(x[j], x[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for seed := range uint64(6) {
+		s := randomWalk(400, seed)
+		high, low := append([]float64(nil), s.High...), append([]float64(nil), s.Low...)
+		for i := range high {
+			high[i], low[i] = math.Round(high[i]), math.Round(low[i])
+		}
+		high[50], low[120] = nan, nan
+		for _, w := range [][2]int{{1, 1}, {2, 2}, {3, 1}, {1, 4}, {5, 5}} {
+			var want []Pivot
+			for i := w[0]; i+w[1] < len(high); i++ {
+				if beats(high, i, w[0], w[1], func(a, b float64) bool { return a > b }) {
+					want = append(want, Pivot{Index: i, Price: high[i], High: true})
+				}
+				if beats(low, i, w[0], w[1], func(a, b float64) bool { return a < b }) {
+					want = append(want, Pivot{Index: i, Price: low[i]})
+				}
+			}
+			if got := SwingPivots(high, low, w[0], w[1]); !slices.Equal(got, want) || len(want) == 0 {
+				t.Fatalf("seed %d, window %v: %d pivots, want %d (%v)", seed, w, len(got), len(want), want)
+			}
 		}
 	}
 }

@@ -15,28 +15,44 @@ type Pivot struct {
 // Lows mirror this. Bars without `right` bars after them cannot be
 // confirmed yet and are skipped. Pivots come in bar order.
 func SwingPivots(high, low []float64, left, right int) []Pivot {
-	var out []Pivot
+	// Two swing highs (lows) are more than min(left, right) bars apart.
+	out := make([]Pivot, 0, 2*(len(high)/(min(left, right)+1)+1))
 	for i := left; i+right < len(high); i++ {
-		if isPivot(high, i, left, right, func(a, b float64) bool { return a > b }) {
+		if swingHigh(high, i, left, right) {
 			out = append(out, Pivot{Index: i, Price: high[i], High: true})
 		}
-		if isPivot(low, i, left, right, func(a, b float64) bool { return a < b }) {
+		if swingLow(low, i, left, right) {
 			out = append(out, Pivot{Index: i, Price: low[i]})
 		}
 	}
 	return out
 }
 
-// isPivot reports whether x[i] beats its left neighbours strictly and its
-// right neighbours or ties them.
-func isPivot(x []float64, i, left, right int, beats func(a, b float64) bool) bool {
-	for j := i - left; j < i; j++ {
-		if !beats(x[i], x[j]) {
+// swingHigh reports whether x[i] is above its left neighbours and not
+// below its right ones; swingLow mirrors it. (Two functions rather than
+// one taking the comparison: a scoring calls them for every bar.)
+func swingHigh(x []float64, i, left, right int) bool {
+	for _, v := range x[i-left : i] {
+		if !(x[i] > v) {
 			return false
 		}
 	}
-	for j := i + 1; j <= i+right; j++ {
-		if beats(x[j], x[i]) {
+	for _, v := range x[i+1 : i+right+1] {
+		if v > x[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func swingLow(x []float64, i, left, right int) bool {
+	for _, v := range x[i-left : i] {
+		if !(x[i] < v) {
+			return false
+		}
+	}
+	for _, v := range x[i+1 : i+right+1] {
+		if v < x[i] {
 			return false
 		}
 	}
