@@ -123,48 +123,6 @@ func TestAlertFiresOnTransitionWithCooldown(t *testing.T) {
 	}
 }
 
-// A deleted client's alert events go with it (migration 00036's trigger,
-// which replaced the foreign key's cascade), and only its own.
-func TestDeletingAClientDeletesItsAlertEvents(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := storetest.New(t)
-	gone, kept := newClient(t, db, nil), newClient(t, db, nil)
-	newAlert(t, db, gone, "growth", `verdict == "growth"`, 0)
-	newAlert(t, db, kept, "growth", `verdict == "growth"`, 0)
-	m := &alerting.Matcher{}
-	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var prev map[string]store.AnalyticsRecord
-	for i, v := range []analytics.Verdict{analytics.VerdictNeutral, analytics.VerdictGrowth} {
-		rec := analyticsRecord("BTC_USDT", 30*i, v, t0.Add(time.Duration(i)*4*time.Hour))
-		if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{rec}, prev, m); err != nil {
-			t.Fatal(err)
-		}
-		prev = map[string]store.AnalyticsRecord{"BTC_USDT": rec}
-	}
-	clientsOf := func() map[string]int {
-		t.Helper()
-		evs, err := db.AlertEvents(ctx, 0, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, e := range evs {
-			out[e.ClientID]++
-		}
-		return out
-	}
-	if got := clientsOf(); got[gone.ID] != 1 || got[kept.ID] != 1 {
-		t.Fatalf("alert events by client = %v; want one each for %s and %s", got, gone.ID, kept.ID)
-	}
-	if _, err := db.Pool.Exec(ctx, `DELETE FROM clients WHERE id = $1`, gone.ID); err != nil {
-		t.Fatal(err)
-	}
-	if got := clientsOf(); len(got) != 1 || got[kept.ID] != 1 {
-		t.Fatalf("after %s was deleted, alert events by client = %v; want only %s's one", gone.ID, got, kept.ID)
-	}
-}
-
 // The cooldown holds a second firing back: a transition within it moves
 // the state without an event.
 func TestAlertCooldownSuppresses(t *testing.T) {
