@@ -70,6 +70,10 @@ func (c *reportResults) put(k reportKey, xmin uint32, updatedAt time.Time, res *
 // (not the screener's fields), without their results, which withResults
 // adds where needed.
 //
+// The order is bytes' (COLLATE "C"), as newSaveColumns sorts a save's
+// records in Go, whatever the database's collation: every saver locks
+// reports in one order.
+//
 // The styles are named (analytics.Styles): with a condition on every
 // column of the primary key (market, style, symbol) the index finds each
 // report; without one on style it read every report of the market (and
@@ -78,7 +82,8 @@ func (c *reportResults) put(k reportKey, xmin uint32, updatedAt time.Time, res *
 func lockReports(ctx context.Context, tx pgx.Tx, markets, symbols []string) (map[assetKey]map[analytics.Style]*AnalyticsRecord, map[reportKey]uint32, error) {
 	rows, err := tx.Query(ctx, `SELECT market, style, symbol, exchange, instrument, overall_score, verdict, candle_time, updated_at, xmin::text::bigint
 		FROM analytics_reports
-		WHERE market = ANY ($1) AND style = ANY ($3) AND symbol = ANY ($2) ORDER BY market, style, symbol FOR UPDATE`,
+		WHERE market = ANY ($1) AND style = ANY ($3) AND symbol = ANY ($2)
+		ORDER BY market COLLATE "C", style COLLATE "C", symbol COLLATE "C" FOR UPDATE`,
 		markets, symbols, styleNames)
 	if err != nil {
 		return nil, nil, translate(err, "analytics")
