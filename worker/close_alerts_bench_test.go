@@ -95,7 +95,7 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		at := close0.Add(time.Duration(i+1) * 24 * time.Hour)
-		appendCloseCandles(b, db, src, styles, at)
+		appendCloseCandles(b, db, src, styles, syms, at)
 		pg0, client0 := cpu.Used()
 		timed.start(time.Now())
 		b.StartTimer()

@@ -126,7 +126,7 @@ func TestScorerTellsOfACloseRun(t *testing.T) {
 		t.Fatalf("the first scoring: closes under way during its saves %v, after %d; want none", seen, r.Active())
 	}
 	at := close0.Add(style.Timeframe().Duration())
-	appendCloseCandles(t, db, src, []analytics.Style{style}, at)
+	appendCloseCandles(t, db, src, []analytics.Style{style}, syms, at)
 	run(at.Add(time.Second))
 	if seen := saves.taken(); slices.Min(seen) != 1 || r.Active() != 0 {
 		t.Fatalf("the close's run: closes under way during its saves %v, after %d; want 1 during, none after", seen, r.Active())
