@@ -3,11 +3,13 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +33,13 @@ import (
 //
 //	BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 go test ./worker -run '^$' -bench CloseAlerts -benchtime 3x -timeout 30m
 //
+// BENCH_CLOSE_STYLES=scalp measures a close of one style (a quarter-hour
+// that is not an hour: 72 of a day's 96 closes) instead of 00:00 UTC,
+// where all four close together (closingStyles).
+//
+// BENCH_LOG=1 logs each scoring run's phases (the scorer's "scoring run"
+// lines) and the latencies' quantiles from 0 to 0.95.
+//
 // BENCH_CPUPROFILE=<file> writes this process's CPU profile of the
 // measured closes (without the seeding).
 //
@@ -50,14 +59,19 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	for i := range syms {
 		syms[i] = fmt.Sprintf("A%05d_USDT", i)
 	}
+	closing := closingStyles(b, styles)
 	seedCloseUniverse(b, db, src, styles, syms, close0)
 	seedAlerts(b, db, syms, nAlerts)
 
 	timed := &timedAlerts{}
 	db.OnAlertsFired(timed.fired)
-	sc := &worker.Scorer{Store: db, Region: "global", Logger: discard(), Now: func() time.Time { return close0 },
+	lg := discard()
+	if os.Getenv("BENCH_LOG") != "" {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	sc := &worker.Scorer{Store: db, Region: "global", Logger: lg, Now: func() time.Time { return close0 },
 		Candles: store.NewCandleCache(assets * len(styles)), Alerts: &alerting.Matcher{}}
-	rescoreAll := func(now time.Time) {
+	rescore := func(styles []analytics.Style, now time.Time) {
 		sc.Now = func() time.Time { return now }
 		var wg sync.WaitGroup
 		for _, st := range styles {
@@ -69,7 +83,7 @@ func BenchmarkCloseAlerts(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	rescoreAll(close0.Add(time.Minute))
+	rescore(styles, close0.Add(time.Minute))
 	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
@@ -95,11 +109,11 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		at := close0.Add(time.Duration(i+1) * 24 * time.Hour)
-		appendCloseCandles(b, db, src, styles, syms, at)
+		appendCloseCandles(b, db, src, closing, syms, at)
 		pg0, client0 := cpu.Used()
 		timed.start(time.Now())
 		b.StartTimer()
-		rescoreAll(at.Add(time.Second))
+		rescore(closing, at.Add(time.Second))
 		b.StopTimer()
 		pg1, client1 := cpu.Used()
 		pg, client = pg+pg1-pg0, client+client1-client0
@@ -116,7 +130,33 @@ func BenchmarkCloseAlerts(b *testing.B) {
 		b.ReportMetric(q(0.50), "p50-ms")
 		b.ReportMetric(q(0.95), "p95-ms")
 		b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
+		if os.Getenv("BENCH_LOG") != "" {
+			for _, p := range []float64{0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95} {
+				fmt.Fprintf(os.Stderr, "q%.2f=%.0f ", p, q(p))
+			}
+			fmt.Fprintln(os.Stderr)
+		}
 	}
+}
+
+// closingStyles is the styles whose candles close at the measured
+// closes: BENCH_CLOSE_STYLES (a comma-separated list, e.g. "scalp" for a
+// quarter-hour that is not an hour, "scalp,intraday" for an hour that is
+// not a 4-hour close), or every style (00:00 UTC, the default).
+func closingStyles(b *testing.B, all []analytics.Style) []analytics.Style {
+	v := os.Getenv("BENCH_CLOSE_STYLES")
+	if v == "" {
+		return all
+	}
+	var out []analytics.Style
+	for name := range strings.SplitSeq(v, ",") {
+		st := analytics.Style(strings.TrimSpace(name))
+		if !slices.Contains(all, st) {
+			b.Fatalf("BENCH_CLOSE_STYLES=%q: %q is not one of %v", v, name, all)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func envInt(b *testing.B, name string, def int) int {
