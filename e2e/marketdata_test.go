@@ -230,15 +230,19 @@ func newAPIClient(t *testing.T, base, key string) *apiclient.ClientWithResponses
 // the API asks a client to behave.
 type apiClient struct{ t *testing.T }
 
-// transientRetries bounds how long a GET is retried on the transient 503.
+// transientRetries bounds how long a request is retried on a transient
+// 503.
 const transientRetries = 30
 
-// Do fails the test on a 429: no test here means to reach a limit. A GET
-// answered 503 because a dependency did not answer in time (a loaded CI
-// host: Postgres in a container, beside the other test packages) is
-// retried after a second, as its Retry-After and detail ask, up to
-// transientRetries times; the other 503s (no data yet, a job not run) are
-// what the tests poll for, and come back at once.
+// Do fails the test on a 429: no test here means to reach a limit. A 503
+// that says a dependency did not answer (a loaded CI host: Postgres in a
+// container, beside the other test packages) is retried after a second,
+// as its Retry-After and detail ask, up to transientRetries times: for any
+// method when the data service refused the request before doing anything
+// (not ready), for a GET also when its database work ran out of time (a
+// write may have been done, and its retry would not see what the first
+// attempt answered). The other 503s (no data yet, a job not run) are what
+// the tests poll for, and come back at once.
 func (f apiClient) Do(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := http.DefaultClient.Do(req)
@@ -248,7 +252,7 @@ func (f apiClient) Do(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode == http.StatusTooManyRequests {
 			f.t.Fatalf("%s %s: 429: the test spent its key's limit", req.Method, req.URL)
 		}
-		if resp.StatusCode != http.StatusServiceUnavailable || req.Method != http.MethodGet || attempt > transientRetries {
+		if resp.StatusCode != http.StatusServiceUnavailable || attempt > transientRetries {
 			return resp, nil
 		}
 		body, err := io.ReadAll(resp.Body)
@@ -256,7 +260,7 @@ func (f apiClient) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !bytes.Contains(body, []byte("did not answer in time")) {
+		if !transient503(req.Method, body) || (req.Body != nil && req.GetBody == nil) {
 			resp.Body = io.NopCloser(bytes.NewReader(body))
 			return resp, nil
 		}
@@ -266,7 +270,21 @@ func (f apiClient) Do(req *http.Request) (*http.Response, error) {
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
 	}
+}
+
+// transient503 tells whether a 503's body is one a client retries (Do).
+func transient503(method string, body []byte) bool {
+	if bytes.Contains(body, []byte("the data service is not initialised yet")) {
+		return true
+	}
+	return method == http.MethodGet && (bytes.Contains(body, []byte("did not answer in time")) ||
+		bytes.Contains(body, []byte("the database is unavailable")))
 }
 
 // screener is the crypto/binance/spot screener, which must answer 200.
