@@ -214,8 +214,8 @@ func TestMarketDataErrors(t *testing.T) {
 }
 
 // newAPIClient is the generated Go client of the public API at base, with
-// key; a 429 fails the test, as in getJSON, and a GET answered with the
-// transient 503 is retried (apiClient.Do).
+// key; a 429 fails the test, as in getJSON, and a transient 503 is
+// retried (apiClient.Do).
 func newAPIClient(t *testing.T, base, key string) *apiclient.ClientWithResponses {
 	t.Helper()
 	c, err := apiclient.NewClientWithResponses(base, apiclient.WithRequestEditorFn(apiclient.APIKey(key)),
@@ -236,12 +236,12 @@ const transientRetries = 30
 
 // Do fails the test on a 429: no test here means to reach a limit. A 503
 // that says a dependency did not answer (a loaded CI host: Postgres in a
-// container, beside the other test packages) is retried after a second,
-// as its Retry-After and detail ask, up to transientRetries times: for any
-// method when the data service refused the request before doing anything
-// (not ready), for a GET also when its database work ran out of time (a
-// write may have been done, and its retry would not see what the first
-// attempt answered). The other 503s (no data yet, a job not run) are what
+// container, beside the other test packages) is retried, as its detail
+// asks, every second up to transientRetries times: for any method when
+// the data service refused the request before doing anything (not ready);
+// for a GET also when its database work ran out of time. A write that ran
+// out of time is not retried: it may have been done, and its retry would
+// answer differently. The other 503s (no data yet, a job not run) are what
 // the tests poll for, and come back at once.
 func (f apiClient) Do(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {

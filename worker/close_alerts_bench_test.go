@@ -67,7 +67,7 @@ func BenchmarkCloseAlerts(b *testing.B) {
 	db.OnAlertsFired(timed.fired)
 	lg := discard()
 	if os.Getenv("BENCH_LOG") != "" {
-		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	sc := &worker.Scorer{Store: db, Region: "global", Logger: lg, Now: func() time.Time { return close0 },
 		Candles: store.NewCandleCache(assets * len(styles)), Alerts: &alerting.Matcher{}}
@@ -151,8 +151,8 @@ func closingStyles(b *testing.B, all []analytics.Style) []analytics.Style {
 	var out []analytics.Style
 	for name := range strings.SplitSeq(v, ",") {
 		st := analytics.Style(strings.TrimSpace(name))
-		if !slices.Contains(all, st) {
-			b.Fatalf("BENCH_CLOSE_STYLES=%q: %q is not one of %v", v, name, all)
+		if !slices.Contains(all, st) || slices.Contains(out, st) {
+			b.Fatalf("BENCH_CLOSE_STYLES=%q: %q is not one of %v, or named twice", v, name, all)
 		}
 		out = append(out, st)
 	}
