@@ -437,7 +437,17 @@ func (s *PushIngest) follow(ctx context.Context, plans []push.Plan) error {
 	wg.Go(func() { candles.run(ctx) })
 	wg.Go(func() { tickers.run(ctx) })
 	wg.Go(func() { s.markLive(ctx, src, plans, candles) })
-	s.logger().Info("push: following", "combinations", len(remote), "in_process", len(local), "price_pushes", len(priced), "alpaca", len(alpaca))
+	// One line per follow, naming the kinds it follows (one, from lead).
+	var counts []any
+	for _, k := range []struct {
+		name  string
+		plans []push.Plan
+	}{{"combinations", remote}, {"in_process", local}, {"price_pushes", priced}, {"alpaca", alpaca}} {
+		if len(k.plans) > 0 {
+			counts = append(counts, k.name, len(k.plans))
+		}
+	}
+	s.logger().Info("push: following", counts...)
 	var remoteErr, alpacaErr error
 	if len(local) > 0 {
 		wg.Go(func() { _ = src.local.Run(ctx, local) })
