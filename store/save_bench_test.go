@@ -14,8 +14,9 @@ import (
 )
 
 // BenchmarkSaveRescoring replaces the reports of a 400-asset universe in
-// one style as a rescoring run does (every asset has a report; 16 records
-// a transaction, the worker's saveEvery), one transaction at a time, and
+// one style as a rescoring run does (every asset has a report; 64 records
+// a transaction, the worker's saveEvery, or BENCH_SAVE_BATCH), one
+// transaction at a time, and
 // reports the time a record: batch is SaveAnalytics (one statement a
 // transaction), per-record the statement per record it replaced, in the
 // same run:
@@ -42,14 +43,7 @@ func benchSaveRescoring(b *testing.B, save func(*store.DB, context.Context, []st
 			b.Fatal(err)
 		}
 	}
-	assets, batch := 400, 16
-	if v := os.Getenv("BENCH_SAVE_ASSETS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("BENCH_SAVE_ASSETS=%q: want a positive count", v)
-		}
-		assets = n
-	}
+	assets, batch := benchCount(b, "BENCH_SAVE_ASSETS", 400), benchCount(b, "BENCH_SAVE_BATCH", 64)
 	at := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	syms := make([]string, assets)
 	results := make([]analytics.Result, assets)
@@ -102,4 +96,18 @@ func benchSaveRescoring(b *testing.B, save func(*store.DB, context.Context, []st
 	b.ReportMetric(inline, "result-stored-B")
 	b.ReportMetric(text, "result-text-B")
 	b.ReportMetric(toast, "archive-toast-B")
+}
+
+// benchCount is the positive count in the environment variable name, or
+// def when it is not set.
+func benchCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
 }
