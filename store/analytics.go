@@ -304,11 +304,13 @@ func (db *DB) SaveAnalytics(ctx context.Context, recs []AnalyticsRecord, prev ma
 // subquery over i for each conflict row scanned the records' wide rows
 // every time, up to half of the upsert's time in a 64-record save.
 const saveAnalyticsSQL = `WITH i AS MATERIALIZED (
-		SELECT i.*, i.result_text::json AS result
+		SELECT market, style, symbol, exchange, overall_score, verdict, price, change_pct, spark_from, spark_len, candle_time,
+			candle_close, updated_at, prev_updated, technical_score, fundamental_score, snapshot, old_verdict, event,
+			fundamentals_at, model_version, candles_used, instrument, ord, result_text::json AS result
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::float8[],
 			$9::int[], $10::int[], $11::timestamptz[], $12::float8[], $13::timestamptz[], string_to_array($25::text, E'\x1e'), $15::timestamptz[],
 			$16::int[], $17::int[], $18::bool[], $19::text[], $20::bool[], $21::timestamptz[], $22::text[], $23::int[], $24::text[])
-			WITH ORDINALITY AS i(market, style, symbol, exchange, overall_score, verdict, price, change_pct,
+			WITH ORDINALITY AS u(market, style, symbol, exchange, overall_score, verdict, price, change_pct,
 				spark_from, spark_len, candle_time, candle_close, updated_at, result_text, prev_updated,
 				technical_score, fundamental_score, snapshot, old_verdict, event, fundamentals_at, model_version, candles_used,
 				instrument, ord)
