@@ -16,10 +16,9 @@ import (
 // BenchmarkSaveRescoring replaces the reports of a 400-asset universe in
 // one style as a rescoring run does (every asset has a report; 64 records
 // a transaction, the worker's saveEvery, or BENCH_SAVE_BATCH), one
-// transaction at a time, and
-// reports the time a record: batch is SaveAnalytics (one statement a
-// transaction), per-record the statement per record it replaced, in the
-// same run:
+// transaction at a time, and reports the time a record: batch is
+// SaveAnalytics (one statement a transaction), per-record the statement
+// per record it replaced, in the same run:
 //
 //	go test ./store -run '^$' -bench SaveRescoring -benchtime 5x
 //	BENCH_SAVE_ASSETS=11000 go test ./store -run '^$' -bench SaveRescoring/batch -benchtime 1x   # a stock close

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +29,11 @@ import (
 // in the outbox (p50, p95, max: from the start of the close's rescoring
 // to the commit of the save that fired it; the webhook send follows,
 // woken by the commit) and the CPU a close costs in Postgres and in this
-// process. Run it with BENCH_CLOSE_ALERTS=0 for the baseline (the same
-// close without alerts); the difference is the alerts' cost:
+// process, and the page faults this process took a close (the first
+// touches of memory its heap had not used: on some virtual machines each
+// costs microseconds, and a cold heap's close spends a third of its Go
+// CPU in them). Run it with BENCH_CLOSE_ALERTS=0 for the baseline (the
+// same close without alerts); the difference is the alerts' cost:
 //
 //	BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 go test ./worker -run '^$' -bench CloseAlerts -benchtime 3x -timeout 30m
 //
@@ -164,21 +168,13 @@ func closingStyles(b *testing.B, all []analytics.Style) []analytics.Style {
 }
 
 // minorFaults is the page faults this process has taken so far that
-// needed no disk read (/proc/self/stat's minflt): a first touch of a page
-// the heap had not used, or had given back. On some virtual machines each
-// costs microseconds, so a close's Go CPU moves with them.
+// needed no disk read (getrusage's ru_minflt).
 func minorFaults(b *testing.B) int64 {
-	raw, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0 // not Linux: the metric reads 0
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
 	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // from the third field on
-	n, err := strconv.ParseInt(f[7], 10, 64)                 // the tenth, minflt
-	if err != nil {
-		b.Fatalf("/proc/self/stat: minflt %q: %v", f[7], err)
-	}
-	return n
+	return ru.Minflt
 }
 
 func envInt(b *testing.B, name string, def int) int {
