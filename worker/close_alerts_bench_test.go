@@ -18,7 +18,6 @@ import (
 	"github.com/marketscreener/market/alerting"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
-	"github.com/marketscreener/market/gcfloor"
 	"github.com/marketscreener/market/store"
 	"github.com/marketscreener/market/store/storetest"
 	"github.com/marketscreener/market/worker"
@@ -48,11 +47,6 @@ import (
 // BENCH_CPUPROFILE=<file> writes this process's CPU profile of the
 // measured closes (without the seeding).
 //
-// The heap's goal is floored as in the worker role (gcfloor: the largest
-// of the last day, so a close does not fault in again what the heap
-// returned since the last); BENCH_GC_FLOOR=0 runs without the floor, on
-// GOGC alone.
-//
 // The alerts belong to 100 clients; 1 in 100 watches the whole market,
 // the others 1 to 10 symbols each; the conditions mix verdicts, scores of
 // one or two styles, a factor's value and the screener row's volume, with
@@ -60,9 +54,6 @@ import (
 func BenchmarkCloseAlerts(b *testing.B) {
 	assets := envInt(b, "BENCH_CLOSE_ASSETS", 500)
 	nAlerts := envInt(b, "BENCH_CLOSE_ALERTS", 1000)
-	if os.Getenv("BENCH_GC_FLOOR") != "0" {
-		startGCFloor()
-	}
 	src := domain.AnalyticsSources("global", domain.Crypto, nil)[0]
 	styles := analytics.ScoredStyles(domain.Crypto)
 	db := storetest.New(b)
@@ -155,11 +146,6 @@ func BenchmarkCloseAlerts(b *testing.B) {
 		}
 	}
 }
-
-// startGCFloor starts the heap floor once a process, as the worker role
-// does: it spans go test's runs of the benchmark (N=1, then N), as a
-// worker's spans its closes.
-var startGCFloor = sync.OnceFunc(func() { gcfloor.Start(gcfloor.DefaultWindow) })
 
 // closingStyles is the styles whose candles close at the measured
 // closes: BENCH_CLOSE_STYLES (a comma-separated list, e.g. "scalp" for a

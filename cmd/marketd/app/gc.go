@@ -6,9 +6,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/marketscreener/market/gcfloor"
 )
 
 // apiGOGC is the api role's garbage-collection target when GOGC is not
@@ -28,9 +25,7 @@ const apiGOGC = 400
 // quarter of a 00:00 close's Go CPU (2,000 assets in four styles with
 // 10,000 alerts, BenchmarkCloseAlerts); at 300 the close uses ≈ 0.35 s
 // less CPU, for a peak resident set of ≈ 2 GB instead of ≈ 1 GB in that
-// benchmark (BENCHMARKS.md, "Alerts at a close"). Its goal is also floored
-// (gcfloor): between closes the heap it needs at the next one is kept
-// mapped rather than returned and faulted in again.
+// benchmark (BENCHMARKS.md, "Alerts at a close").
 const workerGOGC = 300
 
 // memoryShare is the part of the cgroup's memory limit (when there is
@@ -41,15 +36,10 @@ const memoryShare = 0.8
 // cgroupMemoryMax is where the container's memory limit is read (cgroup v2).
 var cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
 
-// startFloor starts the worker's heap floor (gcfloor), once a process.
-var startFloor = sync.OnceFunc(func() { gcfloor.Start(gcfloor.DefaultWindow) })
-
-// tuneRoleGC applies a role's GOGC (with floor, the worker's: the heap
-// goal kept at the largest of the last day, gcfloor) and the soft memory
-// limit from the cgroup's; GOGC and GOMEMLIMIT in the environment (which
-// the runtime has applied already) take precedence: with GOGC set there is
-// no floor either.
-func tuneRoleGC(gogc int, floor bool, getenv func(string) string, logger *slog.Logger) {
+// tuneRoleGC applies a role's GOGC and the soft memory limit from the
+// cgroup's; GOGC and GOMEMLIMIT in the environment (which the runtime has
+// applied already) take precedence.
+func tuneRoleGC(gogc int, getenv func(string) string, logger *slog.Logger) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(gogc)
 		logger.Debug("gc: GOGC defaults to the role's value; set GOGC to override", "gogc", gogc)
@@ -60,11 +50,6 @@ func tuneRoleGC(gogc int, floor bool, getenv func(string) string, logger *slog.L
 			debug.SetMemoryLimit(soft)
 			logger.Debug("gc: soft memory limit from the cgroup's; set GOMEMLIMIT to override", "bytes", soft)
 		}
-	}
-	// After the limit: the floor stays under it.
-	if floor && getenv("GOGC") == "" {
-		startFloor()
-		logger.Debug("gc: heap goal floored at the largest of the last day; set GOGC to turn it off", "window", gcfloor.DefaultWindow)
 	}
 }
 

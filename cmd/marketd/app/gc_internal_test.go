@@ -11,13 +11,11 @@ import (
 func TestTuneRoleGC(t *testing.T) {
 	old := debug.SetGCPercent(100)
 	oldLimit := debug.SetMemoryLimit(-1)
-	oldPath, oldFloor := cgroupMemoryMax, startFloor
-	floors := 0
-	startFloor = func() { floors++ }
+	oldPath := cgroupMemoryMax
 	t.Cleanup(func() {
 		debug.SetGCPercent(old)
 		debug.SetMemoryLimit(oldLimit)
-		cgroupMemoryMax, startFloor = oldPath, oldFloor
+		cgroupMemoryMax = oldPath
 	})
 	dir := t.TempDir()
 	cgroupMemoryMax = filepath.Join(dir, "memory.max")
@@ -25,27 +23,20 @@ func TestTuneRoleGC(t *testing.T) {
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
 
 	// No GOGC, no cgroup limit: the api's GOGC, no memory limit.
-	tuneRoleGC(apiGOGC, false, env(nil), logger)
+	tuneRoleGC(apiGOGC, env(nil), logger)
 	if got := debug.SetGCPercent(100); got != apiGOGC {
 		t.Fatalf("GOGC = %d, want %d", got, apiGOGC)
 	}
-	tuneRoleGC(workerGOGC, true, env(nil), logger)
+	tuneRoleGC(workerGOGC, env(nil), logger)
 	if got := debug.SetGCPercent(100); got != workerGOGC {
 		t.Fatalf("GOGC = %d, want the worker's %d", got, workerGOGC)
-	}
-	if floors != 1 {
-		t.Fatalf("the heap floor started %d times for the api and the worker, want once (the worker's)", floors)
-	}
-	tuneRoleGC(workerGOGC, true, env(map[string]string{"GOGC": "100"}), logger)
-	if floors != 1 {
-		t.Fatal("the heap floor started with GOGC set")
 	}
 	if got := debug.SetMemoryLimit(-1); got != oldLimit {
 		t.Fatalf("memory limit = %d without a cgroup limit, want it unchanged (%d)", got, oldLimit)
 	}
 
 	// GOGC set: the runtime's value stays.
-	tuneRoleGC(apiGOGC, false, env(map[string]string{"GOGC": "100"}), logger)
+	tuneRoleGC(apiGOGC, env(map[string]string{"GOGC": "100"}), logger)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GOGC = %d with GOGC=100 in the environment", got)
 	}
@@ -54,18 +45,18 @@ func TestTuneRoleGC(t *testing.T) {
 	if err := os.WriteFile(cgroupMemoryMax, []byte("max\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tuneRoleGC(apiGOGC, false, env(nil), logger)
+	tuneRoleGC(apiGOGC, env(nil), logger)
 	if got := debug.SetMemoryLimit(-1); got != oldLimit {
 		t.Fatalf("memory limit = %d with memory.max \"max\"", got)
 	}
 	if err := os.WriteFile(cgroupMemoryMax, []byte("1000000000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tuneRoleGC(apiGOGC, false, env(map[string]string{"GOMEMLIMIT": "2GiB"}), logger)
+	tuneRoleGC(apiGOGC, env(map[string]string{"GOMEMLIMIT": "2GiB"}), logger)
 	if got := debug.SetMemoryLimit(-1); got != oldLimit {
 		t.Fatalf("memory limit = %d with GOMEMLIMIT set", got)
 	}
-	tuneRoleGC(apiGOGC, false, env(nil), logger)
+	tuneRoleGC(apiGOGC, env(nil), logger)
 	if got := debug.SetMemoryLimit(-1); got != 800000000 {
 		t.Fatalf("memory limit = %d, want 80 %% of the cgroup's 1e9", got)
 	}

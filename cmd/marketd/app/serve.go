@@ -27,10 +27,10 @@ import (
 // stops them in the reverse order. The pipeline (worker, queue registry,
 // scheduler) is the same in the sandbox's process of `marketd all`.
 var roles = map[string][]component{
-	"api":       {tuneGC(apiGOGC, false), serveAPI},
-	"worker":    {tuneGC(workerGOGC, true), serveOps, startWorker, keepQueuesRegistered},
+	"api":       {tuneGC(apiGOGC), serveAPI},
+	"worker":    {tuneGC(workerGOGC), serveOps, startWorker, keepQueuesRegistered},
 	"scheduler": {serveOps, keepQueuesRegistered, startScheduler},
-	"all":       {tuneGC(workerGOGC, true), serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
+	"all":       {tuneGC(workerGOGC), serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
 }
 
 // A component is one thing a role starts: it adds its goroutines to the
@@ -135,10 +135,10 @@ func (r *roleRun) start(ctx context.Context, components []component) error {
 }
 
 // tuneGC applies a role's garbage-collector defaults (GOGC gogc, the
-// heap floor with floor, the soft memory limit from the cgroup's).
-func tuneGC(gogc int, floor bool) component {
+// soft memory limit from the cgroup's).
+func tuneGC(gogc int) component {
 	return func(_ context.Context, r *roleRun) error {
-		tuneRoleGC(gogc, floor, r.m.Getenv, r.logger)
+		tuneRoleGC(gogc, r.m.Getenv, r.logger)
 		return nil
 	}
 }
