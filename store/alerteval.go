@@ -564,11 +564,16 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) (fired
 	}
 	if len(w.evAlert) > 0 {
 		// The events inserted, by market (one already stored for the same
-		// alert, asset and instant is not).
+		// alert, asset and instant is not), of clients that exist: the
+		// events have no foreign key (migration 00036), and a client
+		// deleted while this save ran has had its events deleted by then
+		// or has them deleted once the save commits (its alerts' states,
+		// written above, hold the delete back until then).
 		rows, err := tx.Query(ctx, `WITH ins AS (
 				INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
 				SELECT a, n, c, m, s, t, r::jsonb, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
 					AS e(a, n, c, m, s, t, r)
+				WHERE EXISTS (SELECT FROM clients k WHERE k.id = e.c)
 				ORDER BY m, s, a
 				ON CONFLICT (alert_id, symbol, at) DO NOTHING
 				RETURNING market)

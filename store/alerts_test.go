@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/marketscreener/market/alerting"
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
@@ -289,9 +291,27 @@ func TestAlertCopyFollowsChanges(t *testing.T) {
 // An alert deleted while a save evaluates it (after the save read its
 // alerts, before it wrote their states) takes its states with it: the save
 // waits for the delete, then stores the rescoring without the deleted
-// alert's state, instead of failing on the foreign key.
+// alert's state, instead of failing on the foreign key. A client deleted
+// so (its alerts with it) leaves no alert event behind either: the events
+// have no foreign key (migration 00036), and the save's insert skips a
+// client whose row is gone.
 func TestAlertDeletedDuringASave(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name, delete string
+		client       bool // the client's id, else the alert's
+	}{
+		{"alert", `DELETE FROM alerts WHERE id = $1`, false},
+		{"client", `DELETE FROM clients WHERE id = $1`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			deletedDuringASave(t, tc.delete, tc.client)
+		})
+	}
+}
+
+func deletedDuringASave(t *testing.T, deleteSQL string, client bool) {
 	ctx := context.Background()
 	db := storetest.New(t)
 	c := newClient(t, db, nil)
@@ -311,7 +331,11 @@ func TestAlertDeletedDuringASave(t *testing.T) {
 	if err := del.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := del.Exec(ctx, `DELETE FROM alerts WHERE id = $1`, doomed.ID); err != nil {
+	id := doomed.ID
+	if client {
+		id = c.ID
+	}
+	if _, err := del.Exec(ctx, deleteSQL, id); err != nil {
 		t.Fatal(err)
 	}
 	second := analyticsRecord("BTC_USDT", 90, analytics.VerdictNeutral, t0.Add(4*time.Hour))
@@ -347,8 +371,8 @@ func TestAlertDeletedDuringASave(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("save with the alert deleted under it: %v", err)
 	}
-	var states int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_states`).Scan(&states); err != nil {
+	var states, events int
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM alert_states), (SELECT count(*) FROM alert_events)`).Scan(&states, &events); err != nil {
 		t.Fatal(err)
 	}
 	var score int
@@ -357,6 +381,9 @@ func TestAlertDeletedDuringASave(t *testing.T) {
 	}
 	if states != 0 || score != 90 {
 		t.Fatalf("after the save: %d alert states, report score %d; want none and 90", states, score)
+	}
+	if client && events != 0 {
+		t.Fatalf("after the save: %d alert events of the deleted client, want none", events)
 	}
 }
 
@@ -575,5 +602,49 @@ func TestAlertConditionsResolvedOncePerCopy(t *testing.T) {
 	}
 	if len(evs) == 0 || reported.Load() != int64(len(evs)) {
 		t.Fatalf("OnAlertsFired reported %d alerts, the outbox has %d", reported.Load(), len(evs))
+	}
+}
+
+// A client's alert events go with the client (migration 00036's trigger,
+// in place of the foreign key's cascade), whatever the deleting session's
+// search_path (an operator's, qualifying the table); another client's stay.
+func TestAlertEventsGoWithTheirClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	gone, kept := newClient(t, db, nil), newClient(t, db, nil)
+	for _, c := range []*domain.Client{gone, kept} {
+		a := newAlert(t, db, c, "any", `overall_score > 0`, 0)
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read)
+			VALUES ($1, 'any', $2, 'crypto', 'BTC_USDT', now(), '{}')`, a.ID, c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var schema string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO public`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "clients"}.Sanitize()+` WHERE id = $1`, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[*domain.Client]int{gone: 0, kept: 1} {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_events WHERE client_id = $1`, c.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("client %s: %d alert events after the delete, want %d", c.ID, n, want)
+		}
 	}
 }
