@@ -47,6 +47,13 @@ import (
 // BENCH_CPUPROFILE=<file> writes this process's CPU profile of the
 // measured closes (without the seeding).
 //
+// BENCH_CLOSE_GAP=<duration> (e.g. 3m) leaves the process idle that long
+// before each measured close, untimed: a worker's time between two
+// closes, in which the collector's periodic cycle runs and the runtime
+// returns memory to the system that the next close touches again (its
+// page faults, go-page-faults/close). By default the closes run back to
+// back.
+//
 // The alerts belong to 100 clients; 1 in 100 watches the whole market,
 // the others 1 to 10 symbols each; the conditions mix verdicts, scores of
 // one or two styles, a factor's value and the screener row's volume, with
@@ -54,6 +61,13 @@ import (
 func BenchmarkCloseAlerts(b *testing.B) {
 	assets := envInt(b, "BENCH_CLOSE_ASSETS", 500)
 	nAlerts := envInt(b, "BENCH_CLOSE_ALERTS", 1000)
+	var gap time.Duration
+	if v := os.Getenv("BENCH_CLOSE_GAP"); v != "" {
+		var err error
+		if gap, err = time.ParseDuration(v); err != nil || gap < 0 {
+			b.Fatalf("BENCH_CLOSE_GAP=%q: want a duration such as 3m", v)
+		}
+	}
 	src := domain.AnalyticsSources("global", domain.Crypto, nil)[0]
 	styles := analytics.ScoredStyles(domain.Crypto)
 	db := storetest.New(b)
@@ -115,6 +129,7 @@ func BenchmarkCloseAlerts(b *testing.B) {
 		b.StopTimer()
 		at := close0.Add(time.Duration(i+1) * 24 * time.Hour)
 		appendCloseCandles(b, db, src, closing, syms, at)
+		time.Sleep(gap) // idle, as a worker is between closes
 		pg0, client0 := cpu.Used()
 		f0 := minorFaults(b)
 		timed.start(time.Now())
