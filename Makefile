@@ -97,11 +97,13 @@ generate: $(TS_CLIENT)/node_modules/.package-lock.json
 ## bench-alerts: a close of 2,000 crypto assets (four styles, 00:00 UTC) with 10,000 alerts of 100 clients, the
 ## same close without alerts (the baseline), then a quarter-hour's close (scalp alone) with the alerts:
 ## close → alert committed p50/p95/max and the CPU per close (BENCHMARKS.md).
-## GOGC=300 is the worker role's default (cmd/marketd/app/gc.go), which a test binary does not apply.
+## The collector as the chart's worker runs it (cmd/marketd/app/gc.go: GOGC off under its GOMEMLIMIT), which a test
+## binary does not apply by itself.
+BENCH_ALERTS_GC := GOGC=off GOMEMLIMIT=1600MiB
 bench-alerts:
-	GOGC=300 BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=0 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
-	GOGC=300 BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
-	GOGC=300 BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 BENCH_CLOSE_STYLES=scalp $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 3x -timeout 30m
+	$(BENCH_ALERTS_GC) BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=0 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
+	$(BENCH_ALERTS_GC) BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 2x -timeout 30m
+	$(BENCH_ALERTS_GC) BENCH_CLOSE_ASSETS=2000 BENCH_CLOSE_ALERTS=10000 BENCH_CLOSE_STYLES=scalp $(GO) test ./worker -run '^$$' -bench CloseAlerts -benchtime 3x -timeout 30m
 
 ## lint-openapi: Redocly's and Spectral's recommended rules on clients/openapi.json (make test runs it too).
 lint-openapi: $(TS_CLIENT)/node_modules/.package-lock.json

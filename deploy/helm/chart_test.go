@@ -638,6 +638,11 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 			if err != nil || q.Cmp(*lim) >= 0 || q.Value() < lim.Value()/2 {
 				t.Errorf("%s: GOMEMLIMIT %q (%v), want 50-100 %% of the memory limit %s", d.Name, soft, err, lim)
 			}
+			// Under a soft limit the worker collects only near it (GOGC
+			// off): its resident set settles there, within its request.
+			if req := c.Resources.Requests.Memory(); role == "worker" && err == nil && req.Cmp(q) < 0 {
+				t.Errorf("%s: memory request %s below GOMEMLIMIT %q, where the worker's resident set settles", d.Name, req, soft)
+			}
 		}
 	}
 	if role == "api" && !hasPort(spec, "http") {

@@ -283,13 +283,17 @@ func (c *Config) options() []option {
 			doc: "Time budget of a public request: when Postgres or Redis is broken, frozen or slow, the request is answered 503 with `Retry-After` within it " +
 				"(a webhook test ping gets 10 s more; an event stream, `GET /stream`, has none: it lasts as long as the client keeps it)",
 			parse: c.requestTimeout},
-		{name: "GOGC", shownDef: "`marketd api`: `400`; `marketd worker` and `marketd all`: `300`; Go's `100` for `marketd scheduler`",
+		{name: "GOGC", shownDef: "`marketd api`: `400`; `marketd worker` and `marketd all`: off when `GOMEMLIMIT` is set, else `300`; Go's `100` for `marketd scheduler`",
 			doc: "Go's garbage-collection target. The api role collects when the heap reaches five times the live heap: ≈ 1.5 µs less CPU a request under load " +
-				"for ≈ 15–20 MB more resident memory. The worker's live heap is mostly the candles the scorer keeps; at `300` a 00:00 close of 2,000 crypto assets " +
-				"with 10,000 alerts takes ≈ 0.35 s less CPU, for about twice the resident memory (≈ 2 GB against ≈ 1 GB in that benchmark) (BENCHMARKS.md); " +
-				"the variable set in the environment wins"},
+				"for ≈ 15–20 MB more resident memory. The worker's live heap is mostly the candles the scorer keeps. With `GOMEMLIMIT` set it collects only near " +
+				"that limit and keeps the memory a close used for the next one: under any `GOGC` a worker idle between closes returns that memory to the system, " +
+				"and the next close faults it in again page by page and runs a collection of its own (a 00:00 close of 2,000 crypto assets with 10,000 alerts: " +
+				"Go CPU −22 % and p95 −13 % in one process, close by close after four idle minutes, BENCHMARKS.md). Without `GOMEMLIMIT`, `300`: a close takes ≈ 0.35 s less CPU than at Go's `100`, for about twice the resident " +
+				"memory (≈ 2 GB against ≈ 1 GB in that benchmark); the variable set in the environment wins"},
 		{name: "GOMEMLIMIT", shownDef: "`marketd api`, `worker` and `all`: 80 % of the cgroup's memory limit when there is one; none for `marketd scheduler`",
-			doc: "Go's soft memory limit: near it the collector runs as often as needed, whatever `GOGC`; the variable set in the environment wins"},
+			doc: "Go's soft memory limit: near it the collector runs as often as needed, whatever `GOGC`. Set in a worker's environment it also turns `GOGC` off " +
+				"(above), and the worker's resident memory settles near it: set it to memory the worker may keep (the Helm chart does). A limit taken from the " +
+				"cgroup does not turn `GOGC` off: other processes may share the cgroup. The variable set in the environment wins"},
 		{name: "MARKET_STREAM_DB_CONNS", def: "4",
 			doc: "Postgres connections of an api replica's event streams (`GET /stream`), a pool apart from its 16 request connections, so streams never take a request's: " +
 				"one for the replica's reader of the log, the others (3 by default) for the pages of resuming streams' replays, each page's database work bounded by 2 s " +

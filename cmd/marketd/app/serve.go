@@ -27,10 +27,10 @@ import (
 // stops them in the reverse order. The pipeline (worker, queue registry,
 // scheduler) is the same in the sandbox's process of `marketd all`.
 var roles = map[string][]component{
-	"api":       {tuneGC(apiGOGC), serveAPI},
-	"worker":    {tuneGC(workerGOGC), serveOps, startWorker, keepQueuesRegistered},
+	"api":       {tuneGC(apiGOGC, false), serveAPI},
+	"worker":    {tuneGC(workerGOGC, true), serveOps, startWorker, keepQueuesRegistered},
 	"scheduler": {serveOps, keepQueuesRegistered, startScheduler},
-	"all":       {tuneGC(workerGOGC), serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
+	"all":       {tuneGC(workerGOGC, true), serveAPI, startWorker, keepQueuesRegistered, startScheduler, fillSandbox},
 }
 
 // A component is one thing a role starts: it adds its goroutines to the
@@ -134,11 +134,12 @@ func (r *roleRun) start(ctx context.Context, components []component) error {
 	return nil
 }
 
-// tuneGC applies a role's garbage-collector defaults (GOGC gogc, the
-// soft memory limit from the cgroup's).
-func tuneGC(gogc int) component {
+// tuneGC applies a role's garbage-collector defaults (GOGC gogc, or off
+// under a soft memory limit with offUnderLimit; the soft memory limit
+// from the cgroup's).
+func tuneGC(gogc int, offUnderLimit bool) component {
 	return func(_ context.Context, r *roleRun) error {
-		tuneRoleGC(gogc, r.m.Getenv, r.logger)
+		tuneRoleGC(gogc, offUnderLimit, r.m.Getenv, r.logger)
 		return nil
 	}
 }
