@@ -53,10 +53,10 @@ var cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
 // periodic cycle, and every cycle comes near the limit, so the scavenger
 // keeps up to 95 % of it (BENCHMARKS.md, "The worker's collector between
 // closes": in one process, close by close, a 00:00 close after four idle
-// minutes took 22 % less Go CPU and its alerts' p95 was 13 % lower). Only a GOMEMLIMIT the operator set says how much memory the
-// process may keep: the cgroup's limit may be shared by other processes
-// (tests, or several roles in one container), each of which would grow to
-// 80 % of it.
+// minutes took 22 % less Go CPU and its alerts' p95 was 13 % lower).
+// Only a GOMEMLIMIT the operator set says how much memory the process may
+// keep: the cgroup's limit may be shared by other processes (tests, or
+// several roles in one container), each of which would grow to 80 % of it.
 func tuneRoleGC(gogc int, offUnderLimit bool, getenv func(string) string, logger *slog.Logger) {
 	if getenv("GOMEMLIMIT") == "" {
 		if limit, ok := cgroupMemoryLimit(); ok {

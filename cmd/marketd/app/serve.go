@@ -135,8 +135,8 @@ func (r *roleRun) start(ctx context.Context, components []component) error {
 }
 
 // tuneGC applies a role's garbage-collector defaults (GOGC gogc, or off
-// under a soft memory limit with offUnderLimit; the soft memory limit
-// from the cgroup's).
+// with offUnderLimit under a GOMEMLIMIT set in the environment; the soft
+// memory limit from the cgroup's): tuneRoleGC.
 func tuneGC(gogc int, offUnderLimit bool) component {
 	return func(_ context.Context, r *roleRun) error {
 		tuneRoleGC(gogc, offUnderLimit, r.m.Getenv, r.logger)
