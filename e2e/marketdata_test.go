@@ -145,8 +145,10 @@ func TestSyntheticDeploymentServesMarketData(t *testing.T) {
 	})
 	var report *apiclient.AnalyticsReport
 	// Fundamentals are ingested on their own schedule; a report is scored
-	// again as soon as they are in.
-	poll(t, 60*time.Second, func() string {
+	// again as soon as they are in. A functional bound: under the suite's
+	// load (race builds, testcontainers) Redis answered late and 60 s did
+	// not always do.
+	poll(t, 120*time.Second, func() string {
 		lang := apiclient.GetAnalyticsReportParamsLangEn
 		r, err := public.GetAnalyticsReportWithResponse(ctx, "crypto", "BTC_USDT", &apiclient.GetAnalyticsReportParams{Lang: &lang})
 		if err != nil {
