@@ -99,7 +99,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	if err := tx.QueryRow(ctx, `SELECT (SELECT n FROM alert_generation), pg_current_xact_id()::text::bigint % 4294967296`).Scan(&gen, &xid); err != nil {
 		return 0, translate(err, "alerts")
 	}
-	alerts, conds, err := db.liveAlerts(ctx, tx, gen, markets, symbols, m)
+	alerts, conds, named, err := db.liveAlerts(ctx, tx, gen, markets, symbols, m)
 	if err != nil {
 		return 0, err
 	}
@@ -142,7 +142,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		return 0, translate(err, "analytics")
 	}
 	if len(saved) > 0 {
-		keep, f, err := db.evaluateAlerts(ctx, tx, m, alerts, conds, before, versions, gen, saved)
+		keep, f, err := db.evaluateAlerts(ctx, tx, m, alerts, conds, named, before, versions, gen, saved)
 		if err != nil {
 			return 0, err
 		}
@@ -245,12 +245,14 @@ func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([
 }
 
 // evaluateAlerts evaluates the alerts on the saved assets, writes their
-// states and the events of those that fire. versions are the locked
+// states and the events of those that fire. namedBy is, when the alerts
+// come from this process's copy, the alerts that name each asset (places
+// in alerts); nil, they are found here. versions are the locked
 // reports' row versions and gen the alerts' generation, which validate the
 // states kept in db.states; keep, called with the save's transaction id,
 // keeps the assets' states there (valid once the save has committed).
 func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert, conds []AlertCondition,
-	before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
+	namedBy map[assetKey][]int, before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
 	saved []AnalyticsRecord) (keep func(xid uint32), fired map[domain.Market]int, err error) {
 	keep = func(uint32) {}
 	if len(saved) == 0 {
@@ -299,13 +301,23 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 	// name thousands of symbols a save.)
 	whole := map[domain.Market][]int{}
 	named := make([][]int, len(changes))
-	bySymbol := make(map[string][]int, len(changes))
-	for j, ch := range changes {
-		bySymbol[ch.key.symbol] = append(bySymbol[ch.key.symbol], j)
+	var bySymbol map[string][]int
+	if namedBy != nil {
+		for j, ch := range changes {
+			named[j] = namedBy[ch.key]
+		}
+	} else {
+		bySymbol = make(map[string][]int, len(changes))
+		for j, ch := range changes {
+			bySymbol[ch.key.symbol] = append(bySymbol[ch.key.symbol], j)
+		}
 	}
 	for i, a := range alerts {
 		if a.Symbols == nil {
 			whole[a.Market] = append(whole[a.Market], i)
+			continue
+		}
+		if namedBy != nil {
 			continue
 		}
 		for _, sym := range a.Symbols {

@@ -63,13 +63,16 @@ const reloadEvery = time.Second
 // the whole market) and whose client may receive them now (active,
 // contract running, the market in its tier), ordered by id, with their
 // conditions as m resolves them (nil when read from the table: the caller
-// resolves them). gen is alert_generation as the transaction reads it.
-func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition, error) {
+// resolves them), and, from the copy, the alerts that name each asset
+// (their places in the alerts returned, ascending; nil when read from the
+// table). gen is alert_generation as the transaction reads it.
+func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition,
+	map[assetKey][]int, error) {
 	ix := &db.alerts
 	ix.mu.Lock()
 	if ix.loaded && ix.gen == gen {
-		out, conds, found := ix.lookupLocked(ix, markets, symbols, m)
-		return out, ix.resolve(m, out, conds, found), nil
+		out, conds, found, named := ix.lookupLocked(ix, markets, symbols, m)
+		return out, ix.resolve(m, out, conds, found), named, nil
 	}
 	load := gen > ix.gen || !ix.loaded
 	load = load && time.Since(ix.loadedAt) >= reloadEvery
@@ -79,37 +82,40 @@ func (db *DB) liveAlerts(ctx context.Context, tx pgx.Tx, gen int64, markets, sym
 	ix.mu.Unlock()
 	if !load {
 		out, err := liveAlertsSQL(ctx, tx, markets, symbols)
-		return out, nil, err
+		return out, nil, nil, err
 	}
 	byMarket, n, err := loadAlertIndex(ctx, tx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if n > maxIndexedAlerts {
 		out, err := liveAlertsSQL(ctx, tx, markets, symbols)
-		return out, nil, err
+		return out, nil, nil, err
 	}
 	ix.mu.Lock()
 	if gen >= ix.gen {
 		ix.gen, ix.loaded, ix.byMarket = gen, true, byMarket
 	}
-	out, conds, found := ix.lookupLocked(&alertIndex{byMarket: byMarket}, markets, symbols, m)
-	return out, ix.resolve(m, out, conds, found), nil
+	out, conds, found, named := ix.lookupLocked(&alertIndex{byMarket: byMarket}, markets, symbols, m)
+	return out, ix.resolve(m, out, conds, found), named, nil
 }
 
 // lookupLocked is from.lookup with ix.mu held (taken by the caller) and
 // released on return.
-func (ix *alertIndex) lookupLocked(from *alertIndex, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert) {
+func (ix *alertIndex) lookupLocked(from *alertIndex, markets, symbols []string, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert,
+	map[assetKey][]int) {
 	defer ix.mu.Unlock()
 	return from.lookup(markets, symbols, time.Now(), m)
 }
 
 // lookup is liveAlerts on the copy (ix.mu held), with the conditions m
-// resolved before (nil for the others, to resolve: resolve) and the
-// alerts found. Only a matcher that is a pointer has its conditions kept
-// (it is compared with ==, which another kind of value may refuse with a
-// panic): for any other, conds is nil and the caller resolves them.
-func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert) {
+// resolved before (nil for the others, to resolve: resolve), the alerts
+// found and those that name each asset (their places in out). Only a
+// matcher that is a pointer has its conditions kept (it is compared with
+// ==, which another kind of value may refuse with a panic): for any
+// other, conds is nil and the caller resolves them.
+func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMatcher) ([]domain.Alert, []AlertCondition, []*indexedAlert,
+	map[assetKey][]int) {
 	var found []*indexedAlert
 	for _, mk := range markets {
 		ma := ix.byMarket[domain.Market(mk)]
@@ -145,7 +151,28 @@ func (ix *alertIndex) lookup(markets, symbols []string, now time.Time, m AlertMa
 			conds = append(conds, c)
 		}
 	}
-	return out, conds, live
+	// The alerts naming each asset, as places in out (live is in rank
+	// order, and so is each symbol's list): an evaluation finds an
+	// asset's alerts without going through every symbol of every alert.
+	named := map[assetKey][]int{}
+	for _, mk := range markets {
+		ma := ix.byMarket[domain.Market(mk)]
+		if ma == nil {
+			continue
+		}
+		for _, s := range symbols {
+			var places []int
+			for _, a := range ma.named[s] {
+				if k, ok := slices.BinarySearchFunc(live, a.rank, func(x *indexedAlert, rank int) int { return x.rank - rank }); ok {
+					places = append(places, k)
+				}
+			}
+			if len(places) > 0 {
+				named[assetKey{domain.Market(mk), s}] = places
+			}
+		}
+	}
+	return out, conds, live, named
 }
 
 // resolve completes lookup's conditions: those m had not resolved are
