@@ -15,7 +15,7 @@ import (
 
 // BenchmarkSaveRescoring replaces the reports of a 400-asset universe in
 // one style as a rescoring run does (every asset has a report; 64 records
-// a transaction, the worker's saveEvery, or BENCH_SAVE_BATCH), one
+// a transaction, or BENCH_SAVE_BATCH: the worker's saveEvery is 128), one
 // transaction at a time, and reports the time a record: batch is
 // SaveAnalytics (one statement a transaction), per-record the statement
 // per record it replaced, in the same run:
