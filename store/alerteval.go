@@ -546,9 +546,9 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) (fired map[domain.Market]int, err error) {
 	if len(w.up.alert) > 0 {
 		// A state row is updated in place: its key does not change, so
-		// neither the foreign key nor the alert's row is checked (a close
-		// updates tens of thousands). A row an alert's delete has taken
-		// meanwhile is gone, and the update passes it by.
+		// the alert's row is not checked (a close updates tens of
+		// thousands). A row an alert's delete has taken meanwhile is gone,
+		// and the update passes it by.
 		if _, err := tx.Exec(ctx, `UPDATE alert_states s SET matched = u.matched, evaluated_at = u.evaluated_at,
 				last_fired_at = u.last_fired_at
 			FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
@@ -561,8 +561,10 @@ func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) (fired
 	if len(w.ins.alert) > 0 {
 		// Only the states of alerts that still exist, locked against a
 		// delete until the commit: an alert deleted while the save ran
-		// (after its alerts were read) loses its states with it, instead
-		// of failing the save on the foreign key.
+		// (after its alerts were read) is passed by, and one deleted
+		// after takes the states with it (its delete waits for the lock;
+		// the states have no foreign key, migration 00037: its check
+		// locked the same row again, a query per state).
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
 			SELECT u.* FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
 				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -646,5 +647,76 @@ func TestAlertEventsGoWithTheirClient(t *testing.T) {
 		if n != want {
 			t.Errorf("client %s: %d alert events after the delete, want %d", c.ID, n, want)
 		}
+	}
+}
+
+// An alert's states go with the alert (migration 00037's triggers, in place
+// of the foreign key's cascade): deleted alone, with its client, or with
+// every alert by a TRUNCATE, whatever the deleting session's search_path
+// (an operator's, qualifying the table); another alert's states stay.
+func TestAlertStatesGoWithTheirAlert(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, delete string
+		client       bool // the statement takes the client's id, else the alert's
+		keeps        bool // the other alert's states stay
+	}{
+		{"alert", `DELETE FROM %s WHERE id = $1`, false, true},
+		{"client", `DELETE FROM %s WHERE id = $1`, true, true},
+		{"truncate", `TRUNCATE %s CASCADE`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := storetest.New(t)
+			gone, kept := newClient(t, db, nil), newClient(t, db, nil)
+			doomed := newAlert(t, db, gone, "doomed", `overall_score > 0`, 0)
+			other := newAlert(t, db, kept, "other", `overall_score > 0`, 0)
+			for _, a := range []domain.Alert{doomed, other} {
+				if _, err := db.Pool.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at)
+					VALUES ($1, 'BTC_USDT', true, now()), ($1, 'ETH_USDT', false, now())`, a.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+			var schema string
+			if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO public`); err != nil {
+				t.Fatal(err)
+			}
+			table, id := pgx.Identifier{schema, "alerts"}.Sanitize(), doomed.ID
+			if tc.client {
+				table, id = pgx.Identifier{schema, "clients"}.Sanitize(), gone.ID
+			}
+			var args []any
+			if strings.Contains(tc.delete, "$1") {
+				args = append(args, id)
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(tc.delete, table), args...); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{doomed.ID: 0, other.ID: 2}
+			if !tc.keeps {
+				want[other.ID] = 0
+			}
+			for a, n := range want {
+				var got int
+				if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_states WHERE alert_id = $1`, a).Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				if got != n {
+					t.Errorf("alert %s: %d states after the %s, want %d", a, got, tc.name, n)
+				}
+			}
+		})
 	}
 }
