@@ -1,5 +1,5 @@
 -- +goose Up
--- destructive-change-reviewed: the constraint dropped is alert_states' foreign key to alerts, which no statement reads; the previous release inserts the states of existing alerts only (its insert joins alerts and locks each alert's row FOR KEY SHARE until its commit), which the table still takes, and an alert's delete (or a client's, through its alerts) still removes the alert's states (the triggers below do what the constraint's cascade did). TRUNCATE appears only as a trigger event and in the trigger's body: a TRUNCATE of alerts takes the states, where the constraint refused it without CASCADE.
+-- destructive-change-reviewed: the constraint dropped is alert_states' foreign key to alerts, which no statement reads; the previous release inserts the states of existing alerts only (its insert joins alerts and locks each alert's row FOR KEY SHARE until its commit), which the table still takes, and an alert's delete (or a client's, through its alerts) still removes the alert's states (the triggers below do what the constraint's cascade did). TRUNCATE appears only as a trigger event and in the trigger's body: a TRUNCATE of alerts (CASCADE, which alert_symbols' foreign key still asks for) takes the states, as the constraint's CASCADE did.
 -- lock-reviewed: dropping a foreign key is a catalog change (no scan, no rewrite): alert_states and alerts are locked for a moment only; the new triggers on alerts are catalog changes too.
 -- A close's saves insert thousands of alert states (an alert's first
 -- value on an asset), and the foreign key checked each against alerts: a
@@ -11,7 +11,12 @@
 -- Measured in one process, close by close, a 00:00 close's alerts' p95 was
 -- 6 % lower without it (BENCHMARKS.md, "Alerts at a close"). An alert's
 -- delete takes its states once a statement, as a TRUNCATE of the alerts
--- takes every state.
+-- takes every state. The trigger's delete reads the states as its
+-- transaction sees them: a delete in READ COMMITTED (the service's) sees
+-- the state a save committed while the delete waited for the alert's
+-- lock; one in REPEATABLE READ or SERIALIZABLE (an operator's session)
+-- does not, and leaves that state behind, never read (the saves look
+-- states up for the alerts they evaluate only).
 ALTER TABLE alert_states DROP CONSTRAINT alert_states_alert_id_fkey;
 
 -- +goose StatementBegin

@@ -47,31 +47,31 @@ func TestAlertIndexNamedPlaces(t *testing.T) {
 	add(domain.Crypto, []string{"ETH_USDT"}, true)
 
 	symbols := []string{"BTC_USDT", "ETH_USDT", "SOL_USDT"}
-	out, _, _, named := ix.lookup([]string{"crypto"}, symbols, now, nil)
-	if len(out) != 4 {
-		t.Fatalf("lookup returned %d alerts, want 4 (one on the whole market, three naming a symbol): %+v", len(out), out)
+	out, _, _, named := ix.lookup([]string{"crypto", "stocks"}, symbols, now, nil)
+	if len(out) != 5 {
+		t.Fatalf("lookup returned %d alerts, want 5 (one on the whole crypto market, three crypto alerts and one stocks alert naming a symbol): %+v",
+			len(out), out)
 	}
 	total := 0
-	for _, s := range symbols {
-		var want []int
-		for i, a := range out {
-			if a.Market == domain.Crypto && slices.Contains(a.Symbols, s) {
-				want = append(want, i)
+	for _, m := range []domain.Market{domain.Crypto, domain.Stocks} {
+		for _, s := range symbols {
+			var want []int
+			for i, a := range out {
+				if a.Market == m && slices.Contains(a.Symbols, s) {
+					want = append(want, i)
+				}
 			}
+			got := named[assetKey{m, s}]
+			if !slices.Equal(got, want) {
+				t.Errorf("%s %s: named places %v, want %v", m, s, got, want)
+			}
+			total += len(got)
 		}
-		got := named[assetKey{domain.Crypto, s}]
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: named places %v, want %v", s, got, want)
-		}
-		total += len(got)
 	}
-	if total != 5 {
-		t.Errorf("%d places in all, want 5 (BTC 2, ETH 2, SOL 1)", total)
+	if total != 6 {
+		t.Errorf("%d places in all, want 6 (crypto BTC 2, ETH 2, SOL 1; stocks BTC 1)", total)
 	}
-	if len(named) != len(symbols) {
-		t.Errorf("named holds %d assets, want %d: %v", len(named), len(symbols), named)
-	}
-	if l := named[assetKey{domain.Stocks, "BTC_USDT"}]; l != nil {
-		t.Errorf("a stocks asset was not looked up, yet has places %v", l)
+	if len(named) != len(symbols)+1 {
+		t.Errorf("named holds %d assets, want %d: %v", len(named), len(symbols)+1, named)
 	}
 }

@@ -292,7 +292,7 @@ func TestAlertCopyFollowsChanges(t *testing.T) {
 // An alert deleted while a save evaluates it (after the save read its
 // alerts, before it wrote their states) takes its states with it: the save
 // waits for the delete, then stores the rescoring without the deleted
-// alert's state, instead of failing on the foreign key. A client deleted
+// alert's state (its insert joins the alert's row, now gone). A client deleted
 // so (its alerts with it) leaves no alert event behind either: the events
 // have no foreign key (migration 00036), and the save's insert skips a
 // client whose row is gone.
@@ -347,25 +347,7 @@ func deletedDuringASave(t *testing.T, deleteSQL string, client bool) {
 	}()
 	// The save reads the alert (the delete has not committed) and waits
 	// for the delete's lock on it when it writes the state.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the save ended (%v) without waiting for the delete", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the save never waited for the delete")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitBlockedBy(t, db, pid, done, "the save", "the delete")
 	if err := del.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -718,5 +700,79 @@ func TestAlertStatesGoWithTheirAlert(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A state a save inserts before an alert's delete (the save holds the
+// alert's row locked FOR KEY SHARE, as the service's insert does, and the
+// delete waits for it) is taken by the delete once the save commits: the
+// trigger's delete, in READ COMMITTED, sees it.
+func TestAlertStateSavedBeforeTheAlertsDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	doomed := newAlert(t, db, c, "doomed", `overall_score > 0`, 0, "BTC_USDT")
+	save, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer save.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var pid int
+	if err := save.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := save.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at)
+		SELECT u.* FROM (VALUES ($1::uuid, 'BTC_USDT', true, now())) AS u(alert_id, symbol, matched, evaluated_at)
+		JOIN alerts a ON a.id = u.alert_id
+		FOR KEY SHARE OF a`, doomed.ID)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("the save's insert: %v (%d rows)", err, tag.RowsAffected())
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.Pool.Exec(ctx, `DELETE FROM alerts WHERE id = $1`, doomed.ID)
+		done <- err
+	}()
+	waitBlockedBy(t, db, pid, done, "the delete", "the save")
+	if err := save.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_states WHERE alert_id = $1`, doomed.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d states of the deleted alert left, want 0", n)
+	}
+}
+
+// waitBlockedBy waits until a session waits for a lock the backend pid
+// holds; done reports the waiter's end (which fails the test: it ended
+// without waiting). waiter and holder name them in the failures.
+func waitBlockedBy(t *testing.T, db *store.DB, pid int, done <-chan error, waiter, holder string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`,
+			pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s ended (%v) without waiting for %s", waiter, err, holder)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited for %s", waiter, holder)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
