@@ -603,24 +603,9 @@ func TestAlertEventsGoWithTheirClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	var schema string
-	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO public`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "clients"}.Sanitize()+` WHERE id = $1`, gone.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	execAsOperator(t, db, func(schema string) (string, []any) {
+		return `DELETE FROM ` + pgx.Identifier{schema, "clients"}.Sanitize() + ` WHERE id = $1`, []any{gone.ID}
+	})
 	for c, want := range map[*domain.Client]int{gone: 0, kept: 1} {
 		var n int
 		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_events WHERE client_id = $1`, c.ID).Scan(&n); err != nil {
@@ -660,32 +645,17 @@ func TestAlertStatesGoWithTheirAlert(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tx, err := db.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-			var schema string
-			if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO public`); err != nil {
-				t.Fatal(err)
-			}
-			table, id := pgx.Identifier{schema, "alerts"}.Sanitize(), doomed.ID
-			if tc.client {
-				table, id = pgx.Identifier{schema, "clients"}.Sanitize(), gone.ID
-			}
-			var args []any
-			if strings.Contains(tc.delete, "$1") {
-				args = append(args, id)
-			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf(tc.delete, table), args...); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			execAsOperator(t, db, func(schema string) (string, []any) {
+				table, id := pgx.Identifier{schema, "alerts"}.Sanitize(), doomed.ID
+				if tc.client {
+					table, id = pgx.Identifier{schema, "clients"}.Sanitize(), gone.ID
+				}
+				var args []any
+				if strings.Contains(tc.delete, "$1") {
+					args = append(args, id)
+				}
+				return fmt.Sprintf(tc.delete, table), args
+			})
 			want := map[string]int{doomed.ID: 0, other.ID: 2}
 			if !tc.keeps {
 				want[other.ID] = 0
@@ -774,5 +744,33 @@ func waitBlockedBy(t *testing.T, db *store.DB, pid int, done <-chan error, waite
 			t.Fatalf("%s never waited for %s", waiter, holder)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// execAsOperator commits the statement stmt builds from the test's schema
+// in a session whose search_path does not hold it (an operator's, which
+// qualifies the table): what its triggers do must reach the schema's own
+// tables.
+func execAsOperator(t *testing.T, db *store.DB, stmt func(schema string) (string, []any)) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var schema string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO public`); err != nil {
+		t.Fatal(err)
+	}
+	sql, args := stmt(schema)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
