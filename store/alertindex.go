@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // alertIndex is this process's copy of every alert and of what their
@@ -232,4 +233,53 @@ func loadAlertIndex(ctx context.Context, tx pgx.Tx) (map[domain.Market]*marketAl
 		n++
 	}
 	return out, n, translate(rows.Err(), "alerts")
+}
+
+// AlertDensity is how many alert evaluations a rescoring of style on
+// symbols of market makes per asset, from this process's copy of the
+// alerts: the live alerts whose condition reads the style, one on the
+// whole market once per symbol, one naming symbols once per symbol of
+// them. It is 0 until a save has loaded the copy, and without symbols.
+// The worker orders the runs that score at once by it (a hint: a copy a
+// little behind the table will do).
+func (db *DB) AlertDensity(market domain.Market, style analytics.Style, symbols []string, m AlertMatcher) float64 {
+	if len(symbols) == 0 || m == nil {
+		return 0
+	}
+	// Conditions a save resolved with m are kept with their alerts (m a
+	// pointer: see lookup); the others are resolved after the lock.
+	keep := reflect.TypeOf(m).Kind() == reflect.Pointer
+	now := time.Now()
+	n := 0
+	unresolved := map[*indexedAlert]int{}
+	count := func(a *indexedAlert, k int) {
+		switch {
+		case !a.live(now):
+		case keep && a.matcher == m:
+			if a.cond.Reads(style) {
+				n += k
+			}
+		default:
+			unresolved[a] += k
+		}
+	}
+	ix := &db.alerts
+	ix.mu.Lock()
+	if ma := ix.byMarket[market]; ix.loaded && ma != nil {
+		for _, a := range ma.whole {
+			count(a, len(symbols))
+		}
+		for _, s := range symbols {
+			for _, a := range ma.named[s] {
+				count(a, 1)
+			}
+		}
+	}
+	ix.mu.Unlock()
+	for a, k := range unresolved {
+		if m.Condition(a.alert).Reads(style) {
+			n += k
+		}
+	}
+	return float64(n) / float64(len(symbols))
 }

@@ -3,10 +3,12 @@ package store
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/marketscreener/market/domain"
+	"github.com/marketscreener/market/domain/analytics"
 )
 
 // TestAlertIndexNamedPlaces checks the alerts the copy finds naming each
@@ -73,5 +75,87 @@ func TestAlertIndexNamedPlaces(t *testing.T) {
 	}
 	if len(named) != len(symbols)+1 {
 		t.Errorf("named holds %d assets, want %d: %v", len(named), len(symbols)+1, named)
+	}
+}
+
+// styleMatcher resolves a condition to the styles its expression lists
+// (comma-separated): enough for AlertDensity, which asks only Reads.
+type styleMatcher struct{}
+
+type styleCondition map[analytics.Style]bool
+
+func (m *styleMatcher) Condition(a domain.Alert) AlertCondition {
+	c := styleCondition{}
+	for s := range strings.SplitSeq(a.Expression, ",") {
+		c[analytics.Style(s)] = true
+	}
+	return c
+}
+
+func (c styleCondition) Match(*AlertAsset) (bool, error)  { return false, nil }
+func (c styleCondition) Read(*AlertAsset) map[string]any  { return nil }
+func (c styleCondition) Reads(style analytics.Style) bool { return c[style] }
+
+// TestAlertDensity counts the alert evaluations per asset of a rescoring
+// in a style: an alert on the whole market once per asset, one naming
+// assets once per asset it names among those rescored, only those whose
+// condition reads the style and whose client may receive them, the
+// market's alone; conditions kept with the copy and those resolved
+// afresh alike; 0 before the copy is loaded.
+func TestAlertDensity(t *testing.T) {
+	m := &styleMatcher{}
+	db := &DB{}
+	symbols := []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "XRP_USDT"}
+	if d := db.AlertDensity(domain.Crypto, analytics.Swing, symbols, m); d != 0 {
+		t.Fatalf("density %v before the copy is loaded, want 0", d)
+	}
+	ix := &db.alerts
+	ix.loaded, ix.byMarket = true, map[domain.Market]*marketAlerts{}
+	rank := 0
+	add := func(mk domain.Market, styles string, syms []string, active bool) *indexedAlert {
+		ma := ix.byMarket[mk]
+		if ma == nil {
+			ma = &marketAlerts{named: map[string][]*indexedAlert{}}
+			ix.byMarket[mk] = ma
+		}
+		ia := &indexedAlert{rank: rank, active: active, markets: []string{"crypto", "stocks"},
+			alert: domain.Alert{ID: fmt.Sprintf("a%03d", rank), Market: mk, Symbols: syms, Expression: styles}}
+		rank++
+		if syms == nil {
+			ma.whole = append(ma.whole, ia)
+		}
+		for _, s := range syms {
+			ma.named[s] = append(ma.named[s], ia)
+		}
+		return ia
+	}
+	// Resolved by an earlier save with m: its kept condition counts (it
+	// reads swing), not its expression resolved again (intraday).
+	kept := add(domain.Crypto, "intraday", nil, true)
+	kept.matcher, kept.cond = m, styleCondition{analytics.Swing: true}
+	add(domain.Crypto, "swing,scalp", nil, true)
+	add(domain.Crypto, "swing", []string{"BTC_USDT", "ETH_USDT", "DOGE_USDT"}, true) // two of the symbols
+	add(domain.Crypto, "scalp", []string{"SOL_USDT"}, true)
+	add(domain.Crypto, "swing", []string{"SOL_USDT"}, false) // its client suspended
+	add(domain.Crypto, "position", nil, false)
+	add(domain.Stocks, "swing", nil, true) // another market
+	for _, tc := range []struct {
+		style analytics.Style
+		want  float64
+	}{
+		{analytics.Swing, 2 + 2.0/4}, // two on the whole market, one naming two of the four
+		{analytics.Scalp, 1 + 1.0/4},
+		{analytics.Position, 0},
+		{analytics.Intraday, 0}, // the kept condition, not the expression
+	} {
+		if d := db.AlertDensity(domain.Crypto, tc.style, symbols, m); d != tc.want {
+			t.Errorf("%s: density %v, want %v", tc.style, d, tc.want)
+		}
+	}
+	if d := db.AlertDensity(domain.Crypto, analytics.Swing, nil, m); d != 0 {
+		t.Errorf("density %v without symbols, want 0", d)
+	}
+	if d := db.AlertDensity(domain.Forex, analytics.Swing, symbols, m); d != 0 {
+		t.Errorf("density %v on a market without alerts, want 0", d)
 	}
 }

@@ -95,7 +95,8 @@ type Scorer struct {
 	// that step aside meanwhile (nil: none is told).
 	Rescoring *Rescoring
 
-	runs sync.Map // market/style → chan struct{} (capacity 1): the run lock
+	runs  sync.Map // market/style → chan struct{} (capacity 1): the run lock
+	order runOrder // the runs of a market at once, by their alerts
 
 	saveSlotsOnce sync.Once
 	saveSlots     chan struct{} // saveSlotsTotal: the saves under way in this process
@@ -175,15 +176,21 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		ph.lockWait = time.Since(ph.start)
 	}
 	defer ph.log(s.logger(), m, style, &scored)
+	run := s.order.begin(m)
+	defer s.order.end(run)
 	now := s.Now().UTC()
 	work, considered, err := s.decide(ctx, srcs, style, only, now, &ph)
 	if err != nil {
 		return 0, 0, err
 	}
+	run.setDensity(s.alertDensity(m, style, work))
 	if ph.reasons[store.RescoreEnded]+ph.reasons[store.RescoreEndedMoved]+ph.reasons[store.RescoreNewCandle] >= bigRun {
 		defer s.Rescoring.Begin()()
 	}
-	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph)
+	if len(work) > 0 {
+		ph.orderWait = s.order.wait(ctx, run)
+	}
+	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph, run)
 	if err == nil {
 		obs.Scored(string(m), string(style), scored, considered-scored, events)
 	}
@@ -237,6 +244,29 @@ func (s *Scorer) LockRun(ctx context.Context, m domain.Market, style analytics.S
 	return context.WithValue(ctx, heldRunKey{}, &heldRun{key: runKey(m, style), waitStart: start, lockWait: time.Since(start)}), unlock, nil
 }
 
+// alertDensityStore tells how many alerts a run's saves evaluate per asset
+// (store.DB.AlertDensity), by which the runs of a market at once are
+// ordered (runOrder).
+type alertDensityStore interface {
+	AlertDensity(m domain.Market, style analytics.Style, symbols []string, matcher store.AlertMatcher) float64
+}
+
+// alertDensity is the alert evaluations per asset of a run's work: 0
+// without alerts or a store that evaluates them.
+func (s *Scorer) alertDensity(m domain.Market, style analytics.Style, work []sourceWork) float64 {
+	ds, ok := s.Store.(alertDensityStore)
+	if _, alerting := s.Store.(AlertingStore); !ok || !alerting || s.Alerts == nil {
+		return 0
+	}
+	var syms []string
+	for _, w := range work {
+		for _, c := range w.cands {
+			syms = append(syms, c.Symbol)
+		}
+	}
+	return ds.AlertDensity(m, style, syms, s.Alerts)
+}
+
 // sourceWork is the assets of one analytics source that a run scores.
 type sourceWork struct {
 	src   domain.Combination
@@ -280,7 +310,7 @@ func (s *Scorer) decide(ctx context.Context, srcs []domain.Combination, style an
 // scoreWork scores the decided assets and stores them, and returns how
 // many were scored and the verdict events written.
 func (s *Scorer) scoreWork(ctx context.Context, m domain.Market, style analytics.Style, work []sourceWork, now time.Time,
-	ph *runPhases) (scored, events int, err error) {
+	ph *runPhases, run *orderedRun) (scored, events int, err error) {
 	if len(work) == 0 {
 		return 0, 0, nil
 	}
@@ -334,6 +364,7 @@ read:
 	if err == nil && len(recs) > 0 {
 		sv.save(recs)
 	}
+	run.scoredAll() // the lighter runs waiting for this one go on
 	var saveErr error
 	var saved time.Duration
 	scored, events, saved, saveErr = sv.wait()
@@ -410,6 +441,7 @@ func (s *Scorer) scoreOne(m domain.Market, style analytics.Style, src domain.Com
 type runPhases struct {
 	start                     time.Time
 	lockWait, slotWait        time.Duration // for the run lock, then (RunNow's tasks) for a slot
+	orderWait                 time.Duration // for denser runs of the market (runOrder)
 	decide, read, score, save time.Duration
 	candidates                int
 	reads                     store.CandleReads
@@ -425,7 +457,7 @@ func (ph *runPhases) log(l *slog.Logger, m domain.Market, style analytics.Style,
 		level = slog.LevelInfo
 	}
 	l.Log(context.Background(), level, "scoring run", "market", m, "style", style, "candidates", ph.candidates, "scored", *scored,
-		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "slot_wait", ph.slotWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
+		"took", time.Since(ph.start), "lock_wait", ph.lockWait, "slot_wait", ph.slotWait, "order_wait", ph.orderWait, "decide", ph.decide, "read", ph.read, "score", ph.score, "save", ph.save,
 		"series_extended", ph.reads.Extended, "series_read_in_full", ph.reads.Full, "reasons", ph.reasonCounts())
 }
 
