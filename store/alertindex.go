@@ -239,15 +239,17 @@ func loadAlertIndex(ctx context.Context, tx pgx.Tx) (map[domain.Market]*marketAl
 // symbols of market makes per asset, from this process's copy of the
 // alerts: the live alerts whose condition reads the style, one on the
 // whole market once per symbol, one naming symbols once per symbol of
-// them. It is 0 until a save has loaded the copy, and without symbols.
-// The worker orders the runs that score at once by it (a hint: a copy a
-// little behind the table will do).
-func (db *DB) AlertDensity(market domain.Market, style analytics.Style, symbols []string, m AlertMatcher) float64 {
-	if len(symbols) == 0 || m == nil {
-		return 0
+// them; and whether the market has a live alert at all (whatever its
+// style and symbols). Both are 0 and false until a save has loaded the
+// copy; the density is 0 without symbols. The worker orders the runs that
+// score at once by it (a hint: a copy a little behind the table will do).
+func (db *DB) AlertDensity(market domain.Market, style analytics.Style, symbols []string, m AlertMatcher) (density float64, alerted bool) {
+	if m == nil {
+		return 0, false
 	}
 	// Conditions a save resolved with m are kept with their alerts (m a
-	// pointer: see lookup); the others are resolved after the lock.
+	// pointer: see lookup); the others are resolved after the lock, and
+	// kept.
 	keep := reflect.TypeOf(m).Kind() == reflect.Pointer
 	now := time.Now()
 	n := 0
@@ -266,6 +268,7 @@ func (db *DB) AlertDensity(market domain.Market, style analytics.Style, symbols 
 	ix := &db.alerts
 	ix.mu.Lock()
 	if ma := ix.byMarket[market]; ix.loaded && ma != nil {
+		alerted = ma.anyLive(now)
 		for _, a := range ma.whole {
 			count(a, len(symbols))
 		}
@@ -276,10 +279,42 @@ func (db *DB) AlertDensity(market domain.Market, style analytics.Style, symbols 
 		}
 	}
 	ix.mu.Unlock()
-	for a, k := range unresolved {
-		if m.Condition(a.alert).Reads(style) {
-			n += k
+	if len(unresolved) > 0 {
+		conds := make(map[*indexedAlert]AlertCondition, len(unresolved))
+		for a, k := range unresolved {
+			c := m.Condition(a.alert)
+			conds[a] = c
+			if c.Reads(style) {
+				n += k
+			}
+		}
+		if keep {
+			ix.mu.Lock()
+			for a, c := range conds {
+				a.matcher, a.cond = m, c
+			}
+			ix.mu.Unlock()
 		}
 	}
-	return float64(n) / float64(len(symbols))
+	if len(symbols) == 0 {
+		return 0, alerted
+	}
+	return float64(n) / float64(len(symbols)), alerted
+}
+
+// anyLive reports whether one of the market's alerts is live now.
+func (ma *marketAlerts) anyLive(now time.Time) bool {
+	for _, a := range ma.whole {
+		if a.live(now) {
+			return true
+		}
+	}
+	for _, l := range ma.named {
+		for _, a := range l {
+			if a.live(now) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -106,8 +106,8 @@ func TestAlertDensity(t *testing.T) {
 	m := &styleMatcher{}
 	db := &DB{}
 	symbols := []string{"BTC_USDT", "ETH_USDT", "SOL_USDT", "XRP_USDT"}
-	if d := db.AlertDensity(domain.Crypto, analytics.Swing, symbols, m); d != 0 {
-		t.Fatalf("density %v before the copy is loaded, want 0", d)
+	if d, alerted := db.AlertDensity(domain.Crypto, analytics.Swing, symbols, m); d != 0 || alerted {
+		t.Fatalf("density %v, alerted %v before the copy is loaded, want 0, false", d, alerted)
 	}
 	ix := &db.alerts
 	ix.loaded, ix.byMarket = true, map[domain.Market]*marketAlerts{}
@@ -148,14 +148,25 @@ func TestAlertDensity(t *testing.T) {
 		{analytics.Position, 0},
 		{analytics.Intraday, 0}, // the kept condition, not the expression
 	} {
-		if d := db.AlertDensity(domain.Crypto, tc.style, symbols, m); d != tc.want {
-			t.Errorf("%s: density %v, want %v", tc.style, d, tc.want)
+		if d, alerted := db.AlertDensity(domain.Crypto, tc.style, symbols, m); d != tc.want || !alerted {
+			t.Errorf("%s: density %v, alerted %v, want %v, true", tc.style, d, alerted, tc.want)
 		}
 	}
-	if d := db.AlertDensity(domain.Crypto, analytics.Swing, nil, m); d != 0 {
-		t.Errorf("density %v without symbols, want 0", d)
+	if d, alerted := db.AlertDensity(domain.Crypto, analytics.Swing, nil, m); d != 0 || !alerted {
+		t.Errorf("without symbols: density %v, alerted %v, want 0, true", d, alerted)
 	}
-	if d := db.AlertDensity(domain.Forex, analytics.Swing, symbols, m); d != 0 {
-		t.Errorf("density %v on a market without alerts, want 0", d)
+	if d, alerted := db.AlertDensity(domain.Forex, analytics.Swing, symbols, m); d != 0 || alerted {
+		t.Errorf("a market without alerts: density %v, alerted %v, want 0, false", d, alerted)
+	}
+	// A market whose only alert's client may not receive it: none live.
+	add(domain.Forex, "swing", nil, false)
+	if d, alerted := db.AlertDensity(domain.Forex, analytics.Swing, symbols, m); d != 0 || alerted {
+		t.Errorf("a market without live alerts: density %v, alerted %v, want 0, false", d, alerted)
+	}
+	// The conditions resolved here are kept with their alerts.
+	for _, a := range ix.byMarket[domain.Crypto].whole {
+		if a.live(time.Now()) && (a.matcher != AlertMatcher(m) || a.cond == nil) {
+			t.Errorf("alert %s: condition not kept", a.alert.ID)
+		}
 	}
 }

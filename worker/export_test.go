@@ -54,3 +54,7 @@ func (in *Ingester) BoundMinuteHistory(d time.Duration, chunk int) {
 
 // BulkChunks is bulkChunks: the calls a bulk read of symbols is split into.
 var BulkChunks = bulkChunks
+
+// The tests' runs may be slow (the race detector, a busy machine): a
+// lighter run waits for a denser one as long as it takes.
+func init() { maxOrderWait = time.Minute }

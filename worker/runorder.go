@@ -13,18 +13,20 @@ import (
 // process (a close of several styles: all four of crypto's at 00:00 UTC)
 // by their alerts: a run whose saves evaluate fewer alerts per asset waits,
 // before it scores, until the runs with more than orderRatio times as many
-// have handed over their last save.
+// (and at least minDensityGap more) have handed over their last save.
 //
 // The runs of a close share two cores whatever their order, so their last
 // report is stored at the same time either way; what the order changes is
 // when each alert is delivered. Side by side, every run ends at the close's
 // end, and so do the alerts of each; in order, the runs that deliver the
-// most alerts for their work end first (the rule that minimises the
+// most alerts for their work end first (Smith's rule, which minimises the
 // alerts' mean delay, and every quantile of it when the work is
-// divisible). At a 00:00 close of 2,000 crypto assets with 10,000 alerts
-// (BenchmarkCloseAlerts), the position run fires under 5 % of the alerts
-// and now scores after the others: p95 and p50 of close → alert fell
-// (BENCHMARKS.md, "Runs ordered by their alerts").
+// divisible; here approximately: the work is taken as the run's assets,
+// though a denser run's saves cost a little more an asset). At a 00:00
+// close of 2,000 crypto assets with 10,000 alerts (BenchmarkCloseAlerts),
+// the position run fires under 5 % of the alerts and now scores after the
+// others: p95 and p50 of close → alert fell (BENCHMARKS.md, "The runs of a
+// close in order of their alerts").
 //
 // Runs of similar density (within orderRatio) go side by side: ordering
 // them would not bring the later one's alerts forward, and one run alone
@@ -33,7 +35,10 @@ import (
 // maxOrderWait, so a stream of denser runs, or one stuck on a lock,
 // cannot hold it back for long; a run still deciding (a query, as long
 // for every run of a close) is waited for until it knows its density.
-// Without alerts every density is 0 and no run waits. A waiting run keeps
+// Without alerts on the market (or a scorer without alerts) no run waits,
+// and a run denser by less than minDensityGap is not waited for: the
+// reports and verdict events of the run that would wait matter more than
+// a fraction of an alert an asset. A waiting run keeps
 // its in-process slot (Worker.Gate), as every run of a close held its slot
 // to the close's end side by side; in order, the denser runs end, and free
 // theirs, sooner.
@@ -50,14 +55,19 @@ type orderedRun struct {
 	scored  chan struct{} // closed once the run has handed over its last save (or ended)
 	decide  sync.Once
 	score   sync.Once
-	waiters atomic.Int32 // runs waiting for its last save
+	waiters atomic.Int32 // runs waiting for its density or its last save (read by the tests)
 }
 
-// orderRatio is how many times denser a run must be to go first.
-const orderRatio = 2
+// orderRatio is how many times denser a run must be to go first, and
+// minDensityGap by how many alert evaluations an asset at least.
+const (
+	orderRatio    = 2
+	minDensityGap = 1
+)
 
-// maxOrderWait is the longest a run waits for denser ones.
-const maxOrderWait = 10 * time.Second
+// maxOrderWait is the longest a run waits for denser ones (a variable for
+// the tests, which may run slowly).
+var maxOrderWait = 10 * time.Second
 
 // begin registers a run of m that is about to decide: denser runs that
 // start waiting meanwhile see it (and wait for its density).
@@ -75,8 +85,8 @@ func (o *runOrder) begin(m domain.Market) *orderedRun {
 	return r
 }
 
-// decided sets the run's density: alert evaluations per asset its saves
-// will make.
+// setDensity sets the run's density: alert evaluations per asset its
+// saves will make.
 func (r *orderedRun) setDensity(d float64) {
 	r.decide.Do(func() {
 		r.density = d
@@ -122,29 +132,30 @@ func (o *runOrder) wait(ctx context.Context, r *orderedRun) time.Duration {
 	timeout := time.NewTimer(maxOrderWait)
 	defer timeout.Stop()
 	for _, x := range others {
-		select {
-		case <-x.decided:
-		case <-ctx.Done():
-			return time.Since(start)
-		case <-timeout.C:
+		if !awaitRun(ctx, timeout.C, x, x.decided) {
 			return time.Since(start)
 		}
-		if x.density <= orderRatio*r.density {
+		if x.density <= orderRatio*r.density || x.density-r.density < minDensityGap {
 			continue
 		}
-		x.waiters.Add(1)
-		stop := false
-		select {
-		case <-x.scored:
-		case <-ctx.Done():
-			stop = true
-		case <-timeout.C:
-			stop = true
-		}
-		x.waiters.Add(-1)
-		if stop {
+		if !awaitRun(ctx, timeout.C, x, x.scored) {
 			return time.Since(start)
 		}
 	}
 	return time.Since(start)
+}
+
+// awaitRun waits for one of x's channels to close; false when ctx ended
+// or the time ran out first.
+func awaitRun(ctx context.Context, timeout <-chan time.Time, x *orderedRun, ch <-chan struct{}) bool {
+	x.waiters.Add(1)
+	defer x.waiters.Add(-1)
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-timeout:
+		return false
+	}
 }

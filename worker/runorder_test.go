@@ -42,8 +42,8 @@ func (p *orderProbe) CachedCandlesOf(ctx context.Context, cache *store.CandleCac
 	return p.DB.CachedCandlesOf(ctx, cache, m, exchange, tf, symbols, limit)
 }
 
-// TestRunsOfACloseOrderedByTheirAlerts: at a close of two styles with an
-// alert that reads only one (the default style's verdict), the other
+// TestRunsOfACloseOrderedByTheirAlerts: at a close of two styles with
+// alerts that read only one (the default style's fields), the other
 // style's run waits for it: every candle read of the scalp run comes after
 // the swing run's last. Both runs store every report.
 func TestRunsOfACloseOrderedByTheirAlerts(t *testing.T) {
@@ -62,9 +62,11 @@ func TestRunsOfACloseOrderedByTheirAlerts(t *testing.T) {
 	if err := db.CreateClient(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateAlert(ctx, domain.Alert{ClientID: c.ID, Name: "swing", Market: domain.Crypto,
-		Expression: `verdict == "growth"`}, c.Tier); err != nil {
-		t.Fatal(err)
+	for i, expr := range []string{`verdict == "growth"`, `overall_score > 10`} { // the default style's
+		if _, err := db.CreateAlert(ctx, domain.Alert{ClientID: c.ID, Name: fmt.Sprintf("swing%d", i), Market: domain.Crypto,
+			Expression: expr}, c.Tier); err != nil {
+			t.Fatal(err)
+		}
 	}
 	probe := &orderProbe{DB: db}
 	sc := &worker.Scorer{Store: probe, Region: "global", Logger: discard(), Alerts: &alerting.Matcher{},

@@ -176,18 +176,29 @@ func (s *Scorer) ScoreSymbols(ctx context.Context, m domain.Market, style analyt
 		ph.lockWait = time.Since(ph.start)
 	}
 	defer ph.log(s.logger(), m, style, &scored)
-	run := s.order.begin(m)
-	defer s.order.end(run)
+	// With alerts, the runs of the market at once go in order of their
+	// alerts (runOrder).
+	ds, ordered := s.alertDensityStore()
+	var run *orderedRun
+	if ordered {
+		run = s.order.begin(m)
+		defer s.order.end(run)
+	}
 	now := s.Now().UTC()
 	work, considered, err := s.decide(ctx, srcs, style, only, now, &ph)
 	if err != nil {
 		return 0, 0, err
 	}
-	run.setDensity(s.alertDensity(m, style, work))
+	alerted := false
+	if ordered {
+		var density float64
+		density, alerted = ds.AlertDensity(m, style, workSymbols(work), s.Alerts)
+		run.setDensity(density)
+	}
 	if ph.reasons[store.RescoreEnded]+ph.reasons[store.RescoreEndedMoved]+ph.reasons[store.RescoreNewCandle] >= bigRun {
 		defer s.Rescoring.Begin()()
 	}
-	if len(work) > 0 {
+	if alerted && len(work) > 0 {
 		ph.orderWait = s.order.wait(ctx, run)
 	}
 	scored, events, err = s.scoreWork(ctx, m, style, work, now, &ph, run)
@@ -244,27 +255,30 @@ func (s *Scorer) LockRun(ctx context.Context, m domain.Market, style analytics.S
 	return context.WithValue(ctx, heldRunKey{}, &heldRun{key: runKey(m, style), waitStart: start, lockWait: time.Since(start)}), unlock, nil
 }
 
-// alertDensityStore tells how many alerts a run's saves evaluate per asset
-// (store.DB.AlertDensity), by which the runs of a market at once are
-// ordered (runOrder).
+// alertDensityStore tells how many alerts a run's saves evaluate per asset,
+// and whether the market has any (store.DB.AlertDensity), by which the
+// runs of a market at once are ordered (runOrder).
 type alertDensityStore interface {
-	AlertDensity(m domain.Market, style analytics.Style, symbols []string, matcher store.AlertMatcher) float64
+	AlertDensity(m domain.Market, style analytics.Style, symbols []string, matcher store.AlertMatcher) (float64, bool)
 }
 
-// alertDensity is the alert evaluations per asset of a run's work: 0
-// without alerts or a store that evaluates them.
-func (s *Scorer) alertDensity(m domain.Market, style analytics.Style, work []sourceWork) float64 {
+// alertDensityStore is the store's, when the scorer evaluates alerts (a
+// matcher, a store that saves with them and tells their density).
+func (s *Scorer) alertDensityStore() (alertDensityStore, bool) {
 	ds, ok := s.Store.(alertDensityStore)
-	if _, alerting := s.Store.(AlertingStore); !ok || !alerting || s.Alerts == nil {
-		return 0
-	}
+	_, alerting := s.Store.(AlertingStore)
+	return ds, ok && alerting && s.Alerts != nil
+}
+
+// workSymbols are the symbols of a run's work.
+func workSymbols(work []sourceWork) []string {
 	var syms []string
 	for _, w := range work {
 		for _, c := range w.cands {
 			syms = append(syms, c.Symbol)
 		}
 	}
-	return ds.AlertDensity(m, style, syms, s.Alerts)
+	return syms
 }
 
 // sourceWork is the assets of one analytics source that a run scores.
@@ -310,7 +324,7 @@ func (s *Scorer) decide(ctx context.Context, srcs []domain.Combination, style an
 // scoreWork scores the decided assets and stores them, and returns how
 // many were scored and the verdict events written.
 func (s *Scorer) scoreWork(ctx context.Context, m domain.Market, style analytics.Style, work []sourceWork, now time.Time,
-	ph *runPhases, run *orderedRun) (scored, events int, err error) {
+	ph *runPhases, run *orderedRun) (scored, events int, err error) { // run: nil when not ordered
 	if len(work) == 0 {
 		return 0, 0, nil
 	}
@@ -364,7 +378,9 @@ read:
 	if err == nil && len(recs) > 0 {
 		sv.save(recs)
 	}
-	run.scoredAll() // the lighter runs waiting for this one go on
+	if run != nil {
+		run.scoredAll() // the lighter runs waiting for this one go on
+	}
 	var saveErr error
 	var saved time.Duration
 	scored, events, saved, saveErr = sv.wait()
