@@ -15,9 +15,9 @@ import (
 // before it scores, until the runs with more than orderRatio times as many
 // (and at least minDensityGap more) have handed over their last save.
 //
-// The runs of a close share two cores whatever their order, so their last
-// report is stored at the same time either way; what the order changes is
-// when each alert is delivered. Side by side, every run ends at the close's
+// The runs of a close share the host's cores whatever their order, so
+// their last report is stored at about the same time either way; what the
+// order changes is when each alert is delivered. Side by side, every run ends at the close's
 // end, and so do the alerts of each; in order, the runs that deliver the
 // most alerts for their work end first (Smith's rule, which minimises the
 // alerts' mean delay, and every quantile of it when the work is
@@ -38,10 +38,9 @@ import (
 // Without alerts on the market (or a scorer without alerts) no run waits,
 // and a run denser by less than minDensityGap is not waited for: the
 // reports and verdict events of the run that would wait matter more than
-// a fraction of an alert an asset. A waiting run keeps
-// its in-process slot (Worker.Gate), as every run of a close held its slot
-// to the close's end side by side; in order, the denser runs end, and free
-// theirs, sooner.
+// a fraction of an alert an asset. A waiting run keeps its in-process slot
+// (Worker.Gate), as every run of a close held its slot to the close's end
+// side by side; in order, the denser runs end, and free theirs, sooner.
 type runOrder struct {
 	mu   sync.Mutex
 	runs map[domain.Market]map[*orderedRun]struct{}
@@ -113,9 +112,10 @@ func (o *runOrder) end(r *orderedRun) {
 }
 
 // wait waits until every run of r's market present now that is more than
-// orderRatio times denser has handed over its last save (a run still
-// deciding is waited for until it knows its density), for at most
-// maxOrderWait or until ctx ends. It returns how long it waited.
+// orderRatio times, and minDensityGap, denser has handed over its last
+// save (a run still deciding is waited for until it knows its density),
+// for at most maxOrderWait or until ctx ends. It returns how long it
+// waited.
 func (o *runOrder) wait(ctx context.Context, r *orderedRun) time.Duration {
 	start := time.Now()
 	o.mu.Lock()
