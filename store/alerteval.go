@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/marketscreener/market/domain"
 	"github.com/marketscreener/market/domain/analytics"
@@ -86,11 +87,23 @@ func (db *DB) SaveAnalyticsAlerting(ctx context.Context, recs []AnalyticsRecord,
 }
 
 func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map[string]AnalyticsRecord, c *saveColumns, m AlertMatcher) (int, error) {
-	tx, err := db.Pool.Begin(ctx)
+	// A connection of its own rather than the pool's transaction: the
+	// save's last statements and its COMMIT go in one round trip
+	// (alertWrites.commit), and the transaction then needs no Commit.
+	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		return 0, translate(err, "analytics")
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, translate(err, "analytics")
+	}
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' { // not committed (nor rolled back by a failed COMMIT)
+			tx.Rollback(ctx) //nolint:errcheck // the error is the save's
+		}
+	}()
 	markets := uniqueSorted(recs, func(r AnalyticsRecord) string { return string(r.Market) })
 	symbols := uniqueSorted(recs, func(r AnalyticsRecord) string { return r.Symbol })
 	var gen int64
@@ -110,7 +123,7 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 		}
 		return int(tag.RowsAffected()), translate(tx.Commit(ctx), "analytics")
 	}
-	before, versions, err := lockReports(ctx, tx, markets, symbols)
+	before, versions, err := lockReports(ctx, tx, markets, symbols, uniqueSorted(recs, func(r AnalyticsRecord) string { return string(r.Style) }))
 	if err != nil {
 		return 0, err
 	}
@@ -141,18 +154,19 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 	if err != nil {
 		return 0, translate(err, "analytics")
 	}
+	var w *alertWrites
 	if len(saved) > 0 {
-		keep, f, err := db.evaluateAlerts(ctx, tx, m, alerts, conds, named, before, versions, gen, saved)
+		keep, writes, err := db.evaluateAlerts(ctx, tx, m, alerts, conds, named, before, versions, gen, saved)
 		if err != nil {
 			return 0, err
 		}
 		// What the save leaves is kept before its commit, under its
 		// transaction id: a save waiting for these rows' locks proceeds
 		// the moment they are released, and must find it. Should the
-		// commit fail, the rows keep their versions and nothing kept
-		// matches them.
+		// writes or the commit fail, the rows keep their versions and
+		// nothing kept matches them.
 		keep(uint32(xid))
-		fired = f
+		w = writes
 		for _, r := range saved {
 			if r.Result == nil {
 				continue
@@ -166,8 +180,9 @@ func (db *DB) saveAlerting(ctx context.Context, recs []AnalyticsRecord, prev map
 			db.results.put(reportKey{r.Market, r.Style, r.Symbol}, uint32(xid), pgTime(r.UpdatedAt), res)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, translate(err, "analytics")
+	fired, err = w.commit(ctx, tx)
+	if err != nil {
+		return 0, err
 	}
 	db.alertsFired(fired)
 	return int(tag.RowsAffected()), nil
@@ -253,7 +268,7 @@ func liveAlertsSQL(ctx context.Context, tx pgx.Tx, markets, symbols []string) ([
 // keeps the assets' states there (valid once the save has committed).
 func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, alerts []domain.Alert, conds []AlertCondition,
 	namedBy map[assetKey][]int, before map[assetKey]map[analytics.Style]*AnalyticsRecord, versions map[reportKey]uint32, gen int64,
-	saved []AnalyticsRecord) (keep func(xid uint32), fired map[domain.Market]int, err error) {
+	saved []AnalyticsRecord) (keep func(xid uint32), w *alertWrites, err error) {
 	keep = func(uint32) {}
 	if len(saved) == 0 {
 		return keep, nil, nil
@@ -395,7 +410,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			return keep, nil, err
 		}
 	}
-	var w alertWrites
+	w = &alertWrites{}
 	for _, p := range pairs {
 		a, ch := *p.alert, p.ch
 		matched, err := p.cond.Match(ch.after)
@@ -422,10 +437,6 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			w.event(a, ch.key.symbol, ch.at, p.cond.Read(ch.after))
 		}
 	}
-	fired, err = w.write(ctx, tx, false)
-	if err != nil {
-		return keep, nil, err
-	}
 	return func(xid uint32) {
 		for j, ch := range changes {
 			e := &assetStates{gen: gen, versions: map[analytics.Style]uint32{}, states: states[j]}
@@ -437,7 +448,7 @@ func (db *DB) evaluateAlerts(ctx context.Context, tx pgx.Tx, m AlertMatcher, ale
 			}
 			db.states.put(ch.key, e)
 		}
-	}, fired, nil
+	}, w, nil
 }
 
 // attachTickers sets the screener rows of the assets: each report's own
@@ -541,76 +552,85 @@ func (w *alertWrites) event(a domain.Alert, symbol string, at time.Time, read ma
 	w.evAt, w.evRead = append(w.evAt, at.UTC()), append(w.evRead, raw)
 }
 
-// write writes the states and the events, and returns the events
-// inserted, by market.
-func (w *alertWrites) write(ctx context.Context, tx pgx.Tx, sandbox bool) (fired map[domain.Market]int, err error) {
-	if len(w.up.alert) > 0 {
+// commit writes the states and the events (none for a nil w) and
+// commits tx, in one round trip, and returns the events inserted, by
+// market.
+//
+// The alert events' statement takes the stream's lock (their statement
+// trigger numbers them: docs/stream-order.md), held until the commit has
+// ended, and every saver of the close with alerts to write waits for it.
+// The COMMIT sent with the statements runs the moment they end, where a
+// COMMIT of its own waited for a round trip and for this goroutine to be
+// scheduled again on a busy worker.
+func (w *alertWrites) commit(ctx context.Context, tx pgx.Tx) (fired map[domain.Market]int, err error) {
+	b := &pgx.Batch{}
+	if w != nil && len(w.up.alert) > 0 {
 		// A state row is updated in place: its key does not change, so
 		// the alert's row is not checked (a close updates tens of
 		// thousands). A row an alert's delete has taken meanwhile is gone,
 		// and the update passes it by.
-		if _, err := tx.Exec(ctx, `UPDATE alert_states s SET matched = u.matched, evaluated_at = u.evaluated_at,
+		b.Queue(`UPDATE alert_states s SET matched = u.matched, evaluated_at = u.evaluated_at,
 				last_fired_at = u.last_fired_at
 			FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
 				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)
 			WHERE s.alert_id = u.alert_id AND s.symbol = u.symbol`,
-			w.up.alert, w.up.symbol, w.up.matched, w.up.at, w.up.fired); err != nil {
-			return nil, translate(err, "alert states")
-		}
+			w.up.alert, w.up.symbol, w.up.matched, w.up.at, w.up.fired).Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	if len(w.ins.alert) > 0 {
+	if w != nil && len(w.ins.alert) > 0 {
 		// Only the states of alerts that still exist, locked against a
 		// delete until the commit: an alert deleted while the save ran
 		// (after its alerts were read) is passed by, and one deleted
 		// after takes the states with it (its delete waits for the lock;
 		// the states have no foreign key, migration 00037: its check
 		// locked the same row again, a query per state).
-		if _, err := tx.Exec(ctx, `INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
+		b.Queue(`INSERT INTO alert_states (alert_id, symbol, matched, evaluated_at, last_fired_at)
 			SELECT u.* FROM unnest($1::text[]::uuid[], $2::text[], $3::bool[], $4::timestamptz[], $5::timestamptz[])
 				AS u(alert_id, symbol, matched, evaluated_at, last_fired_at)
 			JOIN alerts a ON a.id = u.alert_id
 			FOR KEY SHARE OF a
 			ON CONFLICT (alert_id, symbol) DO UPDATE SET matched = excluded.matched, evaluated_at = excluded.evaluated_at,
 				last_fired_at = excluded.last_fired_at`,
-			w.ins.alert, w.ins.symbol, w.ins.matched, w.ins.at, w.ins.fired); err != nil {
-			return nil, translate(err, "alert states")
-		}
+			w.ins.alert, w.ins.symbol, w.ins.matched, w.ins.at, w.ins.fired).Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	if len(w.evAlert) > 0 {
+	if w != nil && len(w.evAlert) > 0 {
 		// The events inserted, by market (one already stored for the same
 		// alert, asset and instant is not), of clients that exist: the
 		// events have no foreign key (migration 00036), and a client
 		// deleted while this save ran has had its events deleted by then
 		// or has them deleted once the save commits (its alerts' states,
 		// written above, hold the delete back until then).
-		rows, err := tx.Query(ctx, `WITH ins AS (
+		b.Queue(`WITH ins AS (
 				INSERT INTO alert_events (alert_id, alert_name, client_id, market, symbol, at, read, sandbox)
-				SELECT a, n, c, m, s, t, r::jsonb, $8 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+				SELECT a, n, c, m, s, t, r::jsonb, false FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
 					AS e(a, n, c, m, s, t, r)
 				WHERE EXISTS (SELECT FROM clients k WHERE k.id = e.c)
 				ORDER BY m, s, a
 				ON CONFLICT (alert_id, symbol, at) DO NOTHING
 				RETURNING market)
 			SELECT market, count(*) FROM ins GROUP BY market`,
-			w.evAlert, w.evName, w.evClient, w.evMarket, w.evSymbol, w.evAt, w.evRead, sandbox)
-		if err != nil {
-			return nil, translate(err, "alert events")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m string
-			var n int
-			if err := rows.Scan(&m, &n); err != nil {
-				return nil, translate(err, "alert events")
+			w.evAlert, w.evName, w.evClient, w.evMarket, w.evSymbol, w.evAt, w.evRead).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var m string
+				var n int
+				if err := rows.Scan(&m, &n); err != nil {
+					return err
+				}
+				if fired == nil {
+					fired = map[domain.Market]int{}
+				}
+				fired[domain.Market(m)] += n
 			}
-			if fired == nil {
-				fired = map[domain.Market]int{}
-			}
-			fired[domain.Market(m)] += n
+			return rows.Err()
+		})
+	}
+	b.Queue(`COMMIT`).Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
 		}
-		if err := rows.Err(); err != nil {
-			return nil, translate(err, "alert events")
-		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, translate(err, "alert events")
 	}
 	return fired, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -773,4 +774,98 @@ func execAsOperator(t *testing.T, db *store.DB, stmt func(schema string) (string
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Two saves of different styles on one asset evaluate its alerts one
+// after the other, the second on the first's committed report: a
+// condition over both styles, made true by the two saves together, fires
+// once. Evaluated side by side, each save would see the other style's old
+// report, and the alert would never fire.
+func TestAlertSavesOfTwoStylesOnAnAssetTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	c := newClient(t, db, nil)
+	newAlert(t, db, c, "both", `swing.verdict == "growth" && scalp.verdict == "growth"`, 0)
+	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	record := func(style analytics.Style, v analytics.Verdict, at time.Time) store.AnalyticsRecord {
+		r := analyticsRecord("BTC_USDT", 50, v, at)
+		r.Style = style
+		return r
+	}
+	m := &alerting.Matcher{}
+	swing0, scalp0 := record(analytics.Swing, analytics.VerdictNeutral, t0), record(analytics.Scalp, analytics.VerdictNeutral, t0)
+	for _, r := range []store.AnalyticsRecord{swing0, scalp0} {
+		if _, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{r}, nil, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1 := t0.Add(4 * time.Hour)
+	// The swing save stops in its evaluation, its locks held.
+	held := &heldMatcher{Matcher: &alerting.Matcher{}, entered: make(chan struct{}), release: make(chan struct{})}
+	var released sync.Once
+	release := func() { released.Do(func() { close(held.release) }) }
+	t.Cleanup(release) // a failed test's save ends before its schema is dropped
+	swingDone := make(chan error, 1)
+	go func() {
+		_, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{record(analytics.Swing, analytics.VerdictGrowth, t1)},
+			map[string]store.AnalyticsRecord{"BTC_USDT": swing0}, held)
+		swingDone <- err
+	}()
+	select {
+	case <-held.entered:
+	case err := <-swingDone:
+		t.Fatalf("the swing save ended (%v) without evaluating", err)
+	}
+	// Its backend: the one of this schema's reports' locks, idle in its
+	// transaction while the save evaluates in Go.
+	var pid int
+	if err := db.Pool.QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+		WHERE l.locktype = 'relation' AND l.relation = 'analytics_reports'::regclass AND a.state = 'idle in transaction'`).Scan(&pid); err != nil {
+		t.Fatalf("the swing save's backend: %v", err)
+	}
+	scalpDone := make(chan error, 1)
+	go func() {
+		_, err := db.SaveAnalyticsAlerting(ctx, []store.AnalyticsRecord{record(analytics.Scalp, analytics.VerdictGrowth, t1)},
+			map[string]store.AnalyticsRecord{"BTC_USDT": scalp0}, m)
+		scalpDone <- err
+	}()
+	waitBlockedBy(t, db, pid, scalpDone, "the scalp save", "the swing save")
+	release()
+	for _, done := range []chan error{swingDone, scalpDone} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var events int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM alert_events WHERE symbol = 'BTC_USDT'`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 {
+		t.Fatalf("%d alert events after both styles turned growth, want 1", events)
+	}
+}
+
+// heldMatcher is a matcher whose first evaluation waits for release.
+type heldMatcher struct {
+	*alerting.Matcher
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *heldMatcher) Condition(a domain.Alert) store.AlertCondition {
+	return heldCondition{h.Matcher.Condition(a), h}
+}
+
+type heldCondition struct {
+	store.AlertCondition
+	h *heldMatcher
+}
+
+func (c heldCondition) Match(asset *store.AlertAsset) (bool, error) {
+	c.h.once.Do(func() {
+		close(c.h.entered)
+		<-c.h.release
+	})
+	return c.AlertCondition.Match(asset)
 }
